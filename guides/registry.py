@@ -1,0 +1,64 @@
+"""Guide factories by name, and the rule that turns a user's ``guide=`` into a guide.
+
+A *guide factory* takes a model and keyword options and returns a Pyro guide callable
+with the model's signature ``guide(x, y=None, num_data=None)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pyro.infer.autoguide import AutoGuide
+
+from models.registry import Registry
+
+
+class GuideFactory:
+    """Marks ``build(model, **options) -> guide`` as a factory (not itself a guide)."""
+
+    def __init__(self, build: Callable[..., Callable], *, description: str) -> None:
+        self.build = build
+        self.description = description
+        self.__doc__ = build.__doc__
+
+    def __call__(self, model, **options: Any) -> Callable:
+        return self.build(model, **options)
+
+    def __repr__(self) -> str:
+        return f"GuideFactory({self.build.__name__}: {self.description})"
+
+
+GUIDES: Registry[GuideFactory] = Registry("guide")
+
+
+def register_guide(name: str, *, description: str):
+    """Decorator registering ``build(model, **options)`` as the guide factory ``name``."""
+
+    def decorate(build):
+        GUIDES.register(name, GuideFactory(build, description=description))
+        return build
+
+    return decorate
+
+
+def build_guide(spec, model, **options: Any) -> tuple[Callable, str]:
+    """Turn ``spec`` into a guide for ``model``; return the guide and a name for reports.
+
+    ``spec`` may be a registered name, a :class:`GuideFactory`, an ``AutoGuide``
+    subclass (called as ``cls(model, **options)``), or a ready guide callable (then
+    ``options`` must be empty).
+    """
+    if isinstance(spec, str):
+        return GUIDES.get(spec)(model, **options), spec
+    if isinstance(spec, GuideFactory):
+        return spec(model, **options), GUIDES.name_of(spec) or spec.build.__name__
+    if isinstance(spec, type) and issubclass(spec, AutoGuide):
+        return spec(model, **options), spec.__name__
+    if callable(spec):
+        if options:
+            raise ValueError(f"guide options {sorted(options)} were given with a ready guide; "
+                             "pass options only with a guide name or factory")
+        return spec, getattr(spec, "__name__", type(spec).__name__)
+    raise ValueError(f"guide must be a name in {GUIDES.names()}, a GuideFactory, an AutoGuide class "
+                     f"or a guide callable; got {spec!r}")

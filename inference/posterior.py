@@ -1,0 +1,206 @@
+r"""The one result type of every inference method: draws from :math:`p(W \mid \mathcal{D})` or its approximation.
+
+A :class:`Posterior` holds ``(chains, draws)`` samples of every latent site of the
+model, whatever method made them (SVI draws from the fitted guide, NUTS its Markov
+chains, Laplace draws from :math:`\mathcal{N}(W_{MAP}, \Lambda^{-1})`), plus the
+training data. Everything downstream (predictions, ArviZ, saving) works on the draws,
+so it is method-agnostic.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import arviz as az
+import numpy as np
+import torch
+
+from inference.atomic import atomic_directory, write_json
+from inference.prediction import Prediction, log_predictive_density, summarise
+from inference.seeding import seeded
+from models.mlp import OBSERVED_SITE, BayesianMLP
+
+SCHEMA_VERSION = 1
+POSTERIOR_FILE = "posterior.nc"
+FIT_FILE = "fit.json"
+
+
+class Posterior:
+    """Posterior draws of a model's latent sites with the data they were conditioned on.
+
+    Parameters
+    ----------
+    model : BayesianMLP
+        The model that was fitted.
+    samples : mapping of str to torch.Tensor
+        For each latent site, draws of shape ``(chains, draws, *site_shape)``.
+    x, y : torch.Tensor
+        The training inputs and targets.
+    info : dict
+        JSON-able facts about the fit: ``method``, ``guide``, ``seed``, ``train_seconds``
+        and method-specific entries (``elbo`` history for SVI, ...).
+    sample_stats : mapping of str to array, optional
+        Per-draw sampler statistics ``(chains, draws)`` (NUTS), stored in ArviZ's
+        ``sample_stats`` group.
+    extras : dict, optional
+        Live objects of the method kept for the user (the SVI guide and its parameter
+        store state); not saved.
+    """
+
+    def __init__(
+        self,
+        model: BayesianMLP,
+        samples: Mapping[str, torch.Tensor],
+        x: torch.Tensor,
+        y: torch.Tensor,
+        info: dict[str, Any],
+        sample_stats: Mapping[str, Any] | None = None,
+        extras: dict[str, Any] | None = None,
+    ) -> None:
+        shapes = model.latent_shapes
+        missing = set(shapes) - set(samples)
+        if missing:
+            raise ValueError(f"samples lack the latent sites {sorted(missing)}")
+        leads = {tuple(v.shape[:2]) for v in samples.values()}
+        if len(leads) != 1:
+            raise ValueError(f"all sites need the same (chains, draws) leading shape, got {sorted(leads)}")
+        for name, shape in shapes.items():
+            if tuple(samples[name].shape[2:]) != tuple(shape):
+                raise ValueError(f"site {name}: draws have shape {tuple(samples[name].shape[2:])}, expected {tuple(shape)}")
+        self.model = model
+        self.samples = {name: samples[name].detach() for name in shapes}
+        self.x, self.y = x, y
+        self.info = dict(info)
+        self.sample_stats = dict(sample_stats or {})
+        self.extras = dict(extras or {})
+
+    @property
+    def method(self) -> str:
+        return self.info["method"]
+
+    @property
+    def num_chains(self) -> int:
+        return next(iter(self.samples.values())).shape[0]
+
+    @property
+    def num_draws(self) -> int:
+        """Draws per chain."""
+        return next(iter(self.samples.values())).shape[1]
+
+    def draws(self, num_samples: int | None = None) -> dict[str, torch.Tensor]:
+        """Draws with chains merged, ``(S, *site_shape)``; ``num_samples`` thins evenly."""
+        total = self.num_chains * self.num_draws
+        if num_samples is None:
+            num_samples = total
+        if isinstance(num_samples, bool) or not isinstance(num_samples, int) or not 0 < num_samples <= total:
+            raise ValueError(
+                f"num_samples must be an integer in 1..{total} (the draws this posterior holds), "
+                f"got {num_samples!r}; refit with more draws for more"
+            )
+        index = torch.linspace(0, total - 1, num_samples).round().long()
+        return {name: value.reshape(total, *value.shape[2:])[index] for name, value in self.samples.items()}
+
+    def predict(self, x: torch.Tensor, num_samples: int | None = None, *, seed: int | None = None) -> Prediction:
+        """Posterior predictive at inputs ``x`` of shape ``(n, in_features)``."""
+        from bnn_data.validation import as_float_tensor
+
+        x = as_float_tensor(x, "inputs x")
+        values = self.draws(num_samples)
+        with torch.no_grad(), seeded(self.info.get("seed", 0) if seed is None else seed):
+            f = self.model.forward(x, values)
+            observation = self.model.likelihood.distribution(f, self.model.likelihood_latents(values))
+            return summarise(self.model.likelihood.task, observation, f)
+
+    def pointwise_log_likelihood(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        r""":math:`\log p(y_i \mid x_i, W_{c,d})` of shape ``(chains, draws, n)``."""
+        values = {name: v.reshape(-1, *v.shape[2:]) for name, v in self.samples.items()}
+        with torch.no_grad():
+            log_lik = self.model.observation_distribution(x, values).log_prob(y)
+        return log_lik.reshape(self.num_chains, self.num_draws, -1)
+
+    def log_predictive_density(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        r"""Per point :math:`\log p(y_i \mid x_i, \mathcal{D})`, the Monte Carlo mixture over all draws."""
+        return log_predictive_density(self.pointwise_log_likelihood(x, y).flatten(0, 1))
+
+    # ------------------------------------------------------------------ ArviZ
+    def to_inference_data(self) -> az.InferenceData:
+        """ArviZ InferenceData with posterior, posterior_predictive, log_likelihood,
+        observed_data, constant_data (the inputs) and, where the method has them, sample_stats."""
+        values = {name: v.reshape(-1, *v.shape[2:]) for name, v in self.samples.items()}
+        with torch.no_grad(), seeded(self.info.get("seed", 0)):
+            observation = self.model.observation_distribution(self.x, values)
+            predictive = observation.sample()
+            log_lik = observation.log_prob(self.y)
+        chains_draws = (self.num_chains, self.num_draws)
+
+        def as_numpy(tensor: torch.Tensor) -> np.ndarray:
+            return tensor.reshape(*chains_draws, *tensor.shape[1:]).numpy()
+
+        data_dims = ["example"] + (["output"] if self.y.dim() == 2 else [])
+        idata = az.from_dict(
+            posterior={name: v.numpy() for name, v in self.samples.items()},
+            posterior_predictive={OBSERVED_SITE: as_numpy(predictive)},
+            log_likelihood={OBSERVED_SITE: as_numpy(log_lik)},
+            observed_data={OBSERVED_SITE: self.y.numpy()},
+            constant_data={"x": self.x.numpy()},
+            sample_stats={k: np.asarray(v) for k, v in self.sample_stats.items()} or None,
+            dims={OBSERVED_SITE: data_dims, "x": ["example", "feature"]},
+            attrs={"method": self.method, "guide": str(self.info.get("guide")), "model": repr(self.model)},
+        )
+        return idata
+
+    def summary(self, **kwargs: Any):
+        """``arviz.summary`` of the posterior (means, sds, HDIs, R-hat and ESS)."""
+        return az.summary(self.to_inference_data(), **kwargs)
+
+    # -------------------------------------------------------------- save/load
+    def save(self, directory: str | Path, *, overwrite: bool = False) -> Path:
+        """Write ``posterior.nc`` and ``fit.json`` into ``directory`` atomically."""
+        with atomic_directory(directory, overwrite=overwrite) as staging:
+            self.write_into(staging)
+        return Path(directory)
+
+    def write_into(self, folder: Path) -> None:
+        """Write the files of :meth:`save` into an existing ``folder`` (used inside atomic writes)."""
+        self.to_inference_data().to_netcdf(str(folder / POSTERIOR_FILE))
+        write_json(folder / FIT_FILE, {"schema_version": SCHEMA_VERSION, "model": self.model.config(), "info": self.info})
+
+    @classmethod
+    def load(cls, directory: str | Path) -> "Posterior":
+        """Read a posterior saved by :meth:`save`; the model is rebuilt from registered names.
+
+        Raises
+        ------
+        ValueError
+            For a missing or damaged folder, or one written by another schema version.
+        """
+        directory = Path(directory)
+        fit_file, posterior_file = directory / FIT_FILE, directory / POSTERIOR_FILE
+        for path in (fit_file, posterior_file):
+            if not path.is_file():
+                raise ValueError(f"{directory} is not a saved posterior: {path.name} is missing")
+        try:
+            meta = json.loads(fit_file.read_text())
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{fit_file} is damaged: {error}") from None
+        if not isinstance(meta, dict) or meta.get("schema_version") != SCHEMA_VERSION:
+            found = meta.get("schema_version") if isinstance(meta, dict) else None
+            raise ValueError(f"{fit_file} has schema version {found!r}; this version reads {SCHEMA_VERSION}")
+        try:
+            idata = az.from_netcdf(str(posterior_file))
+        except Exception as error:  # netCDF/HDF5 raise many types for a damaged file
+            raise ValueError(f"{posterior_file} cannot be read: {error}") from None
+        model = BayesianMLP.from_config(meta["model"])
+        dtype = torch.get_default_dtype()
+        samples = {name: torch.as_tensor(idata.posterior[name].values, dtype=dtype) for name in model.latent_shapes}
+        x = torch.as_tensor(idata.constant_data["x"].values, dtype=dtype)
+        y = torch.as_tensor(idata.observed_data[OBSERVED_SITE].values)
+        y = model.likelihood.check_targets(y, model.out_features)
+        stats = {k: v.values for k, v in idata.sample_stats.data_vars.items()} if "sample_stats" in idata.groups() else None
+        return cls(model, samples, x, y, meta["info"], stats)
+
+    def __repr__(self) -> str:
+        return f"Posterior(method={self.method!r}, guide={self.info.get('guide')!r}, chains={self.num_chains}, draws={self.num_draws}, model={self.model!r})"

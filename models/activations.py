@@ -1,0 +1,19 @@
+"""Hidden-layer activations of the networks, by name."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+from models.registry import Registry
+
+ACTIVATIONS: Registry[Callable[[torch.Tensor], torch.Tensor]] = Registry("activation")
+ACTIVATIONS.register("tanh", torch.tanh)
+ACTIVATIONS.register("relu", torch.relu)
+ACTIVATIONS.register("sigmoid", torch.sigmoid)
+ACTIVATIONS.register("gelu", F.gelu)
+ACTIVATIONS.register("elu", F.elu)
+ACTIVATIONS.register("silu", F.silu)
+ACTIVATIONS.register("softplus", F.softplus)
