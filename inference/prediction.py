@@ -21,7 +21,7 @@ import torch
 
 @dataclass(frozen=True)
 class Prediction:
-    """Predictive draws and their summaries at ``n`` inputs.
+    r"""Predictive draws and their summaries at ``n`` inputs.
 
     Attributes
     ----------
