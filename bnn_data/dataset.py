@@ -39,7 +39,7 @@ class Dataset:
     y_scaler: Standardizer
 
     @classmethod
-    def from_arrays(cls, name: str, task: str, x_train, y_train, x_test, y_test) -> "Dataset":
+    def from_arrays(cls, name: str, task: str, x_train, y_train, x_test, y_test) -> Dataset:
         """Validate raw arrays, then standardise inputs (and regression targets) with training statistics."""
         if task not in TASKS:
             raise ValueError(f"unknown task {task!r}; choose from {list(TASKS)}")

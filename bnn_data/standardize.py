@@ -19,14 +19,14 @@ class Standardizer:
     std: torch.Tensor
 
     @classmethod
-    def fit(cls, values: torch.Tensor) -> "Standardizer":
+    def fit(cls, values: torch.Tensor) -> Standardizer:
         """Statistics of ``values`` along dim 0; constant columns get ``std = 1``."""
         mean = values.mean(dim=0)
         std = values.std(dim=0, unbiased=False) if values.shape[0] > 1 else torch.zeros_like(mean)
         return cls(mean, torch.where(std > 1e-12 * (1 + mean.abs()), std, torch.ones_like(std)))
 
     @classmethod
-    def identity(cls, like: torch.Tensor) -> "Standardizer":
+    def identity(cls, like: torch.Tensor) -> Standardizer:
         """The do-nothing standardiser for data of ``like``'s column shape."""
         return cls(torch.zeros(like.shape[1:]), torch.ones(like.shape[1:]))
 

@@ -16,7 +16,7 @@ from inference.atomic import atomic_directory, write_json
 from inference.fit import METHODS, fit
 from inference.metrics import evaluate
 from inference.plots import plot_fit
-from models import ACTIVATIONS, LIKELIHOODS, PRIORS, BayesianMLP
+from models import ACTIVATIONS, PRIORS, BayesianMLP
 
 # CLI destination -> fit option, forwarded only when given (methods reject options they lack).
 FIT_OPTIONS = {

@@ -169,7 +169,7 @@ class Posterior:
         write_json(folder / FIT_FILE, {"schema_version": SCHEMA_VERSION, "model": self.model.config(), "info": self.info})
 
     @classmethod
-    def load(cls, directory: str | Path) -> "Posterior":
+    def load(cls, directory: str | Path) -> Posterior:
         """Read a posterior saved by :meth:`save`; the model is rebuilt from registered names.
 
         Raises
@@ -203,4 +203,7 @@ class Posterior:
         return cls(model, samples, x, y, meta["info"], stats)
 
     def __repr__(self) -> str:
-        return f"Posterior(method={self.method!r}, guide={self.info.get('guide')!r}, chains={self.num_chains}, draws={self.num_draws}, model={self.model!r})"
+        return (
+            f"Posterior(method={self.method!r}, guide={self.info.get('guide')!r}, chains={self.num_chains}, "
+            f"draws={self.num_draws}, model={self.model!r})"
+        )

@@ -26,7 +26,7 @@ class LRSchedule(str, Enum):
         return final_fraction + (1 - final_fraction) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
-def get_schedule(value: "LRSchedule | str") -> LRSchedule:
+def get_schedule(value: LRSchedule | str) -> LRSchedule:
     """Accept the enum or its string; raise ``ValueError`` naming the choices."""
     try:
         return LRSchedule(value)

@@ -26,7 +26,7 @@ import torch
 
 from models.registry import Registry, build_from, config_of
 
-LIKELIHOODS: Registry[type["Likelihood"]] = Registry("likelihood")
+LIKELIHOODS: Registry[type[Likelihood]] = Registry("likelihood")
 
 
 class Likelihood(abc.ABC):

@@ -202,7 +202,7 @@ class BayesianMLP:
         }
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> "BayesianMLP":
+    def from_config(cls, config: Mapping[str, Any]) -> BayesianMLP:
         """Inverse of :meth:`config`."""
         return cls(
             config["in_features"],

@@ -44,12 +44,12 @@ from models.registry import Registry, build_from, config_of
 from models.scale_mixture import ScaleMixtureNormal
 from models.sites import WeightSite
 
-PRIORS: Registry[type["Prior"]] = Registry("prior")
+PRIORS: Registry[type[Prior]] = Registry("prior")
 
 
-def register_prior(name: str):
-    """Class decorator adding a :class:`Prior` subclass to the registry under ``name``."""
-    return PRIORS.register(name)
+def register_prior(name: str, prior_class: type[Prior] | None = None):
+    """Add a :class:`Prior` subclass to the registry under ``name`` (a class decorator without ``prior_class``)."""
+    return PRIORS.register(name, prior_class)
 
 
 def _check_positive(owner: object, **values: float) -> None:

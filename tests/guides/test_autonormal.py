@@ -1,0 +1,69 @@
+from __future__ import annotations
+
+from functools import reduce
+
+import pyro
+import pytest
+import torch
+from pyro.infer.autoguide import AutoDiagonalNormal, AutoNormal
+
+from guides import GUIDES, autonormal, build_guide
+from guides.registry import GuideFactory
+from models import BayesianMLP
+
+
+@pytest.fixture
+def model():
+    return BayesianMLP(2, 1, hidden=(3,))
+
+
+def locs(guide, model):
+    x = torch.zeros(4, 2)
+    guide(x)  # the prototype trace sets the parameters up
+    return {site.name: reduce(getattr, site.name.split("."), guide.locs).detach() for site in model.sites}
+
+
+def test_init_from_given_weights_and_scale(model):
+    given = {"layers.0.weight": torch.full((3, 2), 0.25)}
+    with pyro.get_param_store().scope():
+        guide = autonormal(model, init_scale=0.03, init_loc=given)
+        values = locs(guide, model)
+        torch.testing.assert_close(values["layers.0.weight"], given["layers.0.weight"])
+        assert not torch.all(values["layers.1.weight"] == 0)  # the rest drawn from the prior
+        scale = reduce(getattr, "layers.0.weight".split("."), guide.scales).detach()
+        torch.testing.assert_close(scale, torch.full((3, 2), 0.03))
+
+
+def test_init_at_the_prior_median(model):
+    """Pyro estimates the median from 15 prior draws: sd about 1.25/sqrt(15) = 0.32 around 0, against 1 for a draw."""
+    pyro.set_rng_seed(0)
+    with pyro.get_param_store().scope():
+        values = torch.cat([v.flatten() for v in locs(autonormal(model, init_loc="median"), model).values()])
+    assert values.abs().mean() < 0.5
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [({"init_scale": 0}, "init_scale must be a positive"), ({"init_loc": "mode"}, "init_loc must be one of")],
+)
+def test_bad_options(model, options, message):
+    with pytest.raises(ValueError, match=message):
+        autonormal(model, **options)
+
+
+def test_build_guide_accepts_names_factories_classes_and_callables(model):
+    guide, name = build_guide("autonormal", model, init_scale=0.2)
+    assert isinstance(guide, AutoNormal) and name == "autonormal"
+    assert isinstance(GUIDES.get("autonormal"), GuideFactory)
+    assert build_guide(GUIDES.get("autonormal"), model)[1] == "autonormal"
+    guide, name = build_guide(AutoDiagonalNormal, model, init_scale=0.2)
+    assert isinstance(guide, AutoDiagonalNormal) and name == "AutoDiagonalNormal"
+
+    def my_guide(x, y=None, num_data=None):
+        pass
+
+    assert build_guide(my_guide, model) == (my_guide, "my_guide")
+    with pytest.raises(ValueError, match="were given with a ready guide"):
+        build_guide(my_guide, model, init_scale=0.1)
+    with pytest.raises(ValueError, match="unknown guide 'autonorm'"):
+        build_guide("autonorm", model)

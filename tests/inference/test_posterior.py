@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+import json
+
+import arviz as az
+import pytest
+import torch
+
+from bnn_data import load_dataset, load_toy1d
+from inference import Posterior, fit
+from inference.metrics import evaluate, expected_calibration_error
+from models import BayesianMLP
+
+
+@pytest.fixture(scope="module")
+def posterior():
+    data = load_toy1d(n_train=40, n_test=20)
+    model = BayesianMLP(1, 1, hidden=(6,), likelihood={"name": "gaussian", "scale": None}, prior="scale-mixture")
+    return fit(model, data, steps=40, num_draws=30, progress=False, seed=5)
+
+
+def test_inference_data_has_the_groups_and_shapes(posterior):
+    idata = posterior.to_inference_data()
+    for group in ("posterior", "posterior_predictive", "log_likelihood", "observed_data", "constant_data"):
+        assert group in idata.groups()
+    assert idata.posterior["layers.0.weight"].shape == (1, 30, 6, 1)
+    assert idata.log_likelihood["obs"].shape == (1, 30, 40)
+    expected = posterior.pointwise_log_likelihood(posterior.x, posterior.y)
+    torch.testing.assert_close(torch.as_tensor(idata.log_likelihood["obs"].values), expected)
+    assert az.loo(idata).elpd_loo < 0
+
+
+def test_save_load_round_trip_keeps_numbers(posterior, tmp_path):
+    posterior.save(tmp_path / "run")
+    loaded = Posterior.load(tmp_path / "run")
+    assert loaded.model.config() == posterior.model.config()
+    assert all(torch.equal(loaded.samples[k], posterior.samples[k]) for k in posterior.samples)
+    x = torch.linspace(-2, 2, 7).unsqueeze(-1)
+    torch.testing.assert_close(loaded.predict(x).mean, posterior.predict(x).mean)
+    assert loaded.info["elbo"] == posterior.info["elbo"]
+    with pytest.raises(ValueError, match="exists and is not empty"):
+        posterior.save(tmp_path / "run")
+
+
+def test_loading_a_damaged_or_foreign_folder_says_what_is_wrong(posterior, tmp_path):
+    with pytest.raises(ValueError, match="fit.json is missing"):
+        Posterior.load(tmp_path)
+    posterior.save(tmp_path / "run")
+    meta = json.loads((tmp_path / "run" / "fit.json").read_text())
+    (tmp_path / "run" / "fit.json").write_text(json.dumps({**meta, "schema_version": 99}))
+    with pytest.raises(ValueError, match="schema version 99; this version reads 1"):
+        Posterior.load(tmp_path / "run")
+    (tmp_path / "run" / "fit.json").write_text("{not json")
+    with pytest.raises(ValueError, match="fit.json is damaged"):
+        Posterior.load(tmp_path / "run")
+    (tmp_path / "run" / "fit.json").write_text(json.dumps(meta))
+    (tmp_path / "run" / "posterior.nc").write_bytes(b"garbage")
+    with pytest.raises(ValueError, match="posterior.nc cannot be read"):
+        Posterior.load(tmp_path / "run")
+
+
+def test_draws_thin_evenly_and_refuse_more_than_held(posterior):
+    assert posterior.draws(10)["layers.0.bias"].shape == (10, 6)
+    torch.testing.assert_close(posterior.draws(30)["sigma"], posterior.samples["sigma"][0])
+    with pytest.raises(ValueError, match=r"num_samples must be an integer in 1..30"):
+        posterior.draws(31)
+
+
+def test_predictive_std_is_the_law_of_total_variance(posterior):
+    x = torch.linspace(-1, 1, 5).unsqueeze(-1)
+    prediction = posterior.predict(x)
+    f = prediction.f[..., 0]
+    sigma = posterior.draws()["sigma"].unsqueeze(-1)
+    expected = (f.var(0, unbiased=False) + (sigma**2).mean(0)).sqrt()
+    torch.testing.assert_close(prediction.std, expected)
+    torch.testing.assert_close(prediction.mean, f.mean(0))
+    assert prediction.epistemic_std.shape == (5,) and torch.all(prediction.epistemic_std <= prediction.std)
+
+
+def test_the_same_posterior_predicts_the_same_draws(posterior):
+    x = torch.zeros(3, 1)
+    assert torch.equal(posterior.predict(x).draws, posterior.predict(x).draws)
+    assert not torch.equal(posterior.predict(x, seed=1).draws, posterior.predict(x, seed=2).draws)
+
+
+def test_classification_metrics_in_the_right_ranges():
+    data = load_dataset("breast_cancer")
+    model = BayesianMLP(data.in_features, 1, hidden=(8,), likelihood="bernoulli")
+    metrics = evaluate(fit(model, data, steps=300, lr=0.02, progress=False, num_draws=100), data)
+    assert set(metrics) == {"test_accuracy", "test_ll", "ece", "roc_auc"}
+    assert metrics["test_accuracy"] > 0.9 and metrics["roc_auc"] > 0.95 and 0 <= metrics["ece"] < 0.2
+
+
+def test_expected_calibration_error_closed_form():
+    # bin [0.8, 0.9): confidence 0.85 with accuracy 1/2 -> gap 0.35 on half the points; bin [0.9, 1]: 0.95 vs 1
+    confidence = torch.tensor([0.85, 0.85, 0.95, 0.95])
+    correct = torch.tensor([True, False, True, True])
+    assert expected_calibration_error(confidence, correct) == pytest.approx(0.5 * 0.35 + 0.5 * 0.05)

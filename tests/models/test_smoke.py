@@ -1,0 +1,40 @@
+"""Every model x prior x likelihood: a few SVI steps give a finite ELBO and well-shaped predictions."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from inference import fit
+from models import LIKELIHOODS, PRIORS, BayesianMLP
+
+TARGETS = {
+    "gaussian": (1, lambda n, g: torch.randn(n, generator=g)),
+    "bernoulli": (1, lambda n, g: torch.randint(0, 2, (n,), generator=g).float()),
+    "categorical": (3, lambda n, g: torch.randint(0, 3, (n,), generator=g)),
+}
+
+
+@pytest.mark.parametrize("hidden", [(), (6,), (5, 4)])
+@pytest.mark.parametrize("prior", PRIORS.names())
+@pytest.mark.parametrize("likelihood", LIKELIHOODS.names())
+def test_a_few_svi_steps(hidden, prior, likelihood):
+    out, make_y = TARGETS[likelihood]
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(24, 2, generator=generator)
+    model = BayesianMLP(2, out, hidden=hidden, prior=prior, likelihood=likelihood)
+    posterior = fit(model, (x, make_y(24, generator)), steps=5, num_particles=2, num_draws=7, progress=False)
+    assert all(math.isfinite(e) for e in posterior.info["elbo"])
+    prediction = posterior.predict(x[:5])
+    assert prediction.draws.shape == (7, 5)
+    assert prediction.f.shape == (7, 5, out)
+    assert prediction.mean.shape == prediction.std.shape == (5,)
+    if likelihood == "categorical":
+        assert prediction.probs.shape == (5, 3)
+        torch.testing.assert_close(prediction.probs.sum(-1), torch.ones(5))
+    elif likelihood == "bernoulli":
+        assert prediction.probs.shape == (5,)
+    else:
+        assert prediction.probs is None
