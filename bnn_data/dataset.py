@@ -48,6 +48,8 @@ class Dataset:
         if x_test.shape[1] != x_train.shape[1]:
             raise ValueError(f"test inputs have {x_test.shape[1]} features, training inputs {x_train.shape[1]}")
         x_scaler = Standardizer.fit(x_train)
+        if task == "regression":  # labels stay exact float64 until the likelihood checks and casts them
+            y_train, y_test = y_train.to(x_train.dtype), y_test.to(x_train.dtype)
         y_scaler = Standardizer.fit(y_train) if task == "regression" else Standardizer.identity(y_train)
         return cls(
             name, task,

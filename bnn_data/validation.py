@@ -6,8 +6,8 @@ import numpy as np
 import torch
 
 
-def as_float_tensor(array, what: str) -> torch.Tensor:
-    """``array`` as a float tensor (default dtype) after checking it is numeric and finite.
+def as_float_tensor(array, what: str, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """``array`` as a float tensor (``dtype``, by default torch's) after checking it is numeric and finite.
 
     Raises
     ------
@@ -25,6 +25,8 @@ def as_float_tensor(array, what: str) -> torch.Tensor:
         raise ValueError(f"{what} must be numeric, got dtype {values.dtype}")
     if np.iscomplexobj(values):
         raise ValueError(f"{what} must be real, got complex dtype {values.dtype}")
+    if values.ndim == 0:
+        raise ValueError(f"{what} is a scalar; pass an array with one row per example")
     if values.size == 0:
         raise ValueError(f"{what} is empty (shape {values.shape}); a fit needs at least one example")
     values = values.astype(np.float64)
@@ -36,16 +38,20 @@ def as_float_tensor(array, what: str) -> torch.Tensor:
             f"{what} contains {kind} ({int(bad.sum())} entries, first in row {row}); "
             "drop or impute those rows before fitting"
         )
-    tensor = torch.as_tensor(values, dtype=torch.get_default_dtype())
+    tensor = torch.as_tensor(values, dtype=dtype or torch.get_default_dtype())
     if not torch.isfinite(tensor).all():
         raise ValueError(f"{what} has values too large for {tensor.dtype}; rescale the data first")
     return tensor
 
 
 def check_inputs_targets(x, y) -> tuple[torch.Tensor, torch.Tensor]:
-    """Validate a pair of inputs ``x`` of shape ``(n, d)`` and targets ``y`` of shape ``(n,)`` or ``(n, k)``."""
+    """Validate a pair of inputs ``x`` of shape ``(n, d)`` and targets ``y`` of shape ``(n,)`` or ``(n, k)``.
+
+    ``y`` stays in float64 so that a likelihood's label check sees the values as given
+    (a label of 1e-200 is not silently rounded to 0); the likelihood casts it.
+    """
     x = as_float_tensor(x, "inputs x")
-    y = as_float_tensor(y, "targets y")
+    y = as_float_tensor(y, "targets y", torch.float64)
     if x.dim() != 2:
         raise ValueError(f"inputs x must be 2-D of shape (n, features), got shape {tuple(x.shape)}; "
                          "use x.reshape(-1, 1) for a single feature")

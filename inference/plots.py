@@ -91,3 +91,41 @@ def plot_fit(posteriors: Mapping[str, Posterior], dataset: Dataset, path: str | 
     if dataset.in_features == 1:
         return plot_predictive_1d(posteriors, dataset, path)
     return plot_predicted_vs_observed(posteriors, dataset, path)
+
+
+def plot_predictive_overlay(posteriors: Mapping[str, Posterior], dataset: Dataset, path: str | Path) -> Path:
+    """Every method's predictive mean and 90% band on one 1-D axis over the data, in original units."""
+    if dataset.in_features != 1:
+        raise ValueError(f"plot_predictive_overlay needs 1-D inputs; {dataset.name} has {dataset.in_features}")
+    low, high = dataset.x_train.min().item(), dataset.x_train.max().item()
+    grid = torch.linspace(low - 0.5 * (high - low), high + 0.5 * (high - low), 300).unsqueeze(-1)
+    x = dataset.x_scaler.inverse(grid)[:, 0].numpy()
+    figure, axis = plt.subplots(figsize=(7.5, 4.2))
+    for index, (label, posterior) in enumerate(posteriors.items()):
+        prediction = posterior.predict(grid)
+        lower, upper = (dataset.y_scaler.inverse(v).numpy() for v in prediction.interval(0.9))
+        axis.fill_between(x, lower, upper, color=f"C{index}", alpha=0.15)
+        axis.plot(x, dataset.y_scaler.inverse(prediction.mean).numpy(), color=f"C{index}", label=f"{label} (90% band)")
+    axis.scatter(dataset.x_scaler.inverse(dataset.x_train)[:, 0].numpy(), dataset.y_scaler.inverse(dataset.y_train).numpy(),
+                 s=8, color="k", label="training data", zorder=3)
+    axis.set(xlabel="x", ylabel="y", title=f"Predictive distributions on {dataset.name}")
+    axis.legend(fontsize="small")
+    return _save(figure, path)
+
+
+def plot_std_vs_error(posteriors: Mapping[str, Posterior], dataset: Dataset, path: str | Path) -> Path:
+    """Absolute test error against predictive standard deviation, in original units (calibrated: on the diagonal band)."""
+    figure, axes = plt.subplots(1, len(posteriors), figsize=(4.2 * len(posteriors), 3.8), sharex=True, sharey=True,
+                                squeeze=False)
+    for axis, (label, posterior) in zip(axes[0], posteriors.items()):
+        prediction = posterior.predict(dataset.x_test)
+        error = ((prediction.mean - dataset.y_test).abs() * dataset.y_scaler.std).numpy()
+        std = (prediction.std * dataset.y_scaler.std).numpy()
+        axis.scatter(std, error, s=8, alpha=0.6)
+        top = max(std.max(), error.max())
+        axis.plot([0, top], [0, top], "k--", lw=0.8, label="|error| = sd")
+        axis.plot([0, top], [0, 1.645 * top], "k:", lw=0.8, label="90% bound")
+        axis.set(title=label, xlabel="predictive sd")
+    axes[0][0].set_ylabel("|test error|")
+    axes[0][0].legend(fontsize="small")
+    return _save(figure, path)

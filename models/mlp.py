@@ -23,8 +23,10 @@ The network is written with batched ``matmul``: every weight may carry leading s
 dimensions, so ``Trace_ELBO(vectorize_particles=True)``, ``Predictive(parallel=True)``
 and vectorised log-likelihoods work (``PyroModule[nn.Linear]`` breaks all three).
 Pyro's plates give a latent drawn under a vectorising plate the shape
-``(*sample, 1, *site_shape)``, the ``1`` sitting in the slot of the ``data`` plate; such
-a trailing singleton is dropped, so ``f`` has shape ``(*sample, n, out_features)``.
+``(*sample, 1, *site_shape)``, the ``1`` sitting in the slot of the ``data`` plate; inside
+the Pyro program such a trailing singleton is dropped (:meth:`BayesianMLP.squeeze_plate_slot`),
+so ``f`` has shape ``(*sample, n, out_features)``. :meth:`BayesianMLP.forward` itself takes
+values as ``(*sample, *site_shape)`` and never guesses.
 """
 
 from __future__ import annotations
@@ -156,21 +158,25 @@ class BayesianMLP:
             raise ValueError(f"x must have shape (n, {self.in_features}), got {tuple(x.shape)}")
         h = x
         last = self.sites[-1].layer
-        for site in self.sites[::2]:
-            weight = _sample_dims_first(weights[site.name], site.shape)
-            bias_site = f"layers.{site.layer}.bias"
-            bias = _sample_dims_first(weights[bias_site], self.sites[2 * site.layer + 1].shape)
+        for weight_site, bias_site in zip(self.sites[::2], self.sites[1::2]):
+            weight, bias = weights[weight_site.name], weights[bias_site.name]
+            if weight.shape[weight.dim() - 2 :] != weight_site.shape or bias.shape[bias.dim() - 1 :] != bias_site.shape:
+                raise ValueError(
+                    f"layer {weight_site.layer} needs weight (..., {tuple(weight_site.shape)}) and bias "
+                    f"(..., {tuple(bias_site.shape)}), got {tuple(weight.shape)} and {tuple(bias.shape)}"
+                )
             h = torch.matmul(h, weight.transpose(-1, -2)) + bias.unsqueeze(-2)
-            if site.layer != last:
+            if weight_site.layer != last:
                 h = self._activation_fn(h)
         return h
 
     def likelihood_latents(self, values: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """The likelihood's latent values from ``values``, as ``(*sample, *event_shape)``."""
-        return {
-            name: _sample_dims_first(values[name], d.event_shape)
-            for name, d in self.likelihood.latent_priors().items()
-        }
+        """The likelihood's latent values from ``values`` (each ``(*sample, *event_shape)``)."""
+        return {name: values[name] for name in self.likelihood.latent_priors()}
+
+    def squeeze_plate_slot(self, values: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Latent values as drawn under Pyro plates, ``(*sample, 1, *shape)``, as ``(*sample, *shape)``."""
+        return {name: _sample_dims_first(values[name], shape) for name, shape in self.latent_shapes.items()}
 
     def observation_distribution(self, x: torch.Tensor, values: Mapping[str, torch.Tensor]):
         """:math:`p(y \\mid x, W)` with batch shape ``(*sample, n)`` for latent ``values``."""
@@ -183,7 +189,7 @@ class BayesianMLP:
             for site in self.sites
         }
         values.update({name: pyro.sample(name, prior) for name, prior in self.likelihood.latent_priors().items()})
-        distribution = self.observation_distribution(x, values)
+        distribution = self.observation_distribution(x, self.squeeze_plate_slot(values))
         n = x.shape[0]
         subsample = None if num_data is None else torch.arange(n)
         with pyro.plate(DATA_PLATE, size=n if num_data is None else num_data, subsample=subsample):

@@ -50,7 +50,7 @@ def test_forward_broadcasts_over_sample_dims_and_the_plate_slot(data):
     model = BayesianMLP(3, 1, hidden=(4,))
     draws = {site.name: torch.randn(6, *site.shape) for site in model.sites}
     batched = model.forward(x, draws)
-    plate_shaped = model.forward(x, {k: v.unsqueeze(1) for k, v in draws.items()})
+    plate_shaped = model.forward(x, model.squeeze_plate_slot({k: v.unsqueeze(1) for k, v in draws.items()}))
     looped = torch.stack([model.forward(x, {k: v[s] for k, v in draws.items()}) for s in range(6)])
     assert batched.shape == (6, 30, 1)
     torch.testing.assert_close(batched, looped)
@@ -73,6 +73,14 @@ def test_minibatch_likelihood_is_rescaled_to_the_full_data(data):
     trace = poutine.trace(model).get_trace(x[:10], y[:10], num_data=30)
     trace.compute_log_prob()
     assert trace.nodes["obs"]["scale"] == pytest.approx(3.0)
+
+
+def test_forward_refuses_misshaped_weights(data):
+    model = BayesianMLP(3, 1, hidden=(4,))
+    weights = {site.name: torch.zeros(site.shape) for site in model.sites}
+    weights["layers.1.weight"] = torch.zeros(4, 1)
+    with pytest.raises(ValueError, match=r"layer 1 needs weight \(..., \(1, 4\)\)"):
+        model.forward(data[0], weights)
 
 
 def test_priors_swap_in_one_line_and_per_layer(data):
@@ -117,7 +125,7 @@ def test_pyro_tools_work_on_the_model_directly(data):
     assert predictive["obs"].shape == (50, 30)
     draws = {k: v for k, v in predictive.items() if k != "obs"}
     assert Predictive(model, posterior_samples=draws, parallel=True)(x)["obs"].shape == (50, 30)
-    assert model.observation_distribution(x, draws).log_prob(y).shape == (50, 30)
+    assert model.observation_distribution(x, model.squeeze_plate_slot(draws)).log_prob(y).shape == (50, 30)
     mcmc = MCMC(NUTS(model, max_tree_depth=3), num_samples=5, warmup_steps=5, disable_progbar=True)
     mcmc.run(x, y)
     assert mcmc.get_samples()["layers.0.weight"].shape == (5, 4, 3)
