@@ -10,18 +10,30 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from bnn_data import load_dataset
 from guides import GUIDES
 from inference.atomic import atomic_directory, write_json
-from inference.fit import METHODS, fit
+from inference.compare import label_fits
+from inference.curvature import HessianType, Structure
+from inference.fit import METHODS, fit, keyword_options
+from inference.kl_weights import KLWeighting
 from inference.metrics import evaluate
+from inference.nuts import InitStrategy
 from inference.plots import plot_fit
+from inference.report import write_comparison
 from models import ACTIVATIONS, PRIORS, BayesianMLP
 
 # CLI destination -> fit option, forwarded only when given (methods reject options they lack).
 FIT_OPTIONS = {
     "guide": "guide", "steps": "steps", "epochs": "epochs", "lr": "lr", "lr_schedule": "lr_schedule",
     "batch_size": "batch_size", "num_particles": "num_particles", "jit": "jit", "num_draws": "num_draws",
+    "kl_weighting": "kl_weighting", "kl_warmup_fraction": "kl_warmup_fraction",
+    "num_warmup": "num_warmup", "num_samples": "num_samples", "num_chains": "num_chains",
+    "target_accept": "target_accept", "max_tree_depth": "max_tree_depth", "dense_mass": "dense_mass", "init": "init",
+    "hessian": "hessian", "structure": "structure", "tune_prior_precision": "tune_prior_precision",
+    "map_steps": "map_steps", "max_memory_gib": "max_memory_gib",
 }
 
 
@@ -74,7 +86,6 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
     """Inference options; each is forwarded only when given."""
-    parser.add_argument("--method", choices=METHODS.names(), default="svi")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     svi = parser.add_argument_group("svi")
@@ -88,6 +99,23 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
     svi.add_argument("--num-particles", type=int)
     svi.add_argument("--jit", action="store_true", default=None)
     svi.add_argument("--num-draws", type=int)
+    svi.add_argument("--kl-weighting", choices=[w.value for w in KLWeighting], help="KL share per minibatch (default uniform)")
+    svi.add_argument("--kl-warmup-fraction", type=float, help="with --kl-weighting warmup: fraction of the run (default 0.25)")
+    nuts = parser.add_argument_group("nuts")
+    nuts.add_argument("--num-warmup", type=int, help="adaptation iterations per chain (default 200)")
+    nuts.add_argument("--num-samples", type=int, help="draws kept per chain (default 200)")
+    nuts.add_argument("--num-chains", type=int, help="chains, in parallel processes when cores allow (default min(2, cores))")
+    nuts.add_argument("--target-accept", type=float, help="target acceptance probability (default 0.8)")
+    nuts.add_argument("--max-tree-depth", type=int, help="at most 2^depth - 1 leapfrog steps per draw (default 10)")
+    nuts.add_argument("--dense-mass", action="store_true", default=None, help="adapt a dense mass matrix")
+    nuts.add_argument("--init", choices=[s.value for s in InitStrategy], help="chain start (default prior)")
+    laplace = parser.add_argument_group("laplace")
+    laplace.add_argument("--hessian", choices=[h.value for h in HessianType], help="likelihood curvature (default ggn)")
+    laplace.add_argument("--structure", choices=[s.value for s in Structure], help="precision kept (default full)")
+    laplace.add_argument("--tune-prior-precision", action="store_true", default=None,
+                         help="scale a Gaussian prior's precision to maximise the Laplace evidence")
+    laplace.add_argument("--map-steps", type=int, help="Adam steps before the L-BFGS polish (default 1000)")
+    laplace.add_argument("--max-memory-gib", type=float, help="refuse a curvature needing more memory (default 2)")
 
 
 def build_model(args: argparse.Namespace, dataset) -> BayesianMLP:
@@ -122,12 +150,64 @@ def run_fit(args: argparse.Namespace) -> dict[str, Any]:
             "dataset": dataset.name, "split": args.split if args.uci_dir else None, "method": args.method,
             "guide": posterior.info.get("guide"), "prior": args.prior, "model": repr(model), "seed": args.seed,
             "train_seconds": posterior.info["train_seconds"], **evaluate(posterior, dataset),
+            **posterior.info.get("diagnostics", {}),
             "command": "python -m inference " + " ".join(sys.argv[1:]),
         }
         posterior.write_into(staging)
-        plot_fit({f"{args.method} ({metrics['guide']})": posterior}, dataset, staging / "predictive.png")
+        label = args.method if metrics["guide"] is None else f"{args.method} ({metrics['guide']})"
+        plot_fit({label: posterior}, dataset, staging / "predictive.png")
         write_json(staging / "metrics.json", metrics)
+    for key, value in metrics.items():
+        if key != "command":
+            print(f"{key}: {value:.4g}" if isinstance(value, float) else f"{key}: {value}")
     return metrics
+
+
+def method_specs(text: str) -> list[tuple[str, str | None]]:
+    """Parse ``svi,svi:meanfield,nuts`` into ``[("svi", None), ("svi", "meanfield"), ("nuts", None)]``."""
+    specs = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        method, _, guide = part.partition(":")
+        METHODS.get(method)
+        if guide:
+            GUIDES.get(guide)
+        specs.append((method, guide or None))
+    if not specs:
+        raise ValueError("--methods needs at least one method, for example svi,nuts,laplace")
+    return specs
+
+
+def options_per_method(specs: list[tuple[str, str | None]], options: dict[str, Any]) -> list[dict[str, Any]]:
+    """Give each method the options it takes; refuse an option that no chosen method takes."""
+    accepted = [set(keyword_options(METHODS.get(method))) for method, _ in specs]
+    unused = sorted(set(options) - set().union(*accepted))
+    if unused:
+        raise ValueError(f"option(s) {unused} apply to none of the methods {[m for m, _ in specs]}")
+    routed = []
+    for (method, guide), names in zip(specs, accepted):
+        chosen = {k: v for k, v in options.items() if k in names}
+        if guide is not None:
+            if "guide" not in names:
+                raise ValueError(f"method {method!r} takes no guide; write {method} instead of {method}:{guide}")
+            chosen["guide"] = guide
+        routed.append(chosen)
+    return routed
+
+
+def run_compare(args: argparse.Namespace) -> pd.DataFrame:
+    """Fit every method on the same model and data, then write the comparison report into ``--out``."""
+    dataset = load_dataset(args.dataset, uci_dir=args.uci_dir, split=args.split, seed=args.seed)
+    model = build_model(args, dataset)
+    specs = method_specs(args.methods)
+    routed = options_per_method(specs, fit_options(args))
+    fits = [fit(model, dataset, method, **options) for (method, _), options in zip(specs, routed)]
+    posteriors = label_fits(fits)
+    command = "python -m inference " + " ".join(sys.argv[1:])
+    table = write_comparison(posteriors, dataset, args.out, command=command, overwrite=args.overwrite)
+    with pd.option_context("display.width", 200, "display.max_columns", 12):
+        print(table.T.to_string())
+    print(f"report: {Path(args.out) / 'report.md'}")
+    return table
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -138,7 +218,16 @@ def build_parser() -> argparse.ArgumentParser:
     add_fit_arguments(fit_parser)
     fit_parser.add_argument("--out", type=Path, required=True, help="result folder (created atomically)")
     fit_parser.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")
+    fit_parser.add_argument("--method", choices=METHODS.names(), default="svi")
     fit_parser.set_defaults(run=run_fit)
+    compare_parser = commands.add_parser("compare", help="fit several methods on one model, write a comparison report")
+    add_model_arguments(compare_parser)
+    add_fit_arguments(compare_parser)
+    compare_parser.add_argument("--methods", default="svi,nuts,laplace",
+                                help="comma-separated methods, optionally with a guide: svi:meanfield (default svi,nuts,laplace)")
+    compare_parser.add_argument("--out", type=Path, default=Path("results/compare"), help="report folder")
+    compare_parser.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")
+    compare_parser.set_defaults(run=run_compare)
     return parser
 
 
@@ -146,12 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        result = args.run(args)
+        args.run(args)
     except ValueError as error:
         parser.exit(2, f"error: {error}\n")
-    for key, value in result.items():
-        if isinstance(value, float):
-            print(f"{key}: {value:.4g}")
-        elif key != "command":
-            print(f"{key}: {value}")
     return 0

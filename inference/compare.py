@@ -5,6 +5,7 @@ Per fit (one row, indexed by a unique label such as ``nuts`` or ``svi (meanfield
 ============================  =================================================================
 ``method``, ``guide``,        what was fitted
 ``prior``
+``predictive``                ``mc`` or ``linearized`` (Laplace), the predictive the metrics use
 ``fit_seconds``               wall time of the fit
 ``test_rmse`` / ``test_acc…`` :func:`inference.metrics.evaluate`, in the target's original
 ``test_ll``, ``coverage_…``   units, with ROC-AUC (binary) and calibration (coverage of the 50%
@@ -114,6 +115,7 @@ def compare(posteriors: Sequence[Posterior] | Mapping[str, Posterior], test_data
             "method": posterior.method,
             "guide": posterior.info.get("guide"),
             "prior": prior_name(posterior),
+            "predictive": posterior.default_predictive.value,
             "fit_seconds": posterior.info.get("train_seconds", math.nan),
             **evaluate(posterior, test_data),
             "elbo": posterior.info.get("final_elbo", math.nan),

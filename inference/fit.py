@@ -14,12 +14,16 @@ import torch
 
 from bnn_data.dataset import Dataset
 from bnn_data.validation import check_inputs_targets
+from inference.laplace import fit_laplace
+from inference.nuts import fit_nuts
 from inference.posterior import Posterior
 from inference.svi import fit_svi
 from models.registry import Registry
 
 METHODS: Registry = Registry("method")
 METHODS.register("svi", fit_svi)
+METHODS.register("nuts", fit_nuts)
+METHODS.register("laplace", fit_laplace)
 
 
 def prepare_data(model, data) -> tuple[torch.Tensor, torch.Tensor]:
@@ -36,11 +40,14 @@ def prepare_data(model, data) -> tuple[torch.Tensor, torch.Tensor]:
     return x, model.likelihood.check_targets(y, model.out_features)
 
 
+def keyword_options(function) -> list[str]:
+    """The keyword-only options of a method function."""
+    return [name for name, p in inspect.signature(function).parameters.items() if p.kind is inspect.Parameter.KEYWORD_ONLY]
+
+
 def check_options(method: str, function, options: dict[str, Any]) -> None:
     """Raise ``ValueError`` naming any option ``function`` does not take."""
-    accepted = {
-        name for name, p in inspect.signature(function).parameters.items() if p.kind is inspect.Parameter.KEYWORD_ONLY
-    }
+    accepted = set(keyword_options(function))
     unknown = sorted(set(options) - accepted)
     if unknown:
         raise ValueError(f"method {method!r} takes no option(s) {unknown}; it takes {sorted(accepted)}")

@@ -17,7 +17,10 @@ import torch
 from sklearn.metrics import roc_auc_score
 
 from bnn_data.dataset import Dataset
+from inference.linearized import PredictiveType
+from inference.options import parse_option
 from inference.posterior import Posterior
+from inference.prediction import Prediction
 
 CALIBRATION_BINS = 10
 
@@ -44,12 +47,32 @@ def top_label_confidence(task: str, probs: torch.Tensor) -> tuple[torch.Tensor, 
     return label, confidence
 
 
-def evaluate(posterior: Posterior, dataset: Dataset, num_samples: int | None = None) -> dict[str, float]:
-    """Metrics of ``posterior`` on ``dataset``'s test split (see the module docstring)."""
-    prediction = posterior.predict(dataset.x_test, num_samples)
-    log_density = posterior.log_predictive_density(dataset.x_test, posterior.model.likelihood.check_targets(
-        dataset.y_test, posterior.model.out_features))
+def closed_form_log_density(task: str, prediction: Prediction, y: torch.Tensor) -> torch.Tensor:
+    r"""Per point log-density of ``y`` under a predictive given by its moments or probabilities:
+    :math:`\mathcal{N}(y; \mu, s^2)` for regression, the class probability otherwise."""
+    if task == "regression":
+        return torch.distributions.Normal(prediction.mean, prediction.std).log_prob(y)
+    if task == "binary":
+        return torch.distributions.Bernoulli(probs=prediction.probs.clamp(1e-12, 1 - 1e-12)).log_prob(y)
+    return prediction.probs.clamp_min(1e-12).log().gather(-1, y.long().unsqueeze(-1)).squeeze(-1)
+
+
+def evaluate(posterior: Posterior, dataset: Dataset, num_samples: int | None = None,
+             predictive: PredictiveType | str | None = None) -> dict[str, float]:
+    """Metrics of ``posterior`` on ``dataset``'s test split (see the module docstring).
+
+    ``predictive`` as in :meth:`Posterior.predict`; the Monte Carlo predictive's density is the
+    mixture over draws, the linearised one's the Gaussian (or probit) closed form.
+    """
+    predictive = posterior.default_predictive if predictive is None else parse_option(PredictiveType, predictive,
+                                                                                         "predictive")
+    prediction = posterior.predict(dataset.x_test, num_samples, predictive=predictive)
     y = dataset.y_test
+    if predictive is PredictiveType.MC:
+        targets = posterior.model.likelihood.check_targets(y, posterior.model.out_features)
+        log_density = posterior.log_predictive_density(dataset.x_test, targets)
+    else:
+        log_density = closed_form_log_density(dataset.task, prediction, y.to(prediction.mean.dtype))
     if dataset.task == "regression":
         scale = dataset.y_scaler.std
         metrics = {

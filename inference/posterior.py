@@ -19,6 +19,8 @@ import numpy as np
 import torch
 
 from inference.atomic import atomic_directory, write_json
+from inference.linearized import Linearization, PredictiveType
+from inference.options import parse_option
 from inference.prediction import Prediction, log_predictive_density, summarise
 from inference.seeding import seeded
 from models.mlp import OBSERVED_SITE, BayesianMLP
@@ -26,6 +28,7 @@ from models.mlp import OBSERVED_SITE, BayesianMLP
 SCHEMA_VERSION = 1
 POSTERIOR_FILE = "posterior.nc"
 FIT_FILE = "fit.json"
+LINEARIZATION_FILE = "linearization.pt"
 
 
 class Posterior:
@@ -48,6 +51,11 @@ class Posterior:
     extras : dict, optional
         Live objects of the method kept for the user (the SVI guide and its parameter
         store state); not saved.
+    linearization : Linearization, optional
+        The method's linearised (GLM) predictive (Laplace); saved as ``linearization.pt``.
+    constants : mapping of str to array, optional
+        Fitted arrays of the method that are not draws (the empirical-Bayes guide's
+        ``prior_variance.<site>``); saved next to ``x`` in ArviZ's ``constant_data`` group.
     """
 
     def __init__(
@@ -59,6 +67,8 @@ class Posterior:
         info: dict[str, Any],
         sample_stats: Mapping[str, Any] | None = None,
         extras: dict[str, Any] | None = None,
+        linearization: Linearization | None = None,
+        constants: Mapping[str, Any] | None = None,
     ) -> None:
         shapes = model.latent_shapes
         missing = set(shapes) - set(samples)
@@ -76,6 +86,14 @@ class Posterior:
         self.info = dict(info)
         self.sample_stats = dict(sample_stats or {})
         self.extras = dict(extras or {})
+        self.linearization = linearization
+        self.constants = {name: np.asarray(torch.as_tensor(v).detach()) for name, v in (constants or {}).items()}
+
+    @property
+    def default_predictive(self) -> PredictiveType:
+        """The linearised predictive where the method has one (Laplace: sampling weights from a
+        Laplace posterior of a non-linear net is known to under-fit), else Monte Carlo."""
+        return PredictiveType.MC if self.linearization is None else PredictiveType.LINEARIZED
 
     @property
     def method(self) -> str:
@@ -103,11 +121,26 @@ class Posterior:
         index = torch.linspace(0, total - 1, num_samples).round().long()
         return {name: value.reshape(total, *value.shape[2:])[index] for name, value in self.samples.items()}
 
-    def predict(self, x: torch.Tensor, num_samples: int | None = None, *, seed: int | None = None) -> Prediction:
-        """Posterior predictive at inputs ``x`` of shape ``(n, in_features)``."""
+    def predict(
+        self, x: torch.Tensor, num_samples: int | None = None, *, seed: int | None = None,
+        predictive: PredictiveType | str | None = None,
+    ) -> Prediction:
+        """Posterior predictive at inputs ``x`` of shape ``(n, in_features)``.
+
+        ``predictive`` is a :class:`PredictiveType`; by default the method's own choice,
+        :attr:`default_predictive`.
+        """
         from bnn_data.validation import as_float_tensor
 
         x = as_float_tensor(x, "inputs x")
+        predictive = self.default_predictive if predictive is None else predictive
+        if parse_option(PredictiveType, predictive, "predictive") is PredictiveType.LINEARIZED:
+            if self.linearization is None:
+                raise ValueError(f"method {self.method!r} has no linearised predictive; use predictive='mc' "
+                                 "(or fit with method='laplace')")
+            with seeded(self.info.get("seed", 0) if seed is None else seed):
+                total = self.num_chains * self.num_draws
+                return self.linearization.predict(self.model, x, total if num_samples is None else num_samples)
         values = self.draws(num_samples)
         with torch.no_grad(), seeded(self.info.get("seed", 0) if seed is None else seed):
             f = self.model.forward(x, values)
@@ -143,9 +176,10 @@ class Posterior:
         idata = az.from_dict(
             posterior={name: v.numpy() for name, v in self.samples.items()},
             posterior_predictive={OBSERVED_SITE: as_numpy(predictive)},
-            log_likelihood={OBSERVED_SITE: as_numpy(log_lik)},
+            # float64: PSIS in float32 divides by zero on draws with very low log-likelihoods
+            log_likelihood={OBSERVED_SITE: as_numpy(log_lik.double())},
             observed_data={OBSERVED_SITE: self.y.numpy()},
-            constant_data={"x": self.x.numpy()},
+            constant_data={"x": self.x.numpy(), **self.constants},
             sample_stats={k: np.asarray(v) for k, v in self.sample_stats.items()} or None,
             dims={OBSERVED_SITE: data_dims, "x": ["example", "feature"]},
             attrs={"method": self.method, "guide": str(self.info.get("guide")), "model": repr(self.model)},
@@ -167,6 +201,8 @@ class Posterior:
         """Write the files of :meth:`save` into an existing ``folder`` (used inside atomic writes)."""
         self.to_inference_data().to_netcdf(str(folder / POSTERIOR_FILE))
         write_json(folder / FIT_FILE, {"schema_version": SCHEMA_VERSION, "model": self.model.config(), "info": self.info})
+        if self.linearization is not None:
+            self.linearization.save(folder / LINEARIZATION_FILE)
 
     @classmethod
     def load(cls, directory: str | Path) -> Posterior:
@@ -200,7 +236,10 @@ class Posterior:
         y = torch.as_tensor(idata.observed_data[OBSERVED_SITE].values)
         y = model.likelihood.check_targets(y, model.out_features)
         stats = {k: v.values for k, v in idata.sample_stats.data_vars.items()} if "sample_stats" in idata.groups() else None
-        return cls(model, samples, x, y, meta["info"], stats)
+        linearization_file = directory / LINEARIZATION_FILE
+        linearization = Linearization.load(linearization_file, model) if linearization_file.is_file() else None
+        constants = {k: v.values for k, v in idata.constant_data.data_vars.items() if k != "x"}
+        return cls(model, samples, x, y, meta["info"], stats, linearization=linearization, constants=constants)
 
     def __repr__(self) -> str:
         return (

@@ -22,7 +22,7 @@ from inference.posterior_plots import plot_forest, plot_marginals_vs_prior, plot
 
 PACKAGES = ("torch", "pyro-ppl", "arviz", "numpy", "pandas", "matplotlib", "scikit-learn")
 TABLE_COLUMNS = (
-    "method", "guide", "prior", "fit_seconds", "test_rmse", "test_accuracy", "test_ll", "roc_auc", "coverage_50",
+    "method", "guide", "prior", "predictive", "fit_seconds", "test_rmse", "test_accuracy", "test_ll", "roc_auc", "coverage_50",
     "coverage_90", "ece", "elbo", "log_marginal_likelihood", "loo_elpd", "loo_se", "loo_bad_k", "waic_elpd",
     "waic_warning", "r_hat_max", "r_hat_predictive", "ess_bulk_min", "ess_tail_min", "divergences", "chains_agree",
 )

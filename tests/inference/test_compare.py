@@ -15,7 +15,7 @@ TINY = {
     "nuts": dict(num_warmup=30, num_samples=30, num_chains=2),
     "laplace": dict(num_draws=60),
 }
-ALWAYS = ["method", "guide", "prior", "fit_seconds", "test_ll", "elbo", "log_marginal_likelihood", "loo_elpd", "loo_se",
+ALWAYS = ["method", "guide", "prior", "predictive", "fit_seconds", "test_ll", "elbo", "log_marginal_likelihood", "loo_elpd", "loo_se",
           "loo_bad_k", "waic_elpd", "waic_se", "waic_warning", "r_hat_max", "ess_bulk_min", "ess_tail_min",
           "r_hat_predictive", "divergences", "chains_agree"]
 
@@ -41,6 +41,7 @@ def test_regression_table_has_every_column_and_loo_waic_for_every_method(fits, t
     assert math.isnan(table.loc["svi (autonormal)", "r_hat_max"])
     assert math.isfinite(table.loc["svi (autonormal)", "elbo"])
     assert math.isfinite(table.loc["laplace", "log_marginal_likelihood"])
+    assert list(table["predictive"]) == ["mc", "mc", "linearized"]
     ranking = rank(fits)
     assert set(ranking.index) == set(table.index) and ranking["weight"].sum() == pytest.approx(1.0)
 

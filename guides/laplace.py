@@ -1,0 +1,125 @@
+r"""The Laplace posterior as a Pyro guide: one Gaussian draw of the flat weight vector.
+
+With :math:`\theta \in \mathbb{R}^D` the model's weights as one vector (see
+:mod:`guides.flat_weights`), the Laplace approximation is
+
+.. math::
+
+    q(\theta) = \mathcal{N}\big(\theta_{MAP},\ \Lambda^{-1}\big),\qquad
+    \Lambda = -\nabla^2_\theta \log p(\mathcal{D}, \theta)\big|_{\theta_{MAP}} \ \text{(or its GGN)}.
+
+Only the trailing :math:`D_c` entries may be random (``covered_from = D - D_c``): the
+whole vector for the ``full`` and ``diag`` structures, the last layer's weights and bias
+for ``last-layer``, the rest staying at :math:`\theta_{MAP}`. The covariance is given by a
+factor :math:`S` with :math:`\Lambda_c^{-1} = S S^\top`: a lower-triangular matrix, or a
+vector of standard deviations for a diagonal :math:`\Lambda_c`.
+
+The guide has the model's signature and draws, in one auxiliary sample site, the covered
+vector, then puts each weight site (and each likelihood latent held fixed, such as a noise
+``sigma`` set by maximum likelihood) on a ``Delta`` site, so
+``pyro.infer.Predictive(model, guide=guide, num_samples=S, parallel=True)`` works.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pyro
+import pyro.distributions as dist
+import torch
+
+from guides.flat_weights import num_weights, split_flat
+from models.sites import WeightSite
+
+LATENT_SITE = "_laplace_latent"
+
+
+class LaplaceGuide:
+    r"""Draws :math:`\theta \sim \mathcal{N}(\theta_{MAP}, \Lambda^{-1})` and splits it into the model's sites.
+
+    Parameters
+    ----------
+    sites : sequence of WeightSite
+        The model's weight sites (``model.sites``), in order.
+    mean : torch.Tensor
+        :math:`\theta_{MAP}`, shape ``(D,)``.
+    scale : torch.Tensor
+        The covariance factor of the covered entries: ``(D_c, D_c)`` lower triangular, or
+        ``(D_c,)`` standard deviations.
+    covered_from : int
+        Index of the first random entry of :math:`\theta`; 0 makes every weight random.
+    constants : mapping of str to torch.Tensor, optional
+        Latent sites of the likelihood held at a fixed value (``{"sigma": ...}``).
+    """
+
+    def __init__(
+        self,
+        sites: Sequence[WeightSite],
+        mean: torch.Tensor,
+        scale: torch.Tensor,
+        *,
+        covered_from: int = 0,
+        constants: Mapping[str, torch.Tensor] | None = None,
+    ) -> None:
+        total = num_weights(sites)
+        if mean.shape != (total,):
+            raise ValueError(f"mean must have shape ({total},) for these sites, got {tuple(mean.shape)}")
+        if not 0 <= covered_from < total:
+            raise ValueError(f"covered_from must lie in 0..{total - 1}, got {covered_from}")
+        covered = total - covered_from
+        if scale.shape not in {(covered,), (covered, covered)}:
+            raise ValueError(
+                f"scale must have shape ({covered},) or ({covered}, {covered}) for {covered} covered weights, "
+                f"got {tuple(scale.shape)}"
+            )
+        self.sites = tuple(sites)
+        self.mean = mean.detach()
+        self.scale = scale.detach()
+        self.covered_from = covered_from
+        self.constants = {name: torch.as_tensor(value).detach() for name, value in (constants or {}).items()}
+
+    @property
+    def is_diagonal(self) -> bool:
+        """Whether the covered covariance is diagonal (``scale`` holds standard deviations)."""
+        return self.scale.dim() == 1
+
+    def covered_distribution(self) -> dist.Distribution:
+        """:math:`\\mathcal{N}(\\theta_{MAP,c}, S S^\\top)` over the covered entries, event shape ``(D_c,)``."""
+        loc = self.mean[self.covered_from :]
+        if self.is_diagonal:
+            return dist.Normal(loc, self.scale).to_event(1)
+        return dist.MultivariateNormal(loc, scale_tril=self.scale)
+
+    def covariance(self) -> torch.Tensor:
+        """:math:`\\Lambda_c^{-1} = S S^\\top`, shape ``(D_c, D_c)``."""
+        return torch.diag(self.scale**2) if self.is_diagonal else self.scale @ self.scale.T
+
+    def times_scale(self, jacobian: torch.Tensor) -> torch.Tensor:
+        r""":math:`J S` for ``jacobian`` of shape ``(..., D_c)``, so that :math:`J \Lambda_c^{-1} J^\top = (JS)(JS)^\top`."""
+        return jacobian * self.scale if self.is_diagonal else jacobian @ self.scale
+
+    def __call__(self, x: torch.Tensor | None = None, y: torch.Tensor | None = None, num_data: int | None = None):
+        """Sample every latent site of the model; the arguments mirror the model's and are unused."""
+        covered = pyro.sample(LATENT_SITE, self.covered_distribution(), infer={"is_auxiliary": True})
+        fixed = self.mean[: self.covered_from].expand(*covered.shape[:-1], self.covered_from)
+        values = split_flat(self.sites, torch.cat([fixed, covered], dim=-1))
+        for site in self.sites:
+            values[site.name] = pyro.sample(site.name, dist.Delta(values[site.name], event_dim=len(site.shape)))
+        for name, value in self.constants.items():
+            values[name] = pyro.sample(name, dist.Delta(value, event_dim=value.dim()))
+        return values
+
+    # ------------------------------------------------------------ save/load
+    def state(self) -> dict[str, object]:
+        """Tensors and plain values that :meth:`from_state` rebuilds the guide from (``torch.save``-able)."""
+        return {"mean": self.mean, "scale": self.scale, "covered_from": self.covered_from, "constants": self.constants}
+
+    @classmethod
+    def from_state(cls, sites: Sequence[WeightSite], state: Mapping[str, object]) -> LaplaceGuide:
+        """Inverse of :meth:`state` for a model with weight sites ``sites``."""
+        return cls(sites, state["mean"], state["scale"], covered_from=state["covered_from"], constants=state["constants"])
+
+    def __repr__(self) -> str:
+        kind = "diagonal" if self.is_diagonal else "full"
+        covered = self.mean.shape[0] - self.covered_from
+        return f"LaplaceGuide({kind} Gaussian over {covered} of {self.mean.shape[0]} weights)"

@@ -1,0 +1,200 @@
+r"""Bayes by Backprop (Blundell et al. 2015): a mean-field Gaussian guide with softplus scales.
+
+.. math::
+
+    q(w) = \prod_k \mathcal{N}(w_k; \mu_k, \sigma_k^2), \qquad
+    \sigma_k = \operatorname{softplus}(\rho_k) = \ln(1 + e^{\rho_k}), \qquad
+    w = \mu + \sigma \odot \varepsilon,\ \varepsilon \sim \mathcal{N}(0, I),
+
+fitted by minimising :math:`\mathrm{KL}(q \,\|\, p) - \mathbb{E}_q[\log p(\mathcal{D} \mid w)]`,
+the KL in closed form or by Monte Carlo (:mod:`guides.kl`), the expectation by
+reparameterised draws. All weights live in one flat :math:`\mu` and one flat :math:`\rho`,
+the two rows of the parameter ``loc_rho`` (:mod:`guides.flat_normal`); a likelihood latent
+such as a learned noise ``sigma`` is Gaussian in its unconstrained space (log-normal) with
+a Monte Carlo KL. In SVI the model does not evaluate the Gaussian priors of closed-form
+sites at all (:meth:`~guides.flat_normal.FlatNormalGuide.elbo_pair`).
+
+Local reparameterisation (Kingma, Salimans & Welling 2015): given a layer's input
+:math:`h`, each pre-activation :math:`a = h W^\top + b` under :math:`q` is Gaussian,
+
+.. math::
+
+    a_{nj} \sim \mathcal{N}\Big(\sum_i h_{ni}\mu_{ji} + \mu_j,\ \sum_i h_{ni}^2\sigma_{ji}^2 + \sigma_j^2\Big),
+
+independent over examples :math:`n` and units :math:`j`. Sampling :math:`a` instead of
+:math:`W` gives every example its own noise: each example's expected log-likelihood, and
+so the expected ELBO and its gradient, are unchanged, while the gradient's variance drops
+(the noise is no longer shared by the whole batch). The likelihood then uses no weight
+draw, so the KL must be the closed form: the option needs a Gaussian prior on every weight.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+import torch.nn.functional as F
+from pyro.nn import PyroParam, pyro_method
+from pyro.poutine.messenger import Messenger
+
+from guides.flat_normal import FlatNormalGuide, check_finite, normal_log_prob
+from guides.kl import KLEstimator, gaussian_kl, site_estimators
+from guides.registry import register_guide
+from models.activations import ACTIVATIONS
+from models.mlp import OBSERVED_SITE
+
+INIT_LOCS = ("prior", "small")
+SMALL_INIT_SD = 0.1
+
+
+@register_guide("meanfield", description="Bayes by Backprop: mean-field Gaussian, softplus scales, closed-form or MC KL")
+class MeanFieldGuide(FlatNormalGuide):
+    r"""The Bayes-by-Backprop guide of ``model``.
+
+    Parameters
+    ----------
+    model : BayesianMLP
+        The model (its priors are read now: build a new guide after swapping them).
+    init_loc : {"prior", "small"} or mapping
+        Initial :math:`\mu`: a draw from the prior (breaks the symmetry of hidden units),
+        ``"small"`` draws :math:`\mathcal{N}(0, 0.1^2)`, or a mapping from site names to
+        values (for example MAP weights) with the other sites drawn from the prior. A
+        likelihood latent (``sigma``) starts at a prior draw unless the mapping gives it.
+    init_rho : float
+        Initial :math:`\rho` of every latent, :math:`\sigma = \operatorname{softplus}(\rho)`
+        (-3 gives :math:`\sigma \approx 0.049`).
+    kl : KLEstimator or str
+        ``"auto"`` (closed form on Gaussian-prior sites, Monte Carlo elsewhere),
+        ``"closed-form"`` (every weight prior must be Gaussian) or ``"monte-carlo"``.
+    local_reparameterisation : bool
+        Sample pre-activations instead of weights in the ELBO (needs the closed-form KL).
+        SVI applies it through :meth:`elbo_pair`.
+
+    Raises
+    ------
+    ValueError
+        For a closed-form KL or local reparameterisation with a non-Gaussian prior, an
+        unknown ``init_loc``, or init values naming unknown sites or of the wrong shape.
+    """
+
+    def __init__(
+        self,
+        model,
+        *,
+        init_loc: str | Mapping[str, torch.Tensor] = "prior",
+        init_rho: float = -3.0,
+        kl: KLEstimator | str = "auto",
+        local_reparameterisation: bool = False,
+    ) -> None:
+        super().__init__(model)
+        self.estimators = site_estimators(kl, model.sites, self.priors)
+        if not isinstance(local_reparameterisation, bool):
+            raise ValueError(f"local_reparameterisation must be True or False, got {local_reparameterisation!r}")
+        monte_carlo = sorted(name for name, e in self.estimators.items() if e is KLEstimator.MONTE_CARLO)
+        if local_reparameterisation and monte_carlo:
+            priors = sorted({type(self.priors[name]).__name__ for name in monte_carlo})
+            raise ValueError(
+                f"local reparameterisation needs the closed-form KL, so a Gaussian prior on every weight site; "
+                f"sites {monte_carlo} use the Monte Carlo KL (priors {priors}, or kl='monte-carlo'): "
+                "use a Gaussian prior with kl='auto', or local_reparameterisation=False"
+            )
+        self.local_reparameterisation = local_reparameterisation
+        init_rho = check_finite("init_rho", init_rho)
+        self.analytic_sites = tuple(name for name, e in self.estimators.items() if e is KLEstimator.CLOSED_FORM)
+        closed_form, prior_scale = [], []
+        for name, site in self.weight_sites.items():
+            closed = name in self.analytic_sites
+            closed_form += [closed] * site.numel
+            prior_scale += [self.priors[name].site_scale(site) if closed else 1.0] * site.numel
+        self._closed_form = torch.tensor(closed_form)
+        self._prior_scale = torch.tensor(prior_scale)
+        # one parameter tensor, rows (mu, rho): one Adam update per step instead of two
+        loc = self.flatten(self._initial_values(init_loc))
+        self.loc_rho = PyroParam(torch.stack([loc, torch.full_like(loc, init_rho)]))
+
+    def _initial_values(self, init_loc) -> dict[str, torch.Tensor]:
+        if isinstance(init_loc, Mapping):
+            unknown = sorted(set(init_loc) - set(self.blocks))
+            if unknown:
+                raise ValueError(f"init_loc names unknown sites {unknown}; the model's latent sites are {list(self.blocks)}")
+            for name, value in init_loc.items():
+                if tuple(torch.as_tensor(value).shape) != tuple(self.blocks[name].shape):
+                    raise ValueError(
+                        f"init_loc[{name!r}] has shape {tuple(torch.as_tensor(value).shape)}, "
+                        f"the site has shape {tuple(self.blocks[name].shape)}"
+                    )
+            return {**self.prior_draws(), **init_loc}
+        if init_loc == "prior":
+            return self.prior_draws()
+        if init_loc == "small":
+            draws = self.prior_draws()
+            draws.update({name: SMALL_INIT_SD * torch.randn(site.shape) for name, site in self.weight_sites.items()})
+            return draws
+        raise ValueError(f"init_loc must be one of {list(INIT_LOCS)} or a mapping of site values, got {init_loc!r}")
+
+    def flat_parameters(self) -> dict[str, torch.Tensor]:
+        loc, rho = self.loc_rho
+        return {"loc": loc, "scale": F.softplus(rho)}
+
+    def weight_log_density(self, z, params):
+        r""":math:`\sum_k \log q(w_k)` over Monte Carlo weights plus :math:`\sum_k \mathrm{KL}_k` over closed-form ones."""
+        w = self.num_weights
+        z, loc, scale = z[..., :w], params["loc"][:w], params["scale"][:w]
+        if not self.analytic_sites:
+            return normal_log_prob(z, loc, scale).sum(-1)
+        kl = gaussian_kl(loc, scale, self._prior_scale)
+        if len(self.analytic_sites) == len(self.weight_sites):
+            return kl.sum()
+        return torch.where(self._closed_form, kl, normal_log_prob(z, loc, scale)).sum(-1)
+
+    # ------------------------------------------------------ local reparameterisation
+    def elbo_pair(self):
+        """The model and guide SVI optimises (see :meth:`FlatNormalGuide.elbo_pair`); with local
+        reparameterisation the model's likelihood reads sampled pre-activations."""
+        elbo_model, elbo_guide = super().elbo_pair()
+        if not self.local_reparameterisation:
+            return elbo_model, elbo_guide
+
+        def locally_reparameterised(x, y=None, num_data=None):
+            with _PreActivationLikelihood(self, x):
+                return elbo_model(x, y, num_data)
+
+        return locally_reparameterised, elbo_guide
+
+    @pyro_method
+    def local_reparameterised_output(self, x: torch.Tensor, sample_shape: torch.Size) -> torch.Tensor:
+        """Network output ``(*sample_shape, n, out)`` with every layer's pre-activations drawn from :math:`q`."""
+        params = self.flat_parameters()
+        activation = ACTIVATIONS.get(self.model.activation)
+        sites = self.model.sites
+        h = x
+        for weight_site, bias_site in zip(sites[::2], sites[1::2]):
+            weight, bias = self.blocks[weight_site.name], self.blocks[bias_site.name]
+            w_loc, w_scale = weight.take(params["loc"]), weight.take(params["scale"])
+            b_loc, b_scale = bias.take(params["loc"]), bias.take(params["scale"])
+            mean = torch.matmul(h, w_loc.T) + b_loc
+            variance = torch.matmul(h**2, (w_scale**2).T) + b_scale**2
+            h = mean + variance.sqrt() * torch.randn(sample_shape + mean.shape[-2:], dtype=mean.dtype)
+            if weight_site.layer != sites[-1].layer:
+                h = activation(h)
+        return h
+
+
+class _PreActivationLikelihood(Messenger):
+    """Replaces the model's observation distribution by one built on locally reparameterised outputs."""
+
+    def __init__(self, guide: MeanFieldGuide, x: torch.Tensor) -> None:
+        super().__init__()
+        self.guide, self.x = guide, x
+        self.latents: dict[str, torch.Tensor] = {}
+
+    def _pyro_post_sample(self, msg) -> None:
+        if not msg["is_observed"]:
+            self.latents[msg["name"]] = msg["value"]
+
+    def _pyro_sample(self, msg) -> None:
+        if msg["name"] == OBSERVED_SITE:
+            model = self.guide.model
+            f = self.guide.local_reparameterised_output(self.x, msg["fn"].batch_shape[:-1])
+            latents = model.likelihood_latents(model.squeeze_plate_slot(self.latents))
+            msg["fn"] = model.likelihood.distribution(f, latents)

@@ -1,0 +1,568 @@
+r"""The No-U-Turn sampler: Markov chains whose draws follow the exact posterior :math:`p(W \mid \mathcal{D})`.
+
+NUTS (Hoffman & Gelman 2014) simulates Hamiltonian dynamics in the unconstrained space
+:math:`z = T(W)` (:math:`T` maps each site's support to :math:`\mathbb{R}^d`; for the
+noise :math:`\sigma`, :math:`z = \log\sigma`) with the potential and the Hamiltonian
+
+.. math::
+
+    U(z) = -\log p(\mathcal{D} \mid T^{-1}(z)) - \log p(T^{-1}(z)) - \log\big|\det J_{T^{-1}}(z)\big|,
+    \qquad H(z, r) = U(z) + \tfrac{1}{2} r^\top M^{-1} r,
+
+doubling a leapfrog trajectory of step size :math:`\epsilon` until it turns back on itself
+(or reaches :math:`2^{\text{max\_tree\_depth}} - 1` steps) and drawing the next state from
+it. Warmup adapts :math:`\epsilon` by dual averaging towards a mean acceptance statistic
+of ``target_accept`` and the mass matrix :math:`M` (diagonal or dense) to the posterior
+covariance; warmup draws are discarded.
+
+Chains run in separate *processes* (the ``spawn`` context, so they work from scripts and
+from Jupyter, where Pyro's own multi-chain MCMC hangs) when more than one core is free,
+and one after the other otherwise; either way every chain runs on one torch thread with
+the same seed, so both give the same draws. A script that samples in processes must
+guard its entry point with ``if __name__ == "__main__":`` (the spawn rule), and a model
+must be picklable (priors and likelihoods defined in an importable module, not in
+``__main__``); otherwise pass ``chain_method="sequential"``.
+
+Per-draw sampler statistics, stored as ArviZ's ``sample_stats`` (arrays ``(chains, draws)``):
+
+``diverging``
+    The trajectory's energy error exceeded 1000: the sampler failed to explore a region
+    (draws near it are biased).
+``n_steps``
+    Leapfrog steps (gradient evaluations) of the draw.
+``tree_depth``
+    :math:`\lfloor\log_2(\text{n\_steps})\rfloor + 1`, ArviZ's convention; ``max_tree_depth``
+    means the trajectory reached the cap (and may have been cut off before it turned).
+``step_size``
+    The adapted :math:`\epsilon`.
+``acceptance_rate``
+    The mean over the trajectory of :math:`\min(1, e^{H(z_0, r_0) - H(z_i, r_i)})`.
+
+Convergence: ArviZ's rank-normalised split :math:`\hat{R}` (over chains, so only with two
+or more), bulk and tail ESS, the number of divergences and the verdict ``converged`` go into
+``posterior.info["diagnostics"]``; a run with :math:`\max\hat{R} > 1.01` or any divergence
+sets ``converged`` (also ``info["converged"]``) to ``False`` and emits a :class:`ConvergenceWarning`.
+
+The engine is :func:`run_chain` (one chain in, draws and statistics out as
+:class:`ChainDraws`); validation, seeds, processes, progress and diagnostics do not depend
+on it, so another sampler replaces that one function.
+
+Cost: Pyro spends about 0.15-0.2 ms of Python per leapfrog step on top of the gradient. On
+the 152-latent toy BNN (``python -m inference fit --method nuts --dataset toy1d``) every
+draw takes the full :math:`2^{10} - 1` steps, so the defaults (200 warmup + 200 draws per
+chain, 2 chains in parallel) cost about :math:`4 \times 10^5` gradients per chain: about 5
+minutes at the 1,400 gradients/s of an idle core, several times longer when other jobs share
+the cores (measured: 40 minutes at about 440 gradients/s). Small models take seconds.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import multiprocessing
+import os
+import queue
+import time
+import warnings
+from collections.abc import Callable, Mapping
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+import arviz as az
+import numpy as np
+import torch
+from pyro import poutine
+from pyro.infer import MCMC, NUTS
+from pyro.infer.autoguide import init_to_sample, init_to_value
+from pyro.infer.mcmc.util import initialize_model
+from tqdm.auto import tqdm
+
+from inference.posterior import Posterior
+from inference.seeding import seeded
+
+MAX_PLATE_NESTING = 1
+R_HAT_THRESHOLD = 1.01
+MIN_SAMPLES = 4  # split R-hat and ESS need at least 4 draws per chain
+MAP_STEPS = 1000
+MAP_LR = 0.01
+PROGRESS_POLL_SECONDS = 0.2
+
+
+class ConvergenceWarning(UserWarning):
+    """A NUTS run shows divergences or chains that disagree (R-hat above 1.01)."""
+
+
+class InitStrategy(str, Enum):
+    """Where each chain starts (a mapping of site values is the third choice)."""
+
+    PRIOR = "prior"
+    """A draw from the prior, different for each chain."""
+    MAP = "map"
+    """A short MAP fit (Adam on :math:`U(z)`, ``MAP_STEPS`` steps) from a prior draw, per chain."""
+
+
+class Engine(str, Enum):
+    """The NUTS implementation that runs each chain (same statistics, same ``Posterior``)."""
+
+    NUTPIE = "nutpie"
+    """nutpie's Rust NUTS on the compiled flat potential (:mod:`inference.nutpie_engine`); ~10x faster
+    per gradient on the toy BNN; ignores nothing but refuses ``dense_mass=True``."""
+    PYRO = "pyro"
+    """Pyro's ``NUTS`` on the model's trace (:func:`run_chain`), the reference."""
+
+
+DEFAULT_ENGINE = Engine.NUTPIE if importlib.util.find_spec("nutpie") is not None else Engine.PYRO
+
+
+def engine_function(engine: Engine) -> Callable:
+    """The ``run_chain(model, x, y, job, report) -> ChainDraws`` of ``engine``."""
+    if engine is Engine.NUTPIE:
+        from inference import nutpie_engine  # imports this module: loaded on first use
+
+        return nutpie_engine.run_chain
+    return run_chain
+
+
+class ChainMethod(str, Enum):
+    """How the chains share the machine."""
+
+    AUTO = "auto"
+    """Processes when there are several chains and more than one core, else sequential."""
+    PARALLEL = "parallel"
+    """One ``spawn`` process per chain, at most one per core."""
+    SEQUENTIAL = "sequential"
+    """One chain after the other in this process."""
+
+
+@dataclass(frozen=True)
+class ChainJob:
+    """Everything one chain needs; picklable, so it can travel to a worker process."""
+
+    chain: int
+    seed: int
+    num_warmup: int
+    num_samples: int
+    target_accept: float
+    max_tree_depth: int
+    dense_mass: bool
+    init: InitStrategy | dict[str, torch.Tensor]  # a strategy, or constrained site values
+    jit_compile: bool
+    dtype: torch.dtype
+    engine: Engine = Engine.PYRO
+
+
+@dataclass(frozen=True)
+class ChainDraws:
+    """One chain's output: ``samples[site]`` of shape ``(draws, *site_shape)`` in the
+    constrained space, ``stats[name]`` of shape ``(draws,)``, and its wall time."""
+
+    samples: dict[str, np.ndarray]
+    stats: dict[str, np.ndarray]
+    seconds: float
+
+
+# --------------------------------------------------------------------- the Pyro engine
+def map_point(potential_fn: Callable, params: dict[str, torch.Tensor], *, steps: int = MAP_STEPS,
+              lr: float = MAP_LR) -> dict[str, torch.Tensor]:
+    r"""Approximately :math:`\arg\min_z U(z)` by ``steps`` Adam steps from ``params`` (unconstrained)."""
+    z = {name: value.detach().clone().requires_grad_() for name, value in params.items()}
+    optimiser = torch.optim.Adam(list(z.values()), lr=lr)
+    for _ in range(steps):
+        optimiser.zero_grad()
+        potential_fn(z).backward()
+        optimiser.step()
+    z = {name: value.detach() for name, value in z.items()}
+    if not all(torch.isfinite(value).all() for value in z.values()):
+        raise FloatingPointError("the MAP initialisation diverged; start from the prior (init='prior')")
+    return z
+
+
+def initial_point(model, x: torch.Tensor, y: torch.Tensor, init: InitStrategy | dict[str, torch.Tensor], *,
+                  jit_compile: bool) -> tuple[dict[str, torch.Tensor], Callable, dict]:
+    """The chain's unconstrained start, the potential :math:`U` and the site transforms :math:`T`."""
+    strategy = init_to_sample if isinstance(init, InitStrategy) else init_to_value(values=init, fallback=init_to_sample)
+    params, potential_fn, transforms, _ = initialize_model(
+        model, (x, y), init_strategy=strategy, jit_compile=jit_compile, skip_jit_warnings=True,
+        max_plate_nesting=MAX_PLATE_NESTING,
+    )
+    if init is InitStrategy.MAP:
+        params = map_point(potential_fn, params)
+    return params, potential_fn, transforms
+
+
+class _CountingPotential:
+    """:math:`U` that counts its evaluations (one per leapfrog step during sampling)."""
+
+    def __init__(self, potential_fn: Callable) -> None:
+        self.potential_fn = potential_fn
+        self.calls = 0
+
+    def __call__(self, z: dict[str, torch.Tensor]) -> torch.Tensor:
+        self.calls += 1
+        return self.potential_fn(z)
+
+    def reset(self) -> int:
+        """Return the count since the last reset and start again."""
+        calls, self.calls = self.calls, 0
+        return calls
+
+
+class _StatsRecorder:
+    """MCMC ``hook_fn``: records each draw's statistics and reports progress."""
+
+    def __init__(self, job: ChainJob, potential: _CountingPotential, report: Callable[[tuple], None]) -> None:
+        self.job, self.potential, self.report = job, potential, report
+        self.n_steps = np.zeros(job.num_samples, dtype=np.int64)
+        self.step_size = np.zeros(job.num_samples)
+        self.acceptance = np.zeros(job.num_samples)
+        self.previous_mean = 0.0
+
+    def __call__(self, kernel: NUTS, params, stage: str, i: int) -> None:
+        n_steps = self.potential.reset()
+        if stage == "Sample":
+            # Pyro keeps only the running mean m_n of the acceptance statistic over the draws
+            # (no public accessor); a_n = n m_n - (n - 1) m_{n-1} recovers each draw's value.
+            mean = kernel._mean_accept_prob
+            self.acceptance[i] = (i + 1) * mean - i * self.previous_mean
+            self.previous_mean = mean
+            self.n_steps[i] = n_steps
+            self.step_size[i] = kernel.step_size
+        self.report((self.job.chain, stage, n_steps))
+
+    def stats(self, divergent: list[int]) -> dict[str, np.ndarray]:
+        diverging = np.zeros(self.job.num_samples, dtype=bool)
+        diverging[divergent] = True
+        return {
+            "diverging": diverging,
+            "n_steps": self.n_steps,
+            "tree_depth": np.floor(np.log2(np.maximum(self.n_steps, 1))).astype(np.int64) + 1,
+            "step_size": self.step_size,
+            "acceptance_rate": np.clip(self.acceptance, 0.0, 1.0),  # clip only rounding of the difference
+        }
+
+
+def run_chain(model, x: torch.Tensor, y: torch.Tensor, job: ChainJob, report: Callable[[tuple], None]) -> ChainDraws:
+    """Run one NUTS chain with Pyro (``NUTS`` + ``MCMC`` with one chain); ``report`` gets
+    ``(chain, stage, n_steps)`` after every iteration (``stage`` is "Warmup" or "Sample")."""
+    start = time.perf_counter()
+    with seeded(job.seed), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="`torch.jit.trace` is deprecated", category=DeprecationWarning)
+        params, potential_fn, transforms = initial_point(model, x, y, job.init, jit_compile=job.jit_compile)
+        potential = _CountingPotential(potential_fn)
+        kernel = NUTS(potential_fn=potential, transforms=transforms, target_accept_prob=job.target_accept,
+                      max_tree_depth=job.max_tree_depth, full_mass=job.dense_mass)
+        recorder = _StatsRecorder(job, potential, report)
+        mcmc = MCMC(kernel, job.num_samples, warmup_steps=job.num_warmup, initial_params=params,
+                    hook_fn=recorder, disable_progbar=True)
+        mcmc.run()
+    samples = {name: value.reshape(job.num_samples, *shape).numpy()
+               for name, value in mcmc.get_samples().items() for shape in [model.latent_shapes[name]]}
+    stats = recorder.stats(mcmc.diagnostics()["divergences"]["chain 0"])
+    return ChainDraws(samples, stats, time.perf_counter() - start)
+
+
+# ------------------------------------------------------------------ running the chains
+def available_cores() -> int:
+    """Cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+@contextmanager
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+_worker_messages: Any = None  # the worker's end of the progress queue and stop event
+_worker_stop: Any = None
+
+
+def _start_worker(messages, stop) -> None:
+    global _worker_messages, _worker_stop
+    torch.set_num_threads(1)
+    messages.cancel_join_thread()  # exit without flushing progress messages nobody reads any more
+    _worker_messages, _worker_stop = messages, stop
+
+
+def _report_to_parent(message: tuple) -> None:
+    if _worker_stop.is_set():
+        raise InterruptedError("the parent process stopped the sampling")
+    _worker_messages.put(message)
+
+
+def _run_chain_in_worker(model, x: torch.Tensor, y: torch.Tensor, job: ChainJob) -> ChainDraws:
+    torch.set_default_dtype(job.dtype)
+    return engine_function(job.engine)(model, x, y, job, _report_to_parent)
+
+
+class _ProgressBars:
+    """One tqdm bar per chain, moved by the ``(chain, stage, n_steps)`` reports."""
+
+    def __init__(self, jobs: list[ChainJob], enabled: bool) -> None:
+        self.bars = [tqdm(total=job.num_warmup + job.num_samples, desc=f"NUTS chain {job.chain}", position=job.chain,
+                          disable=not enabled, leave=False) for job in jobs]
+
+    def __call__(self, message: tuple) -> None:
+        chain, stage, n_steps = message
+        self.bars[chain].update()
+        self.bars[chain].set_postfix_str(f"{stage.lower()}, {n_steps} steps", refresh=False)
+
+    def close(self) -> None:
+        for bar in self.bars:
+            bar.close()
+
+
+def _run_in_processes(model, x, y, jobs: list[ChainJob], show: _ProgressBars) -> list[ChainDraws]:
+    context = multiprocessing.get_context("spawn")
+    messages, stop = context.Queue(), context.Event()
+    with ProcessPoolExecutor(max_workers=min(len(jobs), available_cores()), mp_context=context,
+                             initializer=_start_worker, initargs=(messages, stop)) as pool:
+        futures = [pool.submit(_run_chain_in_worker, model, x, y, job) for job in jobs]
+        try:
+            while not all(future.done() for future in futures):
+                try:
+                    show(messages.get(timeout=PROGRESS_POLL_SECONDS))
+                    while True:
+                        show(messages.get_nowait())
+                except queue.Empty:
+                    pass
+                for future in futures:
+                    if future.done() and future.exception() is not None:
+                        raise future.exception()
+            return [future.result() for future in futures]
+        except BaseException:
+            stop.set()  # the other workers stop at their next iteration
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+
+
+def _run_chains(model, x, y, jobs: list[ChainJob], parallel: bool, progress: bool) -> list[ChainDraws]:
+    show = _ProgressBars(jobs, progress)
+    try:
+        if parallel:
+            return _run_in_processes(model, x, y, jobs, show)
+        with _one_thread():
+            return [engine_function(job.engine)(model, x, y, job, show) for job in jobs]
+    finally:
+        show.close()
+
+
+# ---------------------------------------------------------------------- diagnostics
+def convergence_diagnostics(samples: Mapping[str, np.ndarray], diverging: np.ndarray) -> dict[str, Any]:
+    """Max split R-hat (``None`` for one chain), min bulk and tail ESS over all scalar
+    parameters, and the number of divergent draws; draws are ``(chains, draws, ...)``."""
+    dataset = az.convert_to_dataset(dict(samples))
+    num_chains = diverging.shape[0]
+
+    def extreme(values: Any, pick: Callable) -> float:
+        return float(pick([pick(array.values) for array in values.data_vars.values()]))  # NaN propagates
+
+    with np.errstate(invalid="ignore", divide="ignore"):  # constant draws give NaN, judged below
+        return {
+            "r_hat_max": extreme(az.rhat(dataset), np.max) if num_chains > 1 else None,
+            "ess_bulk_min": extreme(az.ess(dataset, method="bulk"), np.min),
+            "ess_tail_min": extreme(az.ess(dataset, method="tail"), np.min),
+            "divergences": int(diverging.sum()),
+        }
+
+
+def is_converged(diagnostics: Mapping[str, Any]) -> bool:
+    r"""No divergences and, with several chains, :math:`\max\hat{R} \le 1.01` (a NaN fails)."""
+    r_hat = diagnostics["r_hat_max"]
+    return diagnostics["divergences"] == 0 and (r_hat is None or r_hat <= R_HAT_THRESHOLD)
+
+
+def _convergence_message(diagnostics: Mapping[str, Any], num_chains: int, num_samples: int) -> str:
+    problems = []
+    if diagnostics["r_hat_max"] is not None and not diagnostics["r_hat_max"] <= R_HAT_THRESHOLD:
+        problems.append(f"max R-hat {diagnostics['r_hat_max']:.3f} > {R_HAT_THRESHOLD} (the chains disagree)")
+    if diagnostics["divergences"]:
+        problems.append(f"{diagnostics['divergences']} divergent transitions of {num_chains * num_samples} draws")
+    return (
+        "NUTS did not converge: " + "; ".join(problems) + ". The draws may not represent the posterior: "
+        "raise num_warmup and num_samples, raise target_accept (fewer divergences), or reparameterise; "
+        "see posterior.info['diagnostics'] and posterior.sample_stats."
+    )
+
+
+# ----------------------------------------------------------------------- validation
+def _check_int(name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def _check_bool(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+def _chain_inits(init: Any, model, x, y, num_chains: int) -> list[InitStrategy | dict[str, torch.Tensor]]:
+    """Each chain's start: a strategy, or the given constrained values checked against the sites."""
+    if not isinstance(init, Mapping):
+        try:
+            return [InitStrategy(init)] * num_chains
+        except ValueError:
+            raise ValueError(
+                f"unknown init {init!r}; choose from {[s.value for s in InitStrategy]} or give a mapping of site values"
+            ) from None
+    shapes = model.latent_shapes
+    unknown = sorted(set(init) - set(shapes))
+    if unknown:
+        raise ValueError(f"init names unknown sites {unknown}; the model's latent sites are {list(shapes)}")
+    trace = poutine.trace(model).get_trace(x, y)
+    per_chain: list[dict[str, torch.Tensor]] = [{} for _ in range(num_chains)]
+    for name, given in init.items():
+        value = torch.as_tensor(given, dtype=torch.get_default_dtype())
+        shape = tuple(shapes[name])
+        if tuple(value.shape) == shape:
+            value = value.expand(num_chains, *shape)
+        elif tuple(value.shape) != (num_chains, *shape):
+            raise ValueError(
+                f"init[{name!r}] has shape {tuple(value.shape)}; give the site's shape {shape} "
+                f"or one value per chain, {(num_chains, *shape)}"
+            )
+        if not torch.isfinite(value).all() or not trace.nodes[name]["fn"].support.check(value).all():
+            raise ValueError(f"init[{name!r}] lies outside the support of its prior (or is not finite)")
+        for chain in range(num_chains):
+            per_chain[chain][name] = value[chain].clone()
+    return per_chain
+
+
+# ------------------------------------------------------------------------ the method
+def fit_nuts(
+    model,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    num_warmup: int = 200,
+    num_samples: int = 200,
+    num_chains: int | None = None,
+    target_accept: float = 0.8,
+    max_tree_depth: int = 10,
+    dense_mass: bool = False,
+    init: str | InitStrategy | Mapping[str, Any] = "prior",
+    chain_method: str | ChainMethod = "auto",
+    jit_compile: bool = True,
+    engine: str | Engine = DEFAULT_ENGINE,
+    seed: int = 0,
+    progress: bool = True,
+) -> Posterior:
+    r"""Sample the posterior of ``model`` given ``(x, y)`` with NUTS and return the draws of all chains.
+
+    Parameters
+    ----------
+    num_warmup : int
+        Adaptation iterations per chain, discarded (>= 0).
+    num_samples : int
+        Draws kept per chain (>= 4). The defaults, 200 + 200, keep the 152-latent toy BNN
+        within minutes (see the module notes); small models can afford far more.
+    num_chains : int, optional
+        Independent chains (default ``min(2, cores)``); R-hat needs at least 2.
+    target_accept : float
+        Target of the step-size adaptation, in (0, 1); raise it (0.9, 0.95) against divergences.
+    max_tree_depth : int
+        Trajectories stop at :math:`2^{\text{max\_tree\_depth}} - 1` leapfrog steps.
+    dense_mass : bool
+        Adapt a dense mass matrix (captures correlations; :math:`O(d^2)` memory) instead of a diagonal.
+    init : {"prior", "map"} or mapping
+        See :class:`InitStrategy`; or site values in the constrained space, each of the
+        site's shape (all chains) or ``(num_chains, *site_shape)``; sites left out start
+        from the prior.
+    chain_method : {"auto", "parallel", "sequential"}
+        See :class:`ChainMethod`; all give the same draws.
+    jit_compile : bool
+        Compile :math:`U`: Pyro traces it with the PyTorch JIT; nutpie compiles the flat
+        potential (``torch.compile``, else TorchScript, see :class:`inference.potential.Backend`).
+    engine : {"nutpie", "pyro"}
+        See :class:`Engine`; nutpie (the default when installed) refuses ``dense_mass=True``.
+    seed : int
+        Seeds a generator that draws one seed per chain; the same seed gives the same draws,
+        in processes or in sequence.
+    progress : bool
+        Show a tqdm bar per chain.
+
+    Returns
+    -------
+    Posterior
+        Draws ``(num_chains, num_samples, *site_shape)``, ``sample_stats`` (see the module
+        notes) and ``info`` with the options, ``diagnostics`` and ``converged``.
+
+    Warns
+    -----
+    ConvergenceWarning
+        When :math:`\max\hat{R} > 1.01` (several chains) or any draw diverged.
+    """
+    _check_int("num_warmup", num_warmup, 0)
+    _check_int("num_samples", num_samples, MIN_SAMPLES)
+    num_chains = min(2, available_cores()) if num_chains is None else _check_int("num_chains", num_chains, 1)
+    if isinstance(target_accept, bool) or not isinstance(target_accept, (int, float)) or not 0 < target_accept < 1:
+        raise ValueError(f"target_accept must be a probability in (0, 1), got {target_accept!r}")
+    _check_int("max_tree_depth", max_tree_depth, 1)
+    for name, value in (("dense_mass", dense_mass), ("jit_compile", jit_compile), ("progress", progress)):
+        _check_bool(name, value)
+    try:
+        chain_method = ChainMethod(chain_method)
+    except ValueError:
+        raise ValueError(f"unknown chain_method {chain_method!r}; choose from {[m.value for m in ChainMethod]}") from None
+    try:
+        engine = Engine(engine)
+    except ValueError:
+        raise ValueError(f"unknown engine {engine!r}; choose from {[e.value for e in Engine]}") from None
+    if engine is Engine.NUTPIE and dense_mass:
+        raise ValueError("the nutpie engine has no dense mass matrix; pass engine='pyro' or dense_mass=False")
+    if engine is Engine.NUTPIE and num_warmup == 0:
+        raise ValueError("the nutpie engine needs num_warmup >= 1 (it panics without adaptation); pass engine='pyro'")
+    parallel = chain_method is ChainMethod.PARALLEL or (
+        chain_method is ChainMethod.AUTO and num_chains > 1 and available_cores() > 1
+    )
+    with seeded(seed):
+        chain_seeds = torch.randint(0, 2**31 - 1, (num_chains,)).tolist()
+        inits = _chain_inits(init, model, x, y, num_chains)
+    jobs = [
+        ChainJob(chain, chain_seeds[chain], num_warmup, num_samples, float(target_accept), max_tree_depth,
+                 dense_mass, inits[chain], jit_compile, torch.get_default_dtype(), engine)
+        for chain in range(num_chains)
+    ]
+
+    start = time.perf_counter()
+    chains = _run_chains(model, x, y, jobs, parallel, progress)
+    train_seconds = time.perf_counter() - start
+
+    samples = {name: np.stack([chain.samples[name] for chain in chains]) for name in model.latent_shapes}
+    stats = {name: np.stack([chain.stats[name] for chain in chains]) for name in chains[0].stats}
+    diagnostics = convergence_diagnostics(samples, stats["diverging"])
+    converged = diagnostics["converged"] = is_converged(diagnostics)
+    if not converged:
+        warnings.warn(_convergence_message(diagnostics, num_chains, num_samples), ConvergenceWarning, stacklevel=3)
+    info = {
+        "method": "nuts",
+        "guide": None,
+        "seed": seed,
+        "train_seconds": train_seconds,
+        "num_warmup": num_warmup,
+        "num_samples": num_samples,
+        "num_chains": num_chains,
+        "target_accept": float(target_accept),
+        "max_tree_depth": max_tree_depth,
+        "dense_mass": dense_mass,
+        "init": inits[0].value if isinstance(inits[0], InitStrategy) else "values",
+        "chain_method": "parallel" if parallel else "sequential",
+        "jit_compile": jit_compile,
+        "engine": engine.value,
+        "chain_seeds": chain_seeds,
+        "chain_seconds": [chain.seconds for chain in chains],
+        "diagnostics": diagnostics,
+        "converged": converged,
+    }
+    dtype = torch.get_default_dtype()
+    draws = {name: torch.as_tensor(value, dtype=dtype) for name, value in samples.items()}
+    return Posterior(model, draws, x, y, info, sample_stats=stats)
+

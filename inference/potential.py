@@ -1,0 +1,157 @@
+r"""The model's log joint as a function of one flat unconstrained vector, compiled once.
+
+For a :class:`~models.BayesianMLP` with weight sites :math:`W_s`, likelihood latents
+:math:`\theta_j` (such as a learned noise :math:`\sigma`) and data :math:`(x, y)`, the flat
+vector :math:`z = [\operatorname{vec} W_1, \dots, \operatorname{vec} T_j(\theta_j), \dots]`
+holds every latent in the unconstrained space, :math:`T_j` = ``biject_to(support)^{-1}``
+(:math:`z = \log\sigma` for a positive :math:`\sigma`), and
+
+.. math::
+
+    \log \pi(z) = \sum_s \log p_s(W_s) + \sum_j \Big[\log p_j\big(T_j^{-1}(z_j)\big)
+                  + \log\big|\det J_{T_j^{-1}}(z_j)\big|\Big]
+                  + \sum_{i=1}^N \log p\big(y_i \mid f(x_i; W), \theta\big),
+
+with each :math:`p_s` the model's own prior object (``model.prior[s].distribution(site)``)
+and the likelihood ``model.observation_distribution``. It equals Pyro's trace-based
+potential :math:`-U(z)` (see :mod:`inference.nuts`), without the trace: one small graph of
+tensor operations that ``torch.compile`` or TorchScript can compile, evaluated with its
+gradient :math:`\nabla_z \log\pi` in float64 by :meth:`FlatPotential.value_and_grad`.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from enum import Enum
+
+import numpy as np
+import pyro
+import torch
+from torch.distributions import biject_to
+
+from inference.options import parse_option
+
+CHECK_RTOL = 1e-8  # a compiled log density must reproduce the eager one to this relative error
+
+
+class Backend(str, Enum):
+    """How :class:`FlatPotential` evaluates :math:`\\log\\pi(z)` and its gradient."""
+
+    AUTO = "auto"
+    """The first of ``compile``, ``trace``, ``eager`` that builds and reproduces the eager value."""
+    COMPILE = "compile"
+    """``torch.compile`` (Inductor): fastest per call, a few seconds to build."""
+    TRACE = "trace"
+    """TorchScript ``torch.jit.trace``: builds in a fraction of a second."""
+    EAGER = "eager"
+    """Plain PyTorch, no compilation."""
+
+
+class FlatPotential:
+    r""":math:`\log\pi(z)` of ``model`` given ``(x, y)`` for a flat unconstrained float64 ``z``.
+
+    Parameters
+    ----------
+    model : BayesianMLP
+        The model; its priors and likelihood are read once, at construction.
+    x, y : torch.Tensor
+        The training data.
+    backend : Backend or str
+        See :class:`Backend`; the chosen one is :attr:`backend` (never ``auto``).
+
+    Attributes
+    ----------
+    names : list of str
+        The latent sites in the order of ``z`` (``model.latent_shapes``).
+    dim : int
+        Length of ``z``.
+    """
+
+    def __init__(self, model, x: torch.Tensor, y: torch.Tensor, *, backend: Backend | str = Backend.AUTO) -> None:
+        backend = parse_option(Backend, backend, "backend")
+        self.model = model
+        self.x, self.y = x.to(torch.float64), y if not y.is_floating_point() else y.to(torch.float64)
+        self.shapes = dict(model.latent_shapes)
+        self.names = list(self.shapes)
+        latent_priors = model.likelihood.latent_priors()
+        self.transforms = {name: biject_to(prior.support) for name, prior in latent_priors.items()}
+        self._latent_priors = latent_priors
+        for name, transform in self.transforms.items():
+            if transform.inverse_shape(self.shapes[name]) != self.shapes[name]:
+                raise ValueError(f"latent {name!r}: transforms that change the shape are not supported")
+        self.sizes = [math.prod(shape) for shape in self.shapes.values()]
+        self.dim = sum(self.sizes)
+        self.backend, self._function = self._build(backend)
+
+    # ------------------------------------------------------------------ the math
+    def unconstrained(self, z: torch.Tensor) -> dict[str, torch.Tensor]:
+        """``z`` of shape ``(*sample, dim)`` split into the sites, ``(*sample, *site_shape)``."""
+        pieces = torch.split(z, self.sizes, dim=-1)
+        return {name: piece.reshape(z.shape[:-1] + self.shapes[name]) for name, piece in zip(self.names, pieces)}
+
+    def constrained(self, z: torch.Tensor) -> dict[str, torch.Tensor]:
+        r"""The site values :math:`T^{-1}(z)` (weights unchanged, e.g. :math:`\sigma = e^{z_\sigma}`)."""
+        values = self.unconstrained(z)
+        return {name: self.transforms[name](value) if name in self.transforms else value
+                for name, value in values.items()}
+
+    def flatten(self, values: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Inverse of :meth:`unconstrained` for one point: unconstrained site values -> ``(dim,)`` float64."""
+        return torch.cat([values[name].reshape(-1) for name in self.names]).to(torch.float64)
+
+    def log_density(self, z: torch.Tensor) -> torch.Tensor:
+        r""":math:`\log\pi(z)` for one point ``z`` of shape ``(dim,)``, as a 0-d tensor (eager)."""
+        model, values = self.model, self.unconstrained(z)
+        total = z.new_zeros(())
+        for site in model.sites:
+            total = total + model.prior[site.name].distribution(site).log_prob(values[site.name]).sum()
+        for name, transform in self.transforms.items():
+            value = transform(values[name])
+            log_jacobian = transform.log_abs_det_jacobian(values[name], value)
+            total = total + self._latent_priors[name].log_prob(value).sum() + log_jacobian.sum()
+            values[name] = value
+        return total + model.observation_distribution(self.x, values).log_prob(self.y).sum()
+
+    def value_and_grad(self, z: np.ndarray) -> tuple[float, np.ndarray]:
+        r""":math:`(\log\pi(z), \nabla_z\log\pi(z))` for a float64 numpy ``z``, as nutpie wants them."""
+        point = torch.from_numpy(np.asarray(z, dtype=np.float64)).requires_grad_()
+        with pyro.validation_enabled(False):
+            value = self._function(point)
+        (gradient,) = torch.autograd.grad(value, point)
+        return value.item(), gradient.numpy()
+
+    # ------------------------------------------------------------- compilation
+    def _build(self, backend: Backend):
+        """The first working function of the backends to try, checked against the eager value."""
+        candidates = [Backend.COMPILE, Backend.TRACE, Backend.EAGER] if backend is Backend.AUTO else [backend]
+        probe = torch.zeros(self.dim, dtype=torch.float64)
+        with pyro.validation_enabled(False):
+            expected = self.log_density(probe).item()
+        failures = []
+        for candidate in candidates:
+            try:
+                with pyro.validation_enabled(False):  # argument checks cannot be compiled, and cost time
+                    function = self._compiled(candidate, probe)
+                    point = probe.clone().requires_grad_()
+                    value = function(point)
+                    torch.autograd.grad(value, point)
+                if not math.isclose(value.item(), expected, rel_tol=CHECK_RTOL, abs_tol=CHECK_RTOL):
+                    raise RuntimeError(f"it gives {value.item()!r}, the eager log density {expected!r}")
+                return candidate, function
+            except Exception as error:  # noqa: BLE001 - any failure to build moves on to the next backend
+                if backend is not Backend.AUTO:
+                    raise
+                failures.append(f"{candidate.value}: {type(error).__name__}: {error}")
+        raise RuntimeError("no backend could evaluate the potential: " + "; ".join(failures))
+
+    def _compiled(self, backend: Backend, probe: torch.Tensor):
+        if backend is Backend.COMPILE:
+            return torch.compile(self.log_density, fullgraph=True, dynamic=False)
+        if backend is Backend.TRACE:
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
+                warnings.filterwarnings("ignore", message="`torch.jit.(trace|script_method)` is deprecated",
+                                        category=DeprecationWarning)
+                return torch.jit.trace(self.log_density, (probe.clone().requires_grad_(),), check_trace=False)
+        return self.log_density
