@@ -16,7 +16,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 demo: $(VENV)/.installed
-	$(PY) -m inference fit --dataset toy1d --out $(OUT) --overwrite
+	$(PY) -m inference compare --dataset toy1d --methods svi,nuts,laplace --out $(OUT) --overwrite
 
 test: $(VENV)/.installed
 	$(PY) -m pytest

@@ -479,8 +479,8 @@ def fit_nuts(
     chain_method : {"auto", "parallel", "sequential"}
         See :class:`ChainMethod`; all give the same draws.
     jit_compile : bool
-        Compile :math:`U`: Pyro traces it with the PyTorch JIT; nutpie compiles the flat
-        potential (``torch.compile``, else TorchScript, see :class:`inference.potential.Backend`).
+        Compile :math:`U`: Pyro traces it with the PyTorch JIT; the nutpie engine traces the flat
+        potential with TorchScript (see :mod:`inference.nutpie_engine`).
     engine : {"nutpie", "pyro"}
         See :class:`Engine`; nutpie (the default when installed) refuses ``dense_mass=True``.
     seed : int

@@ -16,15 +16,7 @@ from guides.kl import gaussian_kl
 from inference import Posterior, fit
 from inference.cli import main
 from models import BayesianMLP
-from tests.conjugate import NOISE, conjugate_problem
-
-
-@pytest.fixture(scope="module")
-def conjugate():
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield conjugate_problem()
-    torch.set_default_dtype(previous)
+from tests.conjugate import NOISE
 
 
 @pytest.fixture(autouse=True)

@@ -16,7 +16,6 @@ from inference import fit
 from inference.cli import main
 from inference.svi import sample_guide
 from models import BayesianMLP, GaussianLikelihood, GaussianPrior, LaplacePrior, ScaleMixturePrior
-from tests.conjugate import conjugate_problem
 
 MIXED = {"*": GaussianPrior(0.7), "layers.1.weight": LaplacePrior(0.5), "layers.1.bias": ScaleMixturePrior()}
 
@@ -186,12 +185,6 @@ def test_guides_of_two_fits_keep_their_own_parameters_and_same_seed_gives_same_n
     assert all(torch.equal(again.samples[k], a.samples[k]) for k in a.samples)
 
 
-@pytest.fixture(scope="module")
-def conjugate():
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield conjugate_problem()
-    torch.set_default_dtype(previous)
 
 
 @pytest.mark.parametrize(

@@ -15,8 +15,8 @@ TINY = {
     "nuts": dict(num_warmup=30, num_samples=30, num_chains=2),
     "laplace": dict(num_draws=60),
 }
-ALWAYS = ["method", "guide", "prior", "predictive", "fit_seconds", "test_ll", "elbo", "log_marginal_likelihood", "loo_elpd", "loo_se",
-          "loo_bad_k", "waic_elpd", "waic_se", "waic_warning", "r_hat_max", "ess_bulk_min", "ess_tail_min",
+ALWAYS = ["method", "guide", "prior", "predictive", "fit_seconds", "test_ll", "elbo", "log_marginal_likelihood", "loo_elpd",
+          "loo_se", "loo_bad_k", "waic_elpd", "waic_se", "waic_warning", "r_hat_max", "ess_bulk_min", "ess_tail_min",
           "r_hat_predictive", "divergences", "chains_agree"]
 
 

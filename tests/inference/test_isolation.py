@@ -9,7 +9,6 @@ import torch
 
 from bnn_data import load_toy1d
 from inference import Posterior, fit
-
 from models import BayesianMLP
 
 BUDGET = {

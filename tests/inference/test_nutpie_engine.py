@@ -12,23 +12,14 @@ import torch
 from inference import fit
 from inference.nuts import DEFAULT_ENGINE, Engine
 from models import BayesianMLP
-from tests.conjugate import conjugate_problem
 
 pytestmark = pytest.mark.filterwarnings("ignore::inference.nuts.ConvergenceWarning")  # short runs
 
 
-@pytest.fixture(scope="module")
-def problem():
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield conjugate_problem()
-    torch.set_default_dtype(previous)
-
-
-def quick(problem, **options):
+def quick(conjugate, **options):
     settings = dict(num_warmup=30, num_samples=20, num_chains=2, chain_method="sequential", progress=False,
                     jit_compile=False, engine="nutpie")
-    return fit(problem.model, (problem.x, problem.y), "nuts", **{**settings, **options})
+    return fit(conjugate.model, (conjugate.x, conjugate.y), "nuts", **{**settings, **options})
 
 
 def test_nutpie_is_the_default_engine():
@@ -43,13 +34,13 @@ def test_nutpie_is_the_default_engine():
         (dict(num_warmup=0), "the nutpie engine needs num_warmup >= 1"),
     ],
 )
-def test_bad_engine_options_raise(problem, options, message):
+def test_bad_engine_options_raise(conjugate, options, message):
     with pytest.raises(ValueError, match=message):
-        quick(problem, **options)
+        quick(conjugate, **options)
 
 
-def test_both_engines_give_the_same_groups_and_statistics(problem):
-    runs = {engine: quick(problem, engine=engine, max_tree_depth=3) for engine in ("nutpie", "pyro")}
+def test_both_engines_give_the_same_groups_and_statistics(conjugate):
+    runs = {engine: quick(conjugate, engine=engine, max_tree_depth=3) for engine in ("nutpie", "pyro")}
     groups = {engine: set(run.to_inference_data().groups()) for engine, run in runs.items()}
     assert groups["nutpie"] == groups["pyro"]
     nutpie, pyro = runs["nutpie"], runs["pyro"]
@@ -67,9 +58,9 @@ def test_both_engines_give_the_same_groups_and_statistics(problem):
     assert np.all(stats["step_size"] > 0) and np.all(stats["step_size"] == stats["step_size"][:, :1])
 
 
-def test_same_seed_same_draws_in_processes_and_in_sequence(problem):
+def test_same_seed_same_draws_in_processes_and_in_sequence(conjugate):
     runs = {
-        name: quick(problem, seed=seed, chain_method=method)
+        name: quick(conjugate, seed=seed, chain_method=method)
         for name, seed, method in [("a", 3, "sequential"), ("b", 3, "sequential"), ("processes", 3, "parallel"),
                                    ("other seed", 4, "sequential")]
     }
