@@ -33,7 +33,7 @@ from pathlib import Path
 import pyro.distributions as dist
 import torch
 
-from guides.flat_weights import split_flat
+from guides.flat_weights import join_sites, split_flat
 from guides.laplace import LaplaceGuide
 from inference.curvature import output_jacobian, rows_per_chunk
 from inference.options import positive_int
@@ -62,16 +62,37 @@ class Linearization:
     def __init__(self, guide: LaplaceGuide) -> None:
         self.guide = guide
 
+    def _jacobian_chunks(self, model, x: torch.Tensor):
+        """``(rows, J)`` with ``J`` of shape ``(rows, K, covered)``, over chunks of ``x`` sized to the memory budget."""
+        theta, start = self.guide.mean, self.guide.covered_from
+        rows = rows_per_chunk(model, theta.shape[0] - start, theta.element_size())
+        for begin in range(0, x.shape[0], rows):
+            yield output_jacobian(model, x[begin : begin + rows], theta, start)
+
+    def map_output(self, model, x: torch.Tensor) -> torch.Tensor:
+        r""":math:`\mu^* = f(x; \theta_{MAP})` of shape ``(n, K)``."""
+        return model.forward(x, split_flat(model.sites, self.guide.mean))
+
     def output_moments(self, model, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         r""":math:`\mu^*` of shape ``(n, K)`` and :math:`\Sigma^*` of shape ``(n, K, K)`` at inputs ``x``."""
-        theta, start = self.guide.mean, self.guide.covered_from
-        mean = model.forward(x, split_flat(model.sites, theta))
-        rows = rows_per_chunk(model, theta.shape[0] - start, theta.element_size())
         pieces = []
-        for begin in range(0, x.shape[0], rows):
-            scaled = self.guide.times_scale(output_jacobian(model, x[begin : begin + rows], theta, start))
+        for jacobian in self._jacobian_chunks(model, x):
+            scaled = self.guide.times_scale(jacobian)
             pieces.append(scaled @ scaled.transpose(-1, -2))
-        return mean, torch.cat(pieces)
+        return self.map_output(model, x), torch.cat(pieces)
+
+    def function_draws(self, model, x: torch.Tensor, values: dict[str, torch.Tensor]) -> torch.Tensor:
+        r"""The linearised network at weight draws :math:`\theta_s`, shape ``(S, n, K)``:
+        :math:`f(x; \theta_{MAP}) + J(x)(\theta_s - \theta_{MAP})`, the function whose
+        likelihood the linearised predictive integrates (weights outside the covered block stay at the MAP).
+
+        ``values`` maps each weight site to its draws ``(S, *site.shape)``.
+        """
+        theta, start = self.guide.mean, self.guide.covered_from
+        offset = join_sites(model.sites, values)[:, start:] - theta[start:]
+        with torch.no_grad():
+            moved = [torch.einsum("nkp,sp->snk", jacobian, offset) for jacobian in self._jacobian_chunks(model, x)]
+            return self.map_output(model, x) + torch.cat(moved, dim=1)
 
     def predict(self, model, x: torch.Tensor, num_samples: int) -> Prediction:
         """The linearised predictive at ``x`` with ``num_samples`` draws (uses the global random state)."""

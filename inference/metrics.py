@@ -70,7 +70,7 @@ def evaluate(posterior: Posterior, dataset: Dataset, num_samples: int | None = N
     y = dataset.y_test
     if predictive is PredictiveType.MC:
         targets = posterior.model.likelihood.check_targets(y, posterior.model.out_features)
-        log_density = posterior.log_predictive_density(dataset.x_test, targets)
+        log_density = posterior.log_predictive_density(dataset.x_test, targets, predictive)
     else:
         log_density = closed_form_log_density(dataset.task, prediction, y.to(prediction.mean.dtype))
     if dataset.task == "regression":

@@ -10,9 +10,10 @@ than Stan-style adaptation.
 
 Options: ``target_accept`` and ``max_tree_depth`` are nutpie's ``target_accept`` and
 ``maxdepth``; ``dense_mass=True`` is refused (nutpie has no dense mass matrix);
-``jit_compile`` picks the potential's backend: TorchScript ``trace`` when set, else ``eager``. ``torch.compile`` is
-about 3x faster per gradient but takes 11-70 s to build in every chain process (measured on toy1d), which
-dominates runs of a few minutes; build a :class:`~inference.potential.FlatPotential` with ``backend="compile"`` for long runs.
+``jit_compile`` picks the potential's backend: ``auto`` when set (the hand-derived NumPy gradient of
+:mod:`inference.numpy_potential` for the collection's own parts, TorchScript otherwise), else ``eager``.
+Build a :class:`~inference.potential.FlatPotential` with ``backend="compile"`` for long runs of a model
+with parts of your own.
 The statistics keep the names of :mod:`inference.nuts`: ``acceptance_rate`` is nutpie's
 ``mean_tree_accept``, ``step_size`` the adapted :math:`\epsilon` (nutpie's ``step_size_bar``; each
 trajectory uses a randomly jittered multiple of it) and ``tree_depth`` is computed from
@@ -71,7 +72,7 @@ def run_chain(model, x: torch.Tensor, y: torch.Tensor, job: ChainJob, report: Ca
     start_time = time.perf_counter()
     with seeded(job.seed):
         params, _, _ = initial_point(model, x, y, job.init, jit_compile=False)
-    potential = FlatPotential(model, x, y, backend=Backend.TRACE if job.jit_compile else Backend.EAGER)
+    potential = FlatPotential(model, x, y, backend=Backend.AUTO if job.jit_compile else Backend.EAGER)
     start = potential.flatten(params).numpy()
     sampler = nutpie.sample(
         compiled_model(potential, start), draws=job.num_samples, tune=job.num_warmup, chains=1, cores=1,

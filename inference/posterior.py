@@ -133,11 +133,7 @@ class Posterior:
         from bnn_data.validation import as_float_tensor
 
         x = as_float_tensor(x, "inputs x")
-        predictive = self.default_predictive if predictive is None else predictive
-        if parse_option(PredictiveType, predictive, "predictive") is PredictiveType.LINEARIZED:
-            if self.linearization is None:
-                raise ValueError(f"method {self.method!r} has no linearised predictive; use predictive='mc' "
-                                 "(or fit with method='laplace')")
+        if self._predictive(predictive) is PredictiveType.LINEARIZED:
             with seeded(self.info.get("seed", 0) if seed is None else seed):
                 total = self.num_chains * self.num_draws
                 return self.linearization.predict(self.model, x, total if num_samples is None else num_samples)
@@ -147,24 +143,50 @@ class Posterior:
             observation = self.model.likelihood.distribution(f, self.model.likelihood_latents(values))
             return summarise(self.model.likelihood.task, observation, f)
 
-    def pointwise_log_likelihood(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        r""":math:`\log p(y_i \mid x_i, W_{c,d})` of shape ``(chains, draws, n)``."""
-        values = {name: v.reshape(-1, *v.shape[2:]) for name, v in self.samples.items()}
+    def _predictive(self, predictive: PredictiveType | str | None) -> PredictiveType:
+        """``predictive`` checked against what this posterior has; ``None`` is :attr:`default_predictive`."""
+        if predictive is None:
+            return self.default_predictive
+        predictive = parse_option(PredictiveType, predictive, "predictive")
+        if predictive is PredictiveType.LINEARIZED and self.linearization is None:
+            raise ValueError(f"method {self.method!r} has no linearised predictive; use predictive='mc' "
+                             "(or fit with method='laplace')")
+        return predictive
+
+    def function_draws(self, x: torch.Tensor, values: dict[str, torch.Tensor],
+                       predictive: PredictiveType | str | None = None) -> torch.Tensor:
+        r"""Network outputs at the draws ``values`` (``(S, *shape)`` per site), ``(S, n, K)``: :math:`f(x; W_s)`,
+        or the network linearised at the MAP for ``predictive="linearized"`` (the default where the method
+        has it, so that the log-likelihood ArviZ's LOO and WAIC read belongs to the predictive the method reports)."""
+        if self._predictive(predictive) is PredictiveType.LINEARIZED:
+            return self.linearization.function_draws(self.model, x, values)
         with torch.no_grad():
-            log_lik = self.model.observation_distribution(x, values).log_prob(y)
+            return self.model.forward(x, values)
+
+    def _observation(self, x: torch.Tensor, predictive: PredictiveType | str | None = None):
+        values = {name: v.reshape(-1, *v.shape[2:]) for name, v in self.samples.items()}
+        f = self.function_draws(x, values, predictive)
+        return self.model.likelihood.distribution(f, self.model.likelihood_latents(values))
+
+    def pointwise_log_likelihood(self, x: torch.Tensor, y: torch.Tensor,
+                                 predictive: PredictiveType | str | None = None) -> torch.Tensor:
+        r""":math:`\log p(y_i \mid x_i, W_{c,d})` of shape ``(chains, draws, n)`` (``predictive`` as in
+        :meth:`function_draws`)."""
+        with torch.no_grad():
+            log_lik = self._observation(x, predictive).log_prob(y)
         return log_lik.reshape(self.num_chains, self.num_draws, -1)
 
-    def log_predictive_density(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    def log_predictive_density(self, x: torch.Tensor, y: torch.Tensor,
+                               predictive: PredictiveType | str | None = None) -> torch.Tensor:
         r"""Per point :math:`\log p(y_i \mid x_i, \mathcal{D})`, the Monte Carlo mixture over all draws."""
-        return log_predictive_density(self.pointwise_log_likelihood(x, y).flatten(0, 1))
+        return log_predictive_density(self.pointwise_log_likelihood(x, y, predictive).flatten(0, 1))
 
     # ------------------------------------------------------------------ ArviZ
     def to_inference_data(self) -> az.InferenceData:
         """ArviZ InferenceData with posterior, posterior_predictive, log_likelihood,
         observed_data, constant_data (the inputs) and, where the method has them, sample_stats."""
-        values = {name: v.reshape(-1, *v.shape[2:]) for name, v in self.samples.items()}
         with torch.no_grad(), seeded(self.info.get("seed", 0)):
-            observation = self.model.observation_distribution(self.x, values)
+            observation = self._observation(self.x)
             predictive = observation.sample()
             log_lik = observation.log_prob(self.y)
         chains_draws = (self.num_chains, self.num_draws)

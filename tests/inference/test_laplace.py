@@ -15,6 +15,7 @@ import pyro
 import pytest
 import torch
 
+from guides.flat_weights import join_sites, split_flat
 from inference import Posterior, fit
 from inference import laplace as laplace_module
 from inference.cli import main
@@ -248,3 +249,26 @@ def test_an_unconverged_map_is_reported_loudly(conjugate):
     with pytest.warns(RuntimeWarning, match="the MAP polish stopped after .* > map_tolerance=1e-30"):
         posterior = fit(conjugate.model, (conjugate.x, conjugate.y), "laplace", **{**FAST, "map_tolerance": 1e-30})
     assert posterior.info["map_converged"] is False
+
+
+def test_log_likelihood_is_the_linearised_networks_and_mc_keeps_the_network(conjugate):
+    """LOO/WAIC read the pointwise log-likelihood of the predictive Laplace reports (the GLM):
+    at every draw, f(x; theta_MAP) + J (theta - theta_MAP), checked against torch.func.jvp."""
+    model = BayesianMLP(2, 1, hidden=(3,), likelihood={"name": "gaussian", "scale": NOISE})
+    posterior = fit(model, (conjugate.x, conjugate.y), "laplace", seed=0, **{**FAST, "num_draws": 5})
+    theta = join_sites(model.sites, {name: value[0, 0] for name, value in posterior.samples.items()})
+    theta_map = posterior.linearization.guide.mean
+    draws = join_sites(model.sites, {name: value[0] for name, value in posterior.samples.items()})
+
+    def network(flat):
+        return model.forward(conjugate.x, split_flat(model.sites, flat))[:, 0]
+
+    expected = []
+    for draw in draws:
+        at_map, change = torch.func.jvp(network, (theta_map,), (draw - theta_map,))
+        expected.append(torch.distributions.Normal(at_map + change, NOISE).log_prob(conjugate.y))
+    log_lik = torch.as_tensor(posterior.to_inference_data().log_likelihood["obs"].values[0])
+    torch.testing.assert_close(log_lik, torch.stack(expected), rtol=1e-10, atol=1e-10)
+    networks = torch.distributions.Normal(network(theta), NOISE).log_prob(conjugate.y)
+    torch.testing.assert_close(posterior.pointwise_log_likelihood(conjugate.x, conjugate.y, "mc")[0, 0], networks)
+    assert not torch.allclose(networks, torch.stack(expected)[0])  # the net is not linear in its weights

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -10,8 +11,11 @@ import pytest
 import torch
 from pyro.infer.mcmc.util import initialize_model
 
+from inference import potential as potential_module
+from inference.numpy_potential import ACTIVATION_DERIVATIVES, Unsupported
 from inference.potential import Backend, FlatPotential
 from models import LIKELIHOODS, PRIORS, BayesianMLP, Prior
+from models.activations import ACTIVATIONS
 
 LIKELIHOOD_SPECS = {
     "gaussian": {"name": "gaussian", "scale": 0.3},
@@ -73,13 +77,35 @@ def check_against_pyro(model, x, y, backend=Backend.EAGER, points: int = 3):
     return potential
 
 
-@pytest.mark.parametrize("hidden", [(), (3,)], ids=["glm", "hidden"])
+@pytest.mark.parametrize("backend", [Backend.EAGER, Backend.NUMPY])
+@pytest.mark.parametrize("hidden", [(), (3,), (4, 3)], ids=["glm", "hidden", "deep"])
 @pytest.mark.parametrize("likelihood", sorted(LIKELIHOOD_SPECS))
 @pytest.mark.parametrize("prior", PRIORS.names())
-def test_equals_pyros_potential_for_every_prior_and_likelihood(prior, likelihood, hidden):
+def test_equals_pyros_potential_for_every_prior_and_likelihood(prior, likelihood, hidden, backend):
     out_features = OUT_FEATURES.get(likelihood, 1)
     model = BayesianMLP(2, out_features, hidden=hidden, prior=prior, likelihood=LIKELIHOOD_SPECS[likelihood])
-    check_against_pyro(model, *data_for(likelihood, out_features))
+    assert check_against_pyro(model, *data_for(likelihood, out_features), backend=backend).backend is backend
+
+
+@pytest.mark.parametrize("activation", sorted(ACTIVATION_DERIVATIVES))
+def test_hand_derived_gradient_for_every_activation_it_covers(activation):
+    model = BayesianMLP(2, 1, hidden=(4, 3), activation=activation, prior={"*": "gaussian", "layers.1": "scale-mixture"},
+                        likelihood={"name": "gaussian", "scale": None})
+    check_against_pyro(model, *data_for("gaussian", 1), backend=Backend.NUMPY)
+
+
+def test_auto_prefers_the_hand_derived_gradient_and_says_why_it_cannot():
+    data = data_for("gaussian", 1)
+    assert FlatPotential(BayesianMLP(2, 1, hidden=(3,)), *data).backend is Backend.NUMPY
+    uncovered = set(ACTIVATIONS.names()) - set(ACTIVATION_DERIVATIVES)
+    for model, part in [
+        (BayesianMLP(2, 1, hidden=(3,), prior={"*": "gaussian", "layers.1.weight": StudentTPrior()}),
+         "prior StudentTPrior of site 'layers.1.weight'"),
+        *[(BayesianMLP(2, 1, hidden=(3,), activation=name), f"activation '{name}'") for name in sorted(uncovered)],
+    ]:
+        with pytest.raises(Unsupported, match=re.escape(part)):
+            FlatPotential(model, *data, backend="numpy")
+        assert check_against_pyro(model, *data, backend="auto").backend is Backend.TRACE
 
 
 def test_the_collection_is_covered():
@@ -117,7 +143,7 @@ def test_auto_falls_back_when_compilation_fails(monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("no compiler here")
 
-    monkeypatch.setattr(torch, "compile", broken)
+    monkeypatch.setattr(potential_module, "NumpyLogDensity", broken)
     assert FlatPotential(model, *data, backend="auto").backend is Backend.TRACE
     monkeypatch.setattr(torch.jit, "trace", broken)
     potential = check_against_pyro(model, *data, backend="auto")
@@ -127,5 +153,5 @@ def test_auto_falls_back_when_compilation_fails(monkeypatch):
 
 
 def test_unknown_backend_is_refused():
-    with pytest.raises(ValueError, match=r"unknown backend 'jax'; choose from \['auto', 'compile', 'trace', 'eager'\]"):
+    with pytest.raises(ValueError, match=r"unknown backend 'jax'; choose from \['auto', 'numpy', 'compile', 'trace', 'eager'\]"):
         FlatPotential(BayesianMLP(2, 1), *data_for("gaussian", 1), backend="jax")
