@@ -9,17 +9,32 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
+
+
+@contextmanager
+def atomic_file(path: str | Path, mode: str = "w") -> Iterator[IO]:
+    """Yield a handle on a temporary file beside ``path``; on success it is synced and renamed to ``path``.
+
+    On an exception the temporary file is removed and ``path`` keeps its old content (or stays absent).
+    """
+    path = Path(path)
+    with tempfile.NamedTemporaryFile(mode, dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False) as handle:
+        try:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        except BaseException:
+            handle.close()
+            os.unlink(handle.name)
+            raise
+    os.replace(handle.name, path)
 
 
 def write_json(path: str | Path, payload: Any) -> None:
-    """Write ``payload`` as JSON to ``path`` through a temporary file and ``os.replace``."""
-    path = Path(path)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False) as handle:
+    """Write ``payload`` as JSON to ``path`` atomically (see :func:`atomic_file`)."""
+    with atomic_file(path) as handle:
         json.dump(payload, handle, indent=2, sort_keys=True, default=float)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(handle.name, path)
 
 
 @contextmanager

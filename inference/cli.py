@@ -25,6 +25,8 @@ from inference.plots import plot_fit
 from inference.report import write_comparison
 from models import ACTIVATIONS, PRIORS, BayesianMLP
 
+CHECKPOINT_FOLDER = "checkpoint"
+
 # CLI destination -> fit option, forwarded only when given (methods reject options they lack).
 FIT_OPTIONS = {
     "guide": "guide", "steps": "steps", "epochs": "epochs", "lr": "lr", "lr_schedule": "lr_schedule",
@@ -84,8 +86,9 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                        help="regression noise in standardised units: 'learned' (default) or a fixed value")
 
 
-def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
-    """Inference options; each is forwarded only when given."""
+def add_fit_arguments(parser: argparse.ArgumentParser, *, checkpoints: bool = False) -> None:
+    """Inference options; each is forwarded only when given. ``checkpoints`` adds the SVI checkpoint options
+    (one fit, one checkpoint folder)."""
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     svi = parser.add_argument_group("svi")
@@ -101,6 +104,10 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
     svi.add_argument("--num-draws", type=int)
     svi.add_argument("--kl-weighting", choices=[w.value for w in KLWeighting], help="KL share per minibatch (default uniform)")
     svi.add_argument("--kl-warmup-fraction", type=float, help="with --kl-weighting warmup: fraction of the run (default 0.25)")
+    if checkpoints:
+        svi.add_argument("--checkpoint-every", type=int, metavar="N", help="checkpoint every N steps and on Ctrl-C/SIGTERM "
+                         f"into <out>/{CHECKPOINT_FOLDER} (gone once the run completes)")
+        svi.add_argument("--resume", type=Path, metavar="DIR", help="continue from the checkpoint in DIR (same options)")
     nuts = parser.add_argument_group("nuts")
     nuts.add_argument("--num-warmup", type=int, help="adaptation iterations per chain (default 200)")
     nuts.add_argument("--num-samples", type=int, help="draws kept per chain (default 200)")
@@ -139,18 +146,33 @@ def fit_options(args: argparse.Namespace) -> dict[str, Any]:
     return {**options, "seed": args.seed, "progress": not args.quiet}
 
 
+def checkpoint_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``--checkpoint-every`` and ``--resume`` as fit options: checkpoints go to ``<out>/checkpoint`` (which the
+    completed result replaces), or on into the ``--resume`` folder."""
+    options: dict[str, Any] = {}
+    if args.checkpoint_every is not None:
+        options["checkpoint_every"] = args.checkpoint_every
+        if args.resume is None:
+            options["checkpoint_dir"] = args.out / CHECKPOINT_FOLDER
+    if args.resume is not None:
+        options["resume"] = args.resume
+    return options
+
+
 def run_fit(args: argparse.Namespace) -> dict[str, Any]:
     """Fit one model and write ``metrics.json``, ``posterior.nc`` (+ ``fit.json``) and ``predictive.png``."""
     dataset = load_dataset(args.dataset, uci_dir=args.uci_dir, split=args.split, seed=args.seed)
     model = build_model(args, dataset)
-    options = fit_options(args)
-    with atomic_directory(args.out, overwrite=args.overwrite) as staging:
+    options = {**fit_options(args), **checkpoint_options(args)}
+    resuming_inside_out = args.resume is not None and args.out.resolve() in args.resume.resolve().parents
+    with atomic_directory(args.out, overwrite=args.overwrite or resuming_inside_out) as staging:
         posterior = fit(model, dataset, args.method, **options)
         metrics = {
             "dataset": dataset.name, "split": args.split if args.uci_dir else None, "method": args.method,
             "guide": posterior.info.get("guide"), "prior": args.prior, "model": repr(model), "seed": args.seed,
             "train_seconds": posterior.info["train_seconds"], **evaluate(posterior, dataset),
             **posterior.info.get("diagnostics", {}),
+            **{key: posterior.info[key] for key in ("incomplete", "incomplete_reason", "failed_chains") if key in posterior.info},
             "command": "python -m inference " + " ".join(sys.argv[1:]),
         }
         posterior.write_into(staging)
@@ -177,6 +199,12 @@ def method_specs(text: str) -> list[tuple[str, str | None]]:
     return specs
 
 
+COMPARE_BUDGET: dict[str, dict[str, Any]] = {"nuts": {"max_tree_depth": 8}, "svi": {"jit": True}}
+"""Per-method defaults of ``compare`` (under any option the user gives) that keep the no-option run under
+3 minutes on 2 cores: NUTS trajectories of at most 255 leapfrog steps (toy1d's posterior fills the default
+1023 in nearly every draw), SVI's ELBO compiled by the JIT."""
+
+
 def options_per_method(specs: list[tuple[str, str | None]], options: dict[str, Any]) -> list[dict[str, Any]]:
     """Give each method the options it takes; refuse an option that no chosen method takes."""
     accepted = [set(keyword_options(METHODS.get(method))) for method, _ in specs]
@@ -185,7 +213,7 @@ def options_per_method(specs: list[tuple[str, str | None]], options: dict[str, A
         raise ValueError(f"option(s) {unused} apply to none of the methods {[m for m, _ in specs]}")
     routed = []
     for (method, guide), names in zip(specs, accepted):
-        chosen = {k: v for k, v in options.items() if k in names}
+        chosen = {**COMPARE_BUDGET.get(method, {}), **{k: v for k, v in options.items() if k in names}}
         if guide is not None:
             if "guide" not in names:
                 raise ValueError(f"method {method!r} takes no guide; write {method} instead of {method}:{guide}")
@@ -215,12 +243,15 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     fit_parser = commands.add_parser("fit", help="fit one model, write metrics, posterior and a plot")
     add_model_arguments(fit_parser)
-    add_fit_arguments(fit_parser)
+    add_fit_arguments(fit_parser, checkpoints=True)
     fit_parser.add_argument("--out", type=Path, required=True, help="result folder (created atomically)")
     fit_parser.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")
     fit_parser.add_argument("--method", choices=METHODS.names(), default="svi")
     fit_parser.set_defaults(run=run_fit)
-    compare_parser = commands.add_parser("compare", help="fit several methods on one model, write a comparison report")
+    compare_parser = commands.add_parser(
+        "compare", help="fit several methods on one model, write a comparison report",
+        epilog="compare's own defaults, below any option given: "
+        + "; ".join(f"{method}: {options}" for method, options in COMPARE_BUDGET.items()))
     add_model_arguments(compare_parser)
     add_fit_arguments(compare_parser)
     compare_parser.add_argument("--methods", default="svi,nuts,laplace",

@@ -30,6 +30,7 @@ import nutpie
 import torch
 from nutpie.compiled_pyfunc import from_pyfunc
 
+from inference.chain_outcomes import ChainInterrupted
 from inference.nuts import ChainDraws, ChainJob, initial_point
 from inference.potential import Backend, FlatPotential
 from inference.seeding import seeded
@@ -68,7 +69,9 @@ def _is_finished(sampler) -> bool:
 
 def run_chain(model, x: torch.Tensor, y: torch.Tensor, job: ChainJob, report: Callable[[tuple], None]) -> ChainDraws:
     """Run one chain with nutpie; ``report`` gets ``(chain, stage, n_steps)`` for every
-    iteration (a few at a time, every ``POLL_SECONDS``)."""
+    iteration (a few at a time, every ``POLL_SECONDS``). A ``KeyboardInterrupt`` or ``InterruptedError``
+    (raised by ``report``, or Ctrl-C) aborts the sampler and raises :class:`ChainInterrupted` with the
+    draws made after warmup."""
     start_time = time.perf_counter()
     with seeded(job.seed):
         params, _, _ = initial_point(model, x, y, job.init, jit_compile=False)
@@ -80,6 +83,7 @@ def run_chain(model, x: torch.Tensor, y: torch.Tensor, job: ChainJob, report: Ca
         return_raw_trace=True, blocking=False,
     )
     reported = 0
+    draw_batches, interrupt = None, None
     try:
         while True:
             finished = _is_finished(sampler)
@@ -93,10 +97,17 @@ def run_chain(model, x: torch.Tensor, y: torch.Tensor, job: ChainJob, report: Ca
             if finished:
                 break
             time.sleep(POLL_SECONDS)
+    except (KeyboardInterrupt, InterruptedError) as stop:  # Ctrl-C here, or the parent's stop in a worker
+        if draw_batches is None:  # still running: abort and take the draws made so far
+            draw_batches, stats = sampler.abort().get_arrow_trace()
+        n_steps, tuning = _column(stats, "n_steps"), _column(stats, "tuning")
+        interrupt = stop
     except BaseException:
         sampler.cancel()
         raise
-    kept = ~tuning
+    kept, gradients = ~tuning, int(n_steps.sum())
+    if interrupt is not None and not kept.any():
+        raise ChainInterrupted(job.chain, None) from interrupt
     z = torch.as_tensor(np.array(_column_lists(draw_batches, DRAWS)), dtype=torch.float64)[kept]
     with torch.no_grad():
         samples = {name: value.to(job.dtype).numpy() for name, value in potential.constrained(z).items()}
@@ -108,6 +119,9 @@ def run_chain(model, x: torch.Tensor, y: torch.Tensor, job: ChainJob, report: Ca
         "step_size": _column(stats, "step_size_bar")[kept].astype(np.float64),
         "acceptance_rate": _column(stats, "mean_tree_accept")[kept].astype(np.float64),
     }
-    return ChainDraws(samples, stats, time.perf_counter() - start_time)
+    draws = ChainDraws(samples, stats, time.perf_counter() - start_time, gradients)
+    if interrupt is not None:
+        raise ChainInterrupted(job.chain, draws) from interrupt
+    return draws
 
 

@@ -43,6 +43,14 @@ or more), bulk and tail ESS, the number of divergences and the verdict ``converg
 ``posterior.info["diagnostics"]``; a run with :math:`\max\hat{R} > 1.01` or any divergence
 sets ``converged`` (also ``info["converged"]``) to ``False`` and emits a :class:`ConvergenceWarning`.
 
+Faults lose only their own draws (:mod:`inference.chain_outcomes`): a chain whose engine or worker
+raises is reported in ``info["failed_chains"]`` and an
+:class:`~inference.chain_outcomes.IncompleteSamplingWarning` while the other chains go on (only
+when every chain fails does the fit raise, with the first chain's error). Ctrl-C
+(``KeyboardInterrupt`` in this process; the workers ignore SIGINT and stop at the parent's
+request) returns the chains that finished and, from the nutpie engine, the draws the running
+chains made, with ``info["incomplete"] = True`` and ``info["incomplete_reason"]``.
+
 The engine is :func:`run_chain` (one chain in, draws and statistics out as
 :class:`ChainDraws`); validation, seeds, processes, progress and diagnostics do not depend
 on it, so another sampler replaces that one function.
@@ -61,6 +69,7 @@ import importlib.util
 import multiprocessing
 import os
 import queue
+import signal
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -79,6 +88,7 @@ from pyro.infer.autoguide import init_to_sample, init_to_value
 from pyro.infer.mcmc.util import initialize_model
 from tqdm.auto import tqdm
 
+from inference.chain_outcomes import ChainInterrupted, ChainOutcomes
 from inference.posterior import Posterior
 from inference.seeding import seeded
 
@@ -156,11 +166,13 @@ class ChainJob:
 @dataclass(frozen=True)
 class ChainDraws:
     """One chain's output: ``samples[site]`` of shape ``(draws, *site_shape)`` in the
-    constrained space, ``stats[name]`` of shape ``(draws,)``, and its wall time."""
+    constrained space, ``stats[name]`` of shape ``(draws,)``, its wall time, and its gradient
+    evaluations (leapfrog steps, warmup included)."""
 
     samples: dict[str, np.ndarray]
     stats: dict[str, np.ndarray]
     seconds: float
+    gradients: int
 
 
 # --------------------------------------------------------------------- the Pyro engine
@@ -218,9 +230,11 @@ class _StatsRecorder:
         self.step_size = np.zeros(job.num_samples)
         self.acceptance = np.zeros(job.num_samples)
         self.previous_mean = 0.0
+        self.gradients = 0
 
     def __call__(self, kernel: NUTS, params, stage: str, i: int) -> None:
         n_steps = self.potential.reset()
+        self.gradients += n_steps
         if stage == "Sample":
             # Pyro keeps only the running mean m_n of the acceptance statistic over the draws
             # (no public accessor); a_n = n m_n - (n - 1) m_{n-1} recovers each draw's value.
@@ -260,7 +274,7 @@ def run_chain(model, x: torch.Tensor, y: torch.Tensor, job: ChainJob, report: Ca
     samples = {name: value.reshape(job.num_samples, *shape).numpy()
                for name, value in mcmc.get_samples().items() for shape in [model.latent_shapes[name]]}
     stats = recorder.stats(mcmc.diagnostics()["divergences"]["chain 0"])
-    return ChainDraws(samples, stats, time.perf_counter() - start)
+    return ChainDraws(samples, stats, time.perf_counter() - start, recorder.gradients)
 
 
 # ------------------------------------------------------------------ running the chains
@@ -285,6 +299,7 @@ _worker_stop: Any = None
 
 def _start_worker(messages, stop) -> None:
     global _worker_messages, _worker_stop
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it stops the workers through `stop`
     torch.set_num_threads(1)
     messages.cancel_join_thread()  # exit without flushing progress messages nobody reads any more
     _worker_messages, _worker_stop = messages, stop
@@ -318,37 +333,64 @@ class _ProgressBars:
             bar.close()
 
 
-def _run_in_processes(model, x, y, jobs: list[ChainJob], show: _ProgressBars) -> list[ChainDraws]:
+def _run_in_processes(model, x, y, jobs: list[ChainJob], show: _ProgressBars) -> ChainOutcomes:
     context = multiprocessing.get_context("spawn")
     messages, stop = context.Queue(), context.Event()
+    outcomes = ChainOutcomes(len(jobs), jobs[0].num_samples)
     with ProcessPoolExecutor(max_workers=min(len(jobs), available_cores()), mp_context=context,
                              initializer=_start_worker, initargs=(messages, stop)) as pool:
-        futures = [pool.submit(_run_chain_in_worker, model, x, y, job) for job in jobs]
+        futures = {job.chain: pool.submit(_run_chain_in_worker, model, x, y, job) for job in jobs}
         try:
-            while not all(future.done() for future in futures):
+            while not all(future.done() for future in futures.values()):
                 try:
                     show(messages.get(timeout=PROGRESS_POLL_SECONDS))
                     while True:
                         show(messages.get_nowait())
                 except queue.Empty:
                     pass
-                for future in futures:
-                    if future.done() and future.exception() is not None:
-                        raise future.exception()
-            return [future.result() for future in futures]
-        except BaseException:
-            stop.set()  # the other workers stop at their next iteration
+        except BaseException as interrupt:
+            stop.set()  # the workers stop at their next iteration
             pool.shutdown(wait=True, cancel_futures=True)
-            raise
+            if not isinstance(interrupt, KeyboardInterrupt):
+                raise
+            outcomes.interrupt = interrupt
+    for chain, future in futures.items():
+        error = None if future.cancelled() else future.exception()
+        if future.cancelled() or (outcomes.interrupt is not None and isinstance(error, InterruptedError)):
+            continue  # stopped before it began, or a Pyro chain stopped with no draws to give
+        if isinstance(error, ChainInterrupted):
+            if error.draws is not None:
+                outcomes.draws[chain] = error.draws
+        elif error is not None:
+            outcomes.failures[chain] = error
+        else:
+            outcomes.draws[chain] = future.result()
+    return outcomes
 
 
-def _run_chains(model, x, y, jobs: list[ChainJob], parallel: bool, progress: bool) -> list[ChainDraws]:
+def _run_in_sequence(model, x, y, jobs: list[ChainJob], show: _ProgressBars) -> ChainOutcomes:
+    outcomes = ChainOutcomes(len(jobs), jobs[0].num_samples)
+    with _one_thread():
+        for job in jobs:
+            try:
+                outcomes.draws[job.chain] = engine_function(job.engine)(model, x, y, job, show)
+            except ChainInterrupted as stopped:  # the nutpie engine, with the draws it made
+                if stopped.draws is not None:
+                    outcomes.draws[job.chain] = stopped.draws
+                outcomes.interrupt = stopped.__cause__
+                break
+            except KeyboardInterrupt as interrupt:
+                outcomes.interrupt = interrupt
+                break
+            except Exception as error:  # noqa: BLE001 - one chain's failure must not lose the others
+                outcomes.failures[job.chain] = error
+    return outcomes
+
+
+def _run_chains(model, x, y, jobs: list[ChainJob], parallel: bool, progress: bool) -> ChainOutcomes:
     show = _ProgressBars(jobs, progress)
     try:
-        if parallel:
-            return _run_in_processes(model, x, y, jobs, show)
-        with _one_thread():
-            return [engine_function(job.engine)(model, x, y, job, show) for job in jobs]
+        return (_run_in_processes if parallel else _run_in_sequence)(model, x, y, jobs, show)
     finally:
         show.close()
 
@@ -493,12 +535,23 @@ def fit_nuts(
     -------
     Posterior
         Draws ``(num_chains, num_samples, *site_shape)``, ``sample_stats`` (see the module
-        notes) and ``info`` with the options, ``diagnostics`` and ``converged``.
+        notes) and ``info`` with the options, ``diagnostics``, ``converged`` and ``chains_kept``.
+        After a failed chain or Ctrl-C it holds fewer chains or draws (see
+        :meth:`~inference.chain_outcomes.ChainOutcomes.resolve`), and ``info`` says why:
+        ``failed_chains``, or ``incomplete`` and ``incomplete_reason``.
 
     Warns
     -----
     ConvergenceWarning
         When :math:`\max\hat{R} > 1.01` (several chains) or any draw diverged.
+    IncompleteSamplingWarning
+        When a chain failed or the run was interrupted.
+
+    Raises
+    ------
+    Exception
+        The first chain's error when every chain failed; ``KeyboardInterrupt`` when Ctrl-C came
+        before any chain had 4 draws.
     """
     _check_int("num_warmup", num_warmup, 0)
     _check_int("num_samples", num_samples, MIN_SAMPLES)
@@ -533,7 +586,7 @@ def fit_nuts(
     ]
 
     start = time.perf_counter()
-    chains = _run_chains(model, x, y, jobs, parallel, progress)
+    chains, outcome_info = _run_chains(model, x, y, jobs, parallel, progress).resolve(MIN_SAMPLES)
     train_seconds = time.perf_counter() - start
 
     samples = {name: np.stack([chain.samples[name] for chain in chains]) for name in model.latent_shapes}
@@ -541,7 +594,8 @@ def fit_nuts(
     diagnostics = convergence_diagnostics(samples, stats["diverging"])
     converged = diagnostics["converged"] = is_converged(diagnostics)
     if not converged:
-        warnings.warn(_convergence_message(diagnostics, num_chains, num_samples), ConvergenceWarning, stacklevel=3)
+        warnings.warn(_convergence_message(diagnostics, len(chains), chains[0].stats["diverging"].shape[0]),
+                      ConvergenceWarning, stacklevel=3)
     info = {
         "method": "nuts",
         "guide": None,
@@ -559,8 +613,11 @@ def fit_nuts(
         "engine": engine.value,
         "chain_seeds": chain_seeds,
         "chain_seconds": [chain.seconds for chain in chains],
+        "chain_gradients": [chain.gradients for chain in chains],
+        "gradient_evaluations": sum(chain.gradients for chain in chains),
         "diagnostics": diagnostics,
         "converged": converged,
+        **outcome_info,
     }
     dtype = torch.get_default_dtype()
     draws = {name: torch.as_tensor(value, dtype=dtype) for name, value in samples.items()}

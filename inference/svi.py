@@ -16,28 +16,43 @@ guide SVI optimises in place of (model, guide) (the mean-field guides skip prior
 they cancel analytically, local reparameterisation rewrites the likelihood), and a method
 ``fitted_constants()`` returns per-site arrays for the posterior's ``constant_data``
 (the empirical-Bayes prior variances).
+
+Faults lose nothing. With ``checkpoint_dir`` the loop writes a checkpoint
+(:mod:`inference.checkpoint`) every ``checkpoint_every`` steps, at the end, and when Ctrl-C
+or SIGTERM arrives (deferred to the end of the current step, :mod:`inference.stop_signals`);
+``resume`` continues from it to the same numbers as a run never stopped. A step whose loss or
+gradient is not finite is not applied: the fit stops with a
+:class:`~inference.nonfinite.NonFiniteELBOError` that names the step and the culprits, holds
+the posterior of the last finite parameters and, with ``checkpoint_dir``, saves their state.
 """
 
 from __future__ import annotations
 
 import math
+import signal
 import time
+from pathlib import Path
 from typing import Any
 
 import pyro
 import torch
 from pyro import poutine
-from pyro.infer import SVI, JitTrace_ELBO, Trace_ELBO
-from pyro.optim import Adam, PyroLRScheduler
+from pyro.infer import JitTrace_ELBO, Trace_ELBO
+from pyro.infer.util import zero_grads
+from pyro.optim import Adam, PyroLRScheduler, PyroOptim
 from tqdm.auto import tqdm
 
 from guides.registry import build_guide
+from inference.checkpoint import CHECKPOINT_FILE, CheckpointFolder, TrainingState, fit_fingerprint
 from inference.kl_weights import KLWeighting, get_kl_weighting, kl_scaled
+from inference.nonfinite import NonFiniteELBOError, NonFiniteStep, diagnose, guarded_step
 from inference.posterior import Posterior
 from inference.schedules import LRSchedule, get_schedule
 from inference.seeding import seeded
+from inference.stop_signals import deferred_stop_signals
 
 MAX_PLATE_NESTING = 1
+DEFAULT_CHECKPOINT_EVERY = 1000
 
 
 def _positive_int(name: str, value: Any) -> int:
@@ -66,6 +81,63 @@ def sample_guide(guide, num_draws: int, shapes: dict[str, torch.Size], *args, **
     return {name: trace.nodes[name]["value"].reshape(num_draws, *shape) for name, shape in shapes.items()}
 
 
+class MiniBatches:
+    """The arguments of step ``t``: minibatch ``t mod M`` of the epoch's shuffle (drawn from torch's RNG at
+    the epoch's first batch) and, with a non-uniform KL weighting, the KL scale :math:`M\\pi_t`."""
+
+    def __init__(self, x: torch.Tensor, y: torch.Tensor, batch_size: int, weighting: KLWeighting, warmup_steps: int) -> None:
+        self.x, self.y, self.batch_size = x, y, batch_size
+        self.weighting, self.warmup_steps = weighting, warmup_steps
+        self.batches_per_epoch = x.shape[0] // batch_size
+        self.permutation = torch.arange(x.shape[0])
+
+    def __call__(self, step: int) -> tuple[tuple, dict[str, Any]]:
+        n = self.x.shape[0]
+        batch = step % self.batches_per_epoch
+        if self.batch_size == n:
+            arguments: tuple = (self.x, self.y)
+        else:
+            if batch == 0:
+                self.permutation = torch.randperm(n)
+            index = self.permutation[batch * self.batch_size : (batch + 1) * self.batch_size]
+            arguments = (self.x[index], self.y[index])
+        if self.weighting is not KLWeighting.UNIFORM:
+            pi = self.weighting.weight(batch=batch, num_batches=self.batches_per_epoch, step=step,
+                                       warmup_steps=self.warmup_steps)
+            arguments += (torch.tensor(self.batches_per_epoch * pi),)
+        return arguments, {"num_data": None if self.batch_size == n else n}
+
+
+def make_optimiser(lr: float, schedule: LRSchedule, total_steps: int, final_lr_fraction: float) -> PyroOptim:
+    """Adam at rate ``lr`` shaped by ``schedule``; a constant rate needs no scheduler (plain Adam takes the
+    same steps without its per-step cost)."""
+    if schedule is LRSchedule.CONSTANT:
+        return Adam({"lr": lr})
+    return PyroLRScheduler(
+        torch.optim.lr_scheduler.LambdaLR,
+        {
+            "optimizer": torch.optim.Adam,
+            "optim_args": {"lr": lr},
+            "lr_lambda": lambda t: schedule.factor(t, total_steps, final_lr_fraction),
+        },
+    )
+
+
+def _checkpoint_target(checkpoint_dir, checkpoint_every, resume) -> tuple[Path | None, int]:
+    """The folder checkpoints go to (``checkpoint_dir``, else the ``resume`` folder) and their period."""
+    if checkpoint_every is not None:
+        _positive_int("checkpoint_every", checkpoint_every)
+        if checkpoint_dir is None and resume is None:
+            raise ValueError("checkpoint_every needs checkpoint_dir (or resume) to say where checkpoints go")
+    target = None if checkpoint_dir is None and resume is None else Path(checkpoint_dir or resume)
+    if target is not None and (target / CHECKPOINT_FILE).exists() and (
+        resume is None or Path(resume).resolve() != target.resolve()
+    ):
+        raise ValueError(f"{target} already holds an SVI checkpoint; continue it with resume={str(target)!r} "
+                         "(--resume), or delete it or choose another checkpoint folder")
+    return target, DEFAULT_CHECKPOINT_EVERY if checkpoint_every is None else checkpoint_every
+
+
 def fit_svi(
     model,
     x: torch.Tensor,
@@ -86,6 +158,9 @@ def fit_svi(
     num_draws: int = 1000,
     seed: int = 0,
     progress: bool = True,
+    checkpoint_dir: str | Path | None = None,
+    checkpoint_every: int | None = None,
+    resume: str | Path | None = None,
 ) -> Posterior:
     r"""Fit ``guide`` to ``model`` by SVI with Adam and return draws from the fitted guide.
 
@@ -120,9 +195,28 @@ def fit_svi(
         Seeds the initialisation, minibatches, ELBO draws and posterior draws.
     progress : bool
         Show a tqdm bar with the running ELBO.
+    checkpoint_dir : str or Path, optional
+        Folder for checkpoints (:mod:`inference.checkpoint`), written every ``checkpoint_every``
+        steps, at the end, and on Ctrl-C or SIGTERM, which then end the fit after the current step
+        (``KeyboardInterrupt`` or ``SystemExit``, with the folder named); must not hold another
+        fit's checkpoint.
+    checkpoint_every : int, optional
+        Steps between checkpoints (default 1000 when there is a checkpoint folder).
+    resume : str or Path, optional
+        A checkpoint folder to continue from; the fit must have the same model, guide, data,
+        ``seed`` and trajectory options, and ends with the numbers of a run never stopped.
+        Checkpoints go on being written there unless ``checkpoint_dir`` names another folder.
+
+    Raises
+    ------
+    NonFiniteELBOError
+        When a step's loss or gradient is not finite; names the step and the parameters or sites
+        that are not finite, and holds the posterior of the parameters before that step.
+    ValueError
+        For bad options, or a ``resume`` folder that is missing, damaged or another fit's.
     """
     n = x.shape[0]
-    total_steps, batch_size, batches_per_epoch = _plan_steps(n, steps, epochs, batch_size)
+    total_steps, batch_size, _ = _plan_steps(n, steps, epochs, batch_size)
     _positive_int("num_particles", num_particles)
     _positive_int("num_draws", num_draws)
     if not (isinstance(lr, (int, float)) and 0 < lr < math.inf):
@@ -137,13 +231,16 @@ def fit_svi(
     if isinstance(warmup_fraction, bool) or not (isinstance(warmup_fraction, (int, float)) and 0 < warmup_fraction <= 1):
         raise ValueError(f"kl_warmup_fraction must lie in (0, 1], got {kl_warmup_fraction!r}")
     warmup_steps = max(1, math.ceil(warmup_fraction * total_steps))
-    scale_kl = weighting is not KLWeighting.UNIFORM
-    full_batch = batch_size == n
-    num_data = None if full_batch else n
+    checkpoint_dir, checkpoint_every = _checkpoint_target(checkpoint_dir, checkpoint_every, resume)
+    trajectory = {"steps": total_steps, "batch_size": batch_size, "lr": lr, "lr_schedule": schedule.value,
+                  "final_lr_fraction": final_lr_fraction, "num_particles": num_particles, "jit": jit,
+                  "kl_weighting": weighting.value, "kl_warmup_steps": warmup_steps, "seed": seed}
 
     store = pyro.get_param_store()
-    with seeded(seed), store.scope() as param_state:
+    with seeded(seed), store.scope(), deferred_stop_signals(checkpoint_dir is not None) as stop:
         built_guide, guide_name = build_guide(guide, model, **(guide_options or {}))
+        fingerprint = fit_fingerprint(model, x, y, guide_name, guide_options or {}, trajectory)
+        checkpoints = None if checkpoint_dir is None else CheckpointFolder(checkpoint_dir, fingerprint)
         elbo_class = JitTrace_ELBO if jit else Trace_ELBO
         loss = elbo_class(
             num_particles=num_particles,
@@ -151,72 +248,81 @@ def fit_svi(
             max_plate_nesting=MAX_PLATE_NESTING,
             **({"ignore_jit_warnings": True} if jit else {}),
         )
-        # a constant rate needs no scheduler: plain Adam takes the same steps without its per-step cost
-        constant_lr = schedule is LRSchedule.CONSTANT
-        optimiser = Adam({"lr": lr}) if constant_lr else PyroLRScheduler(
-            torch.optim.lr_scheduler.LambdaLR,
-            {
-                "optimizer": torch.optim.Adam,
-                "optim_args": {"lr": lr},
-                "lr_lambda": lambda t: schedule.factor(t, total_steps, final_lr_fraction),
-            },
-        )
+        optimiser = make_optimiser(lr, schedule, total_steps, final_lr_fraction)
         elbo_pair = getattr(built_guide, "elbo_pair", None)
         svi_model, svi_guide = (model, built_guide) if elbo_pair is None else elbo_pair()
-        if scale_kl:
+        if weighting is not KLWeighting.UNIFORM:
             svi_model, svi_guide = kl_scaled(svi_model), kl_scaled(svi_guide)
-        svi = SVI(svi_model, svi_guide, optimiser, loss)
+        batches = MiniBatches(x, y, batch_size, weighting, warmup_steps)
         elbo_history: list[float] = []
+        start_step = 0
+        if resume is not None:
+            resumed, _ = CheckpointFolder(resume, fingerprint).read()
+            arguments, keywords = batches(resumed.step)
+            # one loss evaluation creates the guide's parameters and compiles a JIT loss (whose first call
+            # draws extra random numbers): the run being resumed did both at its step 0
+            with poutine.trace(param_only=True) as capture:
+                loss.loss_and_grads(svi_model, svi_guide, *arguments, **keywords)
+            zero_grads({site["value"].unconstrained() for site in capture.trace.nodes.values()})
+            resumed.restore(optimiser)  # then the checkpoint replaces their values and the RNG state
+            batches.permutation, elbo_history, start_step = resumed.permutation, resumed.elbo, resumed.step
+
         first_step_seconds = 0.0
         start = time.perf_counter()
-        bar = tqdm(range(total_steps), desc=f"SVI ({guide_name})", disable=not progress, leave=False)
-        permutation = torch.arange(n)
+
+        def snapshot(steps_done: int, rng: torch.Tensor) -> TrainingState:
+            return TrainingState.capture(steps_done, elbo_history, optimiser, rng, batches.permutation)
+
+        def posterior(info: dict[str, Any]) -> Posterior:
+            draws = sample_guide(built_guide, num_draws, model.latent_shapes, x, y)
+            samples = {name: value.unsqueeze(0) for name, value in draws.items()}
+            extras = {"guide": built_guide, "param_state": store.get_state()}
+            constants = getattr(built_guide, "fitted_constants", dict)()
+            return Posterior(model, samples, x, y, info, extras=extras, constants=constants)
+
+        def info(steps_done: int) -> dict[str, Any]:
+            recent = elbo_history[-50:]
+            return {
+                "method": "svi", "guide": guide_name, "seed": seed, "train_seconds": time.perf_counter() - start,
+                "first_step_seconds": first_step_seconds, "steps": steps_done, "batch_size": batch_size, "lr": lr,
+                "lr_schedule": schedule.value, "num_particles": num_particles, "jit": jit, "kl_weighting": weighting.value,
+                **({"kl_warmup_steps": warmup_steps} if weighting is KLWeighting.WARMUP else {}),
+                **({"resumed_from_step": start_step} if resume is not None else {}),
+                "final_elbo": sum(recent) / len(recent) if recent else math.nan,
+                "elbo": list(elbo_history),
+            }
+
+        bar = tqdm(range(start_step, total_steps), initial=start_step, total=total_steps, desc=f"SVI ({guide_name})",
+                   disable=not progress, leave=False)
         for step in bar:
-            batch = step % batches_per_epoch
-            if full_batch:
-                batch_x, batch_y = x, y
-            else:
-                if batch == 0:
-                    permutation = torch.randperm(n)
-                index = permutation[batch * batch_size : (batch + 1) * batch_size]
-                batch_x, batch_y = x[index], y[index]
-            if scale_kl:
-                pi = weighting.weight(batch=batch, num_batches=batches_per_epoch, step=step, warmup_steps=warmup_steps)
-                kl_scale = (torch.tensor(batches_per_epoch * pi),)
-            else:
-                kl_scale = ()
-            elbo = -svi.step(batch_x, batch_y, *kl_scale, num_data=num_data)
-            if not math.isfinite(elbo):
-                raise FloatingPointError(
-                    f"the ELBO became {elbo} at step {step}; lower lr (now {lr}) or the guide's init_scale"
-                )
-            if not constant_lr:
-                optimiser.step()
-            if step == 0:
+            rng = torch.get_rng_state()
+            arguments, keywords = batches(step)
+            try:
+                elbo = -guarded_step(loss, svi_model, svi_guide, optimiser, *arguments, **keywords)
+            except (NonFiniteStep, ValueError) as error:
+                torch.set_rng_state(rng)  # the failing step's draws, for the search and the saved state
+                diagnosis = diagnose(error, svi_model, svi_guide, *arguments, **keywords)
+                if diagnosis is None:
+                    raise  # a ValueError that no non-finite number explains
+                torch.set_rng_state(rng)
+                reason = f"non-finite ELBO at step {step}"
+                saved = None if checkpoints is None else checkpoints.write(snapshot(step, rng), reason)
+                with pyro.validation_enabled(False):  # a scale that underflowed to 0 still gives draws
+                    kept = posterior({**info(step), "stopped": reason})
+                raise NonFiniteELBOError(step, *diagnosis, lr=lr, posterior=kept, checkpoint=saved) from error
+            if isinstance(optimiser, PyroLRScheduler):
+                optimiser.step()  # the schedule's next rate
+            if step == start_step:
                 first_step_seconds = time.perf_counter() - start
             elbo_history.append(elbo)
             if step % 50 == 0 or step == total_steps - 1:
                 bar.set_postfix(elbo=f"{sum(elbo_history[-50:]) / len(elbo_history[-50:]):.4g}")
-        train_seconds = time.perf_counter() - start
-        draws = sample_guide(built_guide, num_draws, model.latent_shapes, x, y)
-        constants = getattr(built_guide, "fitted_constants", dict)()
-    samples = {name: value.unsqueeze(0) for name, value in draws.items()}
-    info = {
-        "method": "svi",
-        "guide": guide_name,
-        "seed": seed,
-        "train_seconds": train_seconds,
-        "first_step_seconds": first_step_seconds,
-        "steps": total_steps,
-        "batch_size": batch_size,
-        "lr": lr,
-        "lr_schedule": schedule.value,
-        "num_particles": num_particles,
-        "jit": jit,
-        "kl_weighting": weighting.value,
-        **({"kl_warmup_steps": warmup_steps} if weighting is KLWeighting.WARMUP else {}),
-        "final_elbo": sum(elbo_history[-50:]) / len(elbo_history[-50:]),
-        "elbo": elbo_history,
-    }
-    extras = {"guide": built_guide, "param_state": param_state}
-    return Posterior(model, samples, x, y, info, extras=extras, constants=constants)
+            if checkpoints is not None and (stop.signal is not None or (step + 1) % checkpoint_every == 0):
+                reason = "periodic" if stop.signal is None else f"stopped by {signal.Signals(stop.signal).name}"
+                saved = checkpoints.write(snapshot(step + 1, torch.get_rng_state()), reason)
+                if stop.signal is not None:
+                    stop.stop(f"SVI {reason} after step {step + 1} of {total_steps}; {saved} holds its state: "
+                              f"continue with fit(..., resume={str(checkpoint_dir)!r}) or --resume {checkpoint_dir}")
+        if checkpoints is not None:
+            checkpoints.write(snapshot(total_steps, torch.get_rng_state()), "finished")
+        return posterior(info(total_steps))

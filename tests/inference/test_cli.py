@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from inference.cli import main
+from inference.cli import main, options_per_method
 
 
 def test_fit_writes_the_three_files(tmp_path):
@@ -52,3 +52,12 @@ def test_bad_arguments_exit_with_a_clear_message(tmp_path, capsys, arguments, me
 def test_module_entry_point_runs(tmp_path):
     result = subprocess.run([sys.executable, "-m", "inference", "fit", "--help"], capture_output=True, text=True)
     assert result.returncode == 0 and "--prior {gaussian,laplace,scale-mixture}" in result.stdout
+
+
+def test_compare_budget_reaches_only_its_methods_and_yields_to_given_options():
+    specs = [("svi", None), ("nuts", None), ("laplace", None)]
+    svi, nuts, laplace = options_per_method(specs, {})
+    assert svi == {"jit": True} and nuts == {"max_tree_depth": 8} and laplace == {}
+    svi, nuts, laplace = options_per_method(specs, {"max_tree_depth": 10, "jit": False, "seed": 3})
+    assert svi == {"jit": False, "seed": 3} and nuts == {"max_tree_depth": 10, "seed": 3} and laplace == {"seed": 3}
+    assert options_per_method([("laplace", None)], {}) == [{}]  # a budget of absent methods is no unused option

@@ -56,6 +56,10 @@ def test_both_engines_give_the_same_groups_and_statistics(conjugate):
     np.testing.assert_array_equal(stats["tree_depth"], np.floor(np.log2(stats["n_steps"])) + 1)
     assert np.all((stats["acceptance_rate"] >= 0) & (stats["acceptance_rate"] <= 1))
     assert np.all(stats["step_size"] > 0) and np.all(stats["step_size"] == stats["step_size"][:, :1])
+    for run in runs.values():  # gradients count warmup too: at least one leapfrog step per warmup iteration
+        per_chain, kept_steps = run.info["chain_gradients"], run.sample_stats["n_steps"].sum(axis=1)
+        assert run.info["gradient_evaluations"] == sum(per_chain)
+        assert np.all(np.array(per_chain) >= kept_steps + 30) and np.all(np.array(per_chain) <= kept_steps + 30 * 7)
 
 
 def test_same_seed_same_draws_in_processes_and_in_sequence(conjugate):

@@ -1,0 +1,210 @@
+r"""NUTS speed: the collection's NUTS engines against NumPyro's NUTS on the same BNN, side by side.
+
+The model: a tanh network with one hidden layer of 50 units, :math:`\mathcal{N}(0, 1)` on every
+weight and bias, a learned noise :math:`\sigma \sim \text{HalfNormal}(1)`, Gaussian likelihood;
+on toy1d (1-50-1, N=100, 152 latents) and on UCI boston split 0 (13-50-1, N=455, 752 latents),
+standardised as :func:`bnn_data.load_dataset` does. Every engine runs one chain from its own
+initialisation, in float64, on one thread, with the same warmup and draws, target acceptance 0.8
+and maximum tree depth 10:
+
+* ``nutpie`` and ``pyro``: ``fit(model, data, "nuts", engine=...)``, the model a Pyro program
+  (nutpie on the model's flat potential, :class:`~inference.potential.FlatPotential`, backend ``auto``);
+* ``numpyro``: the same model written in NumPyro, run by ``numpyro.infer.NUTS`` (JAX; its compile
+  time is included in its wall time, as the collection's set-up is in its).
+
+Printed per engine: wall seconds, gradient evaluations (the sum of leapfrog steps) per second,
+mean tree depth, divergences, and the bulk ESS per second of the latents (median and minimum
+over latents; the weights of a BNN are not identifiable, so the minimum is noisy), then each
+engine's ratio to NumPyro. Runs repeat ``--repeats`` times, engines alternating, and the table
+shows medians. Before that, the time per gradient of each backend of the flat potential on toy1d.
+The last line is ``ess_per_s_ratio=<nutpie / numpyro, median bulk ESS/s, toy1d>``.
+
+NumPyro and JAX are in the optional ``bench`` extra (``pip install -e ".[bench]"``); the package
+never needs them.
+
+Usage::
+
+    python -m benchmarks.nuts_speed [--uci-dir ../shared/data/uci] [--engines nutpie,numpyro]
+        [--warmup 300] [--draws 300] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
+
+import arviz as az  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from bnn_data import Dataset, load_dataset  # noqa: E402
+from inference import fit  # noqa: E402
+from inference.potential import Backend, FlatPotential  # noqa: E402
+from models import BayesianMLP, GaussianLikelihood, GaussianPrior  # noqa: E402
+
+HIDDEN = 50
+TARGET_ACCEPT = 0.8
+MAX_TREE_DEPTH = 10
+
+
+@dataclass
+class Run:
+    """What one engine did in one run."""
+
+    seconds: float
+    gradients: int
+    tree_depth: float
+    divergences: int
+    ess_bulk: np.ndarray  # per latent
+
+    def row(self) -> dict[str, float]:
+        return {
+            "wall_s": self.seconds,
+            "grads_per_s": self.gradients / self.seconds,
+            "tree_depth": self.tree_depth,
+            "divergences": self.divergences,
+            "ess_per_s_median": float(np.median(self.ess_bulk)) / self.seconds,
+            "ess_per_s_min": float(np.min(self.ess_bulk)) / self.seconds,
+            "ess_per_1k_grads": 1000 * float(np.median(self.ess_bulk)) / self.gradients,
+        }
+
+
+def build_model(dataset: Dataset) -> BayesianMLP:
+    return BayesianMLP(dataset.in_features, 1, hidden=(HIDDEN,), activation="tanh", prior=GaussianPrior(1.0),
+                       likelihood=GaussianLikelihood(scale=None, noise_prior_scale=1.0))
+
+
+def ess_of(draws: dict[str, np.ndarray]) -> np.ndarray:
+    """Bulk ESS of every scalar latent, from draws shaped ``(1, draws, ...)``."""
+    summary = az.ess(az.convert_to_dataset({name: np.asarray(value, dtype=np.float64) for name, value in draws.items()}))
+    return np.concatenate([np.ravel(summary[name].values) for name in draws])
+
+
+def tree_depth(n_steps: np.ndarray) -> float:
+    return float(np.mean(np.floor(np.log2(np.maximum(n_steps, 1))) + 1))
+
+
+def run_collection(engine: str, dataset: Dataset, warmup: int, draws: int, seed: int) -> Run:
+    start = time.perf_counter()
+    posterior = fit(build_model(dataset), (dataset.x_train.double(), dataset.y_train.double()), "nuts", engine=engine,
+                    num_warmup=warmup, num_samples=draws, num_chains=1, target_accept=TARGET_ACCEPT,
+                    max_tree_depth=MAX_TREE_DEPTH, seed=seed, progress=False)
+    seconds = time.perf_counter() - start
+    stats = posterior.sample_stats
+    return Run(seconds, posterior.info["gradient_evaluations"], tree_depth(stats["n_steps"]),
+               int(stats["diverging"].sum()), ess_of({k: v.numpy() for k, v in posterior.samples.items()}))
+
+
+def run_numpyro(dataset: Dataset, warmup: int, draws: int, seed: int) -> Run:
+    import jax
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+    from numpyro.infer import MCMC, NUTS
+
+    jax.config.update("jax_enable_x64", True)
+    x, y = jnp.asarray(dataset.x_train.double().numpy()), jnp.asarray(dataset.y_train.double().numpy())
+
+    def model(x, y):
+        w1 = numpyro.sample("w1", dist.Normal(0.0, 1.0).expand([HIDDEN, x.shape[1]]).to_event(2))
+        b1 = numpyro.sample("b1", dist.Normal(0.0, 1.0).expand([HIDDEN]).to_event(1))
+        w2 = numpyro.sample("w2", dist.Normal(0.0, 1.0).expand([1, HIDDEN]).to_event(2))
+        b2 = numpyro.sample("b2", dist.Normal(0.0, 1.0).expand([1]).to_event(1))
+        sigma = numpyro.sample("sigma", dist.HalfNormal(1.0))
+        f = (jnp.tanh(x @ w1.T + b1) @ w2.T + b2)[:, 0]
+        numpyro.sample("obs", dist.Normal(f, sigma), obs=y)
+
+    start = time.perf_counter()
+    kernel = NUTS(model, target_accept_prob=TARGET_ACCEPT, max_tree_depth=MAX_TREE_DEPTH)
+    mcmc = MCMC(kernel, num_warmup=warmup, num_samples=draws, num_chains=1, progress_bar=False)
+    mcmc.warmup(jax.random.PRNGKey(seed), x, y, extra_fields=("num_steps",), collect_warmup=True)
+    warmup_steps = int(np.sum(mcmc.get_extra_fields()["num_steps"]))
+    mcmc.run(jax.random.PRNGKey(seed + 1), x, y, extra_fields=("num_steps", "diverging"))
+    samples = {name: np.asarray(value)[None] for name, value in mcmc.get_samples().items()}
+    seconds = time.perf_counter() - start
+    extra = mcmc.get_extra_fields()
+    n_steps = np.asarray(extra["num_steps"])
+    return Run(seconds, int(n_steps.sum()) + warmup_steps, tree_depth(n_steps), int(np.sum(extra["diverging"])),
+               ess_of(samples))
+
+
+def backend_gradient_times(dataset: Dataset, calls: int = 1000) -> dict[str, tuple[float, float]]:
+    """Per backend of the flat potential: ``(build seconds, microseconds per value and gradient)``."""
+    model = build_model(dataset)
+    z = np.random.default_rng(0).normal(scale=0.1, size=sum(s.numel for s in model.sites) + 1)
+    times = {}
+    for backend in (Backend.NUMPY, Backend.TRACE, Backend.EAGER, Backend.COMPILE):
+        start = time.perf_counter()
+        potential = FlatPotential(model, dataset.x_train, dataset.y_train, backend=backend)
+        built = time.perf_counter() - start
+        for _ in range(20):
+            potential.value_and_grad(z)
+        start = time.perf_counter()
+        for _ in range(calls):
+            potential.value_and_grad(z)
+        times[backend.value] = (built, 1e6 * (time.perf_counter() - start) / calls)
+    return times
+
+
+def print_table(title: str, rows: dict[str, dict[str, float]]) -> None:
+    columns = list(next(iter(rows.values())))
+    print(f"\n{title}\n| engine | " + " | ".join(columns) + " |")
+    print("| --- " * (len(columns) + 1) + "|")
+    for engine, row in rows.items():
+        print(f"| {engine} | " + " | ".join(f"{value:.4g}" for value in row.values()) + " |")
+
+
+def benchmark(name: str, dataset: Dataset, engines: list[str], warmup: int, draws: int, repeats: int) -> dict:
+    """Median rows per engine over ``repeats`` alternating runs, plus each engine's ratios to NumPyro."""
+    runners: dict[str, Callable[[int], Run]] = {
+        engine: (lambda seed, e=engine: run_numpyro(dataset, warmup, draws, seed)) if engine == "numpyro"
+        else (lambda seed, e=engine: run_collection(e, dataset, warmup, draws, seed))
+        for engine in engines
+    }
+    runs: dict[str, list[dict[str, float]]] = {engine: [] for engine in engines}
+    for repeat in range(repeats):
+        for engine, runner in runners.items():
+            runs[engine].append(runner(repeat).row())
+            print(f"{name} repeat {repeat} {engine}: {runs[engine][-1]}", flush=True)
+    medians = {engine: {key: statistics.median(r[key] for r in rows) for key in rows[0]} for engine, rows in runs.items()}
+    print_table(f"{name}: {warmup} warmup + {draws} draws, 1 chain, medians of {repeats}", medians)
+    if "numpyro" in medians:
+        reference = medians["numpyro"]
+        ratios = {engine: {key: row[key] / reference[key] for key in ("grads_per_s", "ess_per_s_median", "ess_per_s_min")}
+                  for engine, row in medians.items()}
+        print_table(f"{name}: ratio to numpyro", ratios)
+        return ratios
+    return {}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--uci-dir", help="the UCI folder, for boston split 0 (left out without it)")
+    parser.add_argument("--engines", default="nutpie,numpyro", help="comma-separated: nutpie, pyro, numpyro")
+    parser.add_argument("--warmup", type=int, default=300)
+    parser.add_argument("--draws", type=int, default=300)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    torch.set_default_dtype(torch.float64)
+    engines = [engine.strip() for engine in args.engines.split(",")]
+    toy = load_dataset("toy1d")
+    print("flat potential on toy1d, per value and gradient:")
+    for backend, (built, micro) in backend_gradient_times(toy).items():
+        print(f"  {backend:8s} build {built:6.2f} s   {micro:8.1f} us")
+    ratios = benchmark("toy1d 1-50-1", toy, engines, args.warmup, args.draws, args.repeats)
+    if args.uci_dir:
+        boston = load_dataset("bostonHousing", uci_dir=args.uci_dir, split=0)
+        benchmark("boston 13-50-1 split 0", boston, engines, args.warmup, args.draws, args.repeats)
+    if "nutpie" in ratios:
+        print(f"ess_per_s_ratio={ratios['nutpie']['ess_per_s_median']:.3f}")
+
+
+if __name__ == "__main__":
+    main()

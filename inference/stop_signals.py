@@ -1,0 +1,63 @@
+"""Stop signals deferred to a safe point: Ctrl-C (SIGINT) and SIGTERM end a loop between two steps.
+
+A signal that arrives in the middle of an optimiser step would leave half of the parameters
+updated; while :func:`deferred_stop_signals` is active the signal is only recorded, the loop
+asks :attr:`StopRequest.signal` after each step, saves its state and calls
+:meth:`StopRequest.stop`. Handlers can be installed in the main thread only (Python delivers
+signals there); elsewhere, and for a signal the process ignores, nothing changes. The previous
+handlers come back when the block ends, and a signal recorded but not acted on is raised
+again under them, so none is lost.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import NoReturn
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class StopRequest:
+    """The first stop signal received while :func:`deferred_stop_signals` is active."""
+
+    def __init__(self) -> None:
+        self.signal: int | None = None
+        self.handled = False
+
+    def __call__(self, signum: int, frame) -> None:
+        if self.signal is None:
+            self.signal = signum
+
+    def stop(self, message: str) -> NoReturn:
+        """End the loop: ``KeyboardInterrupt(message)`` for SIGINT, ``SystemExit(message)`` for SIGTERM
+        (exit status 1; ``finally`` blocks and context managers still clean up)."""
+        self.handled = True
+        if self.signal == signal.SIGINT:
+            raise KeyboardInterrupt(message)
+        raise SystemExit(message)
+
+
+@contextmanager
+def deferred_stop_signals(enabled: bool = True) -> Iterator[StopRequest]:
+    """Within the block, SIGINT and SIGTERM set the yielded :class:`StopRequest` instead of acting.
+
+    With ``enabled`` false, or outside the main thread, no handler is installed and the request
+    stays empty.
+    """
+    request = StopRequest()
+    previous = {}
+    if enabled and threading.current_thread() is threading.main_thread():
+        for signum in STOP_SIGNALS:
+            handler = signal.getsignal(signum)
+            if handler not in (signal.SIG_IGN, None):  # None: a handler installed outside Python, not restorable
+                previous[signum] = signal.signal(signum, request)
+    try:
+        yield request
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if request.signal is not None and not request.handled:
+            signal.raise_signal(request.signal)

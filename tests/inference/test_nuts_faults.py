@@ -1,0 +1,144 @@
+"""NUTS faults lose only their own draws: a failing chain leaves the others, Ctrl-C keeps what was sampled."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from inference import fit, nuts
+from inference.chain_outcomes import IncompleteSamplingWarning
+from inference.cli import main
+from models import BayesianMLP
+
+pytestmark = pytest.mark.filterwarnings("ignore::inference.nuts.ConvergenceWarning")  # short runs
+
+NUM_WARMUP, NUM_SAMPLES = 30, 40
+
+
+def quick(conjugate, **options):
+    settings = dict(num_warmup=NUM_WARMUP, num_samples=NUM_SAMPLES, num_chains=3, chain_method="sequential",
+                    max_tree_depth=4, progress=False, jit_compile=False, engine="nutpie", seed=5)
+    return fit(conjugate.model, (conjugate.x, conjugate.y), "nuts", **{**settings, **options})
+
+
+@pytest.fixture(scope="module")
+def complete(conjugate):
+    return {engine: quick(conjugate, engine=engine) for engine in ("nutpie", "pyro")}
+
+
+def chains_fail(monkeypatch, failing: set[int]) -> None:
+    """The engine raises ``RuntimeError("chain c broke")`` for each chain ``c`` in ``failing``."""
+    engine_function = nuts.engine_function
+
+    def engine(kind):
+        run_chain = engine_function(kind)
+
+        def run(model, x, y, job, report):
+            if job.chain in failing:
+                raise RuntimeError(f"chain {job.chain} broke")
+            return run_chain(model, x, y, job, report)
+
+        return run
+
+    monkeypatch.setattr(nuts, "engine_function", engine)
+
+
+def interrupt_at_report(monkeypatch, report: int, when=lambda: True) -> None:
+    """The progress callback (in this process) raises ``KeyboardInterrupt`` at its ``report``-th call or,
+    if ``when()`` is false then, at the first call after that where it is true."""
+    calls, show = itertools.count(1), nuts._ProgressBars.__call__
+
+    def interrupting(self, message):
+        if next(calls) >= report and when():
+            raise KeyboardInterrupt
+        show(self, message)
+
+    monkeypatch.setattr(nuts._ProgressBars, "__call__", interrupting)
+
+
+def test_a_failing_chain_loses_only_its_own_draws(conjugate, complete, monkeypatch):
+    chains_fail(monkeypatch, {1})
+    with pytest.warns(IncompleteSamplingWarning, match=r"chain 1 failed \(RuntimeError: chain 1 broke\)"):
+        posterior = quick(conjugate)
+    assert posterior.info["failed_chains"] == {"1": "RuntimeError: chain 1 broke"}
+    assert posterior.info["chains_kept"] == [0, 2] and "incomplete" not in posterior.info
+    reference = complete["nutpie"]
+    for site, value in reference.samples.items():
+        assert torch.equal(posterior.samples[site], value[[0, 2]]), site
+    assert posterior.sample_stats["n_steps"].shape == (2, NUM_SAMPLES)
+
+
+def test_when_every_chain_fails_the_first_chains_error_is_raised(conjugate, monkeypatch):
+    chains_fail(monkeypatch, {0, 1, 2})
+    with pytest.raises(RuntimeError, match="^chain 0 broke$"):
+        quick(conjugate)
+
+
+def test_ctrl_c_keeps_the_draws_the_running_nutpie_chain_made(conjugate, complete, monkeypatch):
+    interrupt_at_report(monkeypatch, NUM_WARMUP + 10)  # chain 0, after its 10th draw
+    with pytest.warns(IncompleteSamplingWarning, match=r"interrupted \(KeyboardInterrupt\); kept chains \[0\]"):
+        posterior = quick(conjugate)
+    kept = posterior.num_draws
+    assert 10 <= kept <= NUM_SAMPLES and posterior.num_chains == 1
+    assert posterior.info["incomplete"] is True and posterior.info["chains_kept"] == [0]
+    assert posterior.info["incomplete_reason"].endswith(f"with {kept} of {NUM_SAMPLES} draws each")
+    for site, value in complete["nutpie"].samples.items():  # the same draws as the run never stopped, so far
+        assert torch.equal(posterior.samples[site][0], value[0, :kept]), site
+
+
+def test_ctrl_c_keeps_the_chains_the_pyro_engine_finished(conjugate, complete, monkeypatch):
+    interrupt_at_report(monkeypatch, NUM_WARMUP + NUM_SAMPLES + 5)  # in chain 1's warmup
+    with pytest.warns(IncompleteSamplingWarning, match=f"kept chains \\[0\\] with {NUM_SAMPLES} of {NUM_SAMPLES}"):
+        posterior = quick(conjugate, engine="pyro")
+    assert posterior.info["incomplete"] is True and posterior.num_chains == 1
+    for site, value in complete["pyro"].samples.items():
+        assert torch.equal(posterior.samples[site][0], value[0]), site
+
+
+def test_ctrl_c_before_any_draw_stops_the_fit(conjugate, monkeypatch):
+    interrupt_at_report(monkeypatch, 5)  # warmup of chain 0 (Pyro reports each iteration as it ends; nutpie runs ahead)
+    with pytest.raises(KeyboardInterrupt):
+        quick(conjugate, engine="pyro")
+
+
+class FailsForOneSeed(BayesianMLP):
+    """A model that raises, after touching ``marker``, in the chain seeded ``bad_seed`` (importable, so it
+    reaches worker processes)."""
+
+    bad_seed: int
+    marker: Path
+
+    def __call__(self, *args, **kwargs):
+        if torch.initial_seed() == self.bad_seed:
+            self.marker.touch()
+            raise RuntimeError("this chain's model broke")
+        return super().__call__(*args, **kwargs)
+
+
+@pytest.mark.skipif(nuts.available_cores() < 2, reason="needs two cores to run two chains at once")
+def test_in_processes_a_failing_chain_and_ctrl_c_keep_the_other_chains_draws(conjugate, complete, monkeypatch, tmp_path):
+    model = FailsForOneSeed.from_config(conjugate.model.config())
+    model.bad_seed, model.marker = complete["nutpie"].info["chain_seeds"][1], tmp_path / "chain 1 failed"
+    interrupt_at_report(monkeypatch, NUM_WARMUP + 10, when=model.marker.exists)  # chain 0, once chain 1 failed
+    with pytest.warns(IncompleteSamplingWarning) as warned:
+        posterior = fit(model, (conjugate.x, conjugate.y), "nuts", num_warmup=NUM_WARMUP, num_samples=5000, num_chains=2,
+                        chain_method="parallel", max_tree_depth=4, progress=False, jit_compile=False, engine="nutpie", seed=5)
+    message = str(warned[0].message)
+    assert "chain 1 failed (RuntimeError: this chain's model broke" in message and "interrupted" in message
+    assert posterior.info["failed_chains"]["1"].startswith("RuntimeError: this chain's model broke")
+    assert posterior.info["incomplete"] is True and posterior.info["chains_kept"] == [0]
+    assert 10 <= posterior.num_draws < 5000
+
+
+def test_command_line_marks_an_interrupted_run_incomplete_in_metrics(monkeypatch, tmp_path):
+    interrupt_at_report(monkeypatch, 20 + 10)
+    out = tmp_path / "run"
+    with pytest.warns(IncompleteSamplingWarning):
+        main(["fit", "--method", "nuts", "--dataset", "toy1d", "--hidden", "2", "--num-chains", "1", "--num-warmup", "20",
+              "--num-samples", "500", "--max-tree-depth", "4", "--quiet", "--out", str(out)])
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["incomplete"] is True and metrics["incomplete_reason"].startswith("interrupted (KeyboardInterrupt)")
