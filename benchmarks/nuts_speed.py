@@ -25,7 +25,7 @@ never needs them.
 Usage::
 
     python -m benchmarks.nuts_speed [--uci-dir ../shared/data/uci] [--engines nutpie,numpyro]
-        [--warmup 300] [--draws 300] [--repeats 3]
+        [--warmup 300] [--draws 300] [--repeats 3] [--backends numpy,trace,eager,compile]
 """
 
 from __future__ import annotations
@@ -134,12 +134,12 @@ def run_numpyro(dataset: Dataset, warmup: int, draws: int, seed: int) -> Run:
                ess_of(samples))
 
 
-def backend_gradient_times(dataset: Dataset, calls: int = 1000) -> dict[str, tuple[float, float]]:
+def backend_gradient_times(dataset: Dataset, backends: list[Backend], calls: int = 1000) -> dict[str, tuple[float, float]]:
     """Per backend of the flat potential: ``(build seconds, microseconds per value and gradient)``."""
     model = build_model(dataset)
     z = np.random.default_rng(0).normal(scale=0.1, size=sum(s.numel for s in model.sites) + 1)
     times = {}
-    for backend in (Backend.NUMPY, Backend.TRACE, Backend.EAGER, Backend.COMPILE):
+    for backend in backends:
         start = time.perf_counter()
         potential = FlatPotential(model, dataset.x_train, dataset.y_train, backend=backend)
         built = time.perf_counter() - start
@@ -183,20 +183,29 @@ def benchmark(name: str, dataset: Dataset, engines: list[str], warmup: int, draw
     return {}
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--uci-dir", help="the UCI folder, for boston split 0 (left out without it)")
     parser.add_argument("--engines", default="nutpie,numpyro", help="comma-separated: nutpie, pyro, numpyro")
     parser.add_argument("--warmup", type=int, default=300)
     parser.add_argument("--draws", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--backends", default="numpy,trace,eager,compile", help="flat-potential backends to time")
     args = parser.parse_args(argv)
+    threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    torch.set_default_dtype(torch.float64)
+    try:
+        return _run(args)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run(args: argparse.Namespace) -> dict:
     engines = [engine.strip() for engine in args.engines.split(",")]
     toy = load_dataset("toy1d")
     print("flat potential on toy1d, per value and gradient:")
-    for backend, (built, micro) in backend_gradient_times(toy).items():
+    backends = [Backend(name.strip()) for name in args.backends.split(",")]
+    for backend, (built, micro) in backend_gradient_times(toy, backends).items():
         print(f"  {backend:8s} build {built:6.2f} s   {micro:8.1f} us")
     ratios = benchmark("toy1d 1-50-1", toy, engines, args.warmup, args.draws, args.repeats)
     if args.uci_dir:
@@ -204,6 +213,7 @@ def main(argv: list[str] | None = None) -> None:
         benchmark("boston 13-50-1 split 0", boston, engines, args.warmup, args.draws, args.repeats)
     if "nutpie" in ratios:
         print(f"ess_per_s_ratio={ratios['nutpie']['ess_per_s_median']:.3f}")
+    return ratios
 
 
 if __name__ == "__main__":
