@@ -17,7 +17,7 @@ mean tree depth, divergences, and the bulk ESS per second of the latents (median
 over latents; the weights of a BNN are not identifiable, so the minimum is noisy), then each
 engine's ratio to NumPyro. Runs repeat ``--repeats`` times, engines alternating, and the table
 shows medians. Before that, the time per gradient of each backend of the flat potential on toy1d.
-The last line is ``ess_per_s_ratio=<nutpie / numpyro, median bulk ESS/s, toy1d>``.
+The last line is ``ess_per_s_ratio=<default engine (nutpie) / numpyro, median bulk ESS/s, toy1d>``.
 
 NumPyro and JAX are in the optional ``bench`` extra (``pip install -e ".[bench]"``); the package
 never needs them.
@@ -45,6 +45,7 @@ import torch  # noqa: E402
 
 from bnn_data import Dataset, load_dataset  # noqa: E402
 from inference import fit  # noqa: E402
+from inference.nuts import DEFAULT_ENGINE, tree_depth  # noqa: E402
 from inference.potential import Backend, FlatPotential  # noqa: E402
 from models import BayesianMLP, GaussianLikelihood, GaussianPrior  # noqa: E402
 
@@ -64,6 +65,7 @@ class Run:
     ess_bulk: np.ndarray  # per latent
 
     def row(self) -> dict[str, float]:
+        """The table row: rates per second of wall time and ESS per 1,000 gradient evaluations."""
         return {
             "wall_s": self.seconds,
             "grads_per_s": self.gradients / self.seconds,
@@ -76,6 +78,7 @@ class Run:
 
 
 def build_model(dataset: Dataset) -> BayesianMLP:
+    """The benchmarked network for ``dataset``: d-50-1 tanh, N(0, 1) weights, learned noise with a HalfNormal(1) prior."""
     return BayesianMLP(dataset.in_features, 1, hidden=(HIDDEN,), activation="tanh", prior=GaussianPrior(1.0),
                        likelihood=GaussianLikelihood(scale=None, noise_prior_scale=1.0))
 
@@ -86,22 +89,25 @@ def ess_of(draws: dict[str, np.ndarray]) -> np.ndarray:
     return np.concatenate([np.ravel(summary[name].values) for name in draws])
 
 
-def tree_depth(n_steps: np.ndarray) -> float:
-    return float(np.mean(np.floor(np.log2(np.maximum(n_steps, 1))) + 1))
+def mean_tree_depth(n_steps: np.ndarray) -> float:
+    """The mean over draws of ArviZ's tree depth (:func:`inference.nuts.tree_depth`)."""
+    return float(np.mean(tree_depth(n_steps)))
 
 
 def run_collection(engine: str, dataset: Dataset, warmup: int, draws: int, seed: int) -> Run:
+    """One chain of the collection's NUTS with ``engine`` through ``fit``, timed end to end."""
     start = time.perf_counter()
     posterior = fit(build_model(dataset), (dataset.x_train.double(), dataset.y_train.double()), "nuts", engine=engine,
                     num_warmup=warmup, num_samples=draws, num_chains=1, target_accept=TARGET_ACCEPT,
                     max_tree_depth=MAX_TREE_DEPTH, seed=seed, progress=False)
     seconds = time.perf_counter() - start
     stats = posterior.sample_stats
-    return Run(seconds, posterior.info["gradient_evaluations"], tree_depth(stats["n_steps"]),
+    return Run(seconds, posterior.info["gradient_evaluations"], mean_tree_depth(stats["n_steps"]),
                int(stats["diverging"].sum()), ess_of({k: v.numpy() for k, v in posterior.samples.items()}))
 
 
 def run_numpyro(dataset: Dataset, warmup: int, draws: int, seed: int) -> Run:
+    """One chain of NumPyro's NUTS on the same model, timed with its JAX compilation."""
     import jax
     import jax.numpy as jnp
     import numpyro
@@ -130,14 +136,14 @@ def run_numpyro(dataset: Dataset, warmup: int, draws: int, seed: int) -> Run:
     seconds = time.perf_counter() - start
     extra = mcmc.get_extra_fields()
     n_steps = np.asarray(extra["num_steps"])
-    return Run(seconds, int(n_steps.sum()) + warmup_steps, tree_depth(n_steps), int(np.sum(extra["diverging"])),
+    return Run(seconds, int(n_steps.sum()) + warmup_steps, mean_tree_depth(n_steps), int(np.sum(extra["diverging"])),
                ess_of(samples))
 
 
 def backend_gradient_times(dataset: Dataset, backends: list[Backend], calls: int = 1000) -> dict[str, tuple[float, float]]:
     """Per backend of the flat potential: ``(build seconds, microseconds per value and gradient)``."""
     model = build_model(dataset)
-    z = np.random.default_rng(0).normal(scale=0.1, size=sum(s.numel for s in model.sites) + 1)
+    z = np.random.default_rng(0).normal(scale=0.1, size=sum(shape.numel() for shape in model.latent_shapes.values()))
     times = {}
     for backend in backends:
         start = time.perf_counter()
@@ -153,6 +159,7 @@ def backend_gradient_times(dataset: Dataset, backends: list[Backend], calls: int
 
 
 def print_table(title: str, rows: dict[str, dict[str, float]]) -> None:
+    """Print ``rows`` (engine -> column -> value) as a Markdown table under ``title``."""
     columns = list(next(iter(rows.values())))
     print(f"\n{title}\n| engine | " + " | ".join(columns) + " |")
     print("| --- " * (len(columns) + 1) + "|")
@@ -184,6 +191,7 @@ def benchmark(name: str, dataset: Dataset, engines: list[str], warmup: int, draw
 
 
 def main(argv: list[str] | None = None) -> dict:
+    """Run the benchmark on one torch thread; return toy1d's ratios to NumPyro (empty without NumPyro)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--uci-dir", help="the UCI folder, for boston split 0 (left out without it)")
     parser.add_argument("--engines", default="nutpie,numpyro", help="comma-separated: nutpie, pyro, numpyro")
@@ -201,6 +209,7 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 def _run(args: argparse.Namespace) -> dict:
+    """The backend timings, then toy1d (and boston with ``--uci-dir``) side by side; print the ratio line."""
     engines = [engine.strip() for engine in args.engines.split(",")]
     toy = load_dataset("toy1d")
     print("flat potential on toy1d, per value and gradient:")
@@ -211,8 +220,8 @@ def _run(args: argparse.Namespace) -> dict:
     if args.uci_dir:
         boston = load_dataset("bostonHousing", uci_dir=args.uci_dir, split=0)
         benchmark("boston 13-50-1 split 0", boston, engines, args.warmup, args.draws, args.repeats)
-    if "nutpie" in ratios:
-        print(f"ess_per_s_ratio={ratios['nutpie']['ess_per_s_median']:.3f}")
+    if DEFAULT_ENGINE.value in ratios:
+        print(f"ess_per_s_ratio={ratios[DEFAULT_ENGINE.value]['ess_per_s_median']:.3f}")
     return ratios
 
 

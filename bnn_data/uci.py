@@ -7,33 +7,52 @@ A data set folder holds ``data.txt`` (whitespace-separated rows), ``index_featur
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
 
 from bnn_data.dataset import Dataset
 
+SPLIT_FILE = re.compile(r"index_train_(\d+)\.txt")
+"""The name of split K's training index file; other files that start alike are not splits."""
+
 
 def _read_numbers(path: Path, what: str) -> np.ndarray:
+    """The whitespace-separated numbers of ``path``, one row per non-blank line, checked to be a finite table."""
     if not path.is_file():
         raise ValueError(f"missing {what}: {path} does not exist; is this a UCI data set folder?")
-    rows = [line.split() for line in path.read_text().splitlines() if line.strip()]
-    if not rows:
-        raise ValueError(f"{path} is empty")
-    lengths = {len(row) for row in rows}
-    if len(lengths) > 1:
-        bad = next(i for i, row in enumerate(rows) if len(row) != len(rows[0]))
-        raise ValueError(f"{path} has ragged rows: row 0 has {len(rows[0])} fields, row {bad} has {len(rows[bad])}")
     try:
-        return np.array(rows, dtype=np.float64)
-    except ValueError as error:
-        raise ValueError(f"{path} holds a non-numeric entry: {error}") from None
+        text = path.read_text()
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not a text file (it holds bytes that are not UTF-8); a {what} holds "
+                         "whitespace-separated numbers, one row per line") from None
+    lines = [(number, line.split()) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
+    if not lines:
+        raise ValueError(f"{path} is empty")
+    first, width = lines[0][0], len(lines[0][1])
+    ragged = next(((number, len(fields)) for number, fields in lines if len(fields) != width), None)
+    if ragged is not None:
+        raise ValueError(f"{path} has ragged rows: line {first} has {width} fields, line {ragged[0]} has {ragged[1]}")
+    values = np.empty((len(lines), width))
+    for i, (number, fields) in enumerate(lines):
+        try:
+            values[i] = [float(field) for field in fields]
+        except ValueError as error:
+            raise ValueError(f"{path} line {number} holds a non-numeric entry: {error}") from None
+    bad = np.argwhere(~np.isfinite(values))
+    if bad.size:
+        row, column = bad[0]
+        raise ValueError(f"{path} line {lines[row][0]}, column {column} holds {lines[row][1][column]!r}; the table must "
+                         "be finite: fix or drop that row (and renumber the index files)")
+    return values
 
 
 def _read_indices(path: Path, what: str, limit: int) -> np.ndarray:
     values = _read_numbers(path, what).ravel()
-    if not np.all(values == np.round(values)):
-        raise ValueError(f"{path} must hold whole-number indices")
+    fractional = values[values != np.round(values)]
+    if fractional.size:
+        raise ValueError(f"{path} must hold whole-number (0-based row) indices, got {float(fractional[0])!r}")
     indices = values.astype(np.int64)
     if indices.min() < 0 or indices.max() >= limit:
         raise ValueError(f"{path} has indices outside 0..{limit - 1}: min {indices.min()}, max {indices.max()}")
@@ -48,8 +67,9 @@ def load_uci(directory: str | Path, name: str, split: int = 0) -> Dataset:
     Raises
     ------
     ValueError
-        For a missing folder or file, ragged or non-numeric rows, indices out of range,
-        train and test splits that overlap, or a split number that does not exist.
+        For a missing folder or file, a file that is not text, empty, ragged, non-numeric or
+        non-finite (naming the file and line), indices out of range, negative, fractional or
+        repeated, train and test splits that overlap, or a split number that does not exist.
     """
     folder = Path(directory) / name
     if not folder.is_dir():
@@ -63,7 +83,7 @@ def load_uci(directory: str | Path, name: str, split: int = 0) -> Dataset:
         raise ValueError(f"{folder} must name one target column that is not a feature")
     train_file = folder / f"index_train_{split}.txt"
     if not train_file.is_file():
-        splits = sorted(int(p.stem.rsplit("_", 1)[1]) for p in folder.glob("index_train_*.txt"))
+        splits = sorted(int(match[1]) for p in folder.glob("index_train_*.txt") if (match := SPLIT_FILE.fullmatch(p.name)))
         raise ValueError(f"split {split} does not exist for {name}; available splits: {splits}")
     train = _read_indices(train_file, "train index file", len(data))
     test = _read_indices(folder / f"index_test_{split}.txt", "test index file", len(data))

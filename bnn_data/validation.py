@@ -12,8 +12,9 @@ def as_float_tensor(array, what: str, dtype: torch.dtype | None = None) -> torch
     Raises
     ------
     ValueError
-        For non-numeric data, an empty array, NaN or infinite entries; the message
-        names ``what`` and the first offending row.
+        For non-numeric data, an empty array, NaN or infinite entries (the message names ``what``
+        and the first offending row), or values beyond the largest number of torch's default dtype,
+        which the model computes in (float32: about 3.4e38), even when ``dtype`` is wider.
     """
     if isinstance(array, torch.Tensor):
         array = array.detach().cpu().numpy()
@@ -38,10 +39,10 @@ def as_float_tensor(array, what: str, dtype: torch.dtype | None = None) -> torch
             f"{what} contains {kind} ({int(bad.sum())} entries, first in row {row}); "
             "drop or impute those rows before fitting"
         )
-    tensor = torch.as_tensor(values, dtype=dtype or torch.get_default_dtype())
-    if not torch.isfinite(tensor).all():
-        raise ValueError(f"{what} has values too large for {tensor.dtype}; rescale the data first")
-    return tensor
+    model_dtype = torch.get_default_dtype()  # what the model computes in, whatever dtype the tensor keeps
+    if np.abs(values).max() > torch.finfo(model_dtype).max:
+        raise ValueError(f"{what} has values too large for {model_dtype}; rescale the data first")
+    return torch.as_tensor(values, dtype=dtype or model_dtype)
 
 
 def check_inputs_targets(x, y) -> tuple[torch.Tensor, torch.Tensor]:

@@ -27,12 +27,15 @@ The source material's final line writes the KL as :math:`\langle\nu, \nu\rangle 
 which contradicts its own derivation (above, :math:`\tfrac12\sum_k \nu_k`); this guide
 implements the derivation.
 
-The model's own prior on the weights plays no part: the guide's log-density of each
-weight site is :math:`\log p(w) + \mathrm{KL}` (see :mod:`guides.flat_normal`), so the
-model's :math:`\log p(w)` cancels draw by draw and the empirical-Bayes KL replaces the
-prior's KL term, whatever prior the model names. A likelihood latent (a learned noise
-``sigma``) keeps the model's prior and a Monte Carlo KL, with
-:math:`q` Gaussian in its unconstrained space, mean :math:`\gamma\sigma` as well.
+Empirical Bayes here learns the variance of a zero-mean Gaussian prior per weight, so it
+is defined for Gaussian priors only: the guide refuses a model whose weight sites have
+another prior (a Laplace or scale-mixture prior has no single variance to learn, and a
+run labelled with it would silently fit a Gaussian one). The Gaussian prior's scale plays
+no part: the guide's log-density of each weight site is :math:`\log p(w) + \mathrm{KL}`
+(see :mod:`guides.flat_normal`), so the model's :math:`\log p(w)` cancels draw by draw and
+the empirical-Bayes KL, at the learned variance, replaces the prior's KL term. A
+likelihood latent (a learned noise ``sigma``) keeps the model's prior and a Monte Carlo
+KL, with :math:`q` Gaussian in its unconstrained space, mean :math:`\gamma\sigma` as well.
 The learned prior variances :math:`s_k^2` are :meth:`EmpiricalBayesGuide.prior_variances`,
 stored by SVI in the posterior's ArviZ ``constant_data`` as ``prior_variance.<site>``.
 """
@@ -45,30 +48,67 @@ from pyro.nn import PyroParam, pyro_method
 
 from guides.flat_normal import FlatNormalGuide, check_finite
 from guides.registry import register_guide
+from models.priors import PRIORS, GaussianPrior
 
 PRIOR_VARIANCE = "prior_variance"
 
 
 def empirical_bayes_kl(gamma: torch.Tensor) -> torch.Tensor:
-    r"""Elementwise :math:`\tfrac12\ln(1 + \gamma^2)`: the Gaussian KL at the optimal prior variance."""
+    r"""Elementwise Gaussian KL at the optimal prior variance, as a function of :math:`\gamma = \mu/\sigma`.
+
+    With :math:`q = \mathcal{N}(\mu, \sigma^2)` and the prior variance at its optimum
+    :math:`s^2 = \mu^2 + \sigma^2`,
+
+    .. math::
+
+        \mathrm{KL}\big(q \,\|\, \mathcal{N}(0, \mu^2 + \sigma^2)\big)
+        = \tfrac12\ln\Big(1 + \frac{\mu^2}{\sigma^2}\Big) = \tfrac12\ln(1 + \gamma^2),
+
+    finite at :math:`\mu = \sigma = 0` in this parametrisation (see the module docstring).
+
+    Parameters
+    ----------
+    gamma : torch.Tensor
+        :math:`\gamma`, any shape.
+
+    Returns
+    -------
+    torch.Tensor
+        The KL of each entry, in nats, shaped like ``gamma``.
+    """
     return 0.5 * torch.log1p(gamma**2)
 
 
 @register_guide("empirical-bayes", description="mean-field Gaussian with per-weight prior variances set to their optimum")
 class EmpiricalBayesGuide(FlatNormalGuide):
-    r"""The empirical-Bayes guide of ``model`` (any prior: the model's weight prior is replaced).
+    r"""The empirical-Bayes guide of ``model``, whose weight priors must be Gaussian (their variances are learned).
 
     Parameters
     ----------
     model : BayesianMLP
-        The model.
+        The model, with a :class:`~models.priors.GaussianPrior` on every weight site (its
+        scale plays no part).
     init_rho : float
         Initial :math:`\rho` of every latent (1 gives :math:`\sigma \approx 1.31`).
     init_gamma : float
         Initial :math:`\gamma = \mu / \sigma` of every latent.
+
+    Raises
+    ------
+    ValueError
+        For a weight site whose prior is not Gaussian (naming the sites and priors), or a
+        non-finite ``init_rho`` or ``init_gamma``.
     """
 
     def __init__(self, model, *, init_rho: float = 1.0, init_gamma: float = 0.0) -> None:
+        others = {name: PRIORS.name_of(type(prior)) or type(prior).__name__
+                  for name, prior in model.prior.items() if not isinstance(prior, GaussianPrior)}
+        if others:
+            raise ValueError(
+                f"the empirical-Bayes guide learns the variance of a zero-mean Gaussian prior per weight, so it needs "
+                f"a Gaussian prior; sites {others} have other priors: use prior 'gaussian' (--prior gaussian; its "
+                "scale plays no part because the variance is learned), or another guide for these priors"
+            )
         init_rho, init_gamma = check_finite("init_rho", init_rho), check_finite("init_gamma", init_gamma)
         super().__init__(model)
         self.analytic_sites = tuple(self.weight_sites)
@@ -76,6 +116,18 @@ class EmpiricalBayesGuide(FlatNormalGuide):
         self.gamma_rho = PyroParam(torch.tensor([[init_gamma], [init_rho]]).expand(2, self.num_latents).clone())
 
     def flat_parameters(self) -> dict[str, torch.Tensor]:
+        r"""The flat guide parameters from the rows :math:`(\gamma, \rho)` of ``gamma_rho``.
+
+        .. math::
+
+            \sigma = \operatorname{softplus}(\rho) = \ln(1 + e^{\rho}), \qquad \mu = \gamma\,\sigma .
+
+        Returns
+        -------
+        dict of str to torch.Tensor
+            ``"loc"`` (:math:`\mu`), ``"scale"`` (:math:`\sigma`) and ``"gamma"`` (:math:`\gamma`), each of
+            shape ``(D,)``: the weights first, then the likelihood's latents (unconstrained space).
+        """
         gamma, rho = self.gamma_rho
         scale = F.softplus(rho)
         return {"loc": gamma * scale, "scale": scale, "gamma": gamma}

@@ -68,7 +68,27 @@ def site_estimators(
 
 
 def gaussian_kl(loc: torch.Tensor, scale: torch.Tensor, prior_scale: torch.Tensor | float) -> torch.Tensor:
-    r"""Elementwise :math:`\mathrm{KL}(\mathcal{N}(\mu, \sigma^2) \,\|\, \mathcal{N}(0, s^2))`
-    :math:`= \ln(s/\sigma) + (\sigma^2 + \mu^2)/(2s^2) - 1/2`."""
+    r"""Elementwise KL divergence of :math:`q = \mathcal{N}(\mu, \sigma^2)` from the prior :math:`p = \mathcal{N}(0, s^2)`.
+
+    .. math::
+
+        \mathrm{KL}(q \,\|\, p) = \ln\frac{s}{\sigma} + \frac{\sigma^2 + \mu^2}{2 s^2} - \frac12 \;\ge 0,
+
+    zero exactly when :math:`\mu = 0` and :math:`\sigma = s`.
+
+    Parameters
+    ----------
+    loc : torch.Tensor
+        :math:`\mu`, any shape.
+    scale : torch.Tensor
+        :math:`\sigma > 0`, broadcastable with ``loc``.
+    prior_scale : torch.Tensor or float
+        :math:`s > 0`, broadcastable with ``loc``.
+
+    Returns
+    -------
+    torch.Tensor
+        The KL of each entry, in nats, shaped like the broadcast of the inputs.
+    """
     prior_scale = torch.as_tensor(prior_scale, dtype=scale.dtype)
     return torch.log(prior_scale) - torch.log(scale) + (scale**2 + loc**2) / (2 * prior_scale**2) - 0.5

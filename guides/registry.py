@@ -6,6 +6,7 @@ with the model's signature ``guide(x, y=None, num_data=None)``.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -22,7 +23,16 @@ class GuideFactory:
         self.description = description
         self.__doc__ = build.__doc__
 
+    def options(self) -> list[str]:
+        """The keyword options ``build`` takes after the model."""
+        parameters = list(inspect.signature(self.build).parameters.values())[1:]
+        return [p.name for p in parameters if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
     def __call__(self, model, **options: Any) -> Callable:
+        """Build the guide of ``model``; an option ``build`` does not take is a ``ValueError`` naming the ones it does."""
+        unknown = sorted(set(options) - set(self.options()))
+        if unknown:
+            raise ValueError(f"guide {self.build.__name__!r} takes no option(s) {unknown}; it takes {self.options()}")
         return self.build(model, **options)
 
     def __repr__(self) -> str:

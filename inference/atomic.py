@@ -46,9 +46,14 @@ def atomic_directory(target: str | Path, *, overwrite: bool = False) -> Iterator
     Raises
     ------
     ValueError
-        When ``target`` exists and is not empty and ``overwrite`` is false.
+        When ``target`` or a folder above it is a file, or ``target`` exists and is not empty and
+        ``overwrite`` is false.
     """
     target = Path(target)
+    blocking = next((path for path in (target, *target.parents) if path.exists() and not path.is_dir()), None)
+    if blocking is not None:
+        below = "" if blocking == target else f", so the folder {target} cannot be made"
+        raise ValueError(f"{blocking} is a file, not a folder{below}; choose another folder path")
     if target.exists() and any(target.iterdir()) and not overwrite:
         raise ValueError(f"{target} exists and is not empty; choose another folder or pass overwrite=True (--overwrite)")
     target.parent.mkdir(parents=True, exist_ok=True)

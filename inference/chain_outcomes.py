@@ -1,8 +1,9 @@
 r"""How the chains of a NUTS run ended, and the draws that survive a failed chain or an interrupt.
 
 Each chain finishes (all ``num_samples`` draws), fails (an exception in its engine or worker:
-it gives nothing and the other chains go on), or is stopped by an interrupt (Ctrl-C in the
-parent, which stops the workers at their next iteration): the nutpie engine then hands back
+it gives nothing and the other chains go on), or is stopped by an interrupt (Ctrl-C or SIGTERM in
+the parent, ``KeyboardInterrupt`` and ``KeyboardInterrupt("SIGTERM")``, which stop the workers at their
+next iteration): the nutpie engine then hands back
 the draws it made after warmup (:class:`ChainInterrupted`), the Pyro engine none.
 
 A posterior needs chains of one length, so :meth:`ChainOutcomes.resolve` keeps the chains
@@ -61,7 +62,7 @@ class ChainOutcomes:
     failures : dict of int to BaseException
         The error of every chain that failed.
     interrupt : BaseException or None
-        The ``KeyboardInterrupt`` that stopped the run, if one did.
+        The ``KeyboardInterrupt`` that stopped the run, if one did (its message says ``SIGTERM`` for that signal).
     """
 
     num_chains: int
@@ -99,7 +100,8 @@ class ChainOutcomes:
             problems += [f"chain {chain} failed ({text})" for chain, text in info["failed_chains"].items()]
         if self.interrupt is not None:
             info["incomplete"] = True
-            info["incomplete_reason"] = (f"interrupted ({type(self.interrupt).__name__}); kept chains {kept} with "
+            cause = _describe(self.interrupt) if str(self.interrupt) else type(self.interrupt).__name__
+            info["incomplete_reason"] = (f"interrupted ({cause}); kept chains {kept} with "
                                          f"{length} of {self.num_samples} draws each")
             problems.append(info["incomplete_reason"])
         if problems:

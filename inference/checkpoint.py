@@ -158,7 +158,7 @@ class CheckpointFolder:
         ------
         ValueError
             When the folder or file is missing, the file is unreadable or not a checkpoint, has another
-            schema version, or belongs to another fit (the differences are named).
+            schema version, lacks a field, or belongs to another fit (the differences are named).
         """
         if not self.directory.is_dir():
             raise ValueError(f"cannot resume from {self.directory}: no such folder")
@@ -179,5 +179,8 @@ class CheckpointFolder:
             raise ValueError(f"{self.path} was written by another fit; resume with the same model, guide, data and "
                              "options. Differences: "
                              + "; ".join(_differences(json.loads(payload["fit"]), json.loads(self.fingerprint))))
-        fields = TrainingState.__dataclass_fields__
-        return TrainingState(**{name: payload[name] for name in fields}), payload["reason"]
+        missing = [name for name in (*TrainingState.__dataclass_fields__, "reason") if name not in payload]
+        if missing:
+            raise ValueError(f"{self.path} is damaged or from another version: it lacks {missing}; "
+                             "start the fit again without resume")
+        return TrainingState(**{name: payload[name] for name in TrainingState.__dataclass_fields__}), payload["reason"]

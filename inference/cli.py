@@ -1,28 +1,36 @@
 """Command line: ``python -m inference fit ...``; choices come from the registries.
 
-Every run writes into ``--out`` atomically: the folder appears complete or not at all.
+Every run writes into ``--out`` atomically: the folder appears complete or not at all. An SVI ``fit``
+checkpoints into ``<out>/checkpoint`` (every ``DEFAULT_CHECKPOINT_EVERY`` steps and on Ctrl-C/SIGTERM) until the
+completed result replaces it; Ctrl-C ends the command with status 130 and a line saying what was kept; an SVI fit
+stopped by a non-finite ELBO leaves its last finite posterior in ``--out`` (``metrics.json`` says ``stopped``).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from bnn_data import load_dataset
+from bnn_data import DATASETS, load_dataset
 from guides import GUIDES
 from inference.atomic import atomic_directory, write_json
+from inference.checkpoint import CHECKPOINT_FILE
 from inference.compare import label_fits
 from inference.curvature import HessianType, Structure
 from inference.fit import METHODS, fit, keyword_options
 from inference.kl_weights import KLWeighting
 from inference.metrics import evaluate
-from inference.nuts import InitStrategy
+from inference.nonfinite import KEPT_POSTERIOR, NonFiniteELBOError
+from inference.nuts import ChainMethod, Engine, InitStrategy
 from inference.plots import plot_fit
 from inference.report import write_comparison
+from inference.svi import DEFAULT_CHECKPOINT_EVERY
 from models import ACTIVATIONS, PRIORS, BayesianMLP
 
 CHECKPOINT_FOLDER = "checkpoint"
@@ -35,8 +43,15 @@ FIT_OPTIONS = {
     "num_warmup": "num_warmup", "num_samples": "num_samples", "num_chains": "num_chains",
     "target_accept": "target_accept", "max_tree_depth": "max_tree_depth", "dense_mass": "dense_mass", "init": "init",
     "hessian": "hessian", "structure": "structure", "tune_prior_precision": "tune_prior_precision",
-    "map_steps": "map_steps", "max_memory_gib": "max_memory_gib",
+    "map_steps": "map_steps", "max_memory_gib": "max_memory_gib", "engine": "engine", "chain_method": "chain_method",
 }
+INFO_METRICS = (
+    "final_elbo", "stopped", "converged", "engine", "incomplete", "incomplete_reason", "failed_chains", "hessian", "structure",
+    "map_grad_norm", "map_converged", "log_marginal_likelihood",
+)
+"""``posterior.info`` entries copied into ``metrics.json`` (where the method sets them), beside the
+``diagnostics``: SVI's final ELBO (and why it stopped early), NUTS's verdict and faults, Laplace's curvature,
+MAP convergence and evidence."""
 
 
 def _widths(text: str) -> tuple[int, ...]:
@@ -73,9 +88,10 @@ def _noise(text: str) -> float | None:
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     """Data and model options shared by the subcommands."""
     data = parser.add_argument_group("data")
-    data.add_argument("--dataset", default="toy1d", help="built-in name, or a UCI folder name with --uci-dir")
+    data.add_argument("--dataset", default="toy1d", metavar="NAME",
+                      help=f"built-in {{{','.join(DATASETS.names())}}}, or a UCI folder name with --uci-dir")
     data.add_argument("--uci-dir", type=Path, help="folder of the UCI benchmark (for example ../shared/data/uci)")
-    data.add_argument("--split", type=int, default=0, help="UCI split number")
+    data.add_argument("--split", type=int, help="UCI split number (default 0); needs --uci-dir")
     model = parser.add_argument_group("model")
     model.add_argument("--hidden", type=_widths, default=(50,), help="hidden widths, comma-separated (default 50)")
     model.add_argument("--activation", choices=ACTIVATIONS.names(), default="tanh")
@@ -100,13 +116,14 @@ def add_fit_arguments(parser: argparse.ArgumentParser, *, checkpoints: bool = Fa
     svi.add_argument("--lr-schedule", choices=["constant", "exponential", "cosine"])
     svi.add_argument("--batch-size", type=int)
     svi.add_argument("--num-particles", type=int)
-    svi.add_argument("--jit", action="store_true", default=None)
+    svi.add_argument("--jit", action=argparse.BooleanOptionalAction, help="compile the ELBO (compare's default: --jit)")
     svi.add_argument("--num-draws", type=int)
     svi.add_argument("--kl-weighting", choices=[w.value for w in KLWeighting], help="KL share per minibatch (default uniform)")
     svi.add_argument("--kl-warmup-fraction", type=float, help="with --kl-weighting warmup: fraction of the run (default 0.25)")
     if checkpoints:
-        svi.add_argument("--checkpoint-every", type=int, metavar="N", help="checkpoint every N steps and on Ctrl-C/SIGTERM "
-                         f"into <out>/{CHECKPOINT_FOLDER} (gone once the run completes)")
+        svi.add_argument("--checkpoint-every", type=int, metavar="N", help="checkpoint every N steps (default "
+                         f"{DEFAULT_CHECKPOINT_EVERY}) and on Ctrl-C/SIGTERM into <out>/{CHECKPOINT_FOLDER} "
+                         "(gone once the run completes)")
         svi.add_argument("--resume", type=Path, metavar="DIR", help="continue from the checkpoint in DIR (same options)")
     nuts = parser.add_argument_group("nuts")
     nuts.add_argument("--num-warmup", type=int, help="adaptation iterations per chain (default 200)")
@@ -114,7 +131,11 @@ def add_fit_arguments(parser: argparse.ArgumentParser, *, checkpoints: bool = Fa
     nuts.add_argument("--num-chains", type=int, help="chains, in parallel processes when cores allow (default min(2, cores))")
     nuts.add_argument("--target-accept", type=float, help="target acceptance probability (default 0.8)")
     nuts.add_argument("--max-tree-depth", type=int, help="at most 2^depth - 1 leapfrog steps per draw (default 10)")
-    nuts.add_argument("--dense-mass", action="store_true", default=None, help="adapt a dense mass matrix")
+    nuts.add_argument("--dense-mass", action=argparse.BooleanOptionalAction,
+                      help="adapt a dense mass matrix (needs --engine pyro; default diagonal)")
+    nuts.add_argument("--engine", choices=[e.value for e in Engine], help="NUTS implementation (default nutpie when installed)")
+    nuts.add_argument("--chain-method", choices=[m.value for m in ChainMethod],
+                      help="chains in processes or one after the other (default auto)")
     nuts.add_argument("--init", choices=[s.value for s in InitStrategy], help="chain start (default prior)")
     laplace = parser.add_argument_group("laplace")
     laplace.add_argument("--hessian", choices=[h.value for h in HessianType], help="likelihood curvature (default ggn)")
@@ -123,6 +144,11 @@ def add_fit_arguments(parser: argparse.ArgumentParser, *, checkpoints: bool = Fa
                          help="scale a Gaussian prior's precision to maximise the Laplace evidence")
     laplace.add_argument("--map-steps", type=int, help="Adam steps before the L-BFGS polish (default 1000)")
     laplace.add_argument("--max-memory-gib", type=float, help="refuse a curvature needing more memory (default 2)")
+
+
+def uci_split(args: argparse.Namespace) -> int:
+    """The UCI split ``--split`` names (default 0)."""
+    return 0 if args.split is None else args.split
 
 
 def build_model(args: argparse.Namespace, dataset) -> BayesianMLP:
@@ -146,39 +172,82 @@ def fit_options(args: argparse.Namespace) -> dict[str, Any]:
     return {**options, "seed": args.seed, "progress": not args.quiet}
 
 
+def checkpoint_folder(args: argparse.Namespace) -> Path | None:
+    """Where an SVI ``fit`` keeps its checkpoints: the ``--resume`` folder, else ``<out>/checkpoint``; ``None``
+    for other methods and for ``compare``."""
+    if getattr(args, "method", None) != "svi":
+        return None
+    return args.resume if args.resume is not None else args.out / CHECKPOINT_FOLDER
+
+
 def checkpoint_options(args: argparse.Namespace) -> dict[str, Any]:
-    """``--checkpoint-every`` and ``--resume`` as fit options: checkpoints go to ``<out>/checkpoint`` (which the
-    completed result replaces), or on into the ``--resume`` folder."""
+    """``--checkpoint-every`` and ``--resume`` as fit options. An SVI fit always checkpoints (every
+    ``DEFAULT_CHECKPOINT_EVERY`` steps unless ``--checkpoint-every`` says otherwise, and on Ctrl-C/SIGTERM) into
+    ``<out>/checkpoint``, which the completed result replaces, or on into the ``--resume`` folder."""
     options: dict[str, Any] = {}
     if args.checkpoint_every is not None:
-        options["checkpoint_every"] = args.checkpoint_every
-        if args.resume is None:
-            options["checkpoint_dir"] = args.out / CHECKPOINT_FOLDER
+        options["checkpoint_every"] = args.checkpoint_every  # another method refuses it by name
     if args.resume is not None:
         options["resume"] = args.resume
+    elif args.method == "svi":
+        options["checkpoint_dir"] = checkpoint_folder(args)
     return options
 
 
+def command_line(args: argparse.Namespace) -> str:
+    """The command that made the run, quoted so that a shell runs it again."""
+    return shlex.join(["python", "-m", "inference", *args.argv])
+
+
+def run_metrics(args: argparse.Namespace, dataset, model: BayesianMLP, posterior) -> dict[str, Any]:
+    """What ``metrics.json`` records: the run, the test metrics (none for a stopped fit), the method's diagnostics
+    and the :data:`INFO_METRICS` it set."""
+    stopped = "stopped" in posterior.info
+    return {
+        "dataset": dataset.name, "split": uci_split(args) if args.uci_dir else None, "method": args.method,
+        "guide": posterior.info.get("guide"), "prior": args.prior, "model": repr(model), "seed": args.seed,
+        "train_seconds": posterior.info["train_seconds"], **({} if stopped else evaluate(posterior, dataset)),
+        **posterior.info.get("diagnostics", {}),
+        **{key: posterior.info[key] for key in INFO_METRICS if key in posterior.info},
+        "command": command_line(args),
+    }
+
+
+def keep_stopped_fit(error: NonFiniteELBOError, args: argparse.Namespace, staging: Path) -> str:
+    """Move the checkpoint of a fit stopped by a non-finite ELBO into ``staging`` when it lives in ``--out`` (which
+    ``staging`` replaces); return the message that names what ``--out`` holds."""
+    kept = f"{args.out} holds the posterior with the parameters before that step (metrics.json says why it stopped)"
+    if error.checkpoint is not None and error.checkpoint.parent == args.out / CHECKPOINT_FOLDER:
+        os.replace(error.checkpoint.parent, staging / CHECKPOINT_FOLDER)
+    return str(error).replace(KEPT_POSTERIOR, kept)
+
+
 def run_fit(args: argparse.Namespace) -> dict[str, Any]:
-    """Fit one model and write ``metrics.json``, ``posterior.nc`` (+ ``fit.json``) and ``predictive.png``."""
-    dataset = load_dataset(args.dataset, uci_dir=args.uci_dir, split=args.split, seed=args.seed)
+    """Fit one model and write ``metrics.json``, ``posterior.nc`` (+ ``fit.json``) and ``predictive.png``.
+
+    An SVI fit stopped by a non-finite ELBO writes its last finite posterior and ``metrics.json`` (with
+    ``stopped``, no test metrics) and then raises ``ValueError`` naming the folder.
+    """
+    dataset = load_dataset(args.dataset, uci_dir=args.uci_dir, split=uci_split(args), seed=args.seed)
     model = build_model(args, dataset)
     options = {**fit_options(args), **checkpoint_options(args)}
     resuming_inside_out = args.resume is not None and args.out.resolve() in args.resume.resolve().parents
+    stopped = None
     with atomic_directory(args.out, overwrite=args.overwrite or resuming_inside_out) as staging:
-        posterior = fit(model, dataset, args.method, **options)
-        metrics = {
-            "dataset": dataset.name, "split": args.split if args.uci_dir else None, "method": args.method,
-            "guide": posterior.info.get("guide"), "prior": args.prior, "model": repr(model), "seed": args.seed,
-            "train_seconds": posterior.info["train_seconds"], **evaluate(posterior, dataset),
-            **posterior.info.get("diagnostics", {}),
-            **{key: posterior.info[key] for key in ("incomplete", "incomplete_reason", "failed_chains") if key in posterior.info},
-            "command": "python -m inference " + " ".join(sys.argv[1:]),
-        }
+        try:
+            posterior = fit(model, dataset, args.method, **options)
+        except NonFiniteELBOError as error:
+            if error.posterior is None:
+                raise ValueError(str(error)) from None  # nothing valid to keep: --out is not written
+            posterior, stopped = error.posterior, keep_stopped_fit(error, args, staging)
+        metrics = run_metrics(args, dataset, model, posterior)
         posterior.write_into(staging)
-        label = args.method if metrics["guide"] is None else f"{args.method} ({metrics['guide']})"
-        plot_fit({label: posterior}, dataset, staging / "predictive.png")
+        if stopped is None:
+            label = args.method if metrics["guide"] is None else f"{args.method} ({metrics['guide']})"
+            plot_fit({label: posterior}, dataset, staging / "predictive.png")
         write_json(staging / "metrics.json", metrics)
+    if stopped is not None:
+        raise ValueError(stopped)
     for key, value in metrics.items():
         if key != "command":
             print(f"{key}: {value:.4g}" if isinstance(value, float) else f"{key}: {value}")
@@ -199,10 +268,12 @@ def method_specs(text: str) -> list[tuple[str, str | None]]:
     return specs
 
 
-COMPARE_BUDGET: dict[str, dict[str, Any]] = {"nuts": {"max_tree_depth": 8}, "svi": {"jit": True}}
-"""Per-method defaults of ``compare`` (under any option the user gives) that keep the no-option run under
-3 minutes on 2 cores: NUTS trajectories of at most 255 leapfrog steps (toy1d's posterior fills the default
-1023 in nearly every draw), SVI's ELBO compiled by the JIT."""
+COMPARE_BUDGET: dict[str, dict[str, Any]] = {"svi": {"jit": True, "steps": 10000}}
+"""Per-method defaults of ``compare`` (under any option the user gives). SVI runs 10,000 JIT-compiled steps: at
+``fit``'s default 2,000 the mean-field ELBO is still rising on toy1d and yacht (yacht split 0, meanfield: test RMSE
+2.38 after 2,000 steps, 0.96 after 10,000). NUTS keeps ``fit``'s defaults, maximum tree depth 10 included: a lower
+depth made this posterior's predictive under-dispersed (shared/DESIGN.md). The no-option run on toy1d stays
+under 3 minutes on 2 cores (README, Measured)."""
 
 
 def options_per_method(specs: list[tuple[str, str | None]], options: dict[str, Any]) -> list[dict[str, Any]]:
@@ -224,14 +295,15 @@ def options_per_method(specs: list[tuple[str, str | None]], options: dict[str, A
 
 def run_compare(args: argparse.Namespace) -> pd.DataFrame:
     """Fit every method on the same model and data, then write the comparison report into ``--out``."""
-    dataset = load_dataset(args.dataset, uci_dir=args.uci_dir, split=args.split, seed=args.seed)
+    if not args.overwrite and args.out.exists() and any(args.out.iterdir()):  # found before minutes of fitting
+        raise ValueError(f"{args.out} exists and is not empty; choose another --out or pass --overwrite")
+    dataset = load_dataset(args.dataset, uci_dir=args.uci_dir, split=uci_split(args), seed=args.seed)
     model = build_model(args, dataset)
     specs = method_specs(args.methods)
     routed = options_per_method(specs, fit_options(args))
     fits = [fit(model, dataset, method, **options) for (method, _), options in zip(specs, routed)]
     posteriors = label_fits(fits)
-    command = "python -m inference " + " ".join(sys.argv[1:])
-    table = write_comparison(posteriors, dataset, args.out, command=command, overwrite=args.overwrite)
+    table = write_comparison(posteriors, dataset, args.out, command=command_line(args), overwrite=args.overwrite)
     with pd.option_context("display.width", 200, "display.max_columns", 12):
         print(table.T.to_string())
     print(f"report: {Path(args.out) / 'report.md'}")
@@ -239,6 +311,13 @@ def run_compare(args: argparse.Namespace) -> pd.DataFrame:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The parser of ``python -m inference``: subcommands ``fit`` and ``compare``, choices from the registries.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        Parsed arguments carry ``run``, the function of the chosen subcommand.
+    """
     parser = argparse.ArgumentParser(prog="python -m inference", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     fit_parser = commands.add_parser("fit", help="fit one model, write metrics, posterior and a plot")
@@ -262,11 +341,52 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def check_data_arguments(args: argparse.Namespace) -> None:
+    """Refuse a ``--dataset`` that is not built in (without ``--uci-dir``) and a ``--split`` without ``--uci-dir``."""
+    if args.uci_dir is not None:
+        return
+    if args.dataset not in DATASETS:
+        raise ValueError(f"unknown dataset {args.dataset!r}; choose a built-in one from {DATASETS.names()}, or pass "
+                         f"--uci-dir ../shared/data/uci for a UCI data set such as 'yacht'")
+    if args.split is not None:
+        raise ValueError(f"--split {args.split} picks a split of a UCI data set; pass --uci-dir too, or drop --split "
+                         f"(the built-in {args.dataset!r} has one fixed split)")
+
+
+def interrupted_message(args: argparse.Namespace, error: KeyboardInterrupt) -> str:
+    """One line on what a Ctrl-C kept: SVI's own account (the checkpoint and how to ``--resume``), else the
+    checkpoint folder if it holds one, else nothing."""
+    if str(error):
+        return f"interrupted: {error}"
+    folder = checkpoint_folder(args)
+    if folder is not None and (folder / CHECKPOINT_FILE).exists():
+        return f"interrupted: {folder} holds the last SVI checkpoint; continue with the same options and --resume {folder}"
+    return f"interrupted: nothing was kept; {args.out} is as it was before the command"
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run ``python -m inference`` with ``argv``.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments after ``python -m inference`` (default ``sys.argv[1:]``); the run records them as its
+        command.
+
+    Returns
+    -------
+    int
+        0 on success. Bad input exits with status 2 and a one-line ``error: ...`` (argparse's own usage
+        errors too), Ctrl-C with status 130 and a line saying what was kept.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     try:
+        check_data_arguments(args)
         args.run(args)
     except ValueError as error:
         parser.exit(2, f"error: {error}\n")
+    except KeyboardInterrupt as error:
+        parser.exit(130, interrupted_message(args, error) + "\n")
     return 0

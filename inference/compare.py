@@ -16,10 +16,13 @@ Per fit (one row, indexed by a unique label such as ``nuts`` or ``svi (meanfield
 ``loo_bad_k``                 with Pareto :math:`\hat k > 0.7`, where the estimate is unreliable
 ``waic_elpd``, ``waic_se``,   WAIC and whether ArviZ warned that it may fail
 ``waic_warning``
-``r_hat_max``, ``ess_bulk_…`` MCMC diagnostics over the weights (several chains only):
-``ess_tail_min``              max R-hat, min bulk and tail ESS, and the number of divergences
-``divergences``
-``r_hat_predictive``          max R-hat of the predictive mean :math:`f(x^*)` over test points:
+``r_hat_max``, ``ess_bulk_…`` MCMC diagnostics over the weights (NUTS only, unrounded): max
+``ess_tail_min``              rank-normalised split R-hat (several chains), min bulk and tail
+``divergences``               ESS (one chain too), the number of divergences
+``converged``                 NUTS's own verdict (:func:`inference.nuts.is_converged`): no
+                              divergence and max R-hat :math:`\le 1.01`
+``r_hat_predictive``          max R-hat of the network output :math:`f(x)` over the training inputs
+                              (:mod:`inference.convergence`, as ``fit_nuts`` reports it):
                               weights of a BNN are not identifiable (hidden units permute) so
                               chains can disagree on weights and agree on functions
 ``chains_agree``              ``r_hat_predictive <= 1.01``; ``False`` flags chains that disagree
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import arviz as az
 import numpy as np
@@ -39,10 +43,11 @@ import pandas as pd
 
 from bnn_data.dataset import Dataset
 from inference.arviz_quiet import quiet_arviz
+from inference.convergence import predictive_r_hat
 from inference.metrics import evaluate
+from inference.nuts import R_HAT_THRESHOLD, convergence_diagnostics, is_converged
 from inference.posterior import Posterior
 
-R_HAT_THRESHOLD = 1.01
 BAD_PARETO_K = 0.7
 
 
@@ -78,36 +83,45 @@ def information_criteria(idata: az.InferenceData) -> dict[str, float]:
     }
 
 
-def predictive_r_hat(posterior: Posterior, dataset: Dataset) -> float:
-    """Max over test points of R-hat of the network output, chains as drawn."""
-    f = posterior.predict(dataset.x_test).f  # (chains * draws, n, out)
-    chains = f.reshape(posterior.num_chains, posterior.num_draws, -1).numpy()
-    return float(max(az.rhat(chains[..., j]) for j in range(chains.shape[-1])))
-
-
-def chain_diagnostics(posterior: Posterior, idata: az.InferenceData, dataset: Dataset) -> dict[str, float]:
-    """R-hat and ESS over the weights, divergences, and the function-space R-hat (several chains only)."""
+def chain_diagnostics(posterior: Posterior, idata: az.InferenceData) -> dict[str, Any]:
+    """For NUTS: max R-hat (several chains) and min bulk/tail ESS over the weights, divergences, the verdict
+    ``converged`` and the function-space R-hat at the training inputs (several chains), computed as
+    :func:`inference.nuts.fit_nuts` does. Other methods' draws are independent: NaN and ``None``."""
     nan = math.nan
-    if posterior.num_chains < 2:
+    if posterior.method != "nuts":
         return {"r_hat_max": nan, "ess_bulk_min": nan, "ess_tail_min": nan, "r_hat_predictive": nan,
-                "divergences": _divergences(idata), "chains_agree": None}
-    summary = az.summary(idata, kind="diagnostics")
-    r_hat_predictive = predictive_r_hat(posterior, dataset)
+                "divergences": nan, "converged": None, "chains_agree": None}
+    if "sample_stats" in idata.groups() and "diverging" in idata.sample_stats:
+        diverging = idata.sample_stats["diverging"].values
+    else:
+        diverging = np.zeros((posterior.num_chains, posterior.num_draws), dtype=bool)
+    diagnostics = convergence_diagnostics({name: value.numpy() for name, value in posterior.samples.items()}, diverging)
+    several = posterior.num_chains > 1
+    r_hat_predictive = predictive_r_hat(posterior.model, posterior.samples, posterior.x) if several else nan
     return {
-        "r_hat_max": float(summary["r_hat"].max()), "ess_bulk_min": float(summary["ess_bulk"].min()),
-        "ess_tail_min": float(summary["ess_tail"].min()), "r_hat_predictive": r_hat_predictive,
-        "divergences": _divergences(idata), "chains_agree": bool(r_hat_predictive <= R_HAT_THRESHOLD),
+        **diagnostics, "r_hat_max": diagnostics["r_hat_max"] if several else nan, "r_hat_predictive": r_hat_predictive,
+        "converged": is_converged(diagnostics), "chains_agree": bool(r_hat_predictive <= R_HAT_THRESHOLD) if several else None,
     }
 
 
-def _divergences(idata: az.InferenceData) -> float:
-    if "sample_stats" in idata.groups() and "diverging" in idata.sample_stats:
-        return int(idata.sample_stats["diverging"].values.sum())
-    return math.nan
-
-
 def compare(posteriors: Sequence[Posterior] | Mapping[str, Posterior], test_data: Dataset) -> pd.DataFrame:
-    """The comparison table described in the module docstring, one row per fit."""
+    """The comparison table described in the module docstring, one row per fit.
+
+    Parameters
+    ----------
+    posteriors : sequence of Posterior, or mapping of label to Posterior
+        Fits of any methods, guides and priors on ``test_data``'s training split; a sequence is labelled by
+        :func:`label_fits`.
+    test_data : Dataset
+        The data the fits were trained on: test metrics on its test split, LOO and WAIC on the training split
+        the posteriors carry.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per fit, indexed by its label, with the columns of the module docstring (regression or
+        classification metrics as ``test_data``'s task has them).
+    """
     rows = {}
     for label, posterior in label_fits(posteriors).items():
         idata = posterior.to_inference_data()
@@ -121,13 +135,25 @@ def compare(posteriors: Sequence[Posterior] | Mapping[str, Posterior], test_data
             "elbo": posterior.info.get("final_elbo", math.nan),
             "log_marginal_likelihood": posterior.info.get("log_marginal_likelihood", math.nan),
             **information_criteria(idata),
-            **chain_diagnostics(posterior, idata, test_data),
+            **chain_diagnostics(posterior, idata),
         }
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
 def rank(posteriors: Sequence[Posterior] | Mapping[str, Posterior]) -> pd.DataFrame:
-    """ArviZ's ``az.compare`` ranking of the fits by PSIS-LOO on the training data."""
+    r"""ArviZ's ``az.compare`` ranking of the fits by PSIS-LOO on the training data.
+
+    Parameters
+    ----------
+    posteriors : sequence of Posterior, or mapping of label to Posterior
+        Fits on the same training data (labelled as in :func:`compare`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``az.compare``'s table, best first: ``elpd_loo`` :math:`= \sum_i \log p(y_i \mid y_{-i})`, its
+        difference to the best and standard errors, and the stacking ``weight`` (summing to 1).
+    """
     data = {label: p.to_inference_data() for label, p in label_fits(posteriors).items()}
     with quiet_arviz(reported=True):
         return az.compare(data)

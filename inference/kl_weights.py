@@ -21,6 +21,10 @@ by scaling the log-densities of every latent site, in the model and in the guide
 :math:`c_i = M\pi_i` (:class:`ScaleKL`). With ``uniform`` weights :math:`c_i = 1`: plain SVI.
 Here :math:`M = \lfloor N/|B| \rfloor` (SVI uses equal batches; the :math:`N - M|B|`
 examples left over change with each epoch's shuffle) and :math:`i = 1, \dots, M`.
+
+The weights of every epoch sum to 1 for ``uniform`` and ``blundell``; ``warmup`` anneals
+the KL in, so by design its epochs sum to less than 1 during the warm-up and to exactly 1
+after it.
 """
 
 from __future__ import annotations
@@ -45,11 +49,41 @@ class KLWeighting(str, Enum):
     WARMUP = "warmup"
     r""":math:`\pi_t = \beta_t / M` with :math:`\beta_t = \min(1, (t+1)/W)`: the KL is annealed in
     linearly over the first :math:`W` steps, then weighted uniformly. An epoch's weights sum
-    to the mean of :math:`\beta_t` over its steps: below 1 during the warm-up, exactly 1
-    for every epoch that starts at :math:`t \ge W - 1`."""
+    to the mean of :math:`\beta_t` over its steps. By design (annealing) that sum is below 1
+    during the warm-up, so those epochs do not minimise the negative ELBO but a tempered
+    objective with less KL; it is exactly 1 for every epoch that starts at
+    :math:`t \ge W - 1`, from where on the weights are ``uniform``'s."""
 
     def weight(self, *, batch: int, num_batches: int, step: int, warmup_steps: int) -> float:
-        """:math:`\\pi` of minibatch ``batch`` (0-based, so :math:`i` = ``batch + 1``) at global ``step``."""
+        r"""The KL weight :math:`\pi` of one minibatch step.
+
+        .. math::
+
+            \pi = \begin{cases}
+            1/M & \text{uniform,} \\
+            2^{M-i}/(2^M - 1) & \text{blundell,} \\
+            \min\big(1, (t+1)/W\big)/M & \text{warmup,}
+            \end{cases}
+
+        so that :math:`\sum_{i=1}^M \pi_i = 1` over an epoch for ``uniform`` and ``blundell``,
+        and for ``warmup`` once the epoch starts at :math:`t \ge W - 1` (below 1 before, by design).
+
+        Parameters
+        ----------
+        batch : int
+            The minibatch's place in its epoch, 0-based, so :math:`i` = ``batch + 1``.
+        num_batches : int
+            :math:`M`, the minibatches per epoch.
+        step : int
+            :math:`t`, the global step (0-based); used by ``warmup`` only.
+        warmup_steps : int
+            :math:`W`, the warm-up's length in steps; used by ``warmup`` only.
+
+        Returns
+        -------
+        float
+            :math:`\pi`, in :math:`(0, 1]`. SVI scales the KL of the step by :math:`M\pi`.
+        """
         if self is KLWeighting.UNIFORM:
             return 1.0 / num_batches
         if self is KLWeighting.BLUNDELL:

@@ -130,9 +130,24 @@ class Linearization:
 
     @classmethod
     def load(cls, path: str | Path, model) -> Linearization:
-        """Read what :meth:`save` wrote, for ``model``, in the default dtype."""
-        state = torch.load(path, weights_only=True)
+        """Read what :meth:`save` wrote, for ``model``, in the default dtype.
+
+        Raises
+        ------
+        ValueError
+            When ``path`` is not a readable tensor file, or does not hold this model's Gaussian
+            (damaged, or written by another version or for another model).
+        """
+        fix = "it is damaged or from another version or model; fit and save the posterior again"
+        try:
+            state = torch.load(path, weights_only=True)  # tensors and plain containers only: runs no code
+        except Exception as error:  # noqa: BLE001 - a damaged zip or pickle raises many types
+            raise ValueError(f"{path} cannot be read as a linearisation ({type(error).__name__}); {fix}") from None
         dtype = torch.get_default_dtype()
-        state["mean"], state["scale"] = state["mean"].to(dtype), state["scale"].to(dtype)
-        state["constants"] = {name: value.to(dtype) for name, value in state["constants"].items()}
-        return cls(LaplaceGuide.from_state(model.sites, state))
+        try:
+            state["mean"], state["scale"] = state["mean"].to(dtype), state["scale"].to(dtype)
+            state["constants"] = {name: value.to(dtype) for name, value in state["constants"].items()}
+            return cls(LaplaceGuide.from_state(model.sites, state))
+        except (AttributeError, KeyError, TypeError, ValueError) as error:
+            raise ValueError(f"{path} does not hold a linearisation for this model ({type(error).__name__}: {error}); "
+                             f"{fix}") from None

@@ -176,8 +176,8 @@ def _estimate(model, x, y, theta, distributions, tolerance: float, judged_from: 
     if largest > tolerance:
         warnings.warn(
             f"the MAP polish stopped after {iterations} L-BFGS iterations with a gradient entry of {largest:.3g} > "
-            f"map_tolerance={tolerance:g} (norm {gradient.norm().item():.3g}): the Laplace approximation is centred "
-            "off the mode; raise map_steps or map_lr, or loosen map_tolerance",
+            f"map_tolerance={tolerance:g} (norm {gradient.norm().item():.3g}): the MAP estimate (the Laplace "
+            "approximation's centre, or a guide's start) is off the mode; raise map_steps or map_lr, or loosen map_tolerance",
             RuntimeWarning,
             stacklevel=4,
         )

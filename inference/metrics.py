@@ -59,10 +59,27 @@ def closed_form_log_density(task: str, prediction: Prediction, y: torch.Tensor) 
 
 def evaluate(posterior: Posterior, dataset: Dataset, num_samples: int | None = None,
              predictive: PredictiveType | str | None = None) -> dict[str, float]:
-    """Metrics of ``posterior`` on ``dataset``'s test split (see the module docstring).
+    r"""Metrics of ``posterior`` on ``dataset``'s test split (see the module docstring).
 
-    ``predictive`` as in :meth:`Posterior.predict`; the Monte Carlo predictive's density is the
-    mixture over draws, the linearised one's the Gaussian (or probit) closed form.
+    Parameters
+    ----------
+    posterior : Posterior
+        A fit of a model sized for ``dataset``.
+    dataset : Dataset
+        Its test split is scored; ``dataset.task`` picks the metrics and ``dataset.y_scaler`` gives the
+        original units.
+    num_samples : int, optional
+        Draws used by the Monte Carlo predictive, thinned evenly (default: all the posterior holds).
+    predictive : {"mc", "linearized"}, optional
+        As in :meth:`Posterior.predict` (default ``posterior.default_predictive``). The Monte Carlo density
+        is the mixture over draws, :math:`\log \frac{1}{S}\sum_s p(y^* \mid x^*, W_s)`; the linearised one
+        the Gaussian (or probit) closed form.
+
+    Returns
+    -------
+    dict of str to float
+        Regression: ``test_rmse``, ``test_ll``, ``coverage_50``, ``coverage_90``. Classification:
+        ``test_accuracy``, ``test_ll``, ``ece``, and ``roc_auc`` when binary.
     """
     predictive = posterior.default_predictive if predictive is None else parse_option(PredictiveType, predictive,
                                                                                          "predictive")

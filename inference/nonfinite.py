@@ -25,6 +25,9 @@ HINT = ("lower lr (now {lr}), or start the guide narrower (guide_options: a smal
         "a lower init_rho for meanfield and empirical-bayes)")
 
 
+KEPT_POSTERIOR = "error.posterior holds draws from the guide with the parameters before that step"
+
+
 class NonFiniteStep(FloatingPointError):
     """An SVI step's loss or gradient is not finite; no parameter was updated.
 
@@ -48,8 +51,9 @@ class NonFiniteELBOError(ValueError):
     ----------
     step : int
         The failing step (the parameters are those after ``step`` steps).
-    posterior : Posterior
-        Draws from the guide with the last finite parameters (its ``info["stopped"]`` says why).
+    posterior : Posterior or None
+        Draws from the guide with the last finite parameters (its ``info["stopped"]`` says why); ``None`` when
+        the likelihood cannot be built on those parameters' draws (a noise scale drawn at 0).
     checkpoint : Path or None
         The checkpoint of that state, when the fit had a ``checkpoint_dir``.
     """
@@ -57,7 +61,8 @@ class NonFiniteELBOError(ValueError):
     def __init__(self, step: int, cause: str, culprits: list[str], *, lr: float, posterior,
                  checkpoint: Path | None) -> None:
         where = f"not finite: {', '.join(culprits)}" if culprits else "no parameter or site could be named"
-        kept = "error.posterior holds draws from the guide with the parameters before that step"
+        kept = (KEPT_POSTERIOR if posterior is not None
+                else "no posterior is kept: the likelihood cannot be built on the draws of the parameters before that step")
         if checkpoint is not None:
             kept += f", and {checkpoint} holds its state"
         super().__init__(f"SVI stopped at step {step}: {cause}; {where}. {kept}. Hint: {HINT.format(lr=lr)}")

@@ -1,7 +1,9 @@
 r"""One NUTS chain run by nutpie (Rust) on the model's compiled flat potential.
 
 nutpie's sampler calls back into Python once per leapfrog step for
-:math:`(\log\pi(z), \nabla_z\log\pi(z))` (:class:`inference.potential.FlatPotential`); the
+:math:`(\log\pi(z), \nabla_z\log\pi(z))` (:class:`inference.potential.FlatPotential` when
+:func:`~inference.potential.flat_potential_mismatch` finds it describes the model's program, else
+Pyro's generic :class:`~inference.potential.TracePotential`; ``ChainJob.potential`` says which); the
 trajectory, the step-size and mass-matrix adaptation and the bookkeeping run in Rust, so
 a gradient costs the torch call plus about 15-20 us instead of Pyro's 150-200 us of
 Python. Its warmup adapts a diagonal mass matrix from the draws *and* the gradients
@@ -10,14 +12,15 @@ than Stan-style adaptation.
 
 Options: ``target_accept`` and ``max_tree_depth`` are nutpie's ``target_accept`` and
 ``maxdepth``; ``dense_mass=True`` is refused (nutpie has no dense mass matrix);
-``jit_compile`` picks the potential's backend: ``auto`` when set (the hand-derived NumPy gradient of
-:mod:`inference.numpy_potential` for the collection's own parts, TorchScript otherwise), else ``eager``.
+``jit_compile`` picks the flat potential's backend: ``auto`` when set (the hand-derived NumPy gradient of
+:mod:`inference.numpy_potential` for the collection's own parts, TorchScript otherwise), else ``eager``
+(the generic potential is always eager).
 Build a :class:`~inference.potential.FlatPotential` with ``backend="compile"`` for long runs of a model
 with parts of your own.
 The statistics keep the names of :mod:`inference.nuts`: ``acceptance_rate`` is nutpie's
 ``mean_tree_accept``, ``step_size`` the adapted :math:`\epsilon` (nutpie's ``step_size_bar``; each
 trajectory uses a randomly jittered multiple of it) and ``tree_depth`` is computed from
-``n_steps`` as for Pyro.
+``n_steps`` by :func:`inference.nuts.tree_depth`.
 """
 
 from __future__ import annotations
@@ -31,15 +34,15 @@ import torch
 from nutpie.compiled_pyfunc import from_pyfunc
 
 from inference.chain_outcomes import ChainInterrupted
-from inference.nuts import ChainDraws, ChainJob, initial_point
-from inference.potential import Backend, FlatPotential
+from inference.nuts import ChainDraws, ChainJob, initial_point, sampler_stats
+from inference.potential import Backend, FlatLayout, FlatPotential, PotentialKind, TracePotential
 from inference.seeding import seeded
 
 POLL_SECONDS = 0.25
 DRAWS = "z"  # nutpie's one "variable": the flat unconstrained draw
 
 
-def compiled_model(potential: FlatPotential, start: np.ndarray):
+def compiled_model(potential: FlatLayout, start: np.ndarray):
     """nutpie's model around ``potential``, starting every chain at ``start`` (unconstrained)."""
     return from_pyfunc(
         potential.dim,
@@ -74,8 +77,11 @@ def run_chain(model, x: torch.Tensor, y: torch.Tensor, job: ChainJob, report: Ca
     draws made after warmup."""
     start_time = time.perf_counter()
     with seeded(job.seed):
-        params, _, _ = initial_point(model, x, y, job.init, jit_compile=False)
-    potential = FlatPotential(model, x, y, backend=Backend.AUTO if job.jit_compile else Backend.EAGER)
+        params, potential_fn, transforms = initial_point(model, x, y, job.init, jit_compile=False)
+    if job.potential is PotentialKind.FLAT:
+        potential = FlatPotential(model, x, y, backend=Backend.AUTO if job.jit_compile else Backend.EAGER)
+    else:
+        potential = TracePotential(potential_fn, transforms, params)
     start = potential.flatten(params).numpy()
     sampler = nutpie.sample(
         compiled_model(potential, start), draws=job.num_samples, tune=job.num_warmup, chains=1, cores=1,
@@ -111,14 +117,8 @@ def run_chain(model, x: torch.Tensor, y: torch.Tensor, job: ChainJob, report: Ca
     z = torch.as_tensor(np.array(_column_lists(draw_batches, DRAWS)), dtype=torch.float64)[kept]
     with torch.no_grad():
         samples = {name: value.to(job.dtype).numpy() for name, value in potential.constrained(z).items()}
-    n_steps = n_steps[kept].astype(np.int64)
-    stats = {
-        "diverging": _column(stats, "diverging")[kept].astype(bool),
-        "n_steps": n_steps,
-        "tree_depth": np.floor(np.log2(np.maximum(n_steps, 1))).astype(np.int64) + 1,
-        "step_size": _column(stats, "step_size_bar")[kept].astype(np.float64),
-        "acceptance_rate": _column(stats, "mean_tree_accept")[kept].astype(np.float64),
-    }
+    stats = sampler_stats(_column(stats, "diverging")[kept], n_steps[kept], _column(stats, "step_size_bar")[kept],
+                          _column(stats, "mean_tree_accept")[kept])
     draws = ChainDraws(samples, stats, time.perf_counter() - start_time, gradients)
     if interrupt is not None:
         raise ChainInterrupted(job.chain, draws) from interrupt

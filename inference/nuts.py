@@ -20,8 +20,10 @@ from Jupyter, where Pyro's own multi-chain MCMC hangs) when more than one core i
 and one after the other otherwise; either way every chain runs on one torch thread with
 the same seed, so both give the same draws. A script that samples in processes must
 guard its entry point with ``if __name__ == "__main__":`` (the spawn rule), and a model
-must be picklable (priors and likelihoods defined in an importable module, not in
-``__main__``); otherwise pass ``chain_method="sequential"``.
+must be picklable (priors and likelihoods defined in an importable module, not in a
+notebook or inside a function). When it is not (checked before the workers start) or a
+worker dies, ``chain_method="auto"`` runs the chains in sequence with a
+:class:`SequentialChainsWarning` saying why, and ``"parallel"`` raises ``ValueError``.
 
 Per-draw sampler statistics, stored as ArviZ's ``sample_stats`` (arrays ``(chains, draws)``):
 
@@ -39,9 +41,12 @@ Per-draw sampler statistics, stored as ArviZ's ``sample_stats`` (arrays ``(chain
     The mean over the trajectory of :math:`\min(1, e^{H(z_0, r_0) - H(z_i, r_i)})`.
 
 Convergence: ArviZ's rank-normalised split :math:`\hat{R}` (over chains, so only with two
-or more), bulk and tail ESS, the number of divergences and the verdict ``converged`` go into
-``posterior.info["diagnostics"]``; a run with :math:`\max\hat{R} > 1.01` or any divergence
-sets ``converged`` (also ``info["converged"]``) to ``False`` and emits a :class:`ConvergenceWarning`.
+or more) of every site, the predictive :math:`\hat{R}` of the network output at the training
+inputs (``r_hat_predictive``, :mod:`inference.convergence`: the weights of a network are not
+identifiable, its predictions are), bulk and tail ESS, the number of divergences and the
+verdict ``converged`` go into ``posterior.info["diagnostics"]``; a run with
+:math:`\max\hat{R} > 1.01` or any divergence sets ``converged`` (also ``info["converged"]``)
+to ``False`` and emits a :class:`ConvergenceWarning` that gives the predictive :math:`\hat{R}` too.
 
 Faults lose only their own draws (:mod:`inference.chain_outcomes`): a chain whose engine or worker
 raises is reported in ``info["failed_chains"]`` and an
@@ -49,31 +54,48 @@ raises is reported in ``info["failed_chains"]`` and an
 when every chain fails does the fit raise, with the first chain's error). Ctrl-C
 (``KeyboardInterrupt`` in this process; the workers ignore SIGINT and stop at the parent's
 request) returns the chains that finished and, from the nutpie engine, the draws the running
-chains made, with ``info["incomplete"] = True`` and ``info["incomplete_reason"]``.
+chains made, with ``info["incomplete"] = True`` and ``info["incomplete_reason"]``. SIGTERM (a
+scheduler, ``kill``) does the same while the chains run; the workers ignore it as well.
+
+The nutpie engine evaluates the fast flat potential of :mod:`inference.potential` when it
+describes the model's Pyro program (checked once before sampling,
+:func:`~inference.potential.flat_potential_mismatch`), and Pyro's generic trace-based
+potential otherwise; ``info["potential"]`` says which (``"flat"`` or ``"trace"``) and
+``info["potential_reason"]`` why the flat one was not used. Sites of the program that the
+model does not declare are sampled too and returned in ``posterior.extras["other_sites"]``.
 
 The engine is :func:`run_chain` (one chain in, draws and statistics out as
 :class:`ChainDraws`); validation, seeds, processes, progress and diagnostics do not depend
 on it, so another sampler replaces that one function.
 
-Cost: Pyro spends about 0.15-0.2 ms of Python per leapfrog step on top of the gradient. On
-the 152-latent toy BNN (``python -m inference fit --method nuts --dataset toy1d``) every
-draw takes the full :math:`2^{10} - 1` steps, so the defaults (200 warmup + 200 draws per
-chain, 2 chains in parallel) cost about :math:`4 \times 10^5` gradients per chain: about 5
-minutes at the 1,400 gradients/s of an idle core, several times longer when other jobs share
-the cores (measured: 40 minutes at about 440 gradients/s). Small models take seconds.
+Cost: on the 152-latent toy BNN (``python -m inference fit --method nuts --dataset toy1d``)
+a draw takes up to :math:`2^{10} - 1` leapfrog steps, so the defaults (200 warmup + 200 draws
+per chain, 2 chains in parallel) cost up to about :math:`4 \times 10^5` gradients per chain.
+The default nutpie engine on the flat potential's NumPy gradient spends about 0.08 ms per
+gradient (about 60 us for the gradient, see :class:`~inference.potential.Backend`, and 20 us
+in nutpie): under a minute per chain; on Pyro's generic potential it pays an eager run of the
+Pyro program per gradient instead, several times slower. The Pyro engine spends about
+0.15-0.2 ms of Python per leapfrog step on top of the gradient: about 5 minutes at its 1,400
+gradients/s on an idle core, several times longer when other jobs share the cores (measured:
+40 minutes at about 440 gradients/s). Small models take seconds.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import io
 import multiprocessing
 import os
+import pickle
 import queue
 import signal
+import sys
 import time
+import types
 import warnings
 from collections.abc import Callable, Mapping
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
@@ -89,10 +111,12 @@ from pyro.infer.mcmc.util import initialize_model
 from tqdm.auto import tqdm
 
 from inference.chain_outcomes import ChainInterrupted, ChainOutcomes
+from inference.convergence import predictive_r_hat
 from inference.posterior import Posterior
+from inference.potential import MAX_PLATE_NESTING, PotentialKind, flat_potential_mismatch, latent_sites
 from inference.seeding import seeded
+from inference.stop_signals import sigterm_as_keyboard_interrupt
 
-MAX_PLATE_NESTING = 1
 R_HAT_THRESHOLD = 1.01
 MIN_SAMPLES = 4  # split R-hat and ESS need at least 4 draws per chain
 MAP_STEPS = 1000
@@ -102,6 +126,17 @@ PROGRESS_POLL_SECONDS = 0.2
 
 class ConvergenceWarning(UserWarning):
     """A NUTS run shows divergences or chains that disagree (R-hat above 1.01)."""
+
+
+class SequentialChainsWarning(UserWarning):
+    """The chains could not run in processes (``chain_method="auto"``) and ran one after the other instead."""
+
+
+HOW_TO_GET_PROCESSES = (
+    "to run chains in processes, define custom classes (priors, likelihoods, models) in an importable module "
+    "(a .py file imported by the notebook or script), not in a notebook or inside a function, and guard a "
+    "script's entry point with `if __name__ == \"__main__\":`; or pass chain_method='sequential'"
+)
 
 
 class InitStrategy(str, Enum):
@@ -118,7 +153,8 @@ class Engine(str, Enum):
 
     NUTPIE = "nutpie"
     """nutpie's Rust NUTS on the compiled flat potential (:mod:`inference.nutpie_engine`); ~10x faster
-    per gradient on the toy BNN; ignores nothing but refuses ``dense_mass=True``."""
+    per gradient on the toy BNN; ignores no option, but refuses ``dense_mass=True`` (no dense mass
+    matrix) and ``num_warmup=0`` (it panics without adaptation)."""
     PYRO = "pyro"
     """Pyro's ``NUTS`` on the model's trace (:func:`run_chain`), the reference."""
 
@@ -161,6 +197,7 @@ class ChainJob:
     jit_compile: bool
     dtype: torch.dtype
     engine: Engine = Engine.PYRO
+    potential: PotentialKind = PotentialKind.TRACE  # the nutpie engine's potential; Pyro's always reads the trace
 
 
 @dataclass(frozen=True)
@@ -173,6 +210,23 @@ class ChainDraws:
     stats: dict[str, np.ndarray]
     seconds: float
     gradients: int
+
+
+def tree_depth(n_steps: np.ndarray) -> np.ndarray:
+    r"""ArviZ's tree depth of each draw, :math:`\lfloor\log_2(\text{n\_steps})\rfloor + 1` (integers)."""
+    return np.floor(np.log2(np.maximum(n_steps, 1))).astype(np.int64) + 1
+
+
+def sampler_stats(diverging: np.ndarray, n_steps: np.ndarray, step_size: np.ndarray,
+                  acceptance_rate: np.ndarray) -> dict[str, np.ndarray]:
+    """The ``sample_stats`` of one chain (see the module notes), one value per draw, from any engine."""
+    return {
+        "diverging": np.asarray(diverging, dtype=bool),
+        "n_steps": np.asarray(n_steps, dtype=np.int64),
+        "tree_depth": tree_depth(n_steps),
+        "step_size": np.asarray(step_size, dtype=np.float64),
+        "acceptance_rate": np.asarray(acceptance_rate, dtype=np.float64),
+    }
 
 
 # --------------------------------------------------------------------- the Pyro engine
@@ -236,8 +290,11 @@ class _StatsRecorder:
         n_steps = self.potential.reset()
         self.gradients += n_steps
         if stage == "Sample":
-            # Pyro keeps only the running mean m_n of the acceptance statistic over the draws
-            # (no public accessor); a_n = n m_n - (n - 1) m_{n-1} recovers each draw's value.
+            # Pyro keeps only the running mean m_n of the acceptance statistic over the draws, and
+            # a_n = n m_n - (n - 1) m_{n-1} recovers each draw's value. No public route gives m_n
+            # exactly: kernel.logging() rounds it to 3 decimals (an error n times larger in a_n) and
+            # MCMC.diagnostics() holds the Metropolis acceptance count, another statistic; so the
+            # attribute is read (Pyro 1.9; test_nuts checks the values lie in [0, 1]).
             mean = kernel._mean_accept_prob
             self.acceptance[i] = (i + 1) * mean - i * self.previous_mean
             self.previous_mean = mean
@@ -248,13 +305,8 @@ class _StatsRecorder:
     def stats(self, divergent: list[int]) -> dict[str, np.ndarray]:
         diverging = np.zeros(self.job.num_samples, dtype=bool)
         diverging[divergent] = True
-        return {
-            "diverging": diverging,
-            "n_steps": self.n_steps,
-            "tree_depth": np.floor(np.log2(np.maximum(self.n_steps, 1))).astype(np.int64) + 1,
-            "step_size": self.step_size,
-            "acceptance_rate": np.clip(self.acceptance, 0.0, 1.0),  # clip only rounding of the difference
-        }
+        # clip only the rounding of the difference
+        return sampler_stats(diverging, self.n_steps, self.step_size, np.clip(self.acceptance, 0.0, 1.0))
 
 
 def run_chain(model, x: torch.Tensor, y: torch.Tensor, job: ChainJob, report: Callable[[tuple], None]) -> ChainDraws:
@@ -271,8 +323,7 @@ def run_chain(model, x: torch.Tensor, y: torch.Tensor, job: ChainJob, report: Ca
         mcmc = MCMC(kernel, job.num_samples, warmup_steps=job.num_warmup, initial_params=params,
                     hook_fn=recorder, disable_progbar=True)
         mcmc.run()
-    samples = {name: value.reshape(job.num_samples, *shape).numpy()
-               for name, value in mcmc.get_samples().items() for shape in [model.latent_shapes[name]]}
+    samples = {name: value.numpy() for name, value in mcmc.get_samples().items()}  # every site of the trace
     stats = recorder.stats(mcmc.diagnostics()["divergences"]["chain 0"])
     return ChainDraws(samples, stats, time.perf_counter() - start, recorder.gradients)
 
@@ -299,7 +350,8 @@ _worker_stop: Any = None
 
 def _start_worker(messages, stop) -> None:
     global _worker_messages, _worker_stop
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it stops the workers through `stop`
+    for signum in (signal.SIGINT, signal.SIGTERM):  # the parent's to handle: it stops the workers through `stop`
+        signal.signal(signum, signal.SIG_IGN)
     torch.set_num_threads(1)
     messages.cancel_join_thread()  # exit without flushing progress messages nobody reads any more
     _worker_messages, _worker_stop = messages, stop
@@ -308,6 +360,8 @@ def _start_worker(messages, stop) -> None:
 def _report_to_parent(message: tuple) -> None:
     if _worker_stop.is_set():
         raise InterruptedError("the parent process stopped the sampling")
+    if not multiprocessing.parent_process().is_alive():  # the worker ignores SIGINT and SIGTERM: do not outlive the parent
+        raise InterruptedError("the parent process is gone")
     _worker_messages.put(message)
 
 
@@ -354,6 +408,10 @@ def _run_in_processes(model, x, y, jobs: list[ChainJob], show: _ProgressBars) ->
             if not isinstance(interrupt, KeyboardInterrupt):
                 raise
             outcomes.interrupt = interrupt
+    broken = [future.exception() for future in futures.values()
+              if not future.cancelled() and isinstance(future.exception(), BrokenProcessPool)]
+    if broken and outcomes.interrupt is None:
+        raise broken[0]  # a worker died: no chain's outcome is its own
     for chain, future in futures.items():
         error = None if future.cancelled() else future.exception()
         if future.cancelled() or (outcomes.interrupt is not None and isinstance(error, InterruptedError)):
@@ -388,11 +446,63 @@ def _run_in_sequence(model, x, y, jobs: list[ChainJob], show: _ProgressBars) -> 
 
 
 def _run_chains(model, x, y, jobs: list[ChainJob], parallel: bool, progress: bool) -> ChainOutcomes:
+    """The chains' outcomes; SIGTERM stops them as Ctrl-C does, keeping the draws made."""
     show = _ProgressBars(jobs, progress)
     try:
-        return (_run_in_processes if parallel else _run_in_sequence)(model, x, y, jobs, show)
+        with sigterm_as_keyboard_interrupt():
+            return (_run_in_processes if parallel else _run_in_sequence)(model, x, y, jobs, show)
     finally:
         show.close()
+
+
+class _MainReferences(pickle.Pickler):
+    """A pickler that records the classes and functions it pickles by reference to ``__main__``."""
+
+    def __init__(self) -> None:
+        super().__init__(io.BytesIO())
+        self.found: set[str] = set()
+
+    def persistent_id(self, obj: Any) -> None:
+        if isinstance(obj, (type, types.FunctionType)) and getattr(obj, "__module__", None) == "__main__":
+            self.found.add(obj.__qualname__)
+        return None  # pickle everything as usual
+
+
+def _process_obstacle(payload: Any) -> str | None:
+    """Why ``payload`` cannot reach a ``spawn`` worker, or ``None``: it does not pickle (a class defined inside a
+    function, a lambda), or it names classes of a ``__main__`` the worker cannot import (a notebook, ``python -c``)."""
+    pickler = _MainReferences()
+    try:
+        pickler.dump(payload)
+    except Exception as error:  # noqa: BLE001 - pickling raises several types
+        return f"the model or data cannot be pickled for a worker process ({type(error).__name__}: {error})"
+    main = sys.modules["__main__"]
+    importable = getattr(main.__spec__, "name", None) is not None or getattr(main, "__file__", None) is not None
+    if pickler.found and not importable:
+        return (f"{sorted(pickler.found)} are defined in __main__ (a notebook or an interactive session), "
+                "which a worker process cannot import")
+    return None
+
+
+def _sample(model, x, y, jobs: list[ChainJob], parallel: bool, chain_method: ChainMethod,
+            progress: bool) -> tuple[ChainOutcomes, bool]:
+    """The chains' outcomes and whether they ran in processes. When processes cannot work (checked before
+    they start, or a worker died), ``chain_method="auto"`` runs the chains in sequence with a
+    :class:`SequentialChainsWarning` and ``"parallel"`` raises ``ValueError``; both say why and what to change."""
+    if parallel:
+        obstacle, cause = _process_obstacle((model, x, y, jobs)), None
+        if obstacle is None:
+            try:
+                return _run_chains(model, x, y, jobs, True, progress), True
+            except BrokenProcessPool as error:
+                obstacle, cause = (f"a worker process died ({type(error).__name__}: {error}); a script without "
+                                   "`if __name__ == \"__main__\":` or a class a worker cannot load does this"), error
+        if chain_method is ChainMethod.PARALLEL:
+            raise ValueError(f"chain_method='parallel' cannot run the chains in processes: {obstacle}; "
+                             f"{HOW_TO_GET_PROCESSES}") from cause
+        warnings.warn(f"NUTS runs the chains one after the other, not in processes: {obstacle}; {HOW_TO_GET_PROCESSES}",
+                      SequentialChainsWarning, stacklevel=4)
+    return _run_chains(model, x, y, jobs, False, progress), False
 
 
 # ---------------------------------------------------------------------- diagnostics
@@ -423,7 +533,12 @@ def is_converged(diagnostics: Mapping[str, Any]) -> bool:
 def _convergence_message(diagnostics: Mapping[str, Any], num_chains: int, num_samples: int) -> str:
     problems = []
     if diagnostics["r_hat_max"] is not None and not diagnostics["r_hat_max"] <= R_HAT_THRESHOLD:
-        problems.append(f"max R-hat {diagnostics['r_hat_max']:.3f} > {R_HAT_THRESHOLD} (the chains disagree)")
+        predictive = diagnostics["r_hat_predictive"]
+        verdict = ("the chains disagree, on the predictions too" if not predictive <= R_HAT_THRESHOLD else
+                   "but they agree on the predictions: hidden units that permute between chains do this, and the "
+                   "predictive R-hat is the check that matters for a network")
+        problems.append(f"max R-hat {diagnostics['r_hat_max']:.3f} > {R_HAT_THRESHOLD} over the weights, "
+                        f"predictive R-hat (of f(x) at the training inputs) {predictive:.3f}; {verdict}")
     if diagnostics["divergences"]:
         problems.append(f"{diagnostics['divergences']} divergent transitions of {num_chains * num_samples} draws")
     return (
@@ -455,11 +570,11 @@ def _chain_inits(init: Any, model, x, y, num_chains: int) -> list[InitStrategy |
             raise ValueError(
                 f"unknown init {init!r}; choose from {[s.value for s in InitStrategy]} or give a mapping of site values"
             ) from None
-    shapes = model.latent_shapes
+    sites = latent_sites(poutine.trace(model).get_trace(x, y))  # the program's sites, whatever the model declares
+    shapes = {name: site["value"].shape for name, site in sites.items()}
     unknown = sorted(set(init) - set(shapes))
     if unknown:
         raise ValueError(f"init names unknown sites {unknown}; the model's latent sites are {list(shapes)}")
-    trace = poutine.trace(model).get_trace(x, y)
     per_chain: list[dict[str, torch.Tensor]] = [{} for _ in range(num_chains)]
     for name, given in init.items():
         value = torch.as_tensor(given, dtype=torch.get_default_dtype())
@@ -471,7 +586,7 @@ def _chain_inits(init: Any, model, x, y, num_chains: int) -> list[InitStrategy |
                 f"init[{name!r}] has shape {tuple(value.shape)}; give the site's shape {shape} "
                 f"or one value per chain, {(num_chains, *shape)}"
             )
-        if not torch.isfinite(value).all() or not trace.nodes[name]["fn"].support.check(value).all():
+        if not torch.isfinite(value).all() or not sites[name]["fn"].support.check(value).all():
             raise ValueError(f"init[{name!r}] lies outside the support of its prior (or is not finite)")
         for chain in range(num_chains):
             per_chain[chain][name] = value[chain].clone()
@@ -519,12 +634,15 @@ def fit_nuts(
         site's shape (all chains) or ``(num_chains, *site_shape)``; sites left out start
         from the prior.
     chain_method : {"auto", "parallel", "sequential"}
-        See :class:`ChainMethod`; all give the same draws.
+        See :class:`ChainMethod`; all give the same draws. ``auto`` falls back to sequential chains
+        (with a warning) where processes cannot work, ``parallel`` raises instead.
     jit_compile : bool
-        Compile :math:`U`: Pyro traces it with the PyTorch JIT; the nutpie engine traces the flat
-        potential with TorchScript (see :mod:`inference.nutpie_engine`).
+        Compile :math:`U`: Pyro traces it with the PyTorch JIT; the nutpie engine picks the flat
+        potential's fastest working backend (the hand-derived NumPy gradient, else TorchScript; see
+        :class:`~inference.potential.Backend`), and without it evaluates the flat potential eagerly.
     engine : {"nutpie", "pyro"}
-        See :class:`Engine`; nutpie (the default when installed) refuses ``dense_mass=True``.
+        See :class:`Engine`; nutpie (the default when installed) refuses ``dense_mass=True`` and
+        ``num_warmup=0``.
     seed : int
         Seeds a generator that draws one seed per chain; the same seed gives the same draws,
         in processes or in sequence.
@@ -535,7 +653,7 @@ def fit_nuts(
     -------
     Posterior
         Draws ``(num_chains, num_samples, *site_shape)``, ``sample_stats`` (see the module
-        notes) and ``info`` with the options, ``diagnostics``, ``converged`` and ``chains_kept``.
+        notes) and ``info`` with the options, ``potential``, ``diagnostics``, ``converged`` and ``chains_kept``.
         After a failed chain or Ctrl-C it holds fewer chains or draws (see
         :meth:`~inference.chain_outcomes.ChainOutcomes.resolve`), and ``info`` says why:
         ``failed_chains``, or ``incomplete`` and ``incomplete_reason``.
@@ -545,10 +663,14 @@ def fit_nuts(
     ConvergenceWarning
         When :math:`\max\hat{R} > 1.01` (several chains) or any draw diverged.
     IncompleteSamplingWarning
-        When a chain failed or the run was interrupted.
+        When a chain failed or the run was interrupted (Ctrl-C, SIGTERM).
+    SequentialChainsWarning
+        When ``chain_method="auto"`` wanted processes and they cannot run the model.
 
     Raises
     ------
+    ValueError
+        For a bad option, before sampling; for ``chain_method="parallel"`` when processes cannot run the model.
     Exception
         The first chain's error when every chain failed; ``KeyboardInterrupt`` when Ctrl-C came
         before any chain had 4 draws.
@@ -579,19 +701,25 @@ def fit_nuts(
     with seeded(seed):
         chain_seeds = torch.randint(0, 2**31 - 1, (num_chains,)).tolist()
         inits = _chain_inits(init, model, x, y, num_chains)
+        mismatch = flat_potential_mismatch(model, x, y) if engine is Engine.NUTPIE else None  # draws a Pyro trace
+    potential = PotentialKind.FLAT if engine is Engine.NUTPIE and mismatch is None else PotentialKind.TRACE
     jobs = [
         ChainJob(chain, chain_seeds[chain], num_warmup, num_samples, float(target_accept), max_tree_depth,
-                 dense_mass, inits[chain], jit_compile, torch.get_default_dtype(), engine)
+                 dense_mass, inits[chain], jit_compile, torch.get_default_dtype(), engine, potential)
         for chain in range(num_chains)
     ]
 
     start = time.perf_counter()
-    chains, outcome_info = _run_chains(model, x, y, jobs, parallel, progress).resolve(MIN_SAMPLES)
+    outcomes, parallel = _sample(model, x, y, jobs, parallel, chain_method, progress)
+    chains, outcome_info = outcomes.resolve(MIN_SAMPLES)
     train_seconds = time.perf_counter() - start
 
-    samples = {name: np.stack([chain.samples[name] for chain in chains]) for name in model.latent_shapes}
+    dtype = torch.get_default_dtype()
+    draws = {name: torch.as_tensor(np.stack([chain.samples[name] for chain in chains]), dtype=dtype)
+             for name in chains[0].samples}
     stats = {name: np.stack([chain.stats[name] for chain in chains]) for name in chains[0].stats}
-    diagnostics = convergence_diagnostics(samples, stats["diverging"])
+    diagnostics = convergence_diagnostics({name: value.numpy() for name, value in draws.items()}, stats["diverging"])
+    diagnostics["r_hat_predictive"] = predictive_r_hat(model, draws, x) if len(chains) > 1 else None
     converged = diagnostics["converged"] = is_converged(diagnostics)
     if not converged:
         warnings.warn(_convergence_message(diagnostics, len(chains), chains[0].stats["diverging"].shape[0]),
@@ -611,6 +739,8 @@ def fit_nuts(
         "chain_method": "parallel" if parallel else "sequential",
         "jit_compile": jit_compile,
         "engine": engine.value,
+        "potential": potential.value,
+        **({"potential_reason": mismatch} if mismatch is not None else {}),
         "chain_seeds": chain_seeds,
         "chain_seconds": [chain.seconds for chain in chains],
         "chain_gradients": [chain.gradients for chain in chains],
@@ -619,7 +749,7 @@ def fit_nuts(
         "converged": converged,
         **outcome_info,
     }
-    dtype = torch.get_default_dtype()
-    draws = {name: torch.as_tensor(value, dtype=dtype) for name, value in samples.items()}
-    return Posterior(model, draws, x, y, info, sample_stats=stats)
+    other_sites = {name: value for name, value in draws.items() if name not in model.latent_shapes}
+    return Posterior(model, draws, x, y, info, sample_stats=stats,
+                     extras={"other_sites": other_sites} if other_sites else None)
 

@@ -240,28 +240,38 @@ class Posterior:
         for path in (fit_file, posterior_file):
             if not path.is_file():
                 raise ValueError(f"{directory} is not a saved posterior: {path.name} is missing")
+        again = "fit and save the posterior again with this version"
         try:
             meta = json.loads(fit_file.read_text())
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{fit_file} is damaged: {error}") from None
+        except ValueError as error:  # not UTF-8 text, or not JSON
+            raise ValueError(f"{fit_file} is damaged ({type(error).__name__}: {error}); {again}") from None
         if not isinstance(meta, dict) or meta.get("schema_version") != SCHEMA_VERSION:
             found = meta.get("schema_version") if isinstance(meta, dict) else None
             raise ValueError(f"{fit_file} has schema version {found!r}; this version reads {SCHEMA_VERSION}")
         try:
+            model = BayesianMLP.from_config(meta["model"])
+            info = dict(meta["info"])
+        except (KeyError, TypeError, ValueError) as error:
+            raise ValueError(f"{fit_file} is damaged or from another version: its model or info entry is missing or "
+                             f"invalid ({type(error).__name__}: {error}); {again}") from None
+        try:
             idata = az.from_netcdf(str(posterior_file))
         except Exception as error:  # netCDF/HDF5 raise many types for a damaged file
             raise ValueError(f"{posterior_file} cannot be read: {error}") from None
-        model = BayesianMLP.from_config(meta["model"])
         dtype = torch.get_default_dtype()
-        samples = {name: torch.as_tensor(idata.posterior[name].values, dtype=dtype) for name in model.latent_shapes}
-        x = torch.as_tensor(idata.constant_data["x"].values, dtype=dtype)
-        y = torch.as_tensor(idata.observed_data[OBSERVED_SITE].values)
+        try:
+            samples = {name: torch.as_tensor(idata.posterior[name].values, dtype=dtype) for name in model.latent_shapes}
+            x = torch.as_tensor(idata.constant_data["x"].values, dtype=dtype)
+            y = torch.as_tensor(idata.observed_data[OBSERVED_SITE].values)
+        except (AttributeError, KeyError) as error:  # a group or variable is missing
+            raise ValueError(f"{posterior_file} does not hold the draws and data of the model in {fit_file} "
+                             f"({type(error).__name__}: {error}); it is damaged or from another fit: {again}") from None
         y = model.likelihood.check_targets(y, model.out_features)
         stats = {k: v.values for k, v in idata.sample_stats.data_vars.items()} if "sample_stats" in idata.groups() else None
         linearization_file = directory / LINEARIZATION_FILE
         linearization = Linearization.load(linearization_file, model) if linearization_file.is_file() else None
         constants = {k: v.values for k, v in idata.constant_data.data_vars.items() if k != "x"}
-        return cls(model, samples, x, y, meta["info"], stats, linearization=linearization, constants=constants)
+        return cls(model, samples, x, y, info, stats, linearization=linearization, constants=constants)
 
     def __repr__(self) -> str:
         return (

@@ -16,15 +16,17 @@ import pandas as pd
 from bnn_data.dataset import Dataset
 from inference.atomic import atomic_directory
 from inference.compare import compare, rank
+from inference.nuts import R_HAT_THRESHOLD
 from inference.plots import plot_fit, plot_predictive_overlay, plot_std_vs_error
 from inference.posterior import Posterior
 from inference.posterior_plots import plot_forest, plot_marginals_vs_prior, plot_trace
 
-PACKAGES = ("torch", "pyro-ppl", "arviz", "numpy", "pandas", "matplotlib", "scikit-learn")
+PACKAGES = ("torch", "pyro-ppl", "nutpie", "arviz", "numpy", "pandas", "matplotlib", "scikit-learn")
 TABLE_COLUMNS = (
     "method", "guide", "prior", "predictive", "fit_seconds", "test_rmse", "test_accuracy", "test_ll", "roc_auc", "coverage_50",
     "coverage_90", "ece", "elbo", "log_marginal_likelihood", "loo_elpd", "loo_se", "loo_bad_k", "waic_elpd",
-    "waic_warning", "r_hat_max", "r_hat_predictive", "ess_bulk_min", "ess_tail_min", "divergences", "chains_agree",
+    "waic_se", "waic_warning", "r_hat_max", "r_hat_predictive", "ess_bulk_min", "ess_tail_min", "divergences", "converged",
+    "chains_agree",
 )
 
 
@@ -45,6 +47,29 @@ def markdown_table(frame: pd.DataFrame) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join([str(index), *map(_cell, row)]) + " |" for index, row in zip(frame.index, frame.values)]
     return "\n".join(lines)
+
+
+def convergence_warnings(table: pd.DataFrame) -> list[str]:
+    """One Markdown line per NUTS fit of ``table`` (from :func:`~inference.compare.compare`) that did not converge,
+    with its R-hat, ESS and divergences and, since label switching makes weight R-hat overstate a BNN's problem,
+    its predictive R-hat."""
+    lines = []
+    for label, row in table[table["method"] == "nuts"].iterrows():
+        if row["converged"]:
+            continue
+        r_hat = _cell(row["r_hat_max"]) or "n/a (one chain)"
+        if math.isnan(row["r_hat_predictive"]):
+            verdict = "n/a: it needs two or more chains"
+        else:
+            agree = "the chains agree on the predictions" if row["chains_agree"] else "the chains disagree on the predictions too"
+            verdict = f"{_cell(row['r_hat_predictive'])} ({agree})"
+        lines.append(
+            f"**Warning: {label} did not converge**: max R-hat {r_hat} (threshold {R_HAT_THRESHOLD}), min bulk ESS "
+            f"{_cell(row['ess_bulk_min'])}, min tail ESS {_cell(row['ess_tail_min'])}, {int(row['divergences'])} divergences. "
+            "BNN weights are not identifiable (hidden units permute: label switching), so the meaningful check is the "
+            f"predictive R-hat of f(x) at the training inputs: {verdict}."
+        )
+    return lines
 
 
 def _commit() -> str:
@@ -68,10 +93,35 @@ def environment_lines() -> list[str]:
 
 def write_comparison(posteriors: Mapping[str, Posterior], dataset: Dataset, out: str | Path, *, command: str,
                      overwrite: bool = False) -> pd.DataFrame:
-    """Write ``report.md``, ``comparison.csv``, ``ranking.csv``, PNGs and ``posterior-<fit>.nc`` into ``out``."""
-    table = compare(posteriors, dataset)
-    ranking = rank(posteriors)
+    """Write ``report.md``, ``comparison.csv``, ``ranking.csv``, PNGs and ``posterior-<fit>.nc`` into ``out``.
+
+    Parameters
+    ----------
+    posteriors : mapping of label to Posterior
+        The fits, labelled (see :func:`~inference.compare.label_fits`); file names use :func:`slug` of the label.
+    dataset : Dataset
+        The data they were fitted on; its test split gives the metrics and picks the plots (1-D, regression,
+        classification).
+    out : str or Path
+        The report folder, written atomically (complete or not at all).
+    command : str
+        The command that made the report, quoted in it.
+    overwrite : bool
+        Replace an existing, non-empty ``out``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The table of :func:`~inference.compare.compare` (``comparison.csv``).
+
+    Raises
+    ------
+    ValueError
+        When ``out`` exists, is not empty and ``overwrite`` is false (before any work).
+    """
     with atomic_directory(out, overwrite=overwrite) as staging:
+        table = compare(posteriors, dataset)
+        ranking = rank(posteriors)
         table.to_csv(staging / "comparison.csv")
         ranking.to_csv(staging / "ranking.csv")
         for label, posterior in posteriors.items():
@@ -92,7 +142,7 @@ def write_comparison(posteriors: Mapping[str, Posterior], dataset: Dataset, out:
             f"Model: `{next(iter(posteriors.values())).model!r}`; {len(dataset.x_train)} training and "
             f"{len(dataset.x_test)} test examples. Metrics on the test split in the target's original units; "
             "LOO and WAIC on the training data.",
-            "## Comparison", markdown_table(table[shown]),
+            "## Comparison", *convergence_warnings(table), markdown_table(table[shown]),
             "## ArviZ ranking (az.compare, PSIS-LOO)", markdown_table(ranking),
             *[f"## {title}\n\n![{title}]({path.name})" for title, path in figures.items()],
             "## Environment", *environment_lines(),

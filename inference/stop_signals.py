@@ -61,3 +61,26 @@ def deferred_stop_signals(enabled: bool = True) -> Iterator[StopRequest]:
             signal.signal(signum, handler)
         if request.signal is not None and not request.handled:
             signal.raise_signal(request.signal)
+
+
+@contextmanager
+def sigterm_as_keyboard_interrupt() -> Iterator[None]:
+    """Within the block, SIGTERM raises ``KeyboardInterrupt("SIGTERM")`` where Ctrl-C would raise ``KeyboardInterrupt``.
+
+    For loops that already stop cleanly on Ctrl-C and keep what they made (NUTS keeps its draws):
+    a scheduler's or ``kill``'s SIGTERM then ends them the same way instead of killing the
+    process. Main thread only; a SIGTERM the process ignores stays ignored; the previous handler
+    comes back when the block ends.
+    """
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) in (signal.SIG_IGN, None):
+        yield
+        return
+
+    def interrupt(signum: int, frame) -> NoReturn:
+        raise KeyboardInterrupt("SIGTERM")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

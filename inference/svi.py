@@ -45,33 +45,46 @@ from tqdm.auto import tqdm
 from guides.registry import build_guide
 from inference.checkpoint import CHECKPOINT_FILE, CheckpointFolder, TrainingState, fit_fingerprint
 from inference.kl_weights import KLWeighting, get_kl_weighting, kl_scaled
-from inference.nonfinite import NonFiniteELBOError, NonFiniteStep, diagnose, guarded_step
+from inference.nonfinite import HINT, NonFiniteELBOError, NonFiniteStep, diagnose, guarded_step
+from inference.options import flag, fraction, positive_int, positive_number
 from inference.posterior import Posterior
 from inference.schedules import LRSchedule, get_schedule
 from inference.seeding import seeded
 from inference.stop_signals import deferred_stop_signals
 
 MAX_PLATE_NESTING = 1
+ADAM_BETAS = (0.9, 0.999)
+"""Adam's moment decay rates (torch's defaults)."""
 DEFAULT_CHECKPOINT_EVERY = 1000
 
 
-def _positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return value
+def _check_lr(lr: Any) -> None:
+    r"""Refuse an ``lr`` that is not a positive number, or so large that Adam cannot take its first step.
+
+    Adam's step :math:`t` moves a weight by :math:`\frac{\mathrm{lr}}{1-\beta_1^t}\,\hat m_t/(\sqrt{\hat v_t}+\epsilon)`;
+    torch turns the factor :math:`\mathrm{lr}/(1-\beta_1^t)`, largest at :math:`t = 1`, into the parameters'
+    dtype, so it must not exceed that dtype's largest number (about 3.4e37 for ``lr`` in float32). A schedule
+    only lowers the rate.
+    """
+    positive_number("lr", lr)
+    dtype = torch.get_default_dtype()
+    bound = torch.finfo(dtype).max * (1 - ADAM_BETAS[0])
+    if lr > bound:
+        raise ValueError(f"lr {lr!r} is above {bound:.4g}, the largest rate whose first Adam step, lr / (1 - beta1), "
+                         f"is a finite {dtype}; use a far smaller lr (such as 0.01)")
 
 
 def _plan_steps(n: int, steps: int | None, epochs: int | None, batch_size: int | None) -> tuple[int, int, int]:
     """Return ``(total steps, batch size, batches per epoch)`` after validating the options."""
     if steps is not None and epochs is not None:
         raise ValueError("give steps or epochs, not both")
-    batch_size = n if batch_size is None else _positive_int("batch_size", batch_size)
+    batch_size = n if batch_size is None else positive_int("batch_size", batch_size)
     if batch_size > n:
         raise ValueError(f"batch_size {batch_size} exceeds the {n} training examples")
     batches_per_epoch = n // batch_size
     if epochs is not None:
-        return _positive_int("epochs", epochs) * batches_per_epoch, batch_size, batches_per_epoch
-    return _positive_int("steps", 2000 if steps is None else steps), batch_size, batches_per_epoch
+        return positive_int("epochs", epochs) * batches_per_epoch, batch_size, batches_per_epoch
+    return positive_int("steps", 2000 if steps is None else steps), batch_size, batches_per_epoch
 
 
 def sample_guide(guide, num_draws: int, shapes: dict[str, torch.Size], *args, **kwargs) -> dict[str, torch.Tensor]:
@@ -79,6 +92,31 @@ def sample_guide(guide, num_draws: int, shapes: dict[str, torch.Size], *args, **
     with torch.no_grad(), pyro.plate("_draws", num_draws, dim=-MAX_PLATE_NESTING - 1):
         trace = poutine.trace(guide).get_trace(*args, **kwargs)
     return {name: trace.nodes[name]["value"].reshape(num_draws, *shape) for name, shape in shapes.items()}
+
+
+def likelihood_refusal(model, x: torch.Tensor, samples: dict[str, torch.Tensor]) -> str | None:
+    """Why the likelihood cannot be built on the draws ``samples`` (shaped ``(1, draws, *site_shape)``), for example
+    a noise scale drawn at 0, as the first line of Pyro's validation error; ``None`` when it can."""
+    try:
+        with pyro.validation_enabled(True):
+            model.observation_distribution(x[:1], {name: value[0] for name, value in samples.items()})
+    except ValueError as error:
+        return str(error).splitlines()[0].rstrip(":")
+    return None
+
+
+def check_draws(model, x: torch.Tensor, samples: dict[str, torch.Tensor], steps_done: int, lr: float) -> None:
+    """Raise ``ValueError`` when draws of the fitted guide are not finite or the likelihood cannot be built on them.
+
+    The loss of a step is checked before its update (:func:`~inference.nonfinite.guarded_step`), so only the
+    last step can throw the parameters where, say, a noise scale's draws underflow to 0 or overflow.
+    """
+    non_finite = [name for name, value in samples.items() if not bool(torch.isfinite(value).all())]
+    refusal = likelihood_refusal(model, x, samples)
+    if non_finite or refusal:
+        raise ValueError(f"after step {steps_done} the guide's draws of {non_finite} are not finite"
+                         f"{'' if refusal is None else f' and the likelihood refuses them ({refusal})'} (the last step "
+                         f"overflowed its parameters): {HINT.format(lr=lr)}")
 
 
 class MiniBatches:
@@ -112,12 +150,12 @@ def make_optimiser(lr: float, schedule: LRSchedule, total_steps: int, final_lr_f
     """Adam at rate ``lr`` shaped by ``schedule``; a constant rate needs no scheduler (plain Adam takes the
     same steps without its per-step cost)."""
     if schedule is LRSchedule.CONSTANT:
-        return Adam({"lr": lr})
+        return Adam({"lr": lr, "betas": ADAM_BETAS})
     return PyroLRScheduler(
         torch.optim.lr_scheduler.LambdaLR,
         {
             "optimizer": torch.optim.Adam,
-            "optim_args": {"lr": lr},
+            "optim_args": {"lr": lr, "betas": ADAM_BETAS},
             "lr_lambda": lambda t: schedule.factor(t, total_steps, final_lr_fraction),
         },
     )
@@ -126,7 +164,7 @@ def make_optimiser(lr: float, schedule: LRSchedule, total_steps: int, final_lr_f
 def _checkpoint_target(checkpoint_dir, checkpoint_every, resume) -> tuple[Path | None, int]:
     """The folder checkpoints go to (``checkpoint_dir``, else the ``resume`` folder) and their period."""
     if checkpoint_every is not None:
-        _positive_int("checkpoint_every", checkpoint_every)
+        positive_int("checkpoint_every", checkpoint_every)
         if checkpoint_dir is None and resume is None:
             raise ValueError("checkpoint_every needs checkpoint_dir (or resume) to say where checkpoints go")
     target = None if checkpoint_dir is None and resume is None else Path(checkpoint_dir or resume)
@@ -217,19 +255,18 @@ def fit_svi(
     """
     n = x.shape[0]
     total_steps, batch_size, _ = _plan_steps(n, steps, epochs, batch_size)
-    _positive_int("num_particles", num_particles)
-    _positive_int("num_draws", num_draws)
-    if not (isinstance(lr, (int, float)) and 0 < lr < math.inf):
-        raise ValueError(f"lr must be a positive number, got {lr!r}")
-    if not 0 < final_lr_fraction <= 1:
-        raise ValueError(f"final_lr_fraction must lie in (0, 1], got {final_lr_fraction!r}")
+    positive_int("num_particles", num_particles)
+    positive_int("num_draws", num_draws)
+    _check_lr(lr)
+    fraction("final_lr_fraction", final_lr_fraction)
+    flag("jit", jit)
+    flag("progress", progress)
     schedule = get_schedule(lr_schedule)
     weighting = get_kl_weighting(kl_weighting)
     if kl_warmup_fraction is not None and weighting is not KLWeighting.WARMUP:
         raise ValueError(f"kl_warmup_fraction applies to kl_weighting='warmup' only, not {weighting.value!r}")
     warmup_fraction = 0.25 if kl_warmup_fraction is None else kl_warmup_fraction
-    if isinstance(warmup_fraction, bool) or not (isinstance(warmup_fraction, (int, float)) and 0 < warmup_fraction <= 1):
-        raise ValueError(f"kl_warmup_fraction must lie in (0, 1], got {kl_warmup_fraction!r}")
+    fraction("kl_warmup_fraction", warmup_fraction)
     warmup_steps = max(1, math.ceil(warmup_fraction * total_steps))
     checkpoint_dir, checkpoint_every = _checkpoint_target(checkpoint_dir, checkpoint_every, resume)
     trajectory = {"steps": total_steps, "batch_size": batch_size, "lr": lr, "lr_schedule": schedule.value,
@@ -309,6 +346,8 @@ def fit_svi(
                 saved = None if checkpoints is None else checkpoints.write(snapshot(step, rng), reason)
                 with pyro.validation_enabled(False):  # a scale that underflowed to 0 still gives draws
                     kept = posterior({**info(step), "stopped": reason})
+                if likelihood_refusal(model, x, kept.samples) is not None:
+                    kept = None  # a posterior no likelihood can be built on
                 raise NonFiniteELBOError(step, *diagnosis, lr=lr, posterior=kept, checkpoint=saved) from error
             if isinstance(optimiser, PyroLRScheduler):
                 optimiser.step()  # the schedule's next rate
@@ -325,4 +364,7 @@ def fit_svi(
                               f"continue with fit(..., resume={str(checkpoint_dir)!r}) or --resume {checkpoint_dir}")
         if checkpoints is not None:
             checkpoints.write(snapshot(total_steps, torch.get_rng_state()), "finished")
-        return posterior(info(total_steps))
+        with pyro.validation_enabled(False):  # check_draws names what a Pyro validation error would dump
+            fitted = posterior(info(total_steps))
+        check_draws(model, x, fitted.samples, total_steps, lr)
+        return fitted

@@ -54,7 +54,7 @@ def register_prior(name: str, prior_class: type[Prior] | None = None):
 
 def _check_positive(owner: object, **values: float) -> None:
     for key, value in values.items():
-        if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+        if isinstance(value, bool) or not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
             raise ValueError(
                 f"{type(owner).__name__}: {key} must be a positive finite number, got {value!r}"
             )
@@ -83,6 +83,9 @@ class GaussianPrior(Prior):
 
     def __post_init__(self) -> None:
         _check_positive(self, scale=self.scale)
+        if not isinstance(self.fan_in_scaling, bool):
+            raise ValueError(f"GaussianPrior: fan_in_scaling must be True or False (true/false on the command line), "
+                             f"got {self.fan_in_scaling!r}")
 
     def site_scale(self, site: WeightSite) -> float:
         """The standard deviation used for ``site``."""

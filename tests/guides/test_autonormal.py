@@ -67,3 +67,25 @@ def test_build_guide_accepts_names_factories_classes_and_callables(model):
         build_guide(my_guide, model, init_scale=0.1)
     with pytest.raises(ValueError, match="unknown guide 'autonorm'"):
         build_guide("autonorm", model)
+
+
+@pytest.mark.parametrize(
+    "given, message",
+    [
+        ({"layers.0.weight": torch.zeros(2, 3)}, r"init_loc\['layers.0.weight'\] has shape \(2, 3\), but site "
+                                                 r"'layers.0.weight' has shape \(3, 2\); the sites and shapes are: "
+                                                 r"layers.0.weight \(3, 2\), layers.0.bias \(3,\)"),
+        ({"layer0.weight": torch.zeros(3, 2)}, r"init_loc names \['layer0.weight'\], which are not latent sites"),
+        ({"layers.0.bias": torch.tensor([0.0, float("nan"), 0.0])}, r"init_loc\['layers.0.bias'\] has NaN or infinite"),
+        ({"layers.0.bias": "abc"}, r"init_loc\['layers.0.bias'\] is not numeric"),
+    ],
+)
+def test_init_loc_mappings_are_checked_against_the_sites(model, given, message):
+    with pytest.raises(ValueError, match=message):
+        autonormal(model, init_loc=given)
+
+
+@pytest.mark.parametrize("init_scale", [True, 0, -0.1, float("inf"), "0.1"])
+def test_init_scale_must_be_a_positive_number(model, init_scale):
+    with pytest.raises(ValueError, match=f"init_scale must be a positive number, got {init_scale!r}"):
+        autonormal(model, init_scale=init_scale)

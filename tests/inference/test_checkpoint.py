@@ -213,13 +213,14 @@ def test_a_folder_with_another_fits_checkpoint_is_not_overwritten(checkpoint_fol
     assert (checkpoint_folder / CHECKPOINT_FILE).read_bytes() == before
 
 
-def test_command_line_checkpoints_inside_the_out_folder_and_resumes(monkeypatch, tmp_path):
+def test_command_line_checkpoints_inside_the_out_folder_and_resumes(monkeypatch, tmp_path, capsys):
     arguments = ["fit", "--dataset", "toy1d", "--hidden", "3", "--steps", "40", "--num-draws", "5", "--quiet"]
     main([*arguments, "--out", str(tmp_path / "reference")])
     out = tmp_path / "run"
     signal_at_step(monkeypatch, 25)
-    with pytest.raises(KeyboardInterrupt, match=f"--resume {out / 'checkpoint'}"):
+    with pytest.raises(SystemExit) as exit_info:  # Ctrl-C: exit status 130 and one line saying how to resume
         main([*arguments, "--checkpoint-every", "10", "--out", str(out)])
+    assert exit_info.value.code == 130 and f"--resume {out / 'checkpoint'}" in capsys.readouterr().err
     monkeypatch.undo()
     assert [path.name for path in out.iterdir()] == ["checkpoint"]  # no half-written result
     main([*arguments, "--resume", str(out / "checkpoint"), "--out", str(out)])

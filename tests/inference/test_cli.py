@@ -1,23 +1,34 @@
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 
 import pytest
 
+from inference import Posterior
+from inference import cli as cli_module
+from inference.checkpoint import CHECKPOINT_FILE
 from inference.cli import main, options_per_method
+from tests.inference.test_checkpoint import signal_at_step
+
+RESULT_FILES = {"metrics.json", "posterior.nc", "fit.json", "predictive.png"}
 
 
-def test_fit_writes_the_three_files(tmp_path):
-    out = tmp_path / "run"
-    main(["fit", "--dataset", "toy1d", "--prior", "gaussian", "--guide", "autonormal", "--method", "svi",
-          "--hidden", "8,8", "--steps", "30", "--num-draws", "50", "--out", str(out), "--quiet"])
-    assert {p.name for p in out.iterdir()} == {"metrics.json", "posterior.nc", "fit.json", "predictive.png"}
+def test_fit_writes_the_three_files_and_records_its_own_command(tmp_path):
+    out = tmp_path / "a run"  # a space: the recorded command must quote it
+    argv = ["fit", "--dataset", "toy1d", "--prior", "gaussian", "--guide", "autonormal", "--method", "svi",
+            "--hidden", "8,8", "--steps", "30", "--num-draws", "50", "--out", str(out), "--quiet"]
+    main(argv)
+    assert {p.name for p in out.iterdir()} == RESULT_FILES
     metrics = json.loads((out / "metrics.json").read_text())
-    for key in ("dataset", "method", "guide", "prior", "seed", "train_seconds", "test_rmse", "test_ll"):
+    for key in ("dataset", "method", "guide", "prior", "seed", "train_seconds", "test_rmse", "test_ll", "final_elbo"):
         assert key in metrics
     assert metrics["guide"] == "autonormal" and metrics["dataset"] == "toy1d"
+    assert metrics["command"] == f"python -m inference fit --dataset toy1d --prior gaussian --guide autonormal --method svi " \
+                                 f"--hidden 8,8 --steps 30 --num-draws 50 --out '{out}' --quiet"
+    assert shlex.split(metrics["command"])[3:] == argv
     assert (out / "predictive.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -34,7 +45,9 @@ def test_classification_and_prior_options(tmp_path):
     "arguments, message",
     [
         (["--prior", "cauchy"], "invalid choice: 'cauchy'"),
-        (["--dataset", "mnist"], "unknown dataset 'mnist'"),
+        (["--dataset", "mnist"], "unknown dataset 'mnist'; choose a built-in one from ['breast_cancer', 'diabetes', 'toy1d']"),
+        (["--split", "2"], "--split 2 picks a split of a UCI data set; pass --uci-dir too"),
+        (["--method", "nuts", "--dense-mass", "--engine", "nutpie"], "the nutpie engine has no dense mass matrix"),
         (["--prior-option", "scale=-1"], "scale must be a positive finite number"),
         (["--hidden", "5,x"], "comma-separated widths"),
         (["--noise", "0"], "scale must be a positive"),
@@ -57,7 +70,83 @@ def test_module_entry_point_runs(tmp_path):
 def test_compare_budget_reaches_only_its_methods_and_yields_to_given_options():
     specs = [("svi", None), ("nuts", None), ("laplace", None)]
     svi, nuts, laplace = options_per_method(specs, {})
-    assert svi == {"jit": True} and nuts == {"max_tree_depth": 8} and laplace == {}
-    svi, nuts, laplace = options_per_method(specs, {"max_tree_depth": 10, "jit": False, "seed": 3})
-    assert svi == {"jit": False, "seed": 3} and nuts == {"max_tree_depth": 10, "seed": 3} and laplace == {"seed": 3}
+    assert svi == {"jit": True, "steps": 10000} and nuts == {} and laplace == {}
+    svi, nuts, laplace = options_per_method(specs, {"max_tree_depth": 8, "jit": False, "steps": 50, "seed": 3})
+    assert svi == {"jit": False, "steps": 50, "seed": 3} and nuts == {"max_tree_depth": 8, "seed": 3} and laplace == {"seed": 3}
     assert options_per_method([("laplace", None)], {}) == [{}]  # a budget of absent methods is no unused option
+
+
+@pytest.mark.filterwarnings("ignore::inference.nuts.ConvergenceWarning")  # 5 + 5 draws of one chain cannot converge
+def test_nuts_options_reach_the_sampler(tmp_path):
+    out = tmp_path / "nuts"
+    main(["fit", "--method", "nuts", "--engine", "pyro", "--dense-mass", "--chain-method", "sequential",
+          "--num-warmup", "5", "--num-samples", "5", "--num-chains", "1", "--hidden", "2", "--quiet", "--out", str(out)])
+    assert {p.name for p in out.iterdir()} == RESULT_FILES
+    info = json.loads((out / "fit.json").read_text())["info"]
+    assert (info["engine"], info["dense_mass"], info["chain_method"]) == ("pyro", True, "sequential")
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["engine"] == "pyro" and metrics["converged"] is info["converged"]
+
+
+def test_no_jit_turns_off_the_compare_default():
+    arguments = cli_module.build_parser().parse_args(["compare", "--no-jit", "--no-dense-mass"])
+    options = cli_module.fit_options(arguments)
+    assert options["jit"] is False and options["dense_mass"] is False
+    svi, nuts = options_per_method([("svi", None), ("nuts", None)], options)
+    assert svi["jit"] is False and nuts["dense_mass"] is False
+    assert "jit" not in cli_module.fit_options(cli_module.build_parser().parse_args(["compare"]))
+
+
+def test_ctrl_c_keeps_a_checkpoint_by_default_and_says_how_to_resume(monkeypatch, tmp_path, capsys):
+    out = tmp_path / "run"
+    arguments = ["fit", "--dataset", "toy1d", "--hidden", "3", "--steps", "40", "--num-draws", "5", "--quiet", "--out", str(out)]
+    signal_at_step(monkeypatch, 7)  # Ctrl-C during the 7th step
+    with pytest.raises(SystemExit) as exit_info:
+        main(arguments)  # no --checkpoint-every: the default checkpoints still keep the work
+    monkeypatch.undo()
+    assert exit_info.value.code == 130
+    message = capsys.readouterr().err
+    assert message.startswith("interrupted: SVI stopped by SIGINT after step 7 of 40") and message.count("\n") == 1
+    assert f"--resume {out / 'checkpoint'}" in message
+    assert [p.name for p in out.iterdir()] == ["checkpoint"] and (out / "checkpoint" / CHECKPOINT_FILE).is_file()
+    main([*arguments, "--resume", str(out / "checkpoint")])
+    assert {p.name for p in out.iterdir()} == RESULT_FILES and Posterior.load(out).info["resumed_from_step"] == 7
+
+
+def test_ctrl_c_before_any_work_says_nothing_was_kept(monkeypatch, tmp_path, capsys):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_module, "load_dataset", interrupted)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compare", "--out", str(tmp_path / "report"), "--quiet"])
+    assert exit_info.value.code == 130
+    assert capsys.readouterr().err == f"interrupted: nothing was kept; {tmp_path / 'report'} is as it was before the command\n"
+
+
+@pytest.mark.filterwarnings("ignore:Encountered NaN:UserWarning")  # pyro on the NaN this test provokes
+def test_a_non_finite_elbo_keeps_the_last_finite_posterior_in_the_out_folder(tmp_path, capsys):
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["fit", "--dataset", "toy1d", "--hidden", "5", "--guide", "meanfield", "--lr", "1e10", "--steps", "20",
+              "--quiet", "--out", str(out)])
+    assert exit_info.value.code == 2
+    message = capsys.readouterr().err
+    assert message.startswith("error: SVI stopped at step 1") and "error.posterior" not in message
+    assert f"{out} holds the posterior with the parameters before that step" in message
+    assert {p.name for p in out.iterdir()} == {"metrics.json", "posterior.nc", "fit.json", "checkpoint"}
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["stopped"] == "non-finite ELBO at step 1" and "test_rmse" not in metrics
+    kept = Posterior.load(out)
+    assert kept.info["stopped"] == "non-finite ELBO at step 1" and kept.info["steps"] == 1
+
+
+def test_laplace_metrics_carry_its_own_diagnostics(tmp_path):
+    out = tmp_path / "laplace"
+    main(["fit", "--method", "laplace", "--hidden", "2", "--noise", "0.1", "--map-steps", "50", "--num-draws", "20", "--quiet",
+          "--out", str(out)])
+    metrics = json.loads((out / "metrics.json").read_text())
+    info = json.loads((out / "fit.json").read_text())["info"]
+    for key in ("map_grad_norm", "map_converged", "log_marginal_likelihood", "hessian", "structure"):
+        assert metrics[key] == info[key], key
+    assert (metrics["hessian"], metrics["structure"]) == ("ggn", "full")

@@ -134,10 +134,36 @@ def test_memory_is_checked_with_numbers_before_allocating():
     with pytest.raises(ValueError) as error:
         check_memory(model, FULL, 8, max_memory_gib=2.0)
     message = str(error.value)
-    assert "60,601 weights" in message and "82.1 GiB" in message and "max_memory_gib=2" in message
+    assert "60,601 weights" in message and "137 GiB" in message and "max_memory_gib=2" in message  # 5 x 60,601^2 x 8 B
     assert "structure='diag'" in message and "'last-layer' (201 weights" in message
     check_memory(model, DIAG, 8, max_memory_gib=2.0)
     check_memory(model, LAST, 8, max_memory_gib=2.0)
+
+
+PEAK_PROBE = """
+import resource, sys, torch
+from inference.curvature import FULL_MATRICES_AT_PEAK
+from inference.curvature import HessianType
+from inference.laplace import covariance_factor
+dim = int(sys.argv[1])
+precision = torch.full((dim, dim), 0.5 / dim, dtype=torch.float64)  # built in place: one D x D matrix so far
+precision.diagonal().add_(1.0)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+covariance_factor(precision, HessianType.GGN, 0.0)
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print((after - before) * 1024 / (dim * dim * 8), FULL_MATRICES_AT_PEAK)
+"""
+
+
+def test_the_declared_peak_covers_the_measured_peak_of_the_factorisation():
+    """In a fresh process, the resident memory the factorisation adds on top of the precision it is given
+    stays within the other ``FULL_MATRICES_AT_PEAK - 1`` matrices of the memory check (ru_maxrss, D = 2000)."""
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-c", PEAK_PROBE, "2000"], capture_output=True, text=True, check=True)
+    added, declared = (float(v) for v in result.stdout.split())
+    assert added <= declared - 1, f"the factorisation added {added:.2f} D x D matrices; declared {declared}"
 
 
 def test_wrong_combinations_and_likelihoods_are_refused():

@@ -25,9 +25,10 @@ def epoch_weights(weighting: KLWeighting, num_batches: int, epoch: int = 0, warm
 
 
 @pytest.mark.parametrize("num_batches", [1, 2, 7, 60, 2000])
-def test_uniform_and_blundell_weights_of_an_epoch_sum_to_one(num_batches):
+def test_uniform_and_blundell_weights_of_every_epoch_sum_to_one(num_batches):
     for weighting in (KLWeighting.UNIFORM, KLWeighting.BLUNDELL):
-        assert math.fsum(epoch_weights(weighting, num_batches)) == pytest.approx(1.0, rel=1e-12)
+        for epoch in range(3):
+            assert math.fsum(epoch_weights(weighting, num_batches, epoch)) == pytest.approx(1.0, rel=1e-12)
 
 
 def test_blundell_weights_are_the_papers_formula_and_halve_batch_by_batch():
@@ -37,15 +38,26 @@ def test_blundell_weights_are_the_papers_formula_and_halve_batch_by_batch():
     assert epoch_weights(KLWeighting.BLUNDELL, 2000)[0] == pytest.approx(0.5)  # no overflow for many batches
 
 
-def test_warmup_weights_ramp_linearly_then_sum_to_one_per_epoch():
-    """With M = 4 batches and W = 10 warm-up steps, beta_t = min(1, (t + 1) / 10): an epoch's weights sum
-    to the mean of beta over its steps, below 1 during the warm-up and exactly 1 once it starts at t >= W - 1."""
-    m, w = 4, 10
-    sums = [math.fsum(epoch_weights(KLWeighting.WARMUP, m, epoch, w)) for epoch in range(5)]
-    expected = [sum(min(1.0, (e * m + i + 1) / w) for i in range(m)) / m for e in range(5)]
+@pytest.mark.parametrize("num_batches, warmup_steps", [(4, 10), (1, 4), (7, 7), (3, 1)])
+def test_warmup_weights_ramp_linearly_then_sum_to_one_in_every_epoch_after_the_warmup(num_batches, warmup_steps):
+    """beta_t = min(1, (t + 1) / W): an epoch's weights sum to the mean of beta over its steps, below 1 while the
+    warm-up lasts (annealing, by design) and exactly 1 in every epoch that starts at t >= W - 1."""
+    m, w = num_batches, warmup_steps
+    epochs = range(w // m + 4)
+    sums = [math.fsum(epoch_weights(KLWeighting.WARMUP, m, epoch, w)) for epoch in epochs]
+    expected = [math.fsum(min(1.0, (e * m + i + 1) / w) for i in range(m)) / m for e in epochs]
     assert sums == pytest.approx(expected, rel=1e-12)
-    assert sums[0] == pytest.approx(0.25) and sums[1] == pytest.approx(0.65) and sums[2] < 1
-    assert sums[3] == pytest.approx(1.0) and sums[4] == pytest.approx(1.0)
+    for epoch, total in zip(epochs, sums):
+        if epoch * m >= w - 1:
+            assert total == pytest.approx(1.0, rel=1e-12)
+        else:
+            assert total < 1
+
+
+def test_warmup_weights_of_a_worked_example():
+    """M = 4 batches, W = 10: epoch sums (1+2+3+4)/40, (5+6+7+8)/40, then 1 from the epoch starting at t = 12."""
+    sums = [math.fsum(epoch_weights(KLWeighting.WARMUP, 4, epoch, 10)) for epoch in range(5)]
+    assert sums == pytest.approx([0.25, 0.65, 0.975, 1.0, 1.0], rel=1e-12)
     assert epoch_weights(KLWeighting.WARMUP, 1, 0, 4) == [0.25]
 
 

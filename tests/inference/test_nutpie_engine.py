@@ -5,21 +5,25 @@ Exactness against the conjugate posterior, for both engines, lives in test_exact
 
 from __future__ import annotations
 
+import arviz as az
 import numpy as np
+import pyro
+import pyro.distributions as dist
 import pytest
 import torch
 
 from inference import fit
 from inference.nuts import DEFAULT_ENGINE, Engine
 from models import BayesianMLP
+from tests.conjugate import NOISE, PRIOR_SCALE
 
 pytestmark = pytest.mark.filterwarnings("ignore::inference.nuts.ConvergenceWarning")  # short runs
 
 
-def quick(conjugate, **options):
+def quick(conjugate, model=None, **options):
     settings = dict(num_warmup=30, num_samples=20, num_chains=2, chain_method="sequential", progress=False,
                     jit_compile=False, engine="nutpie")
-    return fit(conjugate.model, (conjugate.x, conjugate.y), "nuts", **{**settings, **options})
+    return fit(model or conjugate.model, (conjugate.x, conjugate.y), "nuts", **{**settings, **options})
 
 
 def test_nutpie_is_the_default_engine():
@@ -94,3 +98,51 @@ def test_learned_noise_comes_back_positive_and_near_the_truth():
     assert sigma.shape == (1, 200) and torch.all(sigma > 0)
     # the posterior of sigma from 200 points has sd about 0.3 / sqrt(400) = 0.015; 0.3 lies within 4 sd
     assert abs(sigma.mean().item() - 0.3) < 0.06
+
+
+SHIFT_SCALE = 2.0
+
+
+class ShiftedMLP(BayesianMLP):
+    """A program the model object does not describe: a shift ``c ~ N(0, 2^2)`` added to the output at every other
+    point (``g_i = i mod 2``)."""
+
+    def __call__(self, x, y=None, num_data=None):
+        c = pyro.sample("c", dist.Normal(0.0, SHIFT_SCALE))
+        values = {site.name: pyro.sample(site.name, self.prior[site.name].distribution(site).to_event(len(site.shape)))
+                  for site in self.sites}
+        f = self.forward(x, self.squeeze_plate_slot(values))[..., 0] + c * (torch.arange(x.shape[0]) % 2)
+        with pyro.plate("data", x.shape[0]):
+            return pyro.sample("obs", dist.Normal(f, NOISE), obs=y)
+
+
+@pytest.fixture(scope="module")
+def shifted(conjugate):
+    """The conjugate problem with the shift: beta = [w, b, c] | y ~ N(m, S), Phi = [x, 1, g], prior precision
+    diag(1/s^2, 1/s^2, 1/s^2, 1/2^2)."""
+    x, y = conjugate.x, conjugate.y
+    phi = torch.cat([x, torch.ones(len(x), 1), (torch.arange(len(x)) % 2)[:, None]], dim=1)
+    prior_precision = torch.tensor([PRIOR_SCALE**-2] * (x.shape[1] + 1) + [SHIFT_SCALE**-2])
+    cov = torch.linalg.inv(phi.T @ phi / NOISE**2 + torch.diag(prior_precision))
+    mean = cov @ phi.T @ y / NOISE**2
+    return ShiftedMLP.from_config(conjugate.model.config()), mean, cov
+
+
+@pytest.mark.parametrize("engine", ["nutpie", "pyro"])
+def test_a_program_the_model_does_not_describe_is_sampled_through_pyros_potential(conjugate, shifted, engine):
+    model, mean, cov = shifted
+    posterior = quick(conjugate, model=model, engine=engine, num_warmup=200, num_samples=200, seed=1)
+    assert posterior.info["potential"] == "trace"
+    if engine == "nutpie":  # the flat potential would drop `c` and the bias would absorb the shift
+        assert "'c'" in posterior.info["potential_reason"]
+    draws = {"c": posterior.extras["other_sites"]["c"], "bias": posterior.samples["layers.0.bias"][..., 0]}
+    assert draws["c"].shape == (2, 200)
+    for index, name in [(-1, "c"), (-2, "bias")]:  # both within 4 Monte Carlo standard errors of the exact mean
+        value = draws[name].numpy()
+        standard_error = cov[index, index].sqrt().item() / np.sqrt(az.ess(value))
+        assert abs(value.mean() - mean[index].item()) < 4 * standard_error, (name, value.mean(), mean[index])
+
+
+def test_the_collections_models_keep_the_fast_flat_potential(conjugate):
+    assert quick(conjugate).info["potential"] == "flat" and "potential_reason" not in quick(conjugate).info
+    assert quick(conjugate, engine="pyro").info["potential"] == "trace"  # Pyro's NUTS reads the trace itself

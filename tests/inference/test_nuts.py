@@ -6,16 +6,22 @@ The exactness check against the conjugate posterior lives in test_exactness.py.
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
+import sys
+from dataclasses import dataclass
 
 import numpy as np
+import pyro.distributions as dist
 import pytest
 import torch
 
 from inference import Posterior, fit
 from inference.cli import main
-from inference.nuts import ConvergenceWarning, InitStrategy, initial_point
+from inference.convergence import predictive_r_hat, r_hat_over_points
+from inference.nuts import ConvergenceWarning, InitStrategy, SequentialChainsWarning, available_cores, initial_point, tree_depth
 from inference.seeding import seeded
-from models import BayesianMLP
+from models import BayesianMLP, Prior
 from tests.conjugate import conjugate_problem
 
 # short runs are unconverged by design; test_bad_runs_are_flagged checks the warning itself
@@ -91,7 +97,8 @@ def test_sample_stats_have_one_value_per_draw(problem):
     assert dict(idata.sample_stats.sizes) == {"chain": 2, "draw": 20}
     info = posterior.info
     assert (info["method"], info["guide"], info["chain_method"], info["init"]) == ("nuts", None, "sequential", "prior")
-    assert set(info["diagnostics"]) == {"r_hat_max", "ess_bulk_min", "ess_tail_min", "divergences", "converged"}
+    assert set(info["diagnostics"]) == {"r_hat_max", "r_hat_predictive", "ess_bulk_min", "ess_tail_min", "divergences",
+                                        "converged"}
     assert info["diagnostics"]["divergences"] == int(stats["diverging"].sum())
 
 
@@ -116,7 +123,8 @@ def test_same_seed_same_draws_in_processes_and_in_sequence(float64):
 @pytest.mark.parametrize(
     "options, message",
     [
-        (dict(num_warmup=0, engine="pyro"), r"max R-hat .* > 1.01"),  # chains start far apart in the prior
+        # chains start far apart in the prior: they disagree on the predictions too
+        (dict(num_warmup=0, engine="pyro"), r"max R-hat .* > 1.01 over the weights, predictive R-hat .* on the predictions too"),
         (dict(num_warmup=10, target_accept=0.05), "divergent transitions"),  # a step size far too large
     ],
 )
@@ -167,3 +175,88 @@ def test_command_line_refuses_svi_options_for_nuts(tmp_path, capsys):
         main(["fit", "--method", "nuts", "--steps", "10", "--out", str(tmp_path / "run")])
     assert exit_info.value.code == 2
     assert "method 'nuts' takes no option(s) ['steps']" in capsys.readouterr().err
+
+
+def test_tree_depth_is_arviz_convention():
+    np.testing.assert_array_equal(tree_depth(np.array([1, 2, 3, 7, 8, 1023])), [1, 2, 2, 3, 4, 10])
+
+
+def test_predictive_r_hat_sees_through_permuted_hidden_units():
+    """Two chains in the two orders of the hidden units of a 1-2-1 net: every weight disagrees between the
+    chains, the function they draw is the same."""
+    model = BayesianMLP(1, 1, hidden=(2,))
+    generator = torch.Generator().manual_seed(0)
+    draws, jitter = 1000, lambda *shape: 0.01 * torch.randn(2, draws, *shape, generator=generator)
+    first, second = torch.tensor([[1.0], [-2.0]]), torch.tensor([0.5, -1.0])
+    order = torch.tensor([[0, 1], [1, 0]])  # chain 1 swaps the units
+    samples = {
+        "layers.0.weight": first[order][:, None] + jitter(2, 1),
+        "layers.0.bias": second[order][:, None] + jitter(2),
+        "layers.1.weight": torch.tensor([0.3, 0.7])[order][:, None, None] + jitter(1, 2),
+        "layers.1.bias": jitter(1),
+    }
+    x = torch.linspace(-2, 2, 7)[:, None]
+    weight_r_hat = r_hat_over_points(samples["layers.0.weight"].numpy())
+    assert weight_r_hat > 1.5  # chains 1.5 apart with a spread of 0.01: as far as rank-normalised R-hat goes
+    # the same function: R-hat of f within the sampling noise of 2 x 1000 independent draws
+    assert predictive_r_hat(model, samples, x) < 1.01
+
+
+def test_predictive_r_hat_needs_two_chains():
+    with pytest.raises(ValueError, match=r"chains >= 2.*run two or more chains"):
+        r_hat_over_points(np.zeros((1, 10, 3)))
+
+
+class DiesInWorkers(BayesianMLP):
+    """A model that kills a worker process that runs it, as an unimportable class does there (importable here)."""
+
+    def __call__(self, *args, **kwargs):
+        if multiprocessing.parent_process() is not None:
+            os._exit(1)
+        return super().__call__(*args, **kwargs)
+
+
+@pytest.mark.skipif(available_cores() < 2, reason="chain_method='auto' runs in sequence on one core")
+def test_a_model_workers_cannot_load_falls_back_to_sequential_chains(problem):
+    @dataclass(frozen=True)
+    class LocalPrior(Prior):  # defined in a function: no worker can unpickle it
+        def distribution(self, site):
+            return dist.Normal(0.0, 1.0).expand(site.shape)
+
+    model = BayesianMLP(2, 1, hidden=(), prior=LocalPrior(), likelihood=problem.model.likelihood)
+    data = (problem.x, problem.y)
+    with pytest.warns(SequentialChainsWarning, match=r"cannot be pickled.*importable module.*if __name__ =="):
+        posterior = fit(model, data, "nuts", num_warmup=20, num_samples=10, num_chains=2, progress=False)
+    assert posterior.info["chain_method"] == "sequential" and posterior.samples["layers.0.bias"].shape == (2, 10, 1)
+    with pytest.raises(ValueError, match=r"chain_method='parallel' cannot run the chains in processes: .*cannot be pickled"):
+        fit(model, data, "nuts", num_warmup=20, num_samples=10, num_chains=2, chain_method="parallel", progress=False)
+
+
+def test_classes_of_an_unimportable_main_are_refused_before_spawning(problem, monkeypatch):
+    """A notebook: pickle finds `__main__.NotebookPrior`, a spawned worker would not."""
+    main_module = sys.modules["__main__"]
+
+    @dataclass(frozen=True)
+    class NotebookPrior(Prior):
+        def distribution(self, site):
+            return dist.Normal(0.0, 1.0).expand(site.shape)
+
+    NotebookPrior.__module__, NotebookPrior.__qualname__ = "__main__", "NotebookPrior"
+    monkeypatch.setattr(main_module, "NotebookPrior", NotebookPrior, raising=False)
+    monkeypatch.setattr(main_module, "__spec__", None)
+    monkeypatch.delattr(main_module, "__file__", raising=False)
+    model = BayesianMLP(2, 1, hidden=(), prior=NotebookPrior(), likelihood=problem.model.likelihood)
+    with pytest.raises(ValueError, match=r"\['NotebookPrior'\] are defined in __main__"):
+        fit(model, (problem.x, problem.y), "nuts", num_chains=2, chain_method="parallel", progress=False)
+
+
+@pytest.mark.skipif(available_cores() < 2, reason="chain_method='auto' runs in sequence on one core")
+def test_a_broken_process_pool_falls_back_to_the_same_draws_in_sequence(problem):
+    model = DiesInWorkers.from_config(problem.model.config())
+    options = dict(num_warmup=20, num_samples=10, num_chains=2, progress=False, seed=3)
+    with pytest.warns(SequentialChainsWarning, match=r"a worker process died \(BrokenProcessPool"):
+        fallen_back = fit(model, (problem.x, problem.y), "nuts", **options)
+    reference = fit(model, (problem.x, problem.y), "nuts", chain_method="sequential", **options)
+    assert fallen_back.info["chain_method"] == "sequential"
+    for site, value in reference.samples.items():
+        assert torch.equal(fallen_back.samples[site], value), site

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +20,7 @@ from models import BayesianMLP
 pytestmark = pytest.mark.filterwarnings("ignore::inference.nuts.ConvergenceWarning")  # short runs
 
 NUM_WARMUP, NUM_SAMPLES = 30, 40
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def quick(conjugate, **options):
@@ -142,3 +146,44 @@ def test_command_line_marks_an_interrupted_run_incomplete_in_metrics(monkeypatch
               "--num-samples", "500", "--max-tree-depth", "4", "--quiet", "--out", str(out)])
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["incomplete"] is True and metrics["incomplete_reason"].startswith("interrupted (KeyboardInterrupt)")
+
+
+SAMPLING_RUN = """
+import json, sys, torch
+from inference import fit, nuts
+from tests.conjugate import conjugate_problem
+
+torch.set_default_dtype(torch.float64)
+problem, show, reports = conjugate_problem(), nuts._ProgressBars.__call__, []
+
+def announcing(self, message):  # tell the test once chain 0 has 10 draws
+    show(self, message)
+    reports.append(message)
+    if sum(chain == 0 and stage == "Sample" for chain, stage, _ in reports) == 10:
+        print("sampling", flush=True)
+
+nuts._ProgressBars.__call__ = announcing
+posterior = fit(problem.model, (problem.x, problem.y), "nuts", num_warmup=30, num_samples=100_000, num_chains=int(sys.argv[1]),
+                chain_method=sys.argv[2], max_tree_depth=4, progress=False, jit_compile=False, engine="nutpie", seed=5)
+print(json.dumps({"draws": posterior.num_draws, **{k: posterior.info[k] for k in ("incomplete", "incomplete_reason")}}))
+"""
+
+
+@pytest.mark.parametrize("num_chains, chain_method", [
+    ("1", "sequential"),
+    pytest.param("2", "parallel", marks=pytest.mark.skipif(nuts.available_cores() < 2, reason="needs two cores")),
+])
+def test_sigterm_keeps_the_draws_made_like_ctrl_c(num_chains, chain_method):
+    process = subprocess.Popen([sys.executable, "-c", SAMPLING_RUN, num_chains, chain_method], cwd=ROOT,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        announced = process.stdout.readline()
+        assert announced == "sampling\n", process.communicate(timeout=60)[1]
+        process.send_signal(signal.SIGTERM)
+        stdout, stderr = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 0, stderr
+    result = json.loads(stdout)
+    assert result["incomplete"] is True and result["incomplete_reason"].startswith("interrupted (KeyboardInterrupt: SIGTERM)")
+    assert 10 <= result["draws"] < 100_000

@@ -59,6 +59,51 @@ def test_loading_a_damaged_or_foreign_folder_says_what_is_wrong(posterior, tmp_p
         Posterior.load(tmp_path / "run")
 
 
+@pytest.fixture
+def saved(posterior, tmp_path):
+    return posterior.save(tmp_path / "run")
+
+
+def _write_fit_json(folder, payload):
+    (folder / "fit.json").write_text(json.dumps(payload))
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda run: _write_fit_json(run, {"schema_version": 1}),
+         r"fit.json is damaged or from another version: its model or info entry is missing .*KeyError: 'model'.*"
+         "fit and save the posterior again"),
+        (lambda run: _write_fit_json(run, {**json.loads((run / "fit.json").read_text()), "model": {"in_features": 1}}),
+         r"fit.json is damaged or from another version: .*KeyError: 'out_features'"),
+        (lambda run: (run / "fit.json").write_bytes(bytes(range(256))), r"fit.json is damaged \(UnicodeDecodeError"),
+        (lambda run: az.from_dict(posterior={"w": torch.zeros(1, 3).numpy()}).to_netcdf(str(run / "posterior.nc")),
+         r"posterior.nc does not hold the draws and data of the model in .*fit.json"),
+        (lambda run: (run / "linearization.pt").write_bytes(b"PK\x03\x04 not a zip"),
+         r"linearization.pt cannot be read as a linearisation \(\w+\); it is damaged or from another version"),
+        (lambda run: torch.save({"mean": torch.zeros(3)}, run / "linearization.pt"),
+         r"linearization.pt does not hold a linearisation for this model \(KeyError: 'scale'\)"),
+        (lambda run: torch.save([1, 2], run / "linearization.pt"),
+         r"linearization.pt does not hold a linearisation for this model \(TypeError"),
+    ],
+    ids=["no model entry", "partial model entry", "binary fit.json", "foreign posterior.nc", "damaged linearization",
+         "linearization without scale", "linearization not a dict"],
+)
+def test_each_damaged_file_is_named_with_what_to_do(saved, damage, message):
+    damage(saved)
+    with pytest.raises(ValueError, match=message) as error:
+        Posterior.load(saved)
+    assert "weights_only" not in str(error.value)  # torch's advice to unpickle with code execution is not passed on
+
+
+def test_saving_where_a_file_stands_names_the_file(posterior, tmp_path):
+    (tmp_path / "taken").write_text("")
+    with pytest.raises(ValueError, match=r"taken is a file, not a folder; choose another folder path"):
+        posterior.save(tmp_path / "taken")
+    with pytest.raises(ValueError, match=r"taken is a file, not a folder, so the folder .*taken/run cannot be made"):
+        posterior.save(tmp_path / "taken" / "run")
+
+
 def test_draws_thin_evenly_and_refuse_more_than_held(posterior):
     assert posterior.draws(10)["layers.0.bias"].shape == (10, 6)
     torch.testing.assert_close(posterior.draws(30)["sigma"], posterior.samples["sigma"][0])

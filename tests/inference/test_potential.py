@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
+import pyro
 import pyro.distributions as dist
 import pytest
 import torch
@@ -13,7 +14,7 @@ from pyro.infer.mcmc.util import initialize_model
 
 from inference import potential as potential_module
 from inference.numpy_potential import ACTIVATION_DERIVATIVES, Unsupported
-from inference.potential import Backend, FlatPotential
+from inference.potential import Backend, FlatPotential, flat_potential_mismatch
 from models import LIKELIHOODS, PRIORS, BayesianMLP, Prior
 from models.activations import ACTIVATIONS
 
@@ -155,3 +156,48 @@ def test_auto_falls_back_when_compilation_fails(monkeypatch):
 def test_unknown_backend_is_refused():
     with pytest.raises(ValueError, match=r"unknown backend 'jax'; choose from \['auto', 'numpy', 'compile', 'trace', 'eager'\]"):
         FlatPotential(BayesianMLP(2, 1), *data_for("gaussian", 1), backend="jax")
+
+
+class WiderNoise(BayesianMLP):
+    """The model's sites, but a likelihood the model object does not describe (twice its noise scale)."""
+
+    def __call__(self, x, y=None, num_data=None):
+        values = {site.name: pyro.sample(site.name, self.prior[site.name].distribution(site).to_event(len(site.shape)))
+                  for site in self.sites}
+        f = self.forward(x, self.squeeze_plate_slot(values))[..., 0]
+        with pyro.plate("data", x.shape[0]):
+            return pyro.sample("obs", dist.Normal(f, 2 * self.likelihood.scale), obs=y)
+
+
+class ExtraSite(BayesianMLP):
+    """A site of its own, outside the model's description."""
+
+    def __call__(self, x, y=None, num_data=None):
+        pyro.sample("extra", dist.Normal(0.0, 1.0))
+        return super().__call__(x, y, num_data)
+
+
+@dataclass(frozen=True)
+class PositiveWeights(Prior):
+    """A prior on positive weights: the flat potential would leave them unconstrained."""
+
+    def distribution(self, site):
+        return dist.HalfNormal(1.0).expand(site.shape)
+
+
+@pytest.mark.parametrize("prior", PRIORS.names())
+@pytest.mark.parametrize("likelihood", sorted(LIKELIHOOD_SPECS))
+def test_the_collections_models_match_their_programs(prior, likelihood):
+    out_features = OUT_FEATURES.get(likelihood, 1)
+    model = BayesianMLP(2, out_features, hidden=(3,), prior=prior, likelihood=LIKELIHOOD_SPECS[likelihood])
+    x, y = data_for(likelihood, out_features)
+    assert flat_potential_mismatch(model, x, model.likelihood.check_targets(y, out_features)) is None
+
+
+@pytest.mark.parametrize("model, reason", [
+    (ExtraSite(2, 1, hidden=(3,)), r"latent sites .*'extra'"),
+    (WiderNoise(2, 1, hidden=(3,), likelihood={"name": "gaussian", "scale": 0.3}), "not by a constant"),
+    (BayesianMLP(2, 1, hidden=(3,), prior=PositiveWeights()), "site 'layers.0.weight' has support"),
+], ids=["extra site", "other likelihood", "constrained weights"])
+def test_a_program_the_model_does_not_describe_is_detected(model, reason):
+    assert re.search(reason, flat_potential_mismatch(model, *data_for("gaussian", 1)))

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from inference.stop_signals import deferred_stop_signals
+from inference.stop_signals import deferred_stop_signals, sigterm_as_keyboard_interrupt
 
 
 def handlers() -> dict[int, object]:
@@ -45,3 +45,14 @@ def test_nothing_is_installed_when_disabled_or_outside_the_main_thread():
     thread.start()
     thread.join()
     assert seen == [before, before] and request.signal is None
+
+
+def test_sigterm_becomes_a_keyboard_interrupt_within_the_block_only(monkeypatch):
+    before = handlers()
+    with pytest.raises(KeyboardInterrupt, match="^SIGTERM$"):
+        with sigterm_as_keyboard_interrupt():
+            signal.raise_signal(signal.SIGTERM)
+    assert handlers() == before
+    monkeypatch.setattr(signal, "getsignal", lambda signum: signal.SIG_IGN)  # a process that ignores SIGTERM
+    with sigterm_as_keyboard_interrupt():
+        assert signal.signal(signal.SIGTERM, before[signal.SIGTERM]) == before[signal.SIGTERM]  # nothing installed

@@ -7,8 +7,11 @@ from pyro.infer.autoguide import AutoDiagonalNormal
 
 from bnn_data import load_toy1d, toy_function
 from inference import fit
+from inference.checkpoint import CHECKPOINT_FILE
 from inference.metrics import evaluate
+from inference.nonfinite import NonFiniteELBOError
 from inference.schedules import LRSchedule
+from inference.svi import ADAM_BETAS
 from models import BayesianMLP
 
 
@@ -88,6 +91,14 @@ def test_a_user_autoguide_class_and_a_user_guide_callable(toy):
         (dict(batch_size=1000), "batch_size 1000 exceeds the 60 training examples"),
         (dict(steps=0), "steps must be a positive integer"),
         (dict(lr=-1.0), "lr must be a positive number"),
+        (dict(lr=True), "lr must be a positive number, got True"),
+        (dict(lr=3.5e37), r"lr 3.5e\+37 is above 3.403e\+37, the largest rate whose first Adam step"),
+        (dict(lr=1e38, lr_schedule="cosine"), r"lr 1e\+38 is above 3.403e\+37"),
+        (dict(final_lr_fraction="a"), r"final_lr_fraction must lie in \(0, 1\], got 'a'"),
+        (dict(final_lr_fraction=0.0), r"final_lr_fraction must lie in \(0, 1\], got 0.0"),
+        (dict(jit="no"), "jit must be True or False, got 'no'"),
+        (dict(jit=1), "jit must be True or False, got 1"),
+        (dict(kl_weighting="warmup", kl_warmup_fraction=True), r"kl_warmup_fraction must lie in \(0, 1\], got True"),
         (dict(lr_schedule="linear"), "unknown lr_schedule 'linear'; choose from"),
         (dict(num_particles=0), "num_particles must be a positive integer"),
         (dict(seed=-1), "seed must be a non-negative integer"),
@@ -106,3 +117,21 @@ def test_schedules_start_at_one_and_end_at_the_fraction():
     assert LRSchedule.EXPONENTIAL.factor(100, 100, 0.1) == pytest.approx(0.1)
     assert LRSchedule.COSINE.factor(100, 100, 0.1) == pytest.approx(0.1)
     assert LRSchedule.COSINE.factor(50, 100, 0.0) == pytest.approx(0.5)
+
+
+def test_the_largest_allowed_lr_runs_to_a_clean_stop(toy):
+    """At the bound Adam's first step is finite; what follows overflows the weights and stops as non-finite."""
+    bound = torch.finfo(torch.get_default_dtype()).max * (1 - ADAM_BETAS[0])
+    with pytest.raises(NonFiniteELBOError, match="SVI stopped at step"):
+        fit(small_model(), toy, steps=3, lr=bound, progress=False, num_draws=3)
+
+
+def test_resuming_a_checkpoint_that_lacks_a_field_names_it(toy, tmp_path):
+    options = dict(steps=4, seed=0, progress=False, num_draws=3)
+    fit(small_model(), toy, checkpoint_dir=tmp_path, **options)
+    payload = torch.load(tmp_path / CHECKPOINT_FILE, weights_only=True)
+    del payload["permutation"]
+    torch.save(payload, tmp_path / CHECKPOINT_FILE)
+    with pytest.raises(ValueError, match=r"svi-checkpoint.pt is damaged or from another version: it lacks "
+                                         r"\['permutation'\]; start the fit again without resume"):
+        fit(small_model(), toy, resume=tmp_path, **options)
