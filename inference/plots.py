@@ -1,22 +1,21 @@
-"""Pictures of predictive distributions, saved as PNG (matplotlib, headless)."""
+"""Pictures of predictive distributions, saved as PNG and closed (so they never change the user's matplotlib
+backend, nor show up twice in a notebook; on a machine without a display matplotlib picks Agg by itself)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import torch
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import torch  # noqa: E402
-
-from bnn_data.dataset import Dataset  # noqa: E402
-from inference.metrics import CALIBRATION_BINS, top_label_confidence  # noqa: E402
-from inference.posterior import Posterior  # noqa: E402
+from bnn_data.dataset import Dataset
+from inference.metrics import CALIBRATION_BINS, top_label_confidence
+from inference.posterior import Posterior
 
 
 def _save(figure, path: str | Path) -> Path:
+    """Write ``figure`` to ``path`` as PNG, close it, and return the path."""
     path = Path(path)
     figure.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(figure)
