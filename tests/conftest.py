@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 import torch
 
@@ -15,3 +17,16 @@ def conjugate():
     torch.set_default_dtype(torch.float64)
     yield conjugate_problem()
     torch.set_default_dtype(previous)
+
+
+@pytest.fixture(autouse=True)
+def ctrl_c_raises_keyboard_interrupt():
+    """SIGINT with Python's own handler during each test, the inherited disposition restored after it.
+
+    A test run started as a background job of a non-interactive shell (``make test &``, some CI runners) inherits an
+    ignored SIGINT, which the collection rightly leaves alone; the tests of Ctrl-C need one that raises."""
+    previous = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    if previous is not None:  # None: a handler installed outside Python, which cannot be put back
+        signal.signal(signal.SIGINT, previous)
