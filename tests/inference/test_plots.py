@@ -9,7 +9,8 @@ import sys
 
 def test_importing_the_plots_keeps_the_users_backend():
     """A notebook's inline backend (here: svg, set the same way through MPLBACKEND) survives the import."""
-    probe = "import matplotlib; import inference.plots, inference.posterior_plots, inference.report; print(matplotlib.get_backend())"
+    probe = ("import matplotlib; import inference.plots, inference.posterior_plots, inference.report; "
+             "print(matplotlib.get_backend())")
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
                             env={**os.environ, "MPLBACKEND": "svg"})
     assert result.stdout.strip() == "svg"
