@@ -44,7 +44,7 @@ from inference.evidence import (
 )
 from inference.linearized import Linearization
 from inference.map_estimate import MapEstimate, find_map
-from inference.options import parse_option, positive_int, positive_number
+from inference.options import flag, parse_option, positive_int, positive_number
 from inference.posterior import Posterior
 from inference.prior_curvature import check_prior_curvature_possible, covered_sites, prior_curvature
 from inference.seeding import seeded
@@ -203,8 +203,7 @@ def fit_laplace(
     hessian_type = parse_option(HessianType, hessian, "hessian")
     structure = parse_option(Structure, structure, "structure")
     check_combination(hessian_type, structure)
-    if not isinstance(tune_prior_precision, bool):
-        raise ValueError(f"tune_prior_precision must be True or False, got {tune_prior_precision!r}")
+    flag("tune_prior_precision", tune_prior_precision)
     positive_int("map_steps", map_steps)
     positive_number("map_lr", map_lr)
     positive_number("map_tolerance", map_tolerance)

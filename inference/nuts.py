@@ -71,13 +71,13 @@ on it, so another sampler replaces that one function.
 Cost: on the 152-latent toy BNN (``python -m inference fit --method nuts --dataset toy1d``)
 a draw takes up to :math:`2^{10} - 1` leapfrog steps, so the defaults (200 warmup + 200 draws
 per chain, 2 chains in parallel) cost up to about :math:`4 \times 10^5` gradients per chain.
-The default nutpie engine on the flat potential's NumPy gradient spends about 0.08 ms per
-gradient (about 60 us for the gradient, see :class:`~inference.potential.Backend`, and 20 us
-in nutpie): under a minute per chain; on Pyro's generic potential it pays an eager run of the
-Pyro program per gradient instead, several times slower. The Pyro engine spends about
+The default nutpie engine on the flat potential's NumPy gradient runs about 13,000 gradients/s
+on one idle core (``benchmarks/results/nuts_speed.md``), so a chain takes well under a minute
+(``make demo``: 32 s for its two chains); on Pyro's generic potential it pays an eager run of
+the Pyro program per gradient instead, several times slower. The Pyro engine spends about
 0.15-0.2 ms of Python per leapfrog step on top of the gradient: about 5 minutes at its 1,400
-gradients/s on an idle core, several times longer when other jobs share the cores (measured:
-40 minutes at about 440 gradients/s). Small models take seconds.
+gradients/s on an idle core, several times longer when other jobs share the cores (measured
+before nutpie, shared/DESIGN.md: 40 minutes at about 440 gradients/s). Small models take seconds.
 """
 
 from __future__ import annotations
@@ -112,6 +112,7 @@ from tqdm.auto import tqdm
 
 from inference.chain_outcomes import ChainInterrupted, ChainOutcomes
 from inference.convergence import predictive_r_hat
+from inference.options import flag
 from inference.posterior import Posterior
 from inference.potential import MAX_PLATE_NESTING, PotentialKind, flat_potential_mismatch, latent_sites
 from inference.seeding import seeded
@@ -408,12 +409,12 @@ def _run_in_processes(model, x, y, jobs: list[ChainJob], show: _ProgressBars) ->
             if not isinstance(interrupt, KeyboardInterrupt):
                 raise
             outcomes.interrupt = interrupt
-    broken = [future.exception() for future in futures.values()
-              if not future.cancelled() and isinstance(future.exception(), BrokenProcessPool)]
-    if broken and outcomes.interrupt is None:
-        raise broken[0]  # a worker died: no chain's outcome is its own
+    errors = {chain: None if future.cancelled() else future.exception() for chain, future in futures.items()}
+    broken = next((error for error in errors.values() if isinstance(error, BrokenProcessPool)), None)
+    if broken is not None and outcomes.interrupt is None:
+        raise broken  # a worker died: no chain's outcome is its own
     for chain, future in futures.items():
-        error = None if future.cancelled() else future.exception()
+        error = errors[chain]
         if future.cancelled() or (outcomes.interrupt is not None and isinstance(error, InterruptedError)):
             continue  # stopped before it began, or a Pyro chain stopped with no draws to give
         if isinstance(error, ChainInterrupted):
@@ -555,12 +556,6 @@ def _check_int(name: str, value: Any, minimum: int) -> int:
     return value
 
 
-def _check_bool(name: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise ValueError(f"{name} must be True or False, got {value!r}")
-    return value
-
-
 def _chain_inits(init: Any, model, x, y, num_chains: int) -> list[InitStrategy | dict[str, torch.Tensor]]:
     """Each chain's start: a strategy, or the given constrained values checked against the sites."""
     if not isinstance(init, Mapping):
@@ -682,7 +677,7 @@ def fit_nuts(
         raise ValueError(f"target_accept must be a probability in (0, 1), got {target_accept!r}")
     _check_int("max_tree_depth", max_tree_depth, 1)
     for name, value in (("dense_mass", dense_mass), ("jit_compile", jit_compile), ("progress", progress)):
-        _check_bool(name, value)
+        flag(name, value)
     try:
         chain_method = ChainMethod(chain_method)
     except ValueError:

@@ -60,14 +60,15 @@ class PotentialKind(str, Enum):
 class Backend(str, Enum):
     """How :class:`FlatPotential` evaluates :math:`\\log\\pi(z)` and its gradient.
 
-    Per gradient on toy1d (1-50-1 tanh, N=100, 151 latents, one thread; ``python
-    benchmarks/nuts_speed.py`` prints them): ``numpy`` ~60 us, ``compile`` ~670 us after a 16 s
-    build, ``trace`` ~1.3 ms, ``eager`` ~2.2 ms.
+    Per value and gradient on toy1d (1-50-1 tanh, N=100, 152 latents, one idle thread;
+    ``python -m benchmarks.nuts_speed`` prints them, ``benchmarks/results/nuts_speed.md``):
+    ``numpy`` 91 us, ``compile`` 291 us after a 4 s build (18 s on a loaded machine), ``trace``
+    695 us, ``eager`` 1,074 us.
     """
 
     AUTO = "auto"
     """The first of ``numpy``, ``trace``, ``eager`` that builds and reproduces the eager value and gradient.
-    ``compile`` is left out: its build (16 s in every chain process) outweighs its gain on runs of minutes."""
+    ``compile`` is left out: its build (4-18 s measured, in every chain process) outweighs its gain on runs of minutes."""
     NUMPY = "numpy"
     """The hand-derived gradient of :mod:`inference.numpy_potential`: the collection's own priors,
     likelihoods and activations only."""
