@@ -16,7 +16,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 demo: $(VENV)/.installed
-	$(PY) -m inference compare --dataset toy1d --methods svi,nuts,laplace --out $(OUT) --overwrite
+	$(PY) -m bnn compare --dataset toy1d --methods svi,nuts,laplace --out $(OUT) --overwrite
 
 test: $(VENV)/.installed
 	$(PY) -m pytest

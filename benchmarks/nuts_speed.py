@@ -3,12 +3,12 @@ r"""NUTS speed: the collection's NUTS engines against NumPyro's NUTS on the same
 The model: a tanh network with one hidden layer of 50 units, :math:`\mathcal{N}(0, 1)` on every
 weight and bias, a learned noise :math:`\sigma \sim \text{HalfNormal}(1)`, Gaussian likelihood;
 on toy1d (1-50-1, N=100, 152 latents) and on UCI boston split 0 (13-50-1, N=455, 752 latents),
-standardised as :func:`bnn_data.load_dataset` does. Every engine runs one chain from its own
+standardised as :func:`bnn.datasets.load_dataset` does. Every engine runs one chain from its own
 initialisation, in float64, on one thread, with the same warmup and draws, target acceptance 0.8
 and maximum tree depth 10:
 
 * ``nutpie`` and ``pyro``: ``fit(model, data, "nuts", engine=...)``, the model a Pyro program
-  (nutpie on the model's flat potential, :class:`~inference.potential.FlatPotential`, backend ``auto``);
+  (nutpie on the model's flat potential, :class:`~bnn.inference.nuts.potential.FlatPotential`, backend ``auto``);
 * ``numpyro``: the same model written in NumPyro, run by ``numpyro.infer.NUTS`` (JAX; its compile
   time is included in its wall time, as the collection's set-up is in its).
 
@@ -42,12 +42,11 @@ os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_
 import arviz as az  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-
-from bnn_data import Dataset, load_dataset  # noqa: E402
-from inference import fit  # noqa: E402
-from inference.nuts import DEFAULT_ENGINE, tree_depth  # noqa: E402
-from inference.potential import Backend, FlatPotential  # noqa: E402
-from models import BayesianMLP, GaussianLikelihood, GaussianPrior  # noqa: E402
+from bnn.datasets import Dataset, load_dataset  # noqa: E402
+from bnn.inference import fit  # noqa: E402
+from bnn.inference.nuts.fit import DEFAULT_ENGINE, tree_depth  # noqa: E402
+from bnn.inference.nuts.potential import Backend, FlatPotential  # noqa: E402
+from bnn.models import BayesianMLP, GaussianLikelihood, GaussianPrior  # noqa: E402
 
 HIDDEN = 50
 TARGET_ACCEPT = 0.8
@@ -90,7 +89,7 @@ def ess_of(draws: dict[str, np.ndarray]) -> np.ndarray:
 
 
 def mean_tree_depth(n_steps: np.ndarray) -> float:
-    """The mean over draws of ArviZ's tree depth (:func:`inference.nuts.tree_depth`)."""
+    """The mean over draws of ArviZ's tree depth (:func:`bnn.inference.nuts.fit.tree_depth`)."""
     return float(np.mean(tree_depth(n_steps)))
 
 

@@ -33,11 +33,10 @@ import time
 
 import torch
 import torch.nn.functional as F
+from bnn.datasets import load_toy1d
+from bnn.inference import fit
+from bnn.models import BayesianMLP, GaussianLikelihood, GaussianPrior
 from torch.distributions import Normal, kl_divergence
-
-from bnn_data import load_toy1d
-from inference import fit
-from models import BayesianMLP, GaussianLikelihood, GaussianPrior
 
 HIDDEN = 50
 NOISE = 0.1
@@ -107,7 +106,7 @@ def distributions_loop(x: torch.Tensor, y: torch.Tensor, steps: int, seed: int) 
 
 
 def pyro_fit(x: torch.Tensor, y: torch.Tensor, steps: int, seed: int, guide: str, jit: bool) -> tuple[float, float]:
-    """The same fit through :func:`inference.fit`; return ``(first step seconds, seconds of the other steps)``."""
+    """The same fit through :func:`bnn.inference.fit`; return ``(first step seconds, seconds of the other steps)``."""
     options = {"init_rho": INIT_RHO} if guide == "meanfield" else {}
     posterior = fit(
         build_model(), (x, y), "svi", guide=guide, guide_options=options, steps=steps, lr=LR, jit=jit,

@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import torch
+from bnn.guides.registry import register_guide
 from pyro.infer.autoguide import AutoNormal, init_to_median, init_to_sample, init_to_value
-
-from guides.registry import register_guide
 
 INIT_LOCATIONS = {"prior": init_to_sample, "median": init_to_median}
 

@@ -32,7 +32,7 @@ is defined for Gaussian priors only: the guide refuses a model whose weight site
 another prior (a Laplace or scale-mixture prior has no single variance to learn, and a
 run labelled with it would silently fit a Gaussian one). The Gaussian prior's scale plays
 no part: the guide's log-density of each weight site is :math:`\log p(w) + \mathrm{KL}`
-(see :mod:`guides.flat_normal`), so the model's :math:`\log p(w)` cancels draw by draw and
+(see :mod:`bnn.guides.flat_normal`), so the model's :math:`\log p(w)` cancels draw by draw and
 the empirical-Bayes KL, at the learned variance, replaces the prior's KL term. A
 likelihood latent (a learned noise ``sigma``) keeps the model's prior and a Monte Carlo
 KL, with :math:`q` Gaussian in its unconstrained space, mean :math:`\gamma\sigma` as well.
@@ -44,11 +44,10 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from bnn.guides.flat_normal import FlatNormalGuide, check_finite
+from bnn.guides.registry import register_guide
+from bnn.models.priors import PRIORS, GaussianPrior
 from pyro.nn import PyroParam, pyro_method
-
-from guides.flat_normal import FlatNormalGuide, check_finite
-from guides.registry import register_guide
-from models.priors import PRIORS, GaussianPrior
 
 PRIOR_VARIANCE = "prior_variance"
 
@@ -86,7 +85,7 @@ class EmpiricalBayesGuide(FlatNormalGuide):
     Parameters
     ----------
     model : BayesianMLP
-        The model, with a :class:`~models.priors.GaussianPrior` on every weight site (its
+        The model, with a :class:`~bnn.models.priors.GaussianPrior` on every weight site (its
         scale plays no part).
     init_rho : float
         Initial :math:`\rho` of every latent (1 gives :math:`\sigma \approx 1.31`).

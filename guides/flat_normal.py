@@ -1,6 +1,6 @@
 r"""What the collection's mean-field Gaussian guides share: every latent in one flat vector.
 
-The latent sites of a :class:`~models.mlp.BayesianMLP` (its weight sites, then the
+The latent sites of a :class:`~bnn.models.mlp.BayesianMLP` (its weight sites, then the
 likelihood's latents such as a learned noise ``sigma`` in their unconstrained space) are
 laid end to end in one vector :math:`z \in \mathbb{R}^D` with
 
@@ -112,7 +112,7 @@ class Block:
     """One latent site's slice ``[start, stop)`` of the flat vector.
 
     ``transform`` maps the unconstrained block to the site's support; ``None`` marks a
-    weight site (real-valued, its prior from the model's :class:`~models.priors.Prior`).
+    weight site (real-valued, its prior from the model's :class:`~bnn.models.priors.Prior`).
     """
 
     name: str

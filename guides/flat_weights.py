@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import torch
-
-from models.sites import WeightSite
+from bnn.models.sites import WeightSite
 
 
 def num_weights(sites: Sequence[WeightSite]) -> int:

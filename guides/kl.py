@@ -19,16 +19,15 @@ from collections.abc import Mapping, Sequence
 from enum import Enum
 
 import torch
-
-from models.priors import GaussianPrior, Prior
-from models.sites import WeightSite
+from bnn.models.priors import GaussianPrior, Prior
+from bnn.models.sites import WeightSite
 
 
 class KLEstimator(str, Enum):
     """How a mean-field guide estimates the KL of each weight site to its prior."""
 
     CLOSED_FORM = "closed-form"
-    """The analytic Gaussian KL; every weight site needs a :class:`~models.priors.GaussianPrior`."""
+    """The analytic Gaussian KL; every weight site needs a :class:`~bnn.models.priors.GaussianPrior`."""
     MONTE_CARLO = "monte-carlo"
     """:math:`\\log q(w) - \\log p(w)` at the sampled weights (Blundell et al.), for any prior."""
     AUTO = "auto"

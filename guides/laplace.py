@@ -1,7 +1,7 @@
 r"""The Laplace posterior as a Pyro guide: one Gaussian draw of the flat weight vector.
 
 With :math:`\theta \in \mathbb{R}^D` the model's weights as one vector (see
-:mod:`guides.flat_weights`), the Laplace approximation is
+:mod:`bnn.guides.flat_weights`), the Laplace approximation is
 
 .. math::
 
@@ -27,9 +27,8 @@ from collections.abc import Mapping, Sequence
 import pyro
 import pyro.distributions as dist
 import torch
-
-from guides.flat_weights import num_weights, split_flat
-from models.sites import WeightSite
+from bnn.guides.flat_weights import num_weights, split_flat
+from bnn.models.sites import WeightSite
 
 LATENT_SITE = "_laplace_latent"
 

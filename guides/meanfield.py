@@ -7,12 +7,12 @@ r"""Bayes by Backprop (Blundell et al. 2015): a mean-field Gaussian guide with s
     w = \mu + \sigma \odot \varepsilon,\ \varepsilon \sim \mathcal{N}(0, I),
 
 fitted by minimising :math:`\mathrm{KL}(q \,\|\, p) - \mathbb{E}_q[\log p(\mathcal{D} \mid w)]`,
-the KL in closed form or by Monte Carlo (:mod:`guides.kl`), the expectation by
+the KL in closed form or by Monte Carlo (:mod:`bnn.guides.kl`), the expectation by
 reparameterised draws. All weights live in one flat :math:`\mu` and one flat :math:`\rho`,
-the two rows of the parameter ``loc_rho`` (:mod:`guides.flat_normal`); a likelihood latent
+the two rows of the parameter ``loc_rho`` (:mod:`bnn.guides.flat_normal`); a likelihood latent
 such as a learned noise ``sigma`` is Gaussian in its unconstrained space (log-normal) with
 a Monte Carlo KL. In SVI the model does not evaluate the Gaussian priors of closed-form
-sites at all (:meth:`~guides.flat_normal.FlatNormalGuide.elbo_pair`).
+sites at all (:meth:`~bnn.guides.flat_normal.FlatNormalGuide.elbo_pair`).
 
 Local reparameterisation (Kingma, Salimans & Welling 2015): given a layer's input
 :math:`h`, each pre-activation :math:`a = h W^\top + b` under :math:`q` is Gaussian,
@@ -34,16 +34,15 @@ from collections.abc import Mapping
 
 import torch
 import torch.nn.functional as F
+from bnn.guides.flat_normal import FlatNormalGuide, check_finite, normal_log_prob
+from bnn.guides.flat_weights import split_flat
+from bnn.guides.kl import KLEstimator, gaussian_kl, site_estimators
+from bnn.guides.registry import register_guide
+from bnn.inference.map_estimate import find_map
+from bnn.models.activations import ACTIVATIONS
+from bnn.models.mlp import OBSERVED_SITE
 from pyro.nn import PyroParam, pyro_method
 from pyro.poutine.messenger import Messenger
-
-from guides.flat_normal import FlatNormalGuide, check_finite, normal_log_prob
-from guides.flat_weights import split_flat
-from guides.kl import KLEstimator, gaussian_kl, site_estimators
-from guides.registry import register_guide
-from inference.map_estimate import find_map
-from models.activations import ACTIVATIONS
-from models.mlp import OBSERVED_SITE
 
 INIT_LOCS = ("prior", "small", "map")
 SMALL_INIT_SD = 0.1
@@ -55,7 +54,7 @@ def map_weights(model, x: torch.Tensor, y: torch.Tensor, *, steps: int = MAP_STE
     r"""The MAP value of every latent site of ``model`` on ``(x, y)``, for ``init_loc``.
 
     :math:`\theta_{MAP} = \arg\max_\theta \log p(y \mid x, \theta) + \log p(\theta)` by
-    :func:`inference.map_estimate.find_map` (Adam for ``steps`` steps at rate ``lr`` from a
+    :func:`bnn.inference.map_estimate.find_map` (Adam for ``steps`` steps at rate ``lr`` from a
     prior draw, then L-BFGS until no gradient entry exceeds ``tolerance``; a
     ``RuntimeWarning`` when it stops short), in float64 as the Laplace fit (float32 stalls
     L-BFGS above the tolerance), split into the weight sites, plus a learned noise ``sigma``
@@ -171,7 +170,7 @@ class MeanFieldGuide(FlatNormalGuide):
                 raise ValueError(
                     "init_loc='map' fits the MAP on the data of the guide's first call, which got "
                     f"{'no y' if y is None else f'a minibatch of {x.shape[0]} of {num_data} examples'}; fit on the "
-                    "full data (no batch_size), or pass init_loc=map_weights(model, x, y) (guides.meanfield)"
+                    "full data (no batch_size), or pass init_loc=map_weights(model, x, y) (bnn.guides.meanfield)"
                 )
             start = self.flatten(self._initial_values(map_weights(self.model, x, y)))
             with torch.no_grad():

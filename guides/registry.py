@@ -12,7 +12,7 @@ from typing import Any
 
 from pyro.infer.autoguide import AutoGuide
 
-from models.registry import Registry
+from bnn.registry import Registry
 
 
 class GuideFactory:

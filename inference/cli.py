@@ -1,4 +1,4 @@
-"""Command line: ``python -m inference fit ...``; choices come from the registries.
+"""Command line: ``python -m bnn fit ...``; choices come from the registries.
 
 Every run writes into ``--out`` atomically: the folder appears complete or not at all. An SVI ``fit``
 checkpoints into ``<out>/checkpoint`` (every ``DEFAULT_CHECKPOINT_EVERY`` steps and on Ctrl-C/SIGTERM) until the
@@ -16,22 +16,21 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-
-from bnn_data import DATASETS, load_dataset
-from guides import GUIDES
-from inference.atomic import atomic_directory, write_json
-from inference.checkpoint import CHECKPOINT_FILE
-from inference.compare import label_fits
-from inference.curvature import HessianType, Structure
-from inference.fit import METHODS, fit, keyword_options
-from inference.kl_weights import KLWeighting
-from inference.metrics import evaluate
-from inference.nonfinite import KEPT_POSTERIOR, NonFiniteELBOError
-from inference.nuts import ChainMethod, Engine, InitStrategy
-from inference.plots import plot_fit
-from inference.report import write_comparison
-from inference.svi import DEFAULT_CHECKPOINT_EVERY
-from models import ACTIVATIONS, PRIORS, BayesianMLP
+from bnn.datasets import DATASETS, load_dataset
+from bnn.guides import GUIDES
+from bnn.inference.atomic import atomic_directory, write_json
+from bnn.inference.evaluation.compare import label_fits
+from bnn.inference.evaluation.metrics import evaluate
+from bnn.inference.evaluation.plots import plot_fit
+from bnn.inference.evaluation.report import write_comparison
+from bnn.inference.fit import METHODS, fit, keyword_options
+from bnn.inference.laplace.curvature import HessianType, Structure
+from bnn.inference.nuts.fit import ChainMethod, Engine, InitStrategy
+from bnn.inference.svi.checkpoint import CHECKPOINT_FILE
+from bnn.inference.svi.fit import DEFAULT_CHECKPOINT_EVERY
+from bnn.inference.svi.kl_weights import KLWeighting
+from bnn.inference.svi.nonfinite import KEPT_POSTERIOR, NonFiniteELBOError
+from bnn.models import ACTIVATIONS, PRIORS, BayesianMLP
 
 CHECKPOINT_FOLDER = "checkpoint"
 
@@ -196,7 +195,7 @@ def checkpoint_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def command_line(args: argparse.Namespace) -> str:
     """The command that made the run, quoted so that a shell runs it again."""
-    return shlex.join(["python", "-m", "inference", *args.argv])
+    return shlex.join(["python", "-m", "bnn", *args.argv])
 
 
 def run_metrics(args: argparse.Namespace, dataset, model: BayesianMLP, posterior) -> dict[str, Any]:
@@ -311,14 +310,14 @@ def run_compare(args: argparse.Namespace) -> pd.DataFrame:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The parser of ``python -m inference``: subcommands ``fit`` and ``compare``, choices from the registries.
+    """The parser of ``python -m bnn``: subcommands ``fit`` and ``compare``, choices from the registries.
 
     Returns
     -------
     argparse.ArgumentParser
         Parsed arguments carry ``run``, the function of the chosen subcommand.
     """
-    parser = argparse.ArgumentParser(prog="python -m inference", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m bnn", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     fit_parser = commands.add_parser("fit", help="fit one model, write metrics, posterior and a plot")
     add_model_arguments(fit_parser)
@@ -365,12 +364,12 @@ def interrupted_message(args: argparse.Namespace, error: KeyboardInterrupt) -> s
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run ``python -m inference`` with ``argv``.
+    """Run ``python -m bnn`` with ``argv``.
 
     Parameters
     ----------
     argv : list of str, optional
-        The arguments after ``python -m inference`` (default ``sys.argv[1:]``); the run records them as its
+        The arguments after ``python -m bnn`` (default ``sys.argv[1:]``); the run records them as its
         command.
 
     Returns

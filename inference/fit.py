@@ -11,14 +11,14 @@ import inspect
 from typing import Any
 
 import torch
+from bnn.datasets.dataset import Dataset
+from bnn.datasets.validation import check_inputs_targets
+from bnn.inference.laplace.fit import fit_laplace
+from bnn.inference.nuts.fit import fit_nuts
+from bnn.inference.posterior import Posterior
+from bnn.inference.svi.fit import fit_svi
 
-from bnn_data.dataset import Dataset
-from bnn_data.validation import check_inputs_targets
-from inference.laplace import fit_laplace
-from inference.nuts import fit_nuts
-from inference.posterior import Posterior
-from inference.svi import fit_svi
-from models.registry import Registry
+from bnn.registry import Registry
 
 METHODS: Registry = Registry("method")
 METHODS.register("svi", fit_svi)
@@ -61,12 +61,12 @@ def fit(model, data, method: str = "svi", **options: Any) -> Posterior:
     model : BayesianMLP
         The Pyro model.
     data : Dataset or (x, y)
-        Training data; a :class:`~bnn_data.Dataset` also names the run in reports.
+        Training data; a :class:`~bnn.datasets.Dataset` also names the run in reports.
     method : str
         A name in :data:`METHODS`.
     **options
         The method's options, for example ``guide``, ``steps``, ``lr`` and ``seed`` for SVI
-        (see :func:`inference.svi.fit_svi`).
+        (see :func:`bnn.inference.svi.fit.fit_svi`).
 
     Raises
     ------

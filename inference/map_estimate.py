@@ -4,7 +4,7 @@ r"""The maximum a posteriori weights :math:`\theta_{MAP}`, the centre of a Lapla
 
     \theta_{MAP} = \arg\max_\theta \; \log p(y \mid x, \theta, \sigma) + \log p(\theta)
 
-over the flat weight vector (:mod:`guides.flat_weights`), starting from a draw of the
+over the flat weight vector (:mod:`bnn.guides.flat_weights`), starting from a draw of the
 prior: Adam on the per-datum objective, then an L-BFGS polish (strong Wolfe line search)
 until no entry of the log joint's gradient exceeds ``tolerance`` (then the mean is off the
 mode by at most :math:`\lVert\nabla\rVert / \sqrt{\lambda_{min}(\Lambda)}` posterior
@@ -25,9 +25,8 @@ from dataclasses import dataclass
 
 import pyro
 import torch
+from bnn.guides.flat_weights import join_sites, split_flat
 from tqdm.auto import tqdm
-
-from guides.flat_weights import join_sites, split_flat
 
 LBFGS_MAX_ITERATIONS = 1000
 LBFGS_HISTORY = 100
@@ -96,7 +95,7 @@ def find_map(
 ) -> MapEstimate:
     """Maximise the log joint over the flat weights (and a learned noise); see the module docstring.
 
-    Uses the global random state for the initial draw (call it under :func:`inference.seeding.seeded`).
+    Uses the global random state for the initial draw (call it under :func:`bnn.inference.seeding.seeded`).
     Works in the dtype of ``x``. Distribution argument checks are off inside (the data were
     validated at the edge, and every loss is checked for finiteness): they cost a fifth of a step.
 

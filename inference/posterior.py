@@ -17,13 +17,13 @@ from typing import Any
 import arviz as az
 import numpy as np
 import torch
+from bnn.inference.atomic import atomic_directory, write_json
+from bnn.inference.laplace.linearized import Linearization, PredictiveType
+from bnn.inference.prediction import Prediction, log_predictive_density, summarise
+from bnn.inference.seeding import seeded
+from bnn.models.mlp import OBSERVED_SITE, BayesianMLP
 
-from inference.atomic import atomic_directory, write_json
-from inference.linearized import Linearization, PredictiveType
-from inference.options import parse_option
-from inference.prediction import Prediction, log_predictive_density, summarise
-from inference.seeding import seeded
-from models.mlp import OBSERVED_SITE, BayesianMLP
+from bnn.options import parse_option
 
 SCHEMA_VERSION = 1
 POSTERIOR_FILE = "posterior.nc"
@@ -130,7 +130,7 @@ class Posterior:
         ``predictive`` is a :class:`PredictiveType`; by default the method's own choice,
         :attr:`default_predictive`.
         """
-        from bnn_data.validation import as_float_tensor
+        from bnn.datasets.validation import as_float_tensor
 
         x = as_float_tensor(x, "inputs x")
         if self._predictive(predictive) is PredictiveType.LINEARIZED:

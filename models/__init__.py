@@ -1,7 +1,7 @@
 """Bayesian neural networks as Pyro programs: networks, priors on weights, likelihoods."""
 
-from models.activations import ACTIVATIONS
-from models.likelihoods import (
+from bnn.models.activations import ACTIVATIONS
+from bnn.models.likelihoods import (
     LIKELIHOODS,
     BernoulliLikelihood,
     CategoricalLikelihood,
@@ -9,11 +9,12 @@ from models.likelihoods import (
     Likelihood,
     get_likelihood,
 )
-from models.mlp import DATA_PLATE, OBSERVED_SITE, BayesianMLP
-from models.priors import PRIORS, GaussianPrior, LaplacePrior, Prior, ScaleMixturePrior, get_prior, register_prior
-from models.registry import Registry
-from models.scale_mixture import ScaleMixtureNormal
-from models.sites import WeightSite
+from bnn.models.mlp import DATA_PLATE, OBSERVED_SITE, BayesianMLP
+from bnn.models.priors import PRIORS, GaussianPrior, LaplacePrior, Prior, ScaleMixturePrior, get_prior, register_prior
+from bnn.models.scale_mixture import ScaleMixtureNormal
+from bnn.models.sites import WeightSite
+
+from bnn.registry import Registry
 
 __all__ = [
     "ACTIVATIONS", "LIKELIHOODS", "PRIORS", "DATA_PLATE", "OBSERVED_SITE",

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from models.registry import Registry
+from bnn.registry import Registry
 
 ACTIVATIONS: Registry[Callable[[torch.Tensor], torch.Tensor]] = Registry("activation")
 ACTIVATIONS.register("tanh", torch.tanh)

@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 import pyro.distributions as dist
 import torch
 
-from models.registry import Registry, build_from, config_of
+from bnn.registry import Registry, build_from, config_of
 
 LIKELIHOODS: Registry[type[Likelihood]] = Registry("likelihood")
 

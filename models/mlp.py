@@ -36,11 +36,10 @@ from typing import Any
 
 import pyro
 import torch
-
-from models.activations import ACTIVATIONS
-from models.likelihoods import Likelihood, get_likelihood
-from models.priors import Prior, get_prior
-from models.sites import WeightSite
+from bnn.models.activations import ACTIVATIONS
+from bnn.models.likelihoods import Likelihood, get_likelihood
+from bnn.models.priors import Prior, get_prior
+from bnn.models.sites import WeightSite
 
 DATA_PLATE = "data"
 OBSERVED_SITE = "obs"
@@ -66,13 +65,13 @@ class BayesianMLP:
     hidden : sequence of int
         Widths of the hidden layers; ``()`` gives a Bayesian generalised linear model.
     activation : str
-        Hidden activation, a name in :data:`models.activations.ACTIVATIONS`.
+        Hidden activation, a name in :data:`bnn.models.activations.ACTIVATIONS`.
     prior : Prior, str or mapping
         One prior for every site, or a mapping whose keys are site names
         (``"layers.1.weight"``), layer names (``"layers.1"``) or ``"*"`` (every other
         site); the most specific key wins. Change it later with ``model.prior = ...``.
     likelihood : Likelihood or str
-        The observation model, see :mod:`models.likelihoods`.
+        The observation model, see :mod:`bnn.models.likelihoods`.
 
     Examples
     --------

@@ -39,10 +39,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyro.distributions as dist
+from bnn.models.scale_mixture import ScaleMixtureNormal
+from bnn.models.sites import WeightSite
 
-from models.registry import Registry, build_from, config_of
-from models.scale_mixture import ScaleMixtureNormal
-from models.sites import WeightSite
+from bnn.registry import Registry, build_from, config_of
 
 PRIORS: Registry[type[Prior]] = Registry("prior")
 

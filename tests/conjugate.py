@@ -20,8 +20,7 @@ from dataclasses import dataclass
 import pyro
 import torch
 import torch.nn.functional as F
-
-from models import BayesianMLP, GaussianLikelihood, GaussianPrior
+from bnn.models import BayesianMLP, GaussianLikelihood, GaussianPrior
 
 PRIOR_SCALE = 1.0
 NOISE = 0.5

@@ -5,11 +5,10 @@ from functools import reduce
 import pyro
 import pytest
 import torch
+from bnn.guides import GUIDES, autonormal, build_guide
+from bnn.guides.registry import GuideFactory
+from bnn.models import BayesianMLP
 from pyro.infer.autoguide import AutoDiagonalNormal, AutoNormal
-
-from guides import GUIDES, autonormal, build_guide
-from guides.registry import GuideFactory
-from models import BayesianMLP
 
 
 @pytest.fixture

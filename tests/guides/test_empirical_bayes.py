@@ -10,14 +10,14 @@ import pyro
 import pytest
 import torch
 import torch.nn.functional as F
+from bnn.guides import GUIDES, EmpiricalBayesGuide, build_guide
+from bnn.guides.empirical_bayes import empirical_bayes_kl
+from bnn.guides.kl import gaussian_kl
+from bnn.inference import Posterior, fit
+from bnn.inference.cli import main
+from bnn.models import PRIORS, BayesianMLP, GaussianPrior
 from pyro.infer import JitTrace_ELBO, Trace_ELBO
 
-from guides import GUIDES, EmpiricalBayesGuide, build_guide
-from guides.empirical_bayes import empirical_bayes_kl
-from guides.kl import gaussian_kl
-from inference import Posterior, fit
-from inference.cli import main
-from models import PRIORS, BayesianMLP, GaussianPrior
 from tests.conjugate import CHAIN_LOC_LR, NOISE, PRIOR_SCALE, batch_means, stationary_sgd_chain
 
 

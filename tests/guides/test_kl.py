@@ -5,11 +5,10 @@ from __future__ import annotations
 import pyro
 import pytest
 import torch
+from bnn.guides import KLEstimator, MeanFieldGuide
+from bnn.guides.kl import gaussian_kl, get_kl_estimator, site_estimators
+from bnn.models import BayesianMLP, GaussianPrior, LaplacePrior, ScaleMixturePrior
 from pyro import poutine
-
-from guides import KLEstimator, MeanFieldGuide
-from guides.kl import gaussian_kl, get_kl_estimator, site_estimators
-from models import BayesianMLP, GaussianPrior, LaplacePrior, ScaleMixturePrior
 
 MIXED = {"*": GaussianPrior(0.7), "layers.1.weight": LaplacePrior(0.5), "layers.1.bias": ScaleMixturePrior()}
 

@@ -7,16 +7,16 @@ import json
 import pyro
 import pytest
 import torch
+from bnn.datasets import load_toy1d
+from bnn.guides import GUIDES, MeanFieldGuide, build_guide
+from bnn.guides.kl import gaussian_kl
+from bnn.guides.meanfield import map_weights
+from bnn.inference import fit
+from bnn.inference.cli import main
+from bnn.inference.svi.fit import sample_guide
+from bnn.models import BayesianMLP, GaussianLikelihood, GaussianPrior, LaplacePrior, ScaleMixturePrior
 from pyro.infer import JitTrace_ELBO, Trace_ELBO
 
-from bnn_data import load_toy1d
-from guides import GUIDES, MeanFieldGuide, build_guide
-from guides.kl import gaussian_kl
-from guides.meanfield import map_weights
-from inference import fit
-from inference.cli import main
-from inference.svi import sample_guide
-from models import BayesianMLP, GaussianLikelihood, GaussianPrior, LaplacePrior, ScaleMixturePrior
 from tests.conjugate import check_meanfield_optimum, log_scale_step, stationary_sgd_chain
 
 MIXED = {"*": GaussianPrior(0.7), "layers.1.weight": LaplacePrior(0.5), "layers.1.bias": ScaleMixturePrior()}

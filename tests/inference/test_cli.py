@@ -6,12 +6,12 @@ import subprocess
 import sys
 
 import pytest
+from bnn.inference import Posterior
+from bnn.inference import cli as cli_module
+from bnn.inference.cli import main, options_per_method
+from bnn.inference.svi.checkpoint import CHECKPOINT_FILE
 
-from inference import Posterior
-from inference import cli as cli_module
-from inference.checkpoint import CHECKPOINT_FILE
-from inference.cli import main, options_per_method
-from tests.inference.test_checkpoint import signal_at_step
+from tests.inference.svi.test_checkpoint import signal_at_step
 
 RESULT_FILES = {"metrics.json", "posterior.nc", "fit.json", "predictive.png"}
 
@@ -26,7 +26,7 @@ def test_fit_writes_the_three_files_and_records_its_own_command(tmp_path):
     for key in ("dataset", "method", "guide", "prior", "seed", "train_seconds", "test_rmse", "test_ll", "final_elbo"):
         assert key in metrics
     assert metrics["guide"] == "autonormal" and metrics["dataset"] == "toy1d"
-    assert metrics["command"] == f"python -m inference fit --dataset toy1d --prior gaussian --guide autonormal --method svi " \
+    assert metrics["command"] == f"python -m bnn fit --dataset toy1d --prior gaussian --guide autonormal --method svi " \
                                  f"--hidden 8,8 --steps 30 --num-draws 50 --out '{out}' --quiet"
     assert shlex.split(metrics["command"])[3:] == argv
     assert (out / "predictive.png").read_bytes()[:4] == b"\x89PNG"
@@ -63,7 +63,7 @@ def test_bad_arguments_exit_with_a_clear_message(tmp_path, capsys, arguments, me
 
 
 def test_module_entry_point_runs(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "inference", "fit", "--help"], capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-m", "bnn", "fit", "--help"], capture_output=True, text=True)
     assert result.returncode == 0 and "--prior {gaussian,laplace,scale-mixture}" in result.stdout
 
 
@@ -76,7 +76,7 @@ def test_compare_budget_reaches_only_its_methods_and_yields_to_given_options():
     assert options_per_method([("laplace", None)], {}) == [{}]  # a budget of absent methods is no unused option
 
 
-@pytest.mark.filterwarnings("ignore::inference.nuts.ConvergenceWarning")  # 5 + 5 draws of one chain cannot converge
+@pytest.mark.filterwarnings("ignore::bnn.inference.nuts.fit.ConvergenceWarning")  # 5 + 5 draws of one chain cannot converge
 def test_nuts_options_reach_the_sampler(tmp_path):
     out = tmp_path / "nuts"
     main(["fit", "--method", "nuts", "--engine", "pyro", "--dense-mass", "--chain-method", "sequential",

@@ -13,10 +13,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from bnn.inference.cli import main
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
-
-from inference.cli import main
 
 NUMBERS = st.one_of(st.integers(-3, 4).map(str), st.floats(allow_nan=True, allow_infinity=True).map(str),
                     st.sampled_from(["", "abc", "1e400", "-0", "0x10", "1e38"]))
@@ -54,7 +53,7 @@ FILES = {"svi": {"metrics.json", "posterior.nc", "fit.json", "predictive.png"},
 
 
 def run_cli(arguments: list[str], capsys) -> tuple[int, str]:
-    """Exit status and stderr of ``python -m inference fit`` with ``arguments`` (after fixed ones)."""
+    """Exit status and stderr of ``python -m bnn fit`` with ``arguments`` (after fixed ones)."""
     try:
         code = main(["fit", "--dataset", "toy1d", "--quiet", "--hidden", "2", *arguments])
     except SystemExit as exit_info:
@@ -67,7 +66,7 @@ def clean_error(err: str) -> str:
     assert "Traceback" not in err and "Warning" not in err
     *usage, message = err.rstrip("\n").split("\n")
     assert all(line.startswith(("usage: ", " ")) for line in usage), err  # argparse's usage block only
-    assert re.fullmatch(r"(python -m inference fit: )?error: \S.*", message), err
+    assert re.fullmatch(r"(python -m bnn fit: )?error: \S.*", message), err
     return message
 
 

@@ -23,9 +23,9 @@ import arviz as az
 import numpy as np
 import pytest
 import torch
+from bnn.inference import fit
 from pyro.infer import JitTrace_ELBO
 
-from inference import fit
 from tests.conjugate import check_meanfield_optimum, log_scale_step, stationary_sgd_chain
 
 

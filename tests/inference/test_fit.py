@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from inference import fit
-from models import BayesianMLP
+from bnn.inference import fit
+from bnn.models import BayesianMLP
 
 X = torch.randn(10, 2)
 Y = torch.randn(10)

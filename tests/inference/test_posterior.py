@@ -5,11 +5,10 @@ import json
 import arviz as az
 import pytest
 import torch
-
-from bnn_data import load_dataset, load_toy1d
-from inference import Posterior, fit
-from inference.metrics import evaluate, expected_calibration_error
-from models import BayesianMLP
+from bnn.datasets import load_dataset, load_toy1d
+from bnn.inference import Posterior, fit
+from bnn.inference.evaluation.metrics import evaluate, expected_calibration_error
+from bnn.models import BayesianMLP
 
 
 @pytest.fixture(scope="module")

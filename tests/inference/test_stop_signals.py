@@ -6,8 +6,7 @@ import signal
 import threading
 
 import pytest
-
-from inference.stop_signals import deferred_stop_signals, sigterm_as_keyboard_interrupt
+from bnn.inference.stop_signals import deferred_stop_signals, sigterm_as_keyboard_interrupt
 
 
 def handlers() -> dict[int, object]:

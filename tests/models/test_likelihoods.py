@@ -2,8 +2,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from models import BernoulliLikelihood, CategoricalLikelihood, GaussianLikelihood, get_likelihood
+from bnn.models import BernoulliLikelihood, CategoricalLikelihood, GaussianLikelihood, get_likelihood
 
 
 def test_gaussian_fixed_noise_distribution():

@@ -5,12 +5,11 @@ from __future__ import annotations
 import pyro
 import pytest
 import torch
+from bnn.models import BayesianMLP, GaussianPrior, LaplacePrior, ScaleMixturePrior
 from pyro import poutine
 from pyro.infer import MCMC, NUTS, SVI, Predictive, Trace_ELBO
 from pyro.infer.autoguide import AutoLowRankMultivariateNormal
 from pyro.poutine.util import site_is_subsample
-
-from models import BayesianMLP, GaussianPrior, LaplacePrior, ScaleMixturePrior
 
 
 @pytest.fixture

@@ -6,11 +6,10 @@ from dataclasses import dataclass
 import pyro.distributions as dist
 import pytest
 import torch
-
-from models import PRIORS, BayesianMLP, GaussianPrior, LaplacePrior, Prior, ScaleMixturePrior, get_prior
-from models.priors import register_prior
-from models.scale_mixture import ScaleMixtureNormal
-from models.sites import WeightSite
+from bnn.models import PRIORS, BayesianMLP, GaussianPrior, LaplacePrior, Prior, ScaleMixturePrior, get_prior
+from bnn.models.priors import register_prior
+from bnn.models.scale_mixture import ScaleMixtureNormal
+from bnn.models.sites import WeightSite
 
 SITE = WeightSite("layers.1.weight", 1, torch.Size([3, 4]), fan_in=4)
 

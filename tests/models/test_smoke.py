@@ -6,9 +6,8 @@ import math
 
 import pytest
 import torch
-
-from inference import fit
-from models import LIKELIHOODS, PRIORS, BayesianMLP
+from bnn.inference import fit
+from bnn.models import LIKELIHOODS, PRIORS, BayesianMLP
 
 TARGETS = {
     "gaussian": (1, lambda n, g: torch.randn(n, generator=g)),

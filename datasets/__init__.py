@@ -1,0 +1,38 @@
+"""Data for the BNN collection: built-in sets, the UCI benchmark loader, validation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bnn.datasets.dataset import TASKS, Dataset
+from bnn.datasets.sklearn_sets import load_breast_cancer_binary, load_diabetes_regression
+from bnn.datasets.standardize import Standardizer
+from bnn.datasets.toy import load_toy1d, toy_function
+from bnn.datasets.uci import load_uci
+from bnn.datasets.validation import as_float_tensor, check_inputs_targets
+
+from bnn.registry import Registry
+
+DATASETS = Registry("dataset")
+DATASETS.register("toy1d", load_toy1d)
+DATASETS.register("diabetes", load_diabetes_regression)
+DATASETS.register("breast_cancer", load_breast_cancer_binary)
+
+
+def load_dataset(name: str, *, uci_dir: str | Path | None = None, split: int = 0, seed: int = 0) -> Dataset:
+    """A built-in data set by name, or with ``uci_dir`` the UCI set ``name``, split ``split``."""
+    if uci_dir is not None:
+        return load_uci(uci_dir, name, split)
+    if name not in DATASETS:
+        raise ValueError(
+            f"unknown dataset {name!r}; choose from {DATASETS.names()} or pass uci_dir (--uci-dir) "
+            "for a UCI data set such as 'yacht'"
+        )
+    return DATASETS.get(name)(seed=seed)
+
+
+__all__ = [
+    "DATASETS", "TASKS", "Dataset", "Standardizer", "as_float_tensor", "check_inputs_targets",
+    "load_breast_cancer_binary", "load_dataset", "load_diabetes_regression", "load_toy1d", "load_uci",
+    "toy_function",
+]

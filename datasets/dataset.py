@@ -1,0 +1,74 @@
+"""A train/test data set, standardised with training statistics, that knows its task."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from bnn.datasets.standardize import Standardizer
+from bnn.datasets.validation import check_inputs_targets
+
+TASKS = ("regression", "binary", "multiclass")
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """Standardised train and test arrays plus what is needed to undo the scaling.
+
+    Attributes
+    ----------
+    name : str
+        Short name used in run names and reports.
+    task : str
+        ``"regression"``, ``"binary"`` or ``"multiclass"``.
+    x_train, y_train, x_test, y_test : torch.Tensor
+        Inputs standardised with the training split's statistics; regression targets too,
+        classification labels as given.
+    x_scaler, y_scaler : Standardizer
+        The statistics; ``y_scaler`` is the identity for classification.
+    """
+
+    name: str
+    task: str
+    x_train: torch.Tensor
+    y_train: torch.Tensor
+    x_test: torch.Tensor
+    y_test: torch.Tensor
+    x_scaler: Standardizer
+    y_scaler: Standardizer
+
+    @classmethod
+    def from_arrays(cls, name: str, task: str, x_train, y_train, x_test, y_test) -> Dataset:
+        """Validate raw arrays, then standardise inputs (and regression targets) with training statistics."""
+        if task not in TASKS:
+            raise ValueError(f"unknown task {task!r}; choose from {list(TASKS)}")
+        x_train, y_train = check_inputs_targets(x_train, y_train)
+        x_test, y_test = check_inputs_targets(x_test, y_test)
+        if x_test.shape[1] != x_train.shape[1]:
+            raise ValueError(f"test inputs have {x_test.shape[1]} features, training inputs {x_train.shape[1]}")
+        x_scaler = Standardizer.fit(x_train)
+        if task == "regression":  # labels stay exact float64 until the likelihood checks and casts them
+            y_train, y_test = y_train.to(x_train.dtype), y_test.to(x_train.dtype)
+        y_scaler = Standardizer.fit(y_train) if task == "regression" else Standardizer.identity(y_train)
+        return cls(
+            name, task,
+            x_scaler.transform(x_train), y_scaler.transform(y_train),
+            x_scaler.transform(x_test), y_scaler.transform(y_test),
+            x_scaler, y_scaler,
+        )
+
+    @property
+    def in_features(self) -> int:
+        return self.x_train.shape[1]
+
+    @property
+    def out_features(self) -> int:
+        """Network outputs the task needs: target columns, 1 logit, or one per class."""
+        if self.task == "multiclass":
+            return int(torch.cat([self.y_train, self.y_test]).max().item()) + 1
+        return 1 if self.y_train.dim() == 1 else self.y_train.shape[1]
+
+    @property
+    def likelihood_name(self) -> str:
+        """The default likelihood for the task."""
+        return {"regression": "gaussian", "binary": "bernoulli", "multiclass": "categorical"}[self.task]

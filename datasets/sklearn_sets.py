@@ -1,0 +1,27 @@
+"""Data sets that ship inside scikit-learn (no download): diabetes and breast cancer."""
+
+from __future__ import annotations
+
+from bnn.datasets.dataset import Dataset
+from sklearn.datasets import load_breast_cancer, load_diabetes
+from sklearn.model_selection import train_test_split
+
+
+def _split(name: str, task: str, x, y, seed: int, test_fraction: float) -> Dataset:
+    stratify = y if task != "regression" else None
+    x_train, x_test, y_train, y_test = train_test_split(
+        x, y, test_size=test_fraction, random_state=seed, stratify=stratify
+    )
+    return Dataset.from_arrays(name, task, x_train, y_train, x_test, y_test)
+
+
+def load_diabetes_regression(seed: int = 0, test_fraction: float = 0.2) -> Dataset:
+    """Diabetes progression (442 x 10), regression; a random split fixed by ``seed``."""
+    x, y = load_diabetes(return_X_y=True)
+    return _split("diabetes", "regression", x, y, seed, test_fraction)
+
+
+def load_breast_cancer_binary(seed: int = 0, test_fraction: float = 0.2) -> Dataset:
+    """Wisconsin breast cancer (569 x 30), binary; a stratified split fixed by ``seed``."""
+    x, y = load_breast_cancer(return_X_y=True)
+    return _split("breast_cancer", "binary", x, y, seed, test_fraction)

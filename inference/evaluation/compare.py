@@ -1,0 +1,158 @@
+r"""One table comparing fitted posteriors (any methods, guides, priors) on the same test data.
+
+Per fit (one row, indexed by a unique label such as ``nuts`` or ``svi (meanfield)``):
+
+============================  =================================================================
+``method``, ``guide``,        what was fitted
+``prior``
+``predictive``                ``mc`` or ``linearized`` (Laplace), the predictive the metrics use
+``fit_seconds``               wall time of the fit
+``test_rmse`` / ``test_acc…`` :func:`bnn.inference.evaluation.metrics.evaluate`, in the target's original
+``test_ll``, ``coverage_…``   units, with ROC-AUC (binary) and calibration (coverage of the 50%
+``ece``, ``roc_auc``          and 90% predictive intervals, or expected calibration error)
+``elbo``                      final ELBO of an SVI fit (a lower bound of the log evidence)
+``log_marginal_likelihood``   Laplace's estimate of the log evidence
+``loo_elpd``, ``loo_se``,     PSIS-LOO on the training data (ArviZ) and the number of points
+``loo_bad_k``                 with Pareto :math:`\hat k > 0.7`, where the estimate is unreliable
+``waic_elpd``, ``waic_se``,   WAIC and whether ArviZ warned that it may fail
+``waic_warning``
+``r_hat_max``, ``ess_bulk_…`` MCMC diagnostics over the weights (NUTS only, unrounded): max
+``ess_tail_min``              rank-normalised split R-hat (several chains), min bulk and tail
+``divergences``               ESS (one chain too), the number of divergences
+``converged``                 NUTS's own verdict (:func:`bnn.inference.nuts.fit.is_converged`): no
+                              divergence and max R-hat :math:`\le 1.01`
+``r_hat_predictive``          max R-hat of the network output :math:`f(x)` over the training inputs
+                              (:mod:`bnn.inference.convergence`, as ``fit_nuts`` reports it):
+                              weights of a BNN are not identifiable (hidden units permute) so
+                              chains can disagree on weights and agree on functions
+``chains_agree``              ``r_hat_predictive <= 1.01``; ``False`` flags chains that disagree
+============================  =================================================================
+
+:func:`rank` is ArviZ's own ``az.compare`` (PSIS-LOO stacking weights) over the same fits.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import arviz as az
+import numpy as np
+import pandas as pd
+from bnn.datasets.dataset import Dataset
+from bnn.inference.convergence import predictive_r_hat
+from bnn.inference.evaluation.arviz_quiet import quiet_arviz
+from bnn.inference.evaluation.metrics import evaluate
+from bnn.inference.nuts.fit import R_HAT_THRESHOLD, convergence_diagnostics, is_converged
+from bnn.inference.posterior import Posterior
+
+BAD_PARETO_K = 0.7
+
+
+def label_fits(posteriors: Sequence[Posterior] | Mapping[str, Posterior]) -> dict[str, Posterior]:
+    """Unique labels: the method, with the guide for SVI, and a counter for repeats."""
+    if isinstance(posteriors, Mapping):
+        return dict(posteriors)
+    labels: dict[str, Posterior] = {}
+    for posterior in posteriors:
+        base = posterior.method if posterior.method != "svi" else f"svi ({posterior.info.get('guide')})"
+        label, count = base, 2
+        while label in labels:
+            label, count = f"{base} #{count}", count + 1
+        labels[label] = posterior
+    return labels
+
+
+def prior_name(posterior: Posterior) -> str:
+    """The model's prior as ``name`` or ``name, layers.1: other`` for per-layer priors."""
+    table = posterior.model.config()["prior"]
+    return ", ".join(cfg["name"] if key == "*" else f"{key}: {cfg['name']}" for key, cfg in table.items())
+
+
+def information_criteria(idata: az.InferenceData) -> dict[str, float]:
+    """PSIS-LOO and WAIC of the training data, with their reliability counts."""
+    with quiet_arviz(reported=True):
+        loo = az.loo(idata, pointwise=True)
+        waic = az.waic(idata)
+    return {
+        "loo_elpd": float(loo.elpd_loo), "loo_se": float(loo.se),
+        "loo_bad_k": int((np.asarray(loo.pareto_k) > BAD_PARETO_K).sum()),
+        "waic_elpd": float(waic.elpd_waic), "waic_se": float(waic.se), "waic_warning": bool(waic.warning),
+    }
+
+
+def chain_diagnostics(posterior: Posterior, idata: az.InferenceData) -> dict[str, Any]:
+    """For NUTS: max R-hat (several chains) and min bulk/tail ESS over the weights, divergences, the verdict
+    ``converged`` and the function-space R-hat at the training inputs (several chains), computed as
+    :func:`bnn.inference.nuts.fit.fit_nuts` does. Other methods' draws are independent: NaN and ``None``."""
+    nan = math.nan
+    if posterior.method != "nuts":
+        return {"r_hat_max": nan, "ess_bulk_min": nan, "ess_tail_min": nan, "r_hat_predictive": nan,
+                "divergences": nan, "converged": None, "chains_agree": None}
+    if "sample_stats" in idata.groups() and "diverging" in idata.sample_stats:
+        diverging = idata.sample_stats["diverging"].values
+    else:
+        diverging = np.zeros((posterior.num_chains, posterior.num_draws), dtype=bool)
+    diagnostics = convergence_diagnostics({name: value.numpy() for name, value in posterior.samples.items()}, diverging)
+    several = posterior.num_chains > 1
+    r_hat_predictive = predictive_r_hat(posterior.model, posterior.samples, posterior.x) if several else nan
+    return {
+        **diagnostics, "r_hat_max": diagnostics["r_hat_max"] if several else nan, "r_hat_predictive": r_hat_predictive,
+        "converged": is_converged(diagnostics), "chains_agree": bool(r_hat_predictive <= R_HAT_THRESHOLD) if several else None,
+    }
+
+
+def compare(posteriors: Sequence[Posterior] | Mapping[str, Posterior], test_data: Dataset) -> pd.DataFrame:
+    """The comparison table described in the module docstring, one row per fit.
+
+    Parameters
+    ----------
+    posteriors : sequence of Posterior, or mapping of label to Posterior
+        Fits of any methods, guides and priors on ``test_data``'s training split; a sequence is labelled by
+        :func:`label_fits`.
+    test_data : Dataset
+        The data the fits were trained on: test metrics on its test split, LOO and WAIC on the training split
+        the posteriors carry.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per fit, indexed by its label, with the columns of the module docstring (regression or
+        classification metrics as ``test_data``'s task has them).
+    """
+    rows = {}
+    for label, posterior in label_fits(posteriors).items():
+        idata = posterior.to_inference_data()
+        rows[label] = {
+            "method": posterior.method,
+            "guide": posterior.info.get("guide"),
+            "prior": prior_name(posterior),
+            "predictive": posterior.default_predictive.value,
+            "fit_seconds": posterior.info.get("train_seconds", math.nan),
+            **evaluate(posterior, test_data),
+            "elbo": posterior.info.get("final_elbo", math.nan),
+            "log_marginal_likelihood": posterior.info.get("log_marginal_likelihood", math.nan),
+            **information_criteria(idata),
+            **chain_diagnostics(posterior, idata),
+        }
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def rank(posteriors: Sequence[Posterior] | Mapping[str, Posterior]) -> pd.DataFrame:
+    r"""ArviZ's ``az.compare`` ranking of the fits by PSIS-LOO on the training data.
+
+    Parameters
+    ----------
+    posteriors : sequence of Posterior, or mapping of label to Posterior
+        Fits on the same training data (labelled as in :func:`compare`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``az.compare``'s table, best first: ``elpd_loo`` :math:`= \sum_i \log p(y_i \mid y_{-i})`, its
+        difference to the best and standard errors, and the stacking ``weight`` (summing to 1).
+    """
+    data = {label: p.to_inference_data() for label, p in label_fits(posteriors).items()}
+    with quiet_arviz(reported=True):
+        return az.compare(data)

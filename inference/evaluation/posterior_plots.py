@@ -1,0 +1,73 @@
+"""ArviZ pictures of the weights across fits: forest, traces, and marginals against the prior."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import arviz as az
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from bnn.inference.evaluation.arviz_quiet import quiet_arviz
+from bnn.inference.evaluation.plots import _save
+from bnn.inference.posterior import Posterior
+
+SHOWN_WEIGHTS = 4
+
+
+def shown_weights(posterior: Posterior) -> list[tuple[str, tuple[int, ...]]]:
+    """A handful of scalar weights: the first output unit's incoming weights, then its bias."""
+    last = posterior.model.sites[-2]
+    count = min(SHOWN_WEIGHTS, last.shape[1])
+    return [(last.name, (0, j)) for j in range(count)] + [(posterior.model.sites[-1].name, (0,))]
+
+
+def _selection(posterior: Posterior) -> tuple[list[str], dict[str, list[int]]]:
+    last = posterior.model.sites[-2]
+    names = [last.name, posterior.model.sites[-1].name]
+    coords = {f"{last.name}_dim_0": [0], f"{last.name}_dim_1": list(range(min(SHOWN_WEIGHTS, last.shape[1]))),
+              f"{names[1]}_dim_0": [0]}
+    return names, coords
+
+
+def plot_forest(posteriors: Mapping[str, Posterior], path: str | Path) -> Path:
+    """``az.plot_forest`` of the shown weights, one row per fit (94% HDI and interquartile range)."""
+    first = next(iter(posteriors.values()))
+    names, coords = _selection(first)
+    with quiet_arviz():
+        axes = az.plot_forest([p.to_inference_data() for p in posteriors.values()], model_names=list(posteriors),
+                              var_names=names, coords=coords, combined=True, figsize=(7, 1.2 + 0.9 * len(posteriors) * 2))
+    return _save(np.ravel(axes)[0].figure, path)
+
+
+def plot_trace(posterior: Posterior, path: str | Path) -> Path:
+    """``az.plot_trace`` of the shown weights of one fit (per chain for MCMC, draw order for the rest)."""
+    names, coords = _selection(posterior)
+    with quiet_arviz():
+        axes = az.plot_trace(posterior.to_inference_data(), var_names=names, coords=coords, compact=True,
+                             figsize=(9, 4))
+    return _save(np.ravel(axes)[0].figure, path)
+
+
+def plot_marginals_vs_prior(posteriors: Mapping[str, Posterior], path: str | Path) -> Path:
+    """Histogram of each shown weight under each fit, with the prior density as a black line."""
+    first = next(iter(posteriors.values()))
+    weights = shown_weights(first)
+    figure, axes = plt.subplots(1, len(weights), figsize=(3.2 * len(weights), 3), squeeze=False)
+    for axis, (name, index) in zip(axes[0], weights):
+        values = {label: p.draws()[name][(slice(None), *index)].numpy() for label, p in posteriors.items()}
+        span = np.concatenate(list(values.values()))
+        low, high = np.quantile(span, [0.005, 0.995])
+        pad = 0.5 * (high - low) + 1e-3
+        grid = torch.linspace(low - pad, high + pad, 300)
+        for color, (label, draws) in enumerate(values.items()):
+            axis.hist(draws, bins=40, range=(low - pad, high + pad), density=True, alpha=0.35, color=f"C{color}",
+                      label=label)
+        site = next(s for s in first.model.sites if s.name == name)
+        prior = first.model.prior[name].distribution(site)
+        density = prior.log_prob(grid.reshape(-1, *([1] * len(site.shape))).expand(-1, *site.shape)).exp()
+        axis.plot(grid.numpy(), density[(slice(None), *index)].numpy(), "k-", lw=1, label="prior")
+        axis.set(title=f"{name}{list(index)}", yticks=[])
+    axes[0][0].legend(fontsize="x-small")
+    return _save(figure, path)

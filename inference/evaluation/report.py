@@ -1,0 +1,150 @@
+"""Write a comparison of fits to disk: table, ranking, plots, netCDF posteriors and a Markdown report."""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import re
+import subprocess
+from collections.abc import Mapping
+from importlib.metadata import version
+from pathlib import Path
+
+import pandas as pd
+from bnn.datasets.dataset import Dataset
+from bnn.inference.atomic import atomic_directory
+from bnn.inference.evaluation.compare import compare, rank
+from bnn.inference.evaluation.plots import plot_fit, plot_predictive_overlay, plot_std_vs_error
+from bnn.inference.evaluation.posterior_plots import plot_forest, plot_marginals_vs_prior, plot_trace
+from bnn.inference.nuts.fit import R_HAT_THRESHOLD
+from bnn.inference.posterior import Posterior
+
+PACKAGES = ("torch", "pyro-ppl", "nutpie", "arviz", "numpy", "pandas", "matplotlib", "scikit-learn")
+TABLE_COLUMNS = (
+    "method", "guide", "prior", "predictive", "fit_seconds", "test_rmse", "test_accuracy", "test_ll", "roc_auc", "coverage_50",
+    "coverage_90", "ece", "elbo", "log_marginal_likelihood", "loo_elpd", "loo_se", "loo_bad_k", "waic_elpd",
+    "waic_se", "waic_warning", "r_hat_max", "r_hat_predictive", "ess_bulk_min", "ess_tail_min", "divergences", "converged",
+    "chains_agree",
+)
+
+
+def slug(label: str) -> str:
+    """A file-name-safe form of a fit label: ``svi (meanfield)`` -> ``svi-meanfield``."""
+    return re.sub(r"[^A-Za-z0-9]+", "-", label).strip("-").lower()
+
+
+def _cell(value) -> str:
+    if isinstance(value, float):
+        return "" if math.isnan(value) else f"{value:.4g}"
+    return "" if value is None else str(value)
+
+
+def markdown_table(frame: pd.DataFrame) -> str:
+    """``frame`` as a GitHub Markdown table, with its index as the first column."""
+    header = ["", *map(str, frame.columns)]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join([str(index), *map(_cell, row)]) + " |" for index, row in zip(frame.index, frame.values)]
+    return "\n".join(lines)
+
+
+def convergence_warnings(table: pd.DataFrame) -> list[str]:
+    """One Markdown line per NUTS fit of ``table`` (from :func:`~bnn.inference.evaluation.compare.compare`) that did not converge,
+    with its R-hat, ESS and divergences and, since label switching makes weight R-hat overstate a BNN's problem,
+    its predictive R-hat."""
+    lines = []
+    for label, row in table[table["method"] == "nuts"].iterrows():
+        if row["converged"]:
+            continue
+        r_hat = _cell(row["r_hat_max"]) or "n/a (one chain)"
+        if math.isnan(row["r_hat_predictive"]):
+            verdict = "n/a: it needs two or more chains"
+        else:
+            agree = "the chains agree on the predictions" if row["chains_agree"] else "the chains disagree on the predictions too"
+            verdict = f"{_cell(row['r_hat_predictive'])} ({agree})"
+        lines.append(
+            f"**Warning: {label} did not converge**: max R-hat {r_hat} (threshold {R_HAT_THRESHOLD}), min bulk ESS "
+            f"{_cell(row['ess_bulk_min'])}, min tail ESS {_cell(row['ess_tail_min'])}, {int(row['divergences'])} divergences. "
+            "BNN weights are not identifiable (hidden units permute: label switching), so the meaningful check is the "
+            f"predictive R-hat of f(x) at the training inputs: {verdict}."
+        )
+    return lines
+
+
+def _commit() -> str:
+    try:
+        result = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10,
+                                cwd=Path(__file__).resolve().parent)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return result.stdout.strip() or "unknown"
+
+
+def environment_lines() -> list[str]:
+    """Versions, machine and commit, for the report's provenance section."""
+    versions = ", ".join(f"{name} {version(name)}" for name in PACKAGES)
+    return [
+        f"- Python {platform.python_version()}; {versions}",
+        f"- machine: {platform.machine()} {platform.processor() or ''}, {os.cpu_count()} cores, {platform.system()}",
+        f"- commit: {_commit()}",
+    ]
+
+
+def write_comparison(posteriors: Mapping[str, Posterior], dataset: Dataset, out: str | Path, *, command: str,
+                     overwrite: bool = False) -> pd.DataFrame:
+    """Write ``report.md``, ``comparison.csv``, ``ranking.csv``, PNGs and ``posterior-<fit>.nc`` into ``out``.
+
+    Parameters
+    ----------
+    posteriors : mapping of label to Posterior
+        The fits, labelled (see :func:`~bnn.inference.evaluation.compare.label_fits`); file names use :func:`slug` of the label.
+    dataset : Dataset
+        The data they were fitted on; its test split gives the metrics and picks the plots (1-D, regression,
+        classification).
+    out : str or Path
+        The report folder, written atomically (complete or not at all).
+    command : str
+        The command that made the report, quoted in it.
+    overwrite : bool
+        Replace an existing, non-empty ``out``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The table of :func:`~bnn.inference.evaluation.compare.compare` (``comparison.csv``).
+
+    Raises
+    ------
+    ValueError
+        When ``out`` exists, is not empty and ``overwrite`` is false (before any work).
+    """
+    with atomic_directory(out, overwrite=overwrite) as staging:
+        table = compare(posteriors, dataset)
+        ranking = rank(posteriors)
+        table.to_csv(staging / "comparison.csv")
+        ranking.to_csv(staging / "ranking.csv")
+        for label, posterior in posteriors.items():
+            posterior.to_inference_data().to_netcdf(str(staging / f"posterior-{slug(label)}.nc"))
+        figures = {"Predictive distributions": plot_fit(posteriors, dataset, staging / "predictive.png")}
+        if dataset.task == "regression" and dataset.in_features == 1:
+            figures["All methods overlaid"] = plot_predictive_overlay(posteriors, dataset, staging / "overlay.png")
+        if dataset.task == "regression":
+            figures["Predictive sd against test error"] = plot_std_vs_error(posteriors, dataset, staging / "std_vs_error.png")
+        figures["Weights across methods (forest)"] = plot_forest(posteriors, staging / "forest.png")
+        figures["Marginals of a few weights against the prior"] = plot_marginals_vs_prior(posteriors, staging / "marginals.png")
+        for label, posterior in posteriors.items():
+            figures[f"Trace: {label}"] = plot_trace(posterior, staging / f"trace-{slug(label)}.png")
+        shown = [c for c in TABLE_COLUMNS if c in table.columns and not table[c].isna().all()]
+        sections = [
+            f"# SVI, NUTS and Laplace on {dataset.name}",
+            f"Command: `{command}`",
+            f"Model: `{next(iter(posteriors.values())).model!r}`; {len(dataset.x_train)} training and "
+            f"{len(dataset.x_test)} test examples. Metrics on the test split in the target's original units; "
+            "LOO and WAIC on the training data.",
+            "## Comparison", *convergence_warnings(table), markdown_table(table[shown]),
+            "## ArviZ ranking (az.compare, PSIS-LOO)", markdown_table(ranking),
+            *[f"## {title}\n\n![{title}]({path.name})" for title, path in figures.items()],
+            "## Environment", *environment_lines(),
+        ]
+        (staging / "report.md").write_text("\n\n".join(sections) + "\n")
+    return table

@@ -1,0 +1,254 @@
+r"""The Laplace approximation: a Gaussian at the MAP weights with the curvature there as precision.
+
+.. math::
+
+    q(\theta) = \mathcal{N}\big(\theta_{MAP}, \Lambda^{-1}\big),\qquad
+    \Lambda = H + P,
+
+with :math:`H` the curvature of :math:`-\log p(y \mid x, \theta)` at :math:`\theta_{MAP}`
+(GGN or exact Hessian, :mod:`bnn.inference.laplace.curvature`) and :math:`P` the prior's precision
+(:mod:`bnn.inference.laplace.prior_curvature`). For a Gaussian likelihood with fixed noise and a
+Gaussian prior :math:`\mathcal{N}(0, \sigma_w^2 I)` and the GGN, this is the source
+material's :math:`\Lambda = J^\top J / \sigma_y^2 + I / \sigma_w^2`.
+
+Steps: (1) :math:`\theta_{MAP}` by Adam then L-BFGS (:mod:`bnn.inference.map_estimate`), a learned
+noise set to its maximum-likelihood value there and then held fixed; (2) :math:`H` and
+:math:`P` over the structure's weights; (3) optionally the prior precision multiplier
+:math:`\alpha` (:math:`P \to \alpha P`) maximising the Laplace evidence at fixed
+:math:`\theta_{MAP}` (:mod:`bnn.inference.laplace.evidence`); (4) the covariance factor of
+:math:`\Lambda^{-1}`; (5) draws from the :class:`~bnn.guides.laplace.LaplaceGuide`.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+from bnn.guides.flat_weights import split_flat
+from bnn.guides.laplace import LaplaceGuide
+from bnn.inference.laplace.curvature import (
+    HessianType,
+    Structure,
+    check_combination,
+    check_ggn_supported,
+    check_memory,
+    covered_from,
+    likelihood_curvature,
+)
+from bnn.inference.laplace.evidence import (
+    gaussian_log_prior,
+    laplace_log_marginal_likelihood,
+    optimal_prior_multiplier,
+    relative_eigenvalues,
+)
+from bnn.inference.laplace.linearized import Linearization
+from bnn.inference.laplace.prior_curvature import check_prior_curvature_possible, covered_sites, prior_curvature
+from bnn.inference.map_estimate import MapEstimate, find_map
+from bnn.inference.posterior import Posterior
+from bnn.inference.seeding import seeded
+from bnn.inference.svi.fit import sample_guide
+from bnn.models.priors import GaussianPrior
+
+from bnn.options import flag, parse_option, positive_int, positive_number
+
+WORKING_DTYPE = torch.float64  # the L-BFGS polish and the factor of an ill-conditioned precision need it
+
+
+def _not_positive_definite(precision: torch.Tensor, hessian_type: HessianType, grad_norm: float) -> ValueError:
+    eigenvalues = torch.linalg.eigvalsh(precision)
+    bad = int((eigenvalues <= 0).sum())
+    found = (
+        f"the posterior precision (likelihood curvature + prior precision) at W_MAP is not positive definite: "
+        f"{bad} of {eigenvalues.numel()} eigenvalues <= 0, the smallest {eigenvalues.min().item():.3g}"
+    )
+    if hessian_type is HessianType.EXACT:
+        return ValueError(
+            f"{found}. With hessian='exact' this means W_MAP is not a strict maximum of the log joint (a saddle "
+            f"or a flat direction; the MAP gradient norm was {grad_norm:.3g}); use hessian='ggn', which is "
+            "positive semi-definite by construction"
+        )
+    return ValueError(f"{found}. The GGN is positive semi-definite, so this is round-off in an ill-conditioned "
+                      "precision: use structure='diag' or 'last-layer', or a stronger prior")
+
+
+def covariance_factor(precision: torch.Tensor, hessian_type: HessianType, grad_norm: float):
+    r"""The lower-triangular :math:`S` with :math:`SS^\top = \Lambda^{-1}` and :math:`\log\det\Lambda`.
+
+    Factorising the reversed matrix, :math:`J\Lambda J = L L^\top` (:math:`J` the reversal),
+    gives :math:`\Lambda = RR^\top` with :math:`R = JLJ` upper triangular, so
+    :math:`S = R^{-\top}` is lower triangular. A diagonal ``(D,)`` precision gives
+    :math:`S = \Lambda^{-1/2}`.
+
+    Raises
+    ------
+    ValueError
+        When :math:`\Lambda` is not positive definite, saying why and what to use instead.
+    """
+    if precision.dim() == 1:
+        if not bool((precision > 0).all()):
+            raise _not_positive_definite(torch.diag(precision), hessian_type, grad_norm)
+        return precision.rsqrt(), float(precision.log().sum())
+    reversed_precision = precision.flip(0, 1)
+    lower, info = torch.linalg.cholesky_ex(reversed_precision)
+    if info.item() != 0:
+        raise _not_positive_definite(precision, hessian_type, grad_norm)
+    del reversed_precision
+    logdet = float(2 * lower.diagonal().log().sum())
+    upper = lower.flip(0, 1)
+    del lower
+    identity = torch.eye(upper.shape[0], dtype=upper.dtype)
+    return torch.linalg.solve_triangular(upper, identity, upper=True).T, logdet
+
+
+def _check_tunable(model, start: int, hessian_type: HessianType) -> None:
+    if hessian_type is HessianType.EXACT:
+        raise ValueError("tune_prior_precision needs a positive semi-definite curvature for a unique optimum; "
+                         "use hessian='ggn'")
+    priors = [model.prior[site.name] for site in covered_sites(model, start)]
+    others = sorted({type(prior).__name__ for prior in priors if not isinstance(prior, GaussianPrior)})
+    if others:
+        raise ValueError(f"tune_prior_precision scales a Gaussian prior's precision; the covered weights have "
+                         f"{others}: use a Gaussian prior (or tune_prior_precision=False)")
+
+
+def _covered_log_prior(model, theta: torch.Tensor, start: int) -> float:
+    values = split_flat(model.sites, theta)
+    return float(sum(model.prior[s.name].distribution(s).log_prob(values[s.name]).sum() for s in covered_sites(model, start)))
+
+
+def _gaussian_precisions(model, start: int, multiplier: float) -> dict[str, float] | None:
+    """The prior precision per covered site with a Gaussian prior, after the multiplier."""
+    precisions = {
+        site.name: multiplier / model.prior[site.name].site_scale(site) ** 2
+        for site in covered_sites(model, start)
+        if isinstance(model.prior[site.name], GaussianPrior)
+    }
+    return precisions or None
+
+
+def _approximate(model, x, y, estimate: MapEstimate, start: int, hessian_type, structure, tune: bool, progress: bool):
+    """Steps (2)-(4) of the module docstring: the covariance factor, evidence and prior multiplier."""
+    prior_precision = prior_curvature(model, estimate.theta, start)
+    curvature = likelihood_curvature(model, x, y, estimate.theta, estimate.latents, hessian_type=hessian_type,
+                                     structure=structure, progress=progress)
+    theta = estimate.theta[start:]
+    multiplier = 1.0
+    if tune:
+        weighted_square_norm = float((prior_precision * theta**2).sum())
+        multiplier = optimal_prior_multiplier(relative_eigenvalues(curvature, prior_precision), weighted_square_norm)
+        prior_precision = multiplier * prior_precision
+        log_prior = gaussian_log_prior(theta, prior_precision)
+    else:
+        log_prior = _covered_log_prior(model, estimate.theta, start)
+    precision = curvature  # Lambda = H + P, formed in place
+    (precision if precision.dim() == 1 else precision.diagonal()).add_(prior_precision)
+    del curvature
+    scale, logdet = covariance_factor(precision, hessian_type, estimate.grad_norm)
+    evidence = laplace_log_marginal_likelihood(estimate.log_likelihood, log_prior, logdet, theta.numel())
+    return scale, evidence, multiplier
+
+
+def fit_laplace(
+    model,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    hessian: HessianType | str = "ggn",
+    structure: Structure | str = "full",
+    tune_prior_precision: bool = False,
+    map_steps: int = 1000,
+    map_lr: float = 0.01,
+    map_tolerance: float = 1e-2,
+    max_memory_gib: float = 2.0,
+    num_draws: int = 1000,
+    seed: int = 0,
+    progress: bool = True,
+) -> Posterior:
+    r"""Fit the Laplace approximation :math:`\mathcal{N}(\theta_{MAP}, \Lambda^{-1})` and return its draws.
+
+    The fit works in float64 whatever the default dtype (the L-BFGS polish and the factor of
+    an ill-conditioned precision need it); the guide and draws come back in ``x``'s dtype.
+
+    Parameters
+    ----------
+    hessian : {"ggn", "exact"}
+        The likelihood curvature, a :class:`~bnn.inference.laplace.curvature.HessianType`.
+    structure : {"full", "diag", "last-layer"}
+        Which entries of :math:`\Lambda` are kept, a :class:`~bnn.inference.laplace.curvature.Structure`.
+    tune_prior_precision : bool
+        Scale a Gaussian prior's precision by the :math:`\alpha` maximising the Laplace
+        log marginal likelihood at :math:`\theta_{MAP}` (GGN only).
+    map_steps, map_lr : int, float
+        Adam steps and rate of the MAP fit before the L-BFGS polish.
+    map_tolerance : float
+        The polish stops once no entry of the log joint's gradient exceeds this.
+    max_memory_gib : float
+        Refuse, before any work, a structure whose curvature needs more memory than this.
+    num_draws : int
+        Draws from :math:`q` kept in the :class:`Posterior` (the MC predictive and ArviZ use them).
+    seed : int
+        Seeds the MAP initialisation and the draws.
+    progress : bool
+        Show tqdm bars.
+
+    Returns
+    -------
+    Posterior
+        With ``extras["guide"]`` the :class:`~bnn.guides.laplace.LaplaceGuide` and a linearisation,
+        so ``posterior.predict(x, predictive="linearized")`` gives the GLM predictive. ``info``
+        holds ``hessian``, ``structure``, ``map_grad_norm``, ``log_marginal_likelihood``,
+        ``prior_precision`` (per site, Gaussian priors), ``prior_precision_multiplier`` and
+        ``noise`` (the maximum-likelihood noise of a learned Gaussian noise).
+    """
+    hessian_type = parse_option(HessianType, hessian, "hessian")
+    structure = parse_option(Structure, structure, "structure")
+    check_combination(hessian_type, structure)
+    flag("tune_prior_precision", tune_prior_precision)
+    positive_int("map_steps", map_steps)
+    positive_number("map_lr", map_lr)
+    positive_number("map_tolerance", map_tolerance)
+    positive_number("max_memory_gib", max_memory_gib)
+    positive_int("num_draws", num_draws)
+    if hessian_type is HessianType.GGN:
+        check_ggn_supported(model.likelihood)
+    start = covered_from(model, structure)
+    if tune_prior_precision:
+        _check_tunable(model, start, hessian_type)
+    check_memory(model, structure, WORKING_DTYPE.itemsize, max_memory_gib)
+    x_work = x.to(WORKING_DTYPE)
+    y_work = y.to(WORKING_DTYPE) if y.is_floating_point() else y
+
+    with seeded(seed):  # apart, so that the structure does not change the MAP's initial draw
+        check_prior_curvature_possible(model, start)
+    with seeded(seed):
+        began = time.perf_counter()
+        estimate = find_map(model, x_work, y_work, steps=map_steps, lr=map_lr, tolerance=map_tolerance,
+                            progress=progress, judged_from=start)
+        map_seconds = time.perf_counter() - began
+        scale, evidence, multiplier = _approximate(model, x_work, y_work, estimate, start, hessian_type, structure,
+                                                   tune_prior_precision, progress)
+        train_seconds = time.perf_counter() - began
+        guide = LaplaceGuide(model.sites, estimate.theta.to(x.dtype), scale.to(x.dtype), covered_from=start,
+                             constants={name: value.to(x.dtype) for name, value in estimate.latents.items()})
+        draws = sample_guide(guide, num_draws, model.latent_shapes, x, y)
+    info = {
+        "method": "laplace",
+        "guide": "laplace",
+        "seed": seed,
+        "train_seconds": train_seconds,
+        "map_seconds": map_seconds,
+        "hessian": hessian_type.value,
+        "structure": structure.value,
+        "num_weights_covered": scale.shape[0],
+        "map_steps": map_steps,
+        "map_lbfgs_iterations": estimate.lbfgs_iterations,
+        "map_grad_norm": estimate.grad_norm,
+        "map_converged": estimate.converged,
+        "log_marginal_likelihood": evidence,
+        "prior_precision": _gaussian_precisions(model, start, multiplier),
+        "prior_precision_multiplier": multiplier,
+        "tune_prior_precision": tune_prior_precision,
+        "noise": estimate.latents["sigma"].item() if "sigma" in estimate.latents else None,
+    }
+    samples = {name: value.unsqueeze(0) for name, value in draws.items()}
+    return Posterior(model, samples, x, y, info, extras={"guide": guide}, linearization=Linearization(guide))

@@ -1,0 +1,153 @@
+r"""The linearised (GLM) predictive of a Laplace posterior.
+
+Linearising the network at :math:`\theta_{MAP}`,
+:math:`f(x; \theta) \approx f(x; \theta_{MAP}) + J(x)(\theta - \theta_{MAP})`, turns
+:math:`\theta \sim \mathcal{N}(\theta_{MAP}, \Lambda^{-1})` into a Gaussian over outputs,
+
+.. math::
+
+    f^* \sim \mathcal{N}\big(\mu^*, \Sigma^*\big),\qquad \mu^* = f(x^*; \theta_{MAP}),\quad
+    \Sigma^* = J(x^*)\,\Lambda^{-1} J(x^*)^\top \quad (K \times K \text{ per input}),
+
+with :math:`J` over the weights the approximation covers. The predictive then is
+
+* regression: :math:`y^* \sim \mathcal{N}(\mu^*, \sigma^2 + \mathrm{diag}\,\Sigma^*)`, in closed form;
+* binary: the probit approximation
+  :math:`p(y^* = 1) \approx \mathrm{sigmoid}\big(\mu^* / \sqrt{1 + \tfrac{\pi}{8} \Sigma^*}\big)`;
+* K classes: the multi-class probit approximation (Gibbs 1997; laplace-torch's ``probit`` link)
+  :math:`p(y^* = k) \approx \mathrm{softmax}_k\big(\mu^*_k / \sqrt{1 + \tfrac{\pi}{8} \Sigma^*_{kk}}\big)`,
+  which ignores the correlations between the logits.
+
+The draws of a :class:`~bnn.inference.prediction.Prediction` are exact draws of :math:`f^*` from
+the Gaussian above and of :math:`y^*` given them (regression) or from the probit
+probabilities (classification); a classifier's ``epistemic_std`` is the spread, over the
+draws of :math:`f^*`, of the label's conditional mean.
+"""
+
+from __future__ import annotations
+
+import math
+from enum import Enum
+from pathlib import Path
+
+import pyro.distributions as dist
+import torch
+from bnn.guides.flat_weights import join_sites, split_flat
+from bnn.guides.laplace import LaplaceGuide
+from bnn.inference.laplace.curvature import output_jacobian, rows_per_chunk
+from bnn.inference.prediction import Prediction
+
+from bnn.options import positive_int
+
+
+class PredictiveType(str, Enum):
+    """How :meth:`bnn.inference.posterior.Posterior.predict` forms the posterior predictive."""
+
+    MC = "mc"
+    """Monte Carlo: the posterior's weight draws pushed through the network (every method)."""
+    LINEARIZED = "linearized"
+    r"""The network linearised at :math:`\theta_{MAP}` (the GLM predictive); methods with a linearisation only."""
+
+
+def _label_moments(probs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and variance of the label under class probabilities ``(..., K)``."""
+    labels = torch.arange(probs.shape[-1], dtype=probs.dtype)
+    mean = (probs * labels).sum(-1)
+    return mean, (probs * labels**2).sum(-1) - mean**2
+
+
+class Linearization:
+    """The GLM predictive of the Gaussian over weights held by a :class:`~bnn.guides.laplace.LaplaceGuide`."""
+
+    def __init__(self, guide: LaplaceGuide) -> None:
+        self.guide = guide
+
+    def _jacobian_chunks(self, model, x: torch.Tensor):
+        """``(rows, J)`` with ``J`` of shape ``(rows, K, covered)``, over chunks of ``x`` sized to the memory budget."""
+        theta, start = self.guide.mean, self.guide.covered_from
+        rows = rows_per_chunk(model, theta.shape[0] - start, theta.element_size())
+        for begin in range(0, x.shape[0], rows):
+            yield output_jacobian(model, x[begin : begin + rows], theta, start)
+
+    def map_output(self, model, x: torch.Tensor) -> torch.Tensor:
+        r""":math:`\mu^* = f(x; \theta_{MAP})` of shape ``(n, K)``."""
+        return model.forward(x, split_flat(model.sites, self.guide.mean))
+
+    def output_moments(self, model, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        r""":math:`\mu^*` of shape ``(n, K)`` and :math:`\Sigma^*` of shape ``(n, K, K)`` at inputs ``x``."""
+        pieces = []
+        for jacobian in self._jacobian_chunks(model, x):
+            scaled = self.guide.times_scale(jacobian)
+            pieces.append(scaled @ scaled.transpose(-1, -2))
+        return self.map_output(model, x), torch.cat(pieces)
+
+    def function_draws(self, model, x: torch.Tensor, values: dict[str, torch.Tensor]) -> torch.Tensor:
+        r"""The linearised network at weight draws :math:`\theta_s`, shape ``(S, n, K)``:
+        :math:`f(x; \theta_{MAP}) + J(x)(\theta_s - \theta_{MAP})`, the function whose
+        likelihood the linearised predictive integrates (weights outside the covered block stay at the MAP).
+
+        ``values`` maps each weight site to its draws ``(S, *site.shape)``.
+        """
+        theta, start = self.guide.mean, self.guide.covered_from
+        offset = join_sites(model.sites, values)[:, start:] - theta[start:]
+        with torch.no_grad():
+            moved = [torch.einsum("nkp,sp->snk", jacobian, offset) for jacobian in self._jacobian_chunks(model, x)]
+            return self.map_output(model, x) + torch.cat(moved, dim=1)
+
+    def predict(self, model, x: torch.Tensor, num_samples: int) -> Prediction:
+        """The linearised predictive at ``x`` with ``num_samples`` draws (uses the global random state)."""
+        positive_int("num_samples", num_samples)
+        with torch.no_grad():
+            mean, cov = self.output_moments(model, x)
+            f = dist.MultivariateNormal(mean, covariance_matrix=cov).sample((num_samples,))
+            variance = torch.diagonal(cov, dim1=-2, dim2=-1)
+            task = model.likelihood.task
+            if task == "regression":
+                noise = torch.as_tensor(model.likelihood.noise_scale(self.guide.constants), dtype=mean.dtype)
+                draws = f + noise * torch.randn_like(f)
+                squeeze = (lambda t: t[..., 0]) if mean.shape[-1] == 1 else (lambda t: t)  # noqa: E731
+                std = (variance + noise**2).sqrt()
+                return Prediction(squeeze(draws), f, squeeze(mean), squeeze(std), squeeze(variance.sqrt()))
+            probit = mean / (1 + math.pi / 8 * variance).sqrt()
+            if task == "binary":
+                probs = torch.sigmoid(probit[:, 0])
+                class_probs = torch.stack([1 - probs, probs], dim=-1)
+                draws = torch.bernoulli(probs.expand(num_samples, -1))
+                per_draw = torch.sigmoid(f[..., 0])
+                per_draw = torch.stack([1 - per_draw, per_draw], dim=-1)
+            else:
+                probs = class_probs = torch.softmax(probit, dim=-1)
+                draws = dist.Categorical(probs).sample((num_samples,))
+                per_draw = torch.softmax(f, dim=-1)
+            label_mean, label_variance = _label_moments(class_probs)
+            epistemic = _label_moments(per_draw)[0].std(0, unbiased=False)
+            return Prediction(draws, f, label_mean, label_variance.sqrt(), epistemic, probs)
+
+    # ------------------------------------------------------------ save/load
+    def save(self, path: str | Path) -> None:
+        """Write the Gaussian over weights to ``path`` (tensors only; read back without pickle)."""
+        torch.save(self.guide.state(), path)
+
+    @classmethod
+    def load(cls, path: str | Path, model) -> Linearization:
+        """Read what :meth:`save` wrote, for ``model``, in the default dtype.
+
+        Raises
+        ------
+        ValueError
+            When ``path`` is not a readable tensor file, or does not hold this model's Gaussian
+            (damaged, or written by another version or for another model).
+        """
+        fix = "it is damaged or from another version or model; fit and save the posterior again"
+        try:
+            state = torch.load(path, weights_only=True)  # tensors and plain containers only: runs no code
+        except Exception as error:  # noqa: BLE001 - a damaged zip or pickle raises many types
+            raise ValueError(f"{path} cannot be read as a linearisation ({type(error).__name__}); {fix}") from None
+        dtype = torch.get_default_dtype()
+        try:
+            state["mean"], state["scale"] = state["mean"].to(dtype), state["scale"].to(dtype)
+            state["constants"] = {name: value.to(dtype) for name, value in state["constants"].items()}
+            return cls(LaplaceGuide.from_state(model.sites, state))
+        except (AttributeError, KeyError, TypeError, ValueError) as error:
+            raise ValueError(f"{path} does not hold a linearisation for this model ({type(error).__name__}: {error}); "
+                             f"{fix}") from None

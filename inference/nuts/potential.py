@@ -1,0 +1,304 @@
+r"""The model's log joint as a function of one flat unconstrained vector, compiled once.
+
+For a :class:`~models.BayesianMLP` with weight sites :math:`W_s`, likelihood latents
+:math:`\theta_j` (such as a learned noise :math:`\sigma`) and data :math:`(x, y)`, the flat
+vector :math:`z = [\operatorname{vec} W_1, \dots, \operatorname{vec} T_j(\theta_j), \dots]`
+holds every latent in the unconstrained space, :math:`T_j` = ``biject_to(support)^{-1}``
+(:math:`z = \log\sigma` for a positive :math:`\sigma`), and
+
+.. math::
+
+    \log \pi(z) = \sum_s \log p_s(W_s) + \sum_j \Big[\log p_j\big(T_j^{-1}(z_j)\big)
+                  + \log\big|\det J_{T_j^{-1}}(z_j)\big|\Big]
+                  + \sum_{i=1}^N \log p\big(y_i \mid f(x_i; W), \theta\big),
+
+with each :math:`p_s` the model's own prior object (``model.prior[s].distribution(site)``)
+and the likelihood ``model.observation_distribution``. It equals Pyro's trace-based
+potential :math:`-U(z)` (see :mod:`bnn.inference.nuts.fit`), without the trace: one small graph of
+tensor operations that ``torch.compile`` or TorchScript can compile, evaluated with its
+gradient :math:`\nabla_z \log\pi` in float64 by :meth:`FlatPotential.value_and_grad`.
+
+That formula describes the program :meth:`models.BayesianMLP.__call__` runs; a model whose
+program differs (a subclass with a site of its own, a changed likelihood) needs Pyro's
+generic potential instead, :class:`TracePotential`, which evaluates the program's trace.
+:func:`flat_potential_mismatch` tells the two cases apart before sampling: the flat
+potential is used only when the trace's latent sites (names, shapes, supports) are the
+model's and the two log densities differ by one constant at a few random points.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable
+from enum import Enum
+
+import numpy as np
+import pyro
+import torch
+from bnn.inference.nuts.numpy_potential import NumpyLogDensity
+from pyro.infer.mcmc.util import initialize_model
+from pyro.poutine.util import site_is_subsample
+from torch.distributions import biject_to, constraints
+
+from bnn.options import parse_option
+
+CHECK_RTOL = 1e-8  # a compiled log density must reproduce the eager one to this relative error
+MAX_PLATE_NESTING = 1
+MISMATCH_POINTS = 3  # random points at which the flat potential must equal Pyro's up to one constant
+
+
+class PotentialKind(str, Enum):
+    """Which flat potential a NUTS chain of the nutpie engine evaluates."""
+
+    FLAT = "flat"
+    """:class:`FlatPotential`: the model's own parts, fast; only where :func:`flat_potential_mismatch` finds none."""
+    TRACE = "trace"
+    """:class:`TracePotential`: Pyro's trace-based potential, right for any Pyro program, eager and slower."""
+
+
+class Backend(str, Enum):
+    """How :class:`FlatPotential` evaluates :math:`\\log\\pi(z)` and its gradient.
+
+    Per value and gradient on toy1d (1-50-1 tanh, N=100, 152 latents, one idle thread;
+    ``python -m benchmarks.nuts_speed`` prints them, ``benchmarks/results/nuts_speed.md``):
+    ``numpy`` 91 us, ``compile`` 291 us after a 4 s build (18 s on a loaded machine), ``trace``
+    695 us, ``eager`` 1,074 us.
+    """
+
+    AUTO = "auto"
+    """The first of ``numpy``, ``trace``, ``eager`` that builds and reproduces the eager value and gradient.
+    ``compile`` is left out: its build (4-18 s measured, in every chain process) outweighs its gain on runs of minutes."""
+    NUMPY = "numpy"
+    """The hand-derived gradient of :mod:`bnn.inference.nuts.numpy_potential`: the collection's own priors,
+    likelihoods and activations only."""
+    COMPILE = "compile"
+    """``torch.compile`` (Inductor): the fastest torch backend per call, seconds to build."""
+    TRACE = "trace"
+    """TorchScript ``torch.jit.trace``: builds in a fraction of a second."""
+    EAGER = "eager"
+    """Plain PyTorch, no compilation."""
+
+
+class FlatLayout:
+    r"""The flat unconstrained vector :math:`z`: site ``name`` holds ``shapes[name]`` consecutive entries
+    (the unconstrained shape), mapped to the site's support by ``transforms[name]`` (identity when absent).
+
+    Attributes
+    ----------
+    names : list of str
+        The latent sites in the order of ``z``.
+    dim : int
+        Length of ``z``.
+    """
+
+    def __init__(self, shapes: dict[str, torch.Size], transforms: dict[str, Callable]) -> None:
+        self.shapes = dict(shapes)
+        self.names = list(self.shapes)
+        self.transforms = dict(transforms)
+        self.sizes = [math.prod(shape) for shape in self.shapes.values()]
+        self.dim = sum(self.sizes)
+
+    def unconstrained(self, z: torch.Tensor) -> dict[str, torch.Tensor]:
+        """``z`` of shape ``(*sample, dim)`` split into the sites, ``(*sample, *site_shape)``."""
+        pieces = torch.split(z, self.sizes, dim=-1)
+        return {name: piece.reshape(z.shape[:-1] + self.shapes[name]) for name, piece in zip(self.names, pieces)}
+
+    def constrained(self, z: torch.Tensor) -> dict[str, torch.Tensor]:
+        r"""The site values :math:`T^{-1}(z)` (weights unchanged, e.g. :math:`\sigma = e^{z_\sigma}`)."""
+        values = self.unconstrained(z)
+        return {name: self.transforms[name](value) if name in self.transforms else value
+                for name, value in values.items()}
+
+    def flatten(self, values: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Inverse of :meth:`unconstrained` for one point: unconstrained site values -> ``(dim,)`` float64."""
+        return torch.cat([values[name].reshape(-1) for name in self.names]).to(torch.float64)
+
+    def value_and_grad(self, z: np.ndarray) -> tuple[float, np.ndarray]:
+        r""":math:`(\log\pi(z), \nabla_z\log\pi(z))` for a float64 numpy ``z``, as nutpie wants them
+        (``_value_and_grad``, set by the subclass)."""
+        return self._value_and_grad(np.asarray(z, dtype=np.float64))
+
+
+class FlatPotential(FlatLayout):
+    r""":math:`\log\pi(z)` of ``model`` given ``(x, y)`` for a flat unconstrained float64 ``z``.
+
+    Parameters
+    ----------
+    model : BayesianMLP
+        The model; its priors and likelihood are read once, at construction.
+    x, y : torch.Tensor
+        The training data.
+    backend : Backend or str
+        See :class:`Backend`; the chosen one is :attr:`backend` (never ``auto``).
+
+    Attributes
+    ----------
+    names : list of str
+        The latent sites in the order of ``z`` (``model.latent_shapes``).
+    dim : int
+        Length of ``z``.
+    """
+
+    def __init__(self, model, x: torch.Tensor, y: torch.Tensor, *, backend: Backend | str = Backend.AUTO) -> None:
+        backend = parse_option(Backend, backend, "backend")
+        self.model = model
+        self.x, self.y = x.to(torch.float64), y if not y.is_floating_point() else y.to(torch.float64)
+        latent_priors = model.likelihood.latent_priors()
+        super().__init__(model.latent_shapes, {name: biject_to(prior.support) for name, prior in latent_priors.items()})
+        self._latent_priors = latent_priors
+        for name, transform in self.transforms.items():
+            if transform.inverse_shape(self.shapes[name]) != self.shapes[name]:
+                raise ValueError(f"latent {name!r}: transforms that change the shape are not supported")
+        self.backend, self._value_and_grad = self._build(backend)
+
+    def log_density(self, z: torch.Tensor) -> torch.Tensor:
+        r""":math:`\log\pi(z)` for one point ``z`` of shape ``(dim,)``, as a 0-d tensor (eager)."""
+        model, values = self.model, self.unconstrained(z)
+        total = z.new_zeros(())
+        for site in model.sites:
+            total = total + model.prior[site.name].distribution(site).log_prob(values[site.name]).sum()
+        for name, transform in self.transforms.items():
+            value = transform(values[name])
+            log_jacobian = transform.log_abs_det_jacobian(values[name], value)
+            total = total + self._latent_priors[name].log_prob(value).sum() + log_jacobian.sum()
+            values[name] = value
+        return total + model.observation_distribution(self.x, values).log_prob(self.y).sum()
+
+    # ------------------------------------------------------------- compilation
+    def _build(self, backend: Backend):
+        """The first working evaluator of the backends to try, checked against the eager value and gradient
+        at a fixed point away from zero (where activations and priors are least generic)."""
+        candidates = [Backend.NUMPY, Backend.TRACE, Backend.EAGER] if backend is Backend.AUTO else [backend]
+        probe = torch.linspace(-1.5, 1.0, self.dim, dtype=torch.float64)
+        expected_value, expected_gradient = torch_evaluator(self.log_density)(probe.numpy())
+        failures = []
+        for candidate in candidates:
+            try:
+                evaluator = self._evaluator(candidate, probe)
+                value, gradient = evaluator(probe.numpy())
+                if not math.isclose(value, expected_value, rel_tol=CHECK_RTOL, abs_tol=CHECK_RTOL):
+                    raise RuntimeError(f"it gives {value!r}, the eager log density {expected_value!r}")
+                if not np.allclose(gradient, expected_gradient, rtol=CHECK_RTOL, atol=CHECK_RTOL):
+                    raise RuntimeError("its gradient differs from the eager gradient")
+                return candidate, evaluator
+            except Exception as error:  # noqa: BLE001 - any failure to build moves on to the next backend
+                if backend is not Backend.AUTO:
+                    raise
+                failures.append(f"{candidate.value}: {type(error).__name__}: {error}")
+        raise RuntimeError("no backend could evaluate the potential: " + "; ".join(failures))
+
+    def _evaluator(self, backend: Backend, probe: torch.Tensor) -> Callable[[np.ndarray], tuple[float, np.ndarray]]:
+        if backend is Backend.NUMPY:
+            return NumpyLogDensity(self)
+        if backend is Backend.COMPILE:
+            return torch_evaluator(torch.compile(self.log_density, fullgraph=True, dynamic=False))
+        if backend is Backend.TRACE:
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
+                warnings.filterwarnings("ignore", message="`torch.jit.(trace|script_method)` is deprecated",
+                                        category=DeprecationWarning)
+                with pyro.validation_enabled(False):
+                    traced = torch.jit.trace(self.log_density, (probe.clone().requires_grad_(),), check_trace=False)
+            return torch_evaluator(traced)
+        return torch_evaluator(self.log_density)
+
+
+def torch_evaluator(function: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[np.ndarray], tuple[float, np.ndarray]]:
+    """``z -> (value, gradient)`` in numpy float64 around a torch log density, by autograd."""
+
+    def value_and_grad(z: np.ndarray) -> tuple[float, np.ndarray]:
+        point = torch.from_numpy(z).requires_grad_()
+        with pyro.validation_enabled(False):  # argument checks cannot be compiled, and cost time
+            value = function(point)
+        (gradient,) = torch.autograd.grad(value, point)
+        return value.item(), gradient.numpy()
+
+    return value_and_grad
+
+
+class TracePotential(FlatLayout):
+    r""":math:`\log\pi(z) = -U(z)` of Pyro's trace-based potential, for the program of any model.
+
+    Slower than :class:`FlatPotential` (every call runs the program under Pyro's handlers), but
+    right for every Pyro program, including sites the model object does not describe.
+
+    Parameters
+    ----------
+    potential_fn : callable
+        Pyro's :math:`U`, from unconstrained site values (``pyro.infer.mcmc.util.initialize_model``).
+    transforms : dict
+        Pyro's transforms, constrained -> unconstrained, by site.
+    params : dict of str to torch.Tensor
+        A point of unconstrained site values: its keys, shapes and dtype lay out :math:`z`.
+    """
+
+    backend = Backend.EAGER
+
+    def __init__(self, potential_fn: Callable, transforms: dict, params: dict[str, torch.Tensor]) -> None:
+        super().__init__({name: value.shape for name, value in params.items()},
+                         {name: transform.inv for name, transform in transforms.items()})
+        self.potential_fn = potential_fn
+        self.dtype = next(iter(params.values())).dtype
+        self._value_and_grad = torch_evaluator(self.log_density)
+
+    def log_density(self, z: torch.Tensor) -> torch.Tensor:
+        r""":math:`-U(z)` for one point ``z`` of shape ``(dim,)``, evaluated in the model's dtype."""
+        return -self.potential_fn(self.unconstrained(z.to(self.dtype)))
+
+
+def latent_sites(trace) -> dict[str, dict]:
+    """The latent sample sites of a Pyro trace (neither observed nor a plate's subsample), in program order."""
+    return {name: site for name, site in trace.nodes.items()
+            if site["type"] == "sample" and not site["is_observed"] and not site_is_subsample(site)}
+
+
+def _base_support(constraint) -> str:
+    while isinstance(constraint, constraints.independent):
+        constraint = constraint.base_constraint
+    return repr(constraint)
+
+
+def flat_potential_mismatch(model, x: torch.Tensor, y: torch.Tensor, *, points: int = MISMATCH_POINTS) -> str | None:
+    r"""Why :class:`FlatPotential` does not describe the Pyro program of ``model``, or ``None`` when it does.
+
+    It does when the program's latent sites have the names and shapes of ``model.latent_shapes``
+    and the supports the flat potential assumes (real for the weights, the likelihood latents'
+    priors' otherwise), and when at ``points`` random points :math:`z_k`
+
+    .. math::
+
+        \max_k c_k - \min_k c_k \le \sqrt{\varepsilon}\,\big(1 + \max_k |\log\pi(z_k)|\big),
+        \qquad c_k = \log\pi(z_k) + U(z_k),
+
+    with :math:`U` Pyro's trace-based potential and :math:`\varepsilon` the machine precision of the
+    model's dtype: the two log densities differ by one constant, so give the same posterior.
+    A model whose program adds a site, drops one or changes a density fails one of the tests.
+    """
+    try:
+        flat = FlatPotential(model, x, y, backend=Backend.EAGER)
+    except Exception as error:  # noqa: BLE001 - a model the flat potential cannot read is a mismatch to report
+        return f"the flat potential cannot read the model ({type(error).__name__}: {error})"
+    params, potential_fn, _, trace = initialize_model(model, (x, y), max_plate_nesting=MAX_PLATE_NESTING)
+    sites = latent_sites(trace)
+    program = {name: tuple(site["value"].shape) for name, site in sites.items()}
+    described = {name: tuple(shape) for name, shape in flat.shapes.items()}
+    if program != described:
+        return f"the program's latent sites {program} are not the model's {described}"
+    for name, site in sites.items():
+        assumed = flat._latent_priors[name].support if name in flat._latent_priors else constraints.real
+        if _base_support(site["fn"].support) != _base_support(assumed):
+            return f"site {name!r} has support {site['fn'].support}, the flat potential assumes {assumed}"
+    dtype = next(iter(params.values())).dtype
+    generator = torch.Generator().manual_seed(0)
+    offsets, largest = [], 0.0
+    with torch.no_grad():
+        for _ in range(points):
+            z = torch.randn(flat.dim, generator=generator, dtype=torch.float64)
+            value = flat.log_density(z).item()
+            offsets.append(value + potential_fn({k: v.to(dtype) for k, v in flat.unconstrained(z).items()}).item())
+            largest = max(largest, abs(value))
+    spread = max(offsets) - min(offsets)
+    if not spread <= math.sqrt(torch.finfo(dtype).eps) * (1.0 + largest):  # a NaN is a mismatch too
+        return f"its log density differs from the program's by {spread:.3g} between random points, not by a constant"
+    return None

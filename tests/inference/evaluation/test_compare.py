@@ -1,0 +1,121 @@
+from __future__ import annotations
+
+import math
+
+import pytest
+from bnn.datasets import DATASETS, load_dataset, load_toy1d
+from bnn.inference import Posterior, fit
+from bnn.inference.evaluation.compare import compare, label_fits, rank
+from bnn.inference.evaluation.report import convergence_warnings
+from bnn.models import BayesianMLP
+
+TINY = {
+    "svi": dict(steps=30, num_draws=60),
+    "nuts": dict(num_warmup=30, num_samples=30, num_chains=2, chain_method="sequential"),
+    "laplace": dict(num_draws=60),
+}
+ALWAYS = ["method", "guide", "prior", "predictive", "fit_seconds", "test_ll", "elbo", "log_marginal_likelihood", "loo_elpd",
+          "loo_se", "loo_bad_k", "waic_elpd", "waic_se", "waic_warning", "r_hat_max", "ess_bulk_min", "ess_tail_min",
+          "r_hat_predictive", "divergences", "converged", "chains_agree"]
+
+
+@pytest.fixture(scope="module")
+def toy():
+    return load_toy1d(n_train=30, n_test=20)
+
+
+@pytest.fixture(scope="module")
+def fits(toy):
+    model = BayesianMLP(1, 1, hidden=(3,), likelihood={"name": "gaussian", "scale": 0.2})
+    return [fit(model, toy, method, seed=0, progress=False, **TINY[method]) for method in TINY]
+
+
+def test_regression_table_has_every_column_and_loo_waic_for_every_method(fits, toy):
+    table = compare(fits, toy)
+    assert list(table.index) == ["svi (autonormal)", "nuts", "laplace"]
+    assert set(ALWAYS + ["test_rmse", "coverage_50", "coverage_90"]) <= set(table.columns)
+    for column in ("loo_elpd", "loo_se", "waic_elpd", "test_rmse", "test_ll"):
+        assert table[column].map(math.isfinite).all(), column
+    assert math.isfinite(table.loc["nuts", "r_hat_predictive"]) and table.loc["nuts", "divergences"] >= 0
+    nuts = fits[1].info["diagnostics"]  # NUTS's own numbers, unrounded, and its own verdict
+    for column in ("r_hat_max", "ess_bulk_min", "ess_tail_min", "divergences", "converged", "r_hat_predictive"):
+        assert table.loc["nuts", column] == nuts[column], column
+    assert math.isnan(table.loc["svi (autonormal)", "r_hat_max"])
+    assert math.isfinite(table.loc["svi (autonormal)", "elbo"])
+    assert math.isfinite(table.loc["laplace", "log_marginal_likelihood"])
+    assert list(table["predictive"]) == ["mc", "mc", "linearized"]
+    ranking = rank(fits)
+    assert set(ranking.index) == set(table.index) and ranking["weight"].sum() == pytest.approx(1.0)
+
+
+def test_classification_table_has_accuracy_auc_and_ece():
+    data = load_dataset("breast_cancer")
+    model = BayesianMLP(data.in_features, 1, hidden=(4,), likelihood="bernoulli")
+    table = compare([fit(model, data, steps=50, num_draws=50, progress=False)], data)
+    assert {"test_accuracy", "roc_auc", "ece", "test_ll"} <= set(table.columns)
+    assert "test_rmse" not in table.columns and "coverage_90" not in table.columns
+
+
+CHAIN_DRAWS = 5000
+"""Draws per fake chain. For independent draws, split R-hat over m = 4 half-chains of n = 2500 is about
+1 + (F - 1) / (2n) with F ~ chi2(m - 1) / (m - 1) (sd sqrt(2/3)): R-hat - 1 has sd ~ 1.6e-4, so agreeing chains
+stay below 1.01 by ~60 sd (with 2 x 100 draws the sd is ~0.008 and they cross 1.01 often)."""
+
+
+def test_chains_that_disagree_are_flagged(toy):
+    """Two chains around different functions (one shifted by 3 posterior sds of the output bias + 1), against two
+    chains of independent draws from one distribution."""
+    model = BayesianMLP(1, 1, hidden=(3,), likelihood={"name": "gaussian", "scale": 0.2})
+    one = fit(model, toy, steps=60, num_draws=2 * CHAIN_DRAWS, progress=False)
+    halves = {k: v.reshape(2, CHAIN_DRAWS, *v.shape[2:]) for k, v in one.samples.items()}
+    agreeing = halves
+    disagreeing = {k: v.clone() for k, v in halves.items()}
+    bias = disagreeing["layers.1.bias"]
+    bias[1] += 3 * bias[0].std() + 1.0
+    info = {"method": "nuts", "seed": 0}
+    table = compare({"disagree": Posterior(model, disagreeing, one.x, one.y, info),
+                     "agree": Posterior(model, agreeing, one.x, one.y, info)}, toy)
+    disagree, agree = table.loc["disagree"], table.loc["agree"]
+    assert not disagree["chains_agree"] and disagree["r_hat_predictive"] > 1.5
+    assert not disagree["converged"] and disagree["r_hat_max"] > 1.5
+    assert agree["chains_agree"] and agree["converged"] and agree["r_hat_max"] <= 1.01
+    [warning] = convergence_warnings(table)
+    assert warning.startswith(f"**Warning: disagree did not converge**: max R-hat {disagree['r_hat_max']:.4g} (threshold 1.01), "
+                              f"min bulk ESS {disagree['ess_bulk_min']:.4g}, min tail ESS {disagree['ess_tail_min']:.4g}, "
+                              "0 divergences. ")
+    predictive = disagree["r_hat_predictive"]
+    assert f"predictive R-hat of f(x) at the training inputs: {predictive:.4g} (the chains disagree on the predictions too)" \
+        in warning
+
+
+def test_one_chain_nuts_gets_ess_but_no_r_hat(toy):
+    model = BayesianMLP(1, 1, hidden=(3,), likelihood={"name": "gaussian", "scale": 0.2})
+    one = fit(model, toy, steps=30, num_draws=100, progress=False)
+    row = compare({"nuts": Posterior(model, one.samples, one.x, one.y, {"method": "nuts", "seed": 0})}, toy).loc["nuts"]
+    assert row["ess_bulk_min"] > 0 and row["ess_tail_min"] > 0  # finite: ESS needs one chain only
+    assert math.isnan(row["r_hat_max"]) and math.isnan(row["r_hat_predictive"]) and row["chains_agree"] is None
+    assert row["converged"] and row["divergences"] == 0
+
+
+@pytest.mark.parametrize("name", DATASETS.names())
+def test_every_built_in_data_set_gets_finite_loo_and_waic(name):
+    data = load_dataset(name)
+    likelihood = {"name": "gaussian", "scale": 0.5} if data.task == "regression" else data.likelihood_name  # a quick MAP
+    model = BayesianMLP(data.in_features, data.out_features, hidden=(2,), likelihood=likelihood)
+    fits = [fit(model, data, "svi", steps=20, num_draws=30, progress=False),
+            fit(model, data, "laplace", map_steps=300, num_draws=30, progress=False)]
+    table = compare(fits, data)
+    assert list(table.index) == ["svi (autonormal)", "laplace"]
+    for column in ("loo_elpd", "loo_se", "waic_elpd", "waic_se", "test_ll"):
+        assert table[column].map(math.isfinite).all(), column
+    score = "test_rmse" if data.task == "regression" else "test_accuracy"
+    assert table[score].map(math.isfinite).all()
+
+
+def test_labels_are_unique():
+    class Fake:
+        def __init__(self, method, guide=None):
+            self.method, self.info = method, {"guide": guide}
+
+    labels = label_fits([Fake("svi", "autonormal"), Fake("svi", "autonormal"), Fake("nuts"), Fake("svi", "meanfield")])
+    assert list(labels) == ["svi (autonormal)", "svi (autonormal) #2", "nuts", "svi (meanfield)"]

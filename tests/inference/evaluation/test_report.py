@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from bnn.inference.cli import main
+from bnn.inference.evaluation.report import markdown_table, slug
+
+
+@pytest.mark.filterwarnings("ignore::bnn.inference.nuts.fit.ConvergenceWarning")  # 10 + 10 draws need not converge
+def test_compare_command_writes_the_report_of_all_three_methods(tmp_path):
+    out = tmp_path / "report"
+    argv = ["compare", "--dataset", "toy1d", "--methods", "svi,nuts,laplace", "--hidden", "4", "--steps", "20",
+            "--num-draws", "20", "--num-warmup", "10", "--num-samples", "10", "--num-chains", "2", "--chain-method", "sequential",
+            "--map-steps", "50", "--out", str(out), "--quiet"]
+    main(argv)
+    fits = ["svi-autonormal", "nuts", "laplace"]
+    names = {p.name for p in out.iterdir()}
+    assert {"report.md", "comparison.csv", "ranking.csv", "predictive.png", "overlay.png", "forest.png", "marginals.png",
+            "std_vs_error.png", *(f"trace-{fit}.png" for fit in fits), *(f"posterior-{fit}.nc" for fit in fits)} == names
+    report = (out / "report.md").read_text()
+    assert f"Command: `python -m bnn {' '.join(argv)}`" in report
+    for png in (p for p in names if p.endswith(".png")):
+        assert f"]({png})" in report
+    assert "pyro-ppl 1.9.2" in report and "nutpie 0.16.8" in report and "arviz 0.23.4" in report
+    table = pd.read_csv(out / "comparison.csv", index_col=0)
+    assert list(table.index) == ["svi (autonormal)", "nuts", "laplace"]
+    assert set(pd.read_csv(out / "ranking.csv", index_col=0).index) == set(table.index)
+    assert ("**Warning: nuts did not converge**" in report) == (not table.loc["nuts", "converged"])
+    assert "| waic_se |" in report and "| converged |" in report
+
+
+def test_an_existing_report_folder_is_refused_before_any_fit(tmp_path, capsys):
+    out = tmp_path / "report"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compare", "--methods", "svi", "--steps", "100000", "--out", str(out), "--quiet"])
+    assert exit_info.value.code == 2
+    assert f"{out} exists and is not empty; choose another --out or pass --overwrite" in capsys.readouterr().err
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]
+
+
+def test_options_that_no_method_takes_are_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compare", "--methods", "svi", "--num-warmup", "10", "--out", str(tmp_path / "r"), "--quiet"])
+    assert exit_info.value.code == 2
+    assert "apply to none of the methods ['svi']" in capsys.readouterr().err
+
+
+def test_markdown_table_and_slugs():
+    frame = pd.DataFrame({"a": [1.23456, float("nan")], "b": ["x", None]}, index=["svi (meanfield)", "nuts"])
+    assert markdown_table(frame).splitlines() == ["|  | a | b |", "|---|---|---|", "| svi (meanfield) | 1.235 | x |",
+                                                  "| nuts |  |  |"]
+    assert slug("svi (meanfield) #2") == "svi-meanfield-2"

@@ -1,0 +1,274 @@
+"""The Laplace method behind ``fit``: against closed forms of Bayesian linear and logistic regression.
+
+Bayesian linear regression (tests/conjugate.py) is linear-Gaussian, so its Laplace
+approximation, linearised predictive and Laplace evidence are all exact:
+:math:`p(y) = \\mathcal{N}(y; 0, \\sigma^2 I + s^2 \\Phi\\Phi^\\top)` and the predictive at
+:math:`\\phi^*` is :math:`\\mathcal{N}(\\phi^{*\\top} m, \\sigma^2 + \\phi^{*\\top} S \\phi^*)`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyro
+import pytest
+import torch
+from bnn.guides.flat_weights import join_sites, split_flat
+from bnn.inference import Posterior, fit
+from bnn.inference.cli import main
+from bnn.inference.laplace import fit as laplace_module
+from bnn.inference.map_estimate import MapEstimate
+from bnn.models import BayesianMLP, GaussianPrior, LaplacePrior
+
+from tests.conjugate import NOISE, PRIOR_SCALE
+
+FAST = dict(map_steps=100, map_tolerance=1e-4, num_draws=200, progress=False)  # the mode to ~1e-6 posterior sd
+
+
+
+
+@pytest.fixture()
+def float32():
+    """The library's usual default dtype (the module's ``conjugate`` sets float64 while it lives)."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float32)
+    yield
+    torch.set_default_dtype(previous)
+
+
+@pytest.fixture(scope="module")
+def posterior(conjugate):
+    return fit(conjugate.model, (conjugate.x, conjugate.y), "laplace", seed=3, **FAST)
+
+
+def features(x: torch.Tensor) -> torch.Tensor:
+    return torch.cat([x, torch.ones(x.shape[0], 1, dtype=x.dtype)], dim=1)
+
+
+def exact_log_evidence(conjugate, prior_variance: float) -> float:
+    phi = features(conjugate.x)
+    cov = NOISE**2 * torch.eye(phi.shape[0]) + prior_variance * phi @ phi.T
+    return torch.distributions.MultivariateNormal(torch.zeros(phi.shape[0]), cov).log_prob(conjugate.y).item()
+
+
+def test_info_and_inference_data_groups(conjugate, posterior):
+    info = posterior.info
+    assert (info["method"], info["guide"], info["hessian"], info["structure"]) == ("laplace", "laplace", "ggn", "full")
+    assert info["map_grad_norm"] < 1e-4 and info["prior_precision"] == {"layers.0.weight": 1.0, "layers.0.bias": 1.0}
+    assert posterior.num_chains == 1 and posterior.num_draws == 200
+    groups = set(posterior.to_inference_data().groups())
+    assert {"posterior", "posterior_predictive", "log_likelihood", "observed_data", "constant_data"} <= groups
+
+
+def test_log_marginal_likelihood_is_the_exact_evidence(conjugate, posterior):
+    assert posterior.info["log_marginal_likelihood"] == pytest.approx(exact_log_evidence(conjugate, PRIOR_SCALE**2), rel=1e-8)
+
+
+def laplace_log_evidence(conjugate, alpha: float) -> float:
+    r"""The Laplace evidence with prior precision :math:`\alpha` at the fixed :math:`\theta_{MAP} = m` (the untuned mode)."""
+    phi, theta = features(conjugate.x), conjugate.mean
+    log_likelihood = torch.distributions.Normal(phi @ theta, NOISE).log_prob(conjugate.y).sum()
+    log_prior = torch.distributions.Normal(0.0, alpha**-0.5).log_prob(theta).sum()
+    logdet = torch.logdet(phi.T @ phi / NOISE**2 + alpha * torch.eye(3))
+    return (log_likelihood + log_prior + 1.5 * math.log(2 * math.pi) - 0.5 * logdet).item()
+
+
+def test_tuned_prior_precision_maximises_the_laplace_evidence_at_the_map(conjugate):
+    tuned = fit(conjugate.model, (conjugate.x, conjugate.y), "laplace", tune_prior_precision=True, **FAST)
+    alpha = tuned.info["prior_precision_multiplier"]
+    assert tuned.info["prior_precision"]["layers.0.bias"] == pytest.approx(alpha)
+    # theta_MAP is m to ~1e-6, and with alpha != 1 the evidence moves to first order in that error
+    assert tuned.info["log_marginal_likelihood"] == pytest.approx(laplace_log_evidence(conjugate, alpha), rel=1e-6)
+    # stationary in log(alpha), and a maximum: lower on both sides
+    step = 1e-4
+    slope = (laplace_log_evidence(conjugate, alpha * math.exp(step)) - laplace_log_evidence(conjugate, alpha * math.exp(-step)))
+    assert abs(slope) / (2 * step) < 1e-5
+    for factor in (0.8, 1.25):
+        assert laplace_log_evidence(conjugate, alpha * factor) < tuned.info["log_marginal_likelihood"] - 1e-4
+    # the posterior keeps the MAP and takes the tuned precision
+    torch.testing.assert_close(tuned.extras["guide"].mean, conjugate.mean, rtol=1e-5, atol=0)
+    phi = features(conjugate.x)
+    torch.testing.assert_close(tuned.extras["guide"].covariance(),
+                               torch.linalg.inv(phi.T @ phi / NOISE**2 + alpha * torch.eye(3)), rtol=1e-8, atol=0)
+
+
+def test_linearised_predictive_is_the_exact_conjugate_predictive(conjugate, posterior):
+    x_new = torch.tensor([[0.3, -1.2], [2.0, 0.5], [-3.0, 3.0]])
+    phi = features(x_new)
+    prediction = posterior.predict(x_new, predictive="linearized")
+    torch.testing.assert_close(prediction.mean, phi @ conjugate.mean, rtol=1e-6, atol=0)
+    variance = ((phi @ conjugate.cov) * phi).sum(-1)
+    torch.testing.assert_close(prediction.epistemic_std, variance.sqrt(), rtol=1e-6, atol=0)
+    torch.testing.assert_close(prediction.std, (variance + NOISE**2).sqrt(), rtol=1e-6, atol=0)
+    assert prediction.draws.shape == (200, 3) and prediction.f.shape == (200, 3, 1)
+
+
+def test_save_and_load_keep_the_linearised_predictive(posterior, tmp_path):
+    x_new = torch.linspace(-2, 2, 7).reshape(-1, 1).expand(-1, 2).contiguous()
+    before = posterior.predict(x_new, predictive="linearized", seed=5)
+    loaded = Posterior.load(posterior.save(tmp_path / "laplace"))
+    after = loaded.predict(x_new, predictive="linearized", seed=5)
+    for field in ("mean", "std", "epistemic_std", "draws"):
+        torch.testing.assert_close(getattr(after, field), getattr(before, field), rtol=1e-12, atol=0)
+
+
+def test_methods_without_a_linearisation_and_unknown_predictives_are_refused(conjugate, posterior):
+    svi_like = Posterior(conjugate.model, posterior.samples, conjugate.x, conjugate.y, {"method": "svi"})
+    with pytest.raises(ValueError, match="method 'svi' has no linearised predictive; use predictive='mc'"):
+        svi_like.predict(conjugate.x, predictive="linearized")
+    with pytest.raises(ValueError, match=r"unknown predictive 'glm'; choose from \['mc', 'linearized'\]"):
+        posterior.predict(conjugate.x, predictive="glm")
+
+
+def test_same_seed_same_numbers_and_structures_share_the_map(conjugate):
+    rng_state, parameters = torch.get_rng_state(), set(pyro.get_param_store().keys())
+    first = fit(conjugate.model, (conjugate.x, conjugate.y), "laplace", seed=7, **FAST)
+    assert torch.equal(torch.get_rng_state(), rng_state) and set(pyro.get_param_store().keys()) == parameters
+    again = fit(conjugate.model, (conjugate.x, conjugate.y), "laplace", seed=7, **FAST)
+    diag = fit(conjugate.model, (conjugate.x, conjugate.y), "laplace", seed=7, structure="diag", **FAST)
+    for name, value in first.samples.items():
+        assert torch.equal(value, again.samples[name])
+    assert torch.equal(diag.extras["guide"].mean, first.extras["guide"].mean)
+    # the diagonal structure keeps the precision's diagonal: variances 1 / Lambda_kk
+    torch.testing.assert_close(diag.extras["guide"].covariance().diagonal(), conjugate.meanfield_var, rtol=1e-8, atol=0)
+
+
+def test_learned_noise_is_the_maximum_likelihood_noise_at_the_map(conjugate):
+    model = BayesianMLP(2, 1, hidden=(), prior=GaussianPrior(PRIOR_SCALE), likelihood={"name": "gaussian", "scale": None})
+    posterior = fit(model, (conjugate.x, conjugate.y), "laplace", **FAST)
+    guide, phi = posterior.extras["guide"], features(conjugate.x)
+    sigma = posterior.info["noise"]
+    assert sigma**2 == pytest.approx(((conjugate.y - phi @ guide.mean) ** 2).mean().item(), rel=1e-10)
+    # the weights are the conjugate posterior mean at that noise, and the precision is its precision
+    precision = phi.T @ phi / sigma**2 + torch.eye(3) / PRIOR_SCALE**2
+    torch.testing.assert_close(guide.mean, torch.linalg.solve(precision, phi.T @ conjugate.y / sigma**2), rtol=1e-6, atol=0)
+    torch.testing.assert_close(guide.covariance(), torch.linalg.inv(precision), rtol=1e-8, atol=0)
+    assert torch.all(posterior.samples["sigma"] == sigma)
+
+
+def test_binary_linearised_predictive_is_the_probit_approximation(conjugate):
+    model = BayesianMLP(2, 1, hidden=(), prior=GaussianPrior(1.0), likelihood="bernoulli")
+    labels = (conjugate.y > conjugate.y.median()).double()
+    posterior = fit(model, (conjugate.x, labels), "laplace", **FAST)
+    guide, phi = posterior.extras["guide"], features(conjugate.x[:5])
+    mean, variance = phi @ guide.mean, ((phi @ guide.covariance()) * phi).sum(-1)
+    prediction = posterior.predict(conjugate.x[:5], predictive="linearized")
+    torch.testing.assert_close(prediction.probs, torch.sigmoid(mean / (1 + math.pi / 8 * variance).sqrt()), rtol=1e-8, atol=0)
+    torch.testing.assert_close(prediction.std, (prediction.probs * (1 - prediction.probs)).sqrt(), rtol=1e-8, atol=0)
+
+
+def test_multiclass_linearised_predictive_is_the_multiclass_probit(conjugate):
+    model = BayesianMLP(2, 3, hidden=(), prior=GaussianPrior(1.0), likelihood="categorical")
+    labels = torch.bucketize(conjugate.y, conjugate.y.quantile(torch.tensor([1 / 3, 2 / 3])))
+    posterior = fit(model, (conjugate.x, labels), "laplace", **FAST)
+    guide, x_new = posterior.extras["guide"], conjugate.x[:4]
+    # f = x W^T + b is linear in the flat weights [W (3x2, row-major), b (3)]: f_k = a_k(x) . theta
+    design = torch.stack([torch.cat([torch.kron(torch.eye(3)[k], x), torch.eye(3)[k]]) for x in x_new for k in range(3)])
+    mean = (design @ guide.mean).reshape(4, 3)
+    variance = ((design @ guide.covariance()) * design).sum(-1).reshape(4, 3)
+    probs = torch.softmax(mean / (1 + math.pi / 8 * variance).sqrt(), dim=-1)
+    prediction = posterior.predict(x_new, predictive="linearized")
+    torch.testing.assert_close(prediction.probs, probs, rtol=1e-8, atol=0)
+
+
+def test_last_layer_works_with_a_laplace_prior_below_a_gaussian_last_layer(conjugate):
+    model = BayesianMLP(2, 1, hidden=(3,), prior={"*": LaplacePrior(1.0), "layers.1": GaussianPrior(1.0)},
+                        likelihood={"name": "gaussian", "scale": NOISE})
+    with pytest.raises(ValueError, match="LaplacePrior on 'layers.0.weight'"):
+        fit(model, (conjugate.x, conjugate.y), "laplace", **FAST)
+    posterior = fit(model, (conjugate.x, conjugate.y), "laplace", structure="last-layer", **FAST)
+    assert posterior.info["num_weights_covered"] == 4
+    first_layer = posterior.samples["layers.0.weight"].reshape(200, -1)
+    assert torch.all(first_layer == first_layer[0])
+
+
+def test_an_indefinite_exact_hessian_is_refused_clearly_and_the_ggn_is_not(monkeypatch):
+    # theta = 0 is a stationary point of a tanh net's log joint for centred targets, and a
+    # saddle: the hidden and output weights interact through the data.
+    model = BayesianMLP(1, 1, hidden=(4,), prior=GaussianPrior(1.0), likelihood={"name": "gaussian", "scale": 0.1})
+    x = torch.linspace(-1, 1, 30).unsqueeze(-1)
+    y = x[:, 0] - x[:, 0].mean()
+    saddle = MapEstimate(torch.zeros(13, dtype=torch.float64), {}, 0.0, 0.0, 0.0, 0, True)
+    monkeypatch.setattr(laplace_module, "find_map", lambda *args, **kwargs: saddle)
+    with pytest.raises(ValueError) as error:
+        fit(model, (x, y), "laplace", hessian="exact", progress=False)
+    message = str(error.value)
+    assert "not positive definite" in message and "use hessian='ggn'" in message and "eigenvalues <= 0" in message
+    assert isinstance(fit(model, (x, y), "laplace", hessian="ggn", progress=False), Posterior)
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (dict(hessian="exact", structure="diag"), "hessian='exact' with structure='diag' is not offered"),
+        (dict(hessian="hesse"), r"unknown hessian 'hesse'; choose from \['ggn', 'exact'\]"),
+        (dict(structure="blocks"), r"unknown structure 'blocks'; choose from \['full', 'diag', 'last-layer'\]"),
+        (dict(tune_prior_precision=True, hessian="exact"), "tune_prior_precision needs a positive semi-definite"),
+        (dict(map_steps=0), "map_steps must be a positive integer"),
+        (dict(max_memory_gib=1e-9), "structure 'full' over 3 weights needs about"),
+        (dict(steps=10), r"method 'laplace' takes no option\(s\) \['steps'\]"),
+    ],
+)
+def test_bad_options_are_refused_before_any_work(conjugate, options, message, monkeypatch):
+    monkeypatch.setattr(laplace_module, "find_map", lambda *args, **kwargs: pytest.fail("work started"))
+    with pytest.raises(ValueError, match=message):
+        fit(conjugate.model, (conjugate.x, conjugate.y), "laplace", progress=False, **options)
+
+
+def test_a_prior_with_no_curvature_anywhere_is_refused_before_the_map(conjugate, monkeypatch):
+    model = BayesianMLP(2, 1, hidden=(), prior=LaplacePrior(1.0), likelihood={"name": "gaussian", "scale": NOISE})
+    monkeypatch.setattr(laplace_module, "find_map", lambda *args, **kwargs: pytest.fail("work started"))
+    with pytest.raises(ValueError, match="Laplace prior never is"):
+        fit(model, (conjugate.x, conjugate.y), "laplace", progress=False)
+    with pytest.raises(ValueError, match=r"tune_prior_precision scales a Gaussian prior's precision.*\['LaplacePrior'\]"):
+        fit(model, (conjugate.x, conjugate.y), "laplace", tune_prior_precision=True, progress=False)
+
+
+def test_command_line_writes_the_three_files_and_refuses_wrong_combinations(float32, tmp_path, capsys):
+    out = tmp_path / "laplace"
+    common = ["fit", "--dataset", "toy1d", "--hidden", "4", "--noise", "0.1", "--quiet", "--out"]
+    assert main([*common, str(out), "--method", "laplace", "--hessian", "ggn", "--structure", "diag",
+                 "--map-steps", "100", "--num-draws", "100"]) == 0
+    assert {p.name for p in out.iterdir()} >= {"metrics.json", "posterior.nc", "fit.json", "predictive.png"}
+    assert "test_rmse" in capsys.readouterr().out
+    loaded = Posterior.load(out)
+    assert loaded.info["structure"] == "diag" and loaded.linearization.guide.mean.dtype == torch.float32
+    assert np.isfinite(loaded.predict(torch.zeros(2, 1), predictive="linearized").std.numpy()).all()
+    for wrong, message in [
+        (["--method", "svi", "--hessian", "ggn"], "method 'svi' takes no option(s) ['hessian']"),
+        (["--method", "laplace", "--hessian", "exact", "--structure", "diag"], "structure='diag' is not offered"),
+    ]:
+        with pytest.raises(SystemExit) as exit_:
+            main([*common, str(tmp_path / "wrong"), *wrong])
+        assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+
+def test_an_unconverged_map_is_reported_loudly(conjugate):
+    with pytest.warns(RuntimeWarning, match="the MAP polish stopped after .* > map_tolerance=1e-30"):
+        posterior = fit(conjugate.model, (conjugate.x, conjugate.y), "laplace", **{**FAST, "map_tolerance": 1e-30})
+    assert posterior.info["map_converged"] is False
+
+
+def test_log_likelihood_is_the_linearised_networks_and_mc_keeps_the_network(conjugate):
+    """LOO/WAIC read the pointwise log-likelihood of the predictive Laplace reports (the GLM):
+    at every draw, f(x; theta_MAP) + J (theta - theta_MAP), checked against torch.func.jvp."""
+    model = BayesianMLP(2, 1, hidden=(3,), likelihood={"name": "gaussian", "scale": NOISE})
+    posterior = fit(model, (conjugate.x, conjugate.y), "laplace", seed=0, **{**FAST, "num_draws": 5})
+    theta = join_sites(model.sites, {name: value[0, 0] for name, value in posterior.samples.items()})
+    theta_map = posterior.linearization.guide.mean
+    draws = join_sites(model.sites, {name: value[0] for name, value in posterior.samples.items()})
+
+    def network(flat):
+        return model.forward(conjugate.x, split_flat(model.sites, flat))[:, 0]
+
+    expected = []
+    for draw in draws:
+        at_map, change = torch.func.jvp(network, (theta_map,), (draw - theta_map,))
+        expected.append(torch.distributions.Normal(at_map + change, NOISE).log_prob(conjugate.y))
+    log_lik = torch.as_tensor(posterior.to_inference_data().log_likelihood["obs"].values[0])
+    torch.testing.assert_close(log_lik, torch.stack(expected), rtol=1e-10, atol=1e-10)
+    networks = torch.distributions.Normal(network(theta), NOISE).log_prob(conjugate.y)
+    torch.testing.assert_close(posterior.pointwise_log_likelihood(conjugate.x, conjugate.y, "mc")[0, 0], networks)
+    assert not torch.allclose(networks, torch.stack(expected)[0])  # the net is not linear in its weights

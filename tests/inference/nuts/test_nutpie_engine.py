@@ -1,0 +1,148 @@
+"""The nutpie engine of ``fit(..., method="nuts")``: same output as the Pyro engine, options, seeds, processes.
+
+Exactness against the conjugate posterior, for both engines, lives in test_exactness.py.
+"""
+
+from __future__ import annotations
+
+import arviz as az
+import numpy as np
+import pyro
+import pyro.distributions as dist
+import pytest
+import torch
+from bnn.inference import fit
+from bnn.inference.nuts.fit import DEFAULT_ENGINE, Engine
+from bnn.models import BayesianMLP
+
+from tests.conjugate import NOISE, PRIOR_SCALE
+
+pytestmark = pytest.mark.filterwarnings("ignore::bnn.inference.nuts.fit.ConvergenceWarning")  # short runs
+
+
+def quick(conjugate, model=None, **options):
+    settings = dict(num_warmup=30, num_samples=20, num_chains=2, chain_method="sequential", progress=False,
+                    jit_compile=False, engine="nutpie")
+    return fit(model or conjugate.model, (conjugate.x, conjugate.y), "nuts", **{**settings, **options})
+
+
+def test_nutpie_is_the_default_engine():
+    assert DEFAULT_ENGINE is Engine.NUTPIE
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (dict(engine="stan"), r"unknown engine 'stan'; choose from \['nutpie', 'pyro'\]"),
+        (dict(dense_mass=True), "the nutpie engine has no dense mass matrix; pass engine='pyro'"),
+        (dict(num_warmup=0), "the nutpie engine needs num_warmup >= 1"),
+    ],
+)
+def test_bad_engine_options_raise(conjugate, options, message):
+    with pytest.raises(ValueError, match=message):
+        quick(conjugate, **options)
+
+
+def test_both_engines_give_the_same_groups_and_statistics(conjugate):
+    runs = {engine: quick(conjugate, engine=engine, max_tree_depth=3) for engine in ("nutpie", "pyro")}
+    groups = {engine: set(run.to_inference_data().groups()) for engine, run in runs.items()}
+    assert groups["nutpie"] == groups["pyro"]
+    nutpie, pyro = runs["nutpie"], runs["pyro"]
+    assert nutpie.info["engine"] == "nutpie" and pyro.info["engine"] == "pyro"
+    assert set(nutpie.sample_stats) == set(pyro.sample_stats)
+    for name, value in pyro.sample_stats.items():
+        assert nutpie.sample_stats[name].shape == value.shape == (2, 20), name
+        assert nutpie.sample_stats[name].dtype.kind == value.dtype.kind, name
+    for name, value in pyro.samples.items():
+        assert nutpie.samples[name].shape == value.shape and nutpie.samples[name].dtype == value.dtype
+    stats = nutpie.sample_stats
+    assert np.all((stats["n_steps"] >= 1) & (stats["n_steps"] <= 2**3 - 1))  # max_tree_depth is respected
+    np.testing.assert_array_equal(stats["tree_depth"], np.floor(np.log2(stats["n_steps"])) + 1)
+    assert np.all((stats["acceptance_rate"] >= 0) & (stats["acceptance_rate"] <= 1))
+    assert np.all(stats["step_size"] > 0) and np.all(stats["step_size"] == stats["step_size"][:, :1])
+    for run in runs.values():  # gradients count warmup too: at least one leapfrog step per warmup iteration
+        per_chain, kept_steps = run.info["chain_gradients"], run.sample_stats["n_steps"].sum(axis=1)
+        assert run.info["gradient_evaluations"] == sum(per_chain)
+        assert np.all(np.array(per_chain) >= kept_steps + 30) and np.all(np.array(per_chain) <= kept_steps + 30 * 7)
+
+
+def test_same_seed_same_draws_in_processes_and_in_sequence(conjugate):
+    runs = {
+        name: quick(conjugate, seed=seed, chain_method=method)
+        for name, seed, method in [("a", 3, "sequential"), ("b", 3, "sequential"), ("processes", 3, "parallel"),
+                                   ("other seed", 4, "sequential")]
+    }
+    reference = runs["a"]
+    for name in ("b", "processes"):
+        for site, value in reference.samples.items():
+            assert torch.equal(runs[name].samples[site], value), (name, site)
+        for stat, value in reference.sample_stats.items():
+            np.testing.assert_array_equal(runs[name].sample_stats[stat], value)
+    assert runs["processes"].info["chain_method"] == "parallel"
+    assert not torch.equal(runs["other seed"].samples["layers.0.bias"], reference.samples["layers.0.bias"])
+
+
+def test_learned_noise_comes_back_positive_and_near_the_truth():
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(200, 1, generator=generator, dtype=torch.float64)
+    y = 0.5 * x[:, 0] + 0.3 * torch.randn(200, generator=generator, dtype=torch.float64)
+    model = BayesianMLP(1, 1, hidden=(), likelihood={"name": "gaussian", "scale": None})
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        posterior = fit(model, (x, y), "nuts", num_warmup=200, num_samples=200, num_chains=1, jit_compile=False,
+                        engine="nutpie", progress=False, seed=0)
+    finally:
+        torch.set_default_dtype(previous)
+    sigma = posterior.samples["sigma"]
+    assert sigma.shape == (1, 200) and torch.all(sigma > 0)
+    # the posterior of sigma from 200 points has sd about 0.3 / sqrt(400) = 0.015; 0.3 lies within 4 sd
+    assert abs(sigma.mean().item() - 0.3) < 0.06
+
+
+SHIFT_SCALE = 2.0
+
+
+class ShiftedMLP(BayesianMLP):
+    """A program the model object does not describe: a shift ``c ~ N(0, 2^2)`` added to the output at every other
+    point (``g_i = i mod 2``)."""
+
+    def __call__(self, x, y=None, num_data=None):
+        c = pyro.sample("c", dist.Normal(0.0, SHIFT_SCALE))
+        values = {site.name: pyro.sample(site.name, self.prior[site.name].distribution(site).to_event(len(site.shape)))
+                  for site in self.sites}
+        f = self.forward(x, self.squeeze_plate_slot(values))[..., 0] + c * (torch.arange(x.shape[0]) % 2)
+        with pyro.plate("data", x.shape[0]):
+            return pyro.sample("obs", dist.Normal(f, NOISE), obs=y)
+
+
+@pytest.fixture(scope="module")
+def shifted(conjugate):
+    """The conjugate problem with the shift: beta = [w, b, c] | y ~ N(m, S), Phi = [x, 1, g], prior precision
+    diag(1/s^2, 1/s^2, 1/s^2, 1/2^2)."""
+    x, y = conjugate.x, conjugate.y
+    phi = torch.cat([x, torch.ones(len(x), 1), (torch.arange(len(x)) % 2)[:, None]], dim=1)
+    prior_precision = torch.tensor([PRIOR_SCALE**-2] * (x.shape[1] + 1) + [SHIFT_SCALE**-2])
+    cov = torch.linalg.inv(phi.T @ phi / NOISE**2 + torch.diag(prior_precision))
+    mean = cov @ phi.T @ y / NOISE**2
+    return ShiftedMLP.from_config(conjugate.model.config()), mean, cov
+
+
+@pytest.mark.parametrize("engine", ["nutpie", "pyro"])
+def test_a_program_the_model_does_not_describe_is_sampled_through_pyros_potential(conjugate, shifted, engine):
+    model, mean, cov = shifted
+    posterior = quick(conjugate, model=model, engine=engine, num_warmup=200, num_samples=200, seed=1)
+    assert posterior.info["potential"] == "trace"
+    if engine == "nutpie":  # the flat potential would drop `c` and the bias would absorb the shift
+        assert "'c'" in posterior.info["potential_reason"]
+    draws = {"c": posterior.extras["other_sites"]["c"], "bias": posterior.samples["layers.0.bias"][..., 0]}
+    assert draws["c"].shape == (2, 200)
+    for index, name in [(-1, "c"), (-2, "bias")]:  # both within 4 Monte Carlo standard errors of the exact mean
+        value = draws[name].numpy()
+        standard_error = cov[index, index].sqrt().item() / np.sqrt(az.ess(value))
+        assert abs(value.mean() - mean[index].item()) < 4 * standard_error, (name, value.mean(), mean[index])
+
+
+def test_the_collections_models_keep_the_fast_flat_potential(conjugate):
+    assert quick(conjugate).info["potential"] == "flat" and "potential_reason" not in quick(conjugate).info
+    assert quick(conjugate, engine="pyro").info["potential"] == "trace"  # Pyro's NUTS reads the trace itself

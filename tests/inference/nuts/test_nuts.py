@@ -1,0 +1,269 @@
+"""NUTS through ``fit``: option checks, sampler statistics, seeds, processes, convergence flags, CLI.
+
+The exactness check against the conjugate posterior lives in test_exactness.py.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+import pyro.distributions as dist
+import pytest
+import torch
+from bnn.inference import Posterior, fit
+from bnn.inference.cli import main
+from bnn.inference.convergence import predictive_r_hat, r_hat_over_points
+from bnn.inference.nuts.fit import (
+    ConvergenceWarning,
+    InitStrategy,
+    SequentialChainsWarning,
+    available_cores,
+    initial_point,
+    tree_depth,
+)
+from bnn.inference.seeding import seeded
+from bnn.models import BayesianMLP, Prior
+
+from tests.conjugate import conjugate_problem
+
+# short runs are unconverged by design; test_bad_runs_are_flagged checks the warning itself
+pytestmark = pytest.mark.filterwarnings("ignore::bnn.inference.nuts.fit.ConvergenceWarning")
+STAT_NAMES = {"diverging", "n_steps", "tree_depth", "step_size", "acceptance_rate"}
+
+
+@pytest.fixture(scope="module")
+def problem():
+    return conjugate_problem(dtype=torch.float32)
+
+
+@pytest.fixture
+def float64():
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield conjugate_problem()
+    torch.set_default_dtype(previous)
+
+
+def quick(problem, **options):
+    """A short sequential run; ``options`` override."""
+    settings = dict(num_warmup=40, num_samples=20, num_chains=2, chain_method="sequential", progress=False)
+    return fit(problem.model, (problem.x, problem.y), "nuts", **{**settings, **options})
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (dict(num_warmup=-1), "num_warmup must be an integer >= 0"),
+        (dict(num_samples=3), "num_samples must be an integer >= 4"),
+        (dict(num_chains=0), "num_chains must be an integer >= 1"),
+        (dict(num_chains=2.0), "num_chains must be an integer >= 1"),
+        (dict(target_accept=1.0), r"target_accept must be a probability in \(0, 1\)"),
+        (dict(max_tree_depth=0), "max_tree_depth must be an integer >= 1"),
+        (dict(dense_mass="yes"), "dense_mass must be True or False"),
+        (dict(jit_compile=1), "jit_compile must be True or False"),
+        (dict(progress=None), "progress must be True or False"),
+        (dict(init="mode"), r"unknown init 'mode'; choose from \['prior', 'map'\]"),
+        (dict(init={"layers.9.weight": 0.0}), r"init names unknown sites \['layers.9.weight'\]"),
+        (dict(init={"layers.0.bias": torch.zeros(3, 1)}), r"init\['layers.0.bias'\] has shape \(3, 1\)"),
+        (dict(init={"layers.0.bias": torch.tensor([float("nan")])}), "outside the support"),
+        (dict(chain_method="threads"), "unknown chain_method 'threads'"),
+        (dict(seed=-1), "seed must be a non-negative integer"),
+        (dict(steps=10), r"method 'nuts' takes no option\(s\) \['steps'\]"),
+    ],
+)
+def test_bad_options_raise_before_sampling(problem, options, message):
+    with pytest.raises(ValueError, match=message):
+        quick(problem, **options)
+
+
+def test_init_outside_the_prior_support_is_refused():
+    model = BayesianMLP(2, 1, hidden=(), likelihood={"name": "gaussian", "scale": None})
+    with pytest.raises(ValueError, match=r"init\['sigma'\] lies outside the support"):
+        fit(model, (torch.randn(5, 2), torch.randn(5)), "nuts", init={"sigma": -1.0}, progress=False)
+
+
+def test_sample_stats_have_one_value_per_draw(problem):
+    posterior = quick(problem, max_tree_depth=3)
+    assert posterior.samples["layers.0.weight"].shape == (2, 20, 1, 2)
+    assert set(posterior.sample_stats) == STAT_NAMES
+    stats = posterior.sample_stats
+    for name in STAT_NAMES:
+        assert stats[name].shape == (2, 20), name
+    assert stats["diverging"].dtype == bool
+    # at most 2^3 - 1 leapfrog steps; depth is ArviZ's floor(log2(n_steps)) + 1
+    assert np.all((stats["n_steps"] >= 1) & (stats["n_steps"] <= 7))
+    np.testing.assert_array_equal(stats["tree_depth"], np.floor(np.log2(stats["n_steps"])) + 1)
+    assert np.all((stats["acceptance_rate"] >= 0) & (stats["acceptance_rate"] <= 1))
+    assert np.all(stats["step_size"] > 0) and np.all(stats["step_size"] == stats["step_size"][:, :1])
+    idata = posterior.to_inference_data()
+    assert dict(idata.sample_stats.sizes) == {"chain": 2, "draw": 20}
+    info = posterior.info
+    assert (info["method"], info["guide"], info["chain_method"], info["init"]) == ("nuts", None, "sequential", "prior")
+    assert set(info["diagnostics"]) == {"r_hat_max", "r_hat_predictive", "ess_bulk_min", "ess_tail_min", "divergences",
+                                        "converged"}
+    assert info["diagnostics"]["divergences"] == int(stats["diverging"].sum())
+
+
+def test_same_seed_same_draws_in_processes_and_in_sequence(float64):
+    runs = {
+        name: quick(float64, seed=seed, chain_method=method)
+        for name, seed, method in [("a", 5, "sequential"), ("b", 5, "sequential"), ("processes", 5, "parallel"),
+                                   ("other seed", 6, "sequential")]
+    }
+    reference = runs["a"]
+    assert reference.samples["layers.0.bias"].dtype == torch.float64
+    for name in ("b", "processes"):
+        for site, value in reference.samples.items():
+            assert torch.equal(runs[name].samples[site], value), (name, site)
+        for stat, value in reference.sample_stats.items():
+            np.testing.assert_array_equal(runs[name].sample_stats[stat], value)
+    assert not torch.equal(runs["other seed"].samples["layers.0.bias"], reference.samples["layers.0.bias"])
+    assert runs["processes"].info["chain_method"] == "parallel"
+    assert runs["processes"].to_inference_data().posterior.sizes["chain"] == 2
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        # chains start far apart in the prior: they disagree on the predictions too
+        (dict(num_warmup=0, engine="pyro"), r"max R-hat .* > 1.01 over the weights, predictive R-hat .* on the predictions too"),
+        (dict(num_warmup=10, target_accept=0.05), "divergent transitions"),  # a step size far too large
+    ],
+)
+def test_bad_runs_are_flagged(problem, options, message):
+    with pytest.warns(ConvergenceWarning, match=message):
+        posterior = quick(problem, **options)
+    assert posterior.info["converged"] is False
+    assert posterior.info["diagnostics"]["converged"] is False
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.trace` is deprecated:DeprecationWarning")
+def test_initial_points(float64):
+    with seeded(0):
+        given, _, _ = initial_point(float64.model, float64.x, float64.y, {"layers.0.bias": torch.tensor([2.0])},
+                                    jit_compile=False)
+        mode, _, _ = initial_point(float64.model, float64.x, float64.y, InitStrategy.MAP, jit_compile=True)
+    assert given["layers.0.bias"].item() == 2.0
+    # the posterior is Gaussian, so its mode is the exact mean m; a short Adam run gets within 0.05 sd
+    error = (float64.flatten(mode) - float64.mean) / float64.cov.diagonal().sqrt()
+    assert error.abs().max() < 0.05
+
+
+def test_each_chain_starts_from_its_own_given_values(problem):
+    starts = torch.tensor([[3.0], [-3.0]])  # one start per chain
+    per_chain = quick(problem, init={"layers.0.bias": starts}, num_warmup=5, num_samples=4)
+    assert per_chain.info["init"] == "values"
+    for chain in range(2):  # the same chain seed from the same start repeats the draws exactly
+        shared = quick(problem, init={"layers.0.bias": starts[chain]}, num_warmup=5, num_samples=4)
+        same, other = per_chain.samples["layers.0.bias"], shared.samples["layers.0.bias"]
+        assert torch.equal(same[chain], other[chain]) and not torch.equal(same[1 - chain], other[1 - chain])
+
+
+def test_command_line_writes_the_three_files_with_diagnostics(tmp_path, capsys):
+    out = tmp_path / "run"
+    main(["fit", "--method", "nuts", "--dataset", "toy1d", "--hidden", "3", "--num-warmup", "10", "--num-samples",
+          "10", "--num-chains", "1", "--max-tree-depth", "4", "--init", "map", "--quiet", "--out", str(out)])
+    assert {p.name for p in out.iterdir()} == {"metrics.json", "posterior.nc", "fit.json", "predictive.png"}
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["method"] == "nuts" and metrics["r_hat_max"] is None  # one chain: no R-hat
+    assert {"ess_bulk_min", "ess_tail_min", "divergences", "converged"} <= set(metrics)
+    info = json.loads((out / "fit.json").read_text())["info"]
+    assert (info["num_warmup"], info["max_tree_depth"], info["init"]) == (10, 4, "map")
+    assert set(Posterior.load(out).sample_stats) == STAT_NAMES
+
+
+def test_command_line_refuses_svi_options_for_nuts(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["fit", "--method", "nuts", "--steps", "10", "--out", str(tmp_path / "run")])
+    assert exit_info.value.code == 2
+    assert "method 'nuts' takes no option(s) ['steps']" in capsys.readouterr().err
+
+
+def test_tree_depth_is_arviz_convention():
+    np.testing.assert_array_equal(tree_depth(np.array([1, 2, 3, 7, 8, 1023])), [1, 2, 2, 3, 4, 10])
+
+
+def test_predictive_r_hat_sees_through_permuted_hidden_units():
+    """Two chains in the two orders of the hidden units of a 1-2-1 net: every weight disagrees between the
+    chains, the function they draw is the same."""
+    model = BayesianMLP(1, 1, hidden=(2,))
+    generator = torch.Generator().manual_seed(0)
+    draws, jitter = 1000, lambda *shape: 0.01 * torch.randn(2, draws, *shape, generator=generator)
+    first, second = torch.tensor([[1.0], [-2.0]]), torch.tensor([0.5, -1.0])
+    order = torch.tensor([[0, 1], [1, 0]])  # chain 1 swaps the units
+    samples = {
+        "layers.0.weight": first[order][:, None] + jitter(2, 1),
+        "layers.0.bias": second[order][:, None] + jitter(2),
+        "layers.1.weight": torch.tensor([0.3, 0.7])[order][:, None, None] + jitter(1, 2),
+        "layers.1.bias": jitter(1),
+    }
+    x = torch.linspace(-2, 2, 7)[:, None]
+    weight_r_hat = r_hat_over_points(samples["layers.0.weight"].numpy())
+    assert weight_r_hat > 1.5  # chains 1.5 apart with a spread of 0.01: as far as rank-normalised R-hat goes
+    # the same function: R-hat of f within the sampling noise of 2 x 1000 independent draws
+    assert predictive_r_hat(model, samples, x) < 1.01
+
+
+def test_predictive_r_hat_needs_two_chains():
+    with pytest.raises(ValueError, match=r"chains >= 2.*run two or more chains"):
+        r_hat_over_points(np.zeros((1, 10, 3)))
+
+
+class DiesInWorkers(BayesianMLP):
+    """A model that kills a worker process that runs it, as an unimportable class does there (importable here)."""
+
+    def __call__(self, *args, **kwargs):
+        if multiprocessing.parent_process() is not None:
+            os._exit(1)
+        return super().__call__(*args, **kwargs)
+
+
+@pytest.mark.skipif(available_cores() < 2, reason="chain_method='auto' runs in sequence on one core")
+def test_a_model_workers_cannot_load_falls_back_to_sequential_chains(problem):
+    @dataclass(frozen=True)
+    class LocalPrior(Prior):  # defined in a function: no worker can unpickle it
+        def distribution(self, site):
+            return dist.Normal(0.0, 1.0).expand(site.shape)
+
+    model = BayesianMLP(2, 1, hidden=(), prior=LocalPrior(), likelihood=problem.model.likelihood)
+    data = (problem.x, problem.y)
+    with pytest.warns(SequentialChainsWarning, match=r"cannot be pickled.*importable module.*if __name__ =="):
+        posterior = fit(model, data, "nuts", num_warmup=20, num_samples=10, num_chains=2, progress=False)
+    assert posterior.info["chain_method"] == "sequential" and posterior.samples["layers.0.bias"].shape == (2, 10, 1)
+    with pytest.raises(ValueError, match=r"chain_method='parallel' cannot run the chains in processes: .*cannot be pickled"):
+        fit(model, data, "nuts", num_warmup=20, num_samples=10, num_chains=2, chain_method="parallel", progress=False)
+
+
+def test_classes_of_an_unimportable_main_are_refused_before_spawning(problem, monkeypatch):
+    """A notebook: pickle finds `__main__.NotebookPrior`, a spawned worker would not."""
+    main_module = sys.modules["__main__"]
+
+    @dataclass(frozen=True)
+    class NotebookPrior(Prior):
+        def distribution(self, site):
+            return dist.Normal(0.0, 1.0).expand(site.shape)
+
+    NotebookPrior.__module__, NotebookPrior.__qualname__ = "__main__", "NotebookPrior"
+    monkeypatch.setattr(main_module, "NotebookPrior", NotebookPrior, raising=False)
+    monkeypatch.setattr(main_module, "__spec__", None)
+    monkeypatch.delattr(main_module, "__file__", raising=False)
+    model = BayesianMLP(2, 1, hidden=(), prior=NotebookPrior(), likelihood=problem.model.likelihood)
+    with pytest.raises(ValueError, match=r"\['NotebookPrior'\] are defined in __main__"):
+        fit(model, (problem.x, problem.y), "nuts", num_chains=2, chain_method="parallel", progress=False)
+
+
+@pytest.mark.skipif(available_cores() < 2, reason="chain_method='auto' runs in sequence on one core")
+def test_a_broken_process_pool_falls_back_to_the_same_draws_in_sequence(problem):
+    model = DiesInWorkers.from_config(problem.model.config())
+    options = dict(num_warmup=20, num_samples=10, num_chains=2, progress=False, seed=3)
+    with pytest.warns(SequentialChainsWarning, match=r"a worker process died \(BrokenProcessPool"):
+        fallen_back = fit(model, (problem.x, problem.y), "nuts", **options)
+    reference = fit(model, (problem.x, problem.y), "nuts", chain_method="sequential", **options)
+    assert fallen_back.info["chain_method"] == "sequential"
+    for site, value in reference.samples.items():
+        assert torch.equal(fallen_back.samples[site], value), site

@@ -1,0 +1,190 @@
+"""NUTS faults lose only their own draws: a failing chain leaves the others, Ctrl-C keeps what was sampled."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from bnn.inference import fit
+from bnn.inference.cli import main
+from bnn.inference.nuts import fit as nuts
+from bnn.inference.nuts.outcomes import IncompleteSamplingWarning
+from bnn.models import BayesianMLP
+
+pytestmark = pytest.mark.filterwarnings("ignore::bnn.inference.nuts.fit.ConvergenceWarning")  # short runs
+
+NUM_WARMUP, NUM_SAMPLES = 30, 40
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def quick(conjugate, **options):
+    settings = dict(num_warmup=NUM_WARMUP, num_samples=NUM_SAMPLES, num_chains=3, chain_method="sequential",
+                    max_tree_depth=4, progress=False, jit_compile=False, engine="nutpie", seed=5)
+    return fit(conjugate.model, (conjugate.x, conjugate.y), "nuts", **{**settings, **options})
+
+
+@pytest.fixture(scope="module")
+def complete(conjugate):
+    return {engine: quick(conjugate, engine=engine) for engine in ("nutpie", "pyro")}
+
+
+def chains_fail(monkeypatch, failing: set[int]) -> None:
+    """The engine raises ``RuntimeError("chain c broke")`` for each chain ``c`` in ``failing``."""
+    engine_function = nuts.engine_function
+
+    def engine(kind):
+        run_chain = engine_function(kind)
+
+        def run(model, x, y, job, report):
+            if job.chain in failing:
+                raise RuntimeError(f"chain {job.chain} broke")
+            return run_chain(model, x, y, job, report)
+
+        return run
+
+    monkeypatch.setattr(nuts, "engine_function", engine)
+
+
+def interrupt_at_report(monkeypatch, report: int, when=lambda: True) -> None:
+    """The progress callback (in this process) raises ``KeyboardInterrupt`` at its ``report``-th call or,
+    if ``when()`` is false then, at the first call after that where it is true."""
+    calls, show = itertools.count(1), nuts._ProgressBars.__call__
+
+    def interrupting(self, message):
+        if next(calls) >= report and when():
+            raise KeyboardInterrupt
+        show(self, message)
+
+    monkeypatch.setattr(nuts._ProgressBars, "__call__", interrupting)
+
+
+def test_a_failing_chain_loses_only_its_own_draws(conjugate, complete, monkeypatch):
+    chains_fail(monkeypatch, {1})
+    with pytest.warns(IncompleteSamplingWarning, match=r"chain 1 failed \(RuntimeError: chain 1 broke\)"):
+        posterior = quick(conjugate)
+    assert posterior.info["failed_chains"] == {"1": "RuntimeError: chain 1 broke"}
+    assert posterior.info["chains_kept"] == [0, 2] and "incomplete" not in posterior.info
+    reference = complete["nutpie"]
+    for site, value in reference.samples.items():
+        assert torch.equal(posterior.samples[site], value[[0, 2]]), site
+    assert posterior.sample_stats["n_steps"].shape == (2, NUM_SAMPLES)
+
+
+def test_when_every_chain_fails_the_first_chains_error_is_raised(conjugate, monkeypatch):
+    chains_fail(monkeypatch, {0, 1, 2})
+    with pytest.raises(RuntimeError, match="^chain 0 broke$"):
+        quick(conjugate)
+
+
+def test_ctrl_c_keeps_the_draws_the_running_nutpie_chain_made(conjugate, complete, monkeypatch):
+    interrupt_at_report(monkeypatch, NUM_WARMUP + 10)  # chain 0, after its 10th draw
+    with pytest.warns(IncompleteSamplingWarning, match=r"interrupted \(KeyboardInterrupt\); kept chains \[0\]"):
+        posterior = quick(conjugate)
+    kept = posterior.num_draws
+    assert 10 <= kept <= NUM_SAMPLES and posterior.num_chains == 1
+    assert posterior.info["incomplete"] is True and posterior.info["chains_kept"] == [0]
+    assert posterior.info["incomplete_reason"].endswith(f"with {kept} of {NUM_SAMPLES} draws each")
+    for site, value in complete["nutpie"].samples.items():  # the same draws as the run never stopped, so far
+        assert torch.equal(posterior.samples[site][0], value[0, :kept]), site
+
+
+def test_ctrl_c_keeps_the_chains_the_pyro_engine_finished(conjugate, complete, monkeypatch):
+    interrupt_at_report(monkeypatch, NUM_WARMUP + NUM_SAMPLES + 5)  # in chain 1's warmup
+    with pytest.warns(IncompleteSamplingWarning, match=f"kept chains \\[0\\] with {NUM_SAMPLES} of {NUM_SAMPLES}"):
+        posterior = quick(conjugate, engine="pyro")
+    assert posterior.info["incomplete"] is True and posterior.num_chains == 1
+    for site, value in complete["pyro"].samples.items():
+        assert torch.equal(posterior.samples[site][0], value[0]), site
+
+
+def test_ctrl_c_before_any_draw_stops_the_fit(conjugate, monkeypatch):
+    interrupt_at_report(monkeypatch, 5)  # warmup of chain 0 (Pyro reports each iteration as it ends; nutpie runs ahead)
+    with pytest.raises(KeyboardInterrupt):
+        quick(conjugate, engine="pyro")
+
+
+class FailsForOneSeed(BayesianMLP):
+    """A model that raises, after touching ``marker``, in the chain seeded ``bad_seed`` (importable, so it
+    reaches worker processes)."""
+
+    bad_seed: int
+    marker: Path
+
+    def __call__(self, *args, **kwargs):
+        if torch.initial_seed() == self.bad_seed:
+            self.marker.touch()
+            raise RuntimeError("this chain's model broke")
+        return super().__call__(*args, **kwargs)
+
+
+@pytest.mark.skipif(nuts.available_cores() < 2, reason="needs two cores to run two chains at once")
+def test_in_processes_a_failing_chain_and_ctrl_c_keep_the_other_chains_draws(conjugate, complete, monkeypatch, tmp_path):
+    model = FailsForOneSeed.from_config(conjugate.model.config())
+    model.bad_seed, model.marker = complete["nutpie"].info["chain_seeds"][1], tmp_path / "chain 1 failed"
+    interrupt_at_report(monkeypatch, NUM_WARMUP + 10, when=model.marker.exists)  # chain 0, once chain 1 failed
+    with pytest.warns(IncompleteSamplingWarning) as warned:
+        posterior = fit(model, (conjugate.x, conjugate.y), "nuts", num_warmup=NUM_WARMUP, num_samples=5000, num_chains=2,
+                        chain_method="parallel", max_tree_depth=4, progress=False, jit_compile=False, engine="nutpie", seed=5)
+    message = str(warned[0].message)
+    assert "chain 1 failed (RuntimeError: this chain's model broke" in message and "interrupted" in message
+    assert posterior.info["failed_chains"]["1"].startswith("RuntimeError: this chain's model broke")
+    assert posterior.info["incomplete"] is True and posterior.info["chains_kept"] == [0]
+    assert 10 <= posterior.num_draws < 5000
+
+
+def test_command_line_marks_an_interrupted_run_incomplete_in_metrics(monkeypatch, tmp_path):
+    interrupt_at_report(monkeypatch, 20 + 10)
+    out = tmp_path / "run"
+    with pytest.warns(IncompleteSamplingWarning):
+        main(["fit", "--method", "nuts", "--dataset", "toy1d", "--hidden", "2", "--num-chains", "1", "--num-warmup", "20",
+              "--num-samples", "500", "--max-tree-depth", "4", "--quiet", "--out", str(out)])
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["incomplete"] is True and metrics["incomplete_reason"].startswith("interrupted (KeyboardInterrupt)")
+
+
+SAMPLING_RUN = """
+import json, sys, torch
+from bnn.inference import fit
+from bnn.inference.nuts import fit as nuts
+from tests.conjugate import conjugate_problem
+
+torch.set_default_dtype(torch.float64)
+problem, show, reports = conjugate_problem(), nuts._ProgressBars.__call__, []
+
+def announcing(self, message):  # tell the test once chain 0 has 10 draws
+    show(self, message)
+    reports.append(message)
+    if sum(chain == 0 and stage == "Sample" for chain, stage, _ in reports) == 10:
+        print("sampling", flush=True)
+
+nuts._ProgressBars.__call__ = announcing
+posterior = fit(problem.model, (problem.x, problem.y), "nuts", num_warmup=30, num_samples=100_000, num_chains=int(sys.argv[1]),
+                chain_method=sys.argv[2], max_tree_depth=4, progress=False, jit_compile=False, engine="nutpie", seed=5)
+print(json.dumps({"draws": posterior.num_draws, **{k: posterior.info[k] for k in ("incomplete", "incomplete_reason")}}))
+"""
+
+
+@pytest.mark.parametrize("num_chains, chain_method", [
+    ("1", "sequential"),
+    pytest.param("2", "parallel", marks=pytest.mark.skipif(nuts.available_cores() < 2, reason="needs two cores")),
+])
+def test_sigterm_keeps_the_draws_made_like_ctrl_c(num_chains, chain_method):
+    process = subprocess.Popen([sys.executable, "-c", SAMPLING_RUN, num_chains, chain_method], cwd=ROOT,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        announced = process.stdout.readline()
+        assert announced == "sampling\n", process.communicate(timeout=60)[1]
+        process.send_signal(signal.SIGTERM)
+        stdout, stderr = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 0, stderr
+    result = json.loads(stdout)
+    assert result["incomplete"] is True and result["incomplete_reason"].startswith("interrupted (KeyboardInterrupt: SIGTERM)")
+    assert 10 <= result["draws"] < 100_000
