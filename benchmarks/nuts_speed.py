@@ -101,7 +101,7 @@ def run_collection(engine: str, dataset: Dataset, warmup: int, draws: int, seed:
                     max_tree_depth=MAX_TREE_DEPTH, seed=seed, progress=False)
     seconds = time.perf_counter() - start
     stats = posterior.sample_stats
-    return Run(seconds, posterior.info["gradient_evaluations"], mean_tree_depth(stats["n_steps"]),
+    return Run(seconds, posterior.record.gradient_evaluations, mean_tree_depth(stats["n_steps"]),
                int(stats["diverging"].sum()), ess_of({k: v.numpy() for k, v in posterior.samples.items()}))
 
 

@@ -112,8 +112,8 @@ def pyro_fit(x: torch.Tensor, y: torch.Tensor, steps: int, seed: int, guide: str
         build_model(), (x, y), "svi", guide=guide, guide_options=options, steps=steps, lr=LR, jit=jit,
         num_draws=1, seed=seed, progress=False,
     )
-    first = posterior.info["first_step_seconds"]
-    return first, posterior.info["train_seconds"] - first
+    first = posterior.record.first_step_seconds
+    return first, posterior.record.train_seconds - first
 
 
 def main(argv: list[str] | None = None) -> float:

@@ -21,6 +21,8 @@ import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from enum import Enum
+from os import PathLike
+from pathlib import Path
 from typing import Any, TypeVar
 
 E = TypeVar("E", bound=Enum)
@@ -114,6 +116,30 @@ def probability(option: str, value: Any) -> float:
     if not _is_real(value) or not 0 < value < 1:
         raise ValueError(f"{option} must be a probability in (0, 1), got {value!r}")
     return float(value)
+
+
+def seed(option: str, value: Any) -> int:
+    """``value`` if it is a non-negative integer (Python or NumPy, not a bool); else ``ValueError`` naming ``option``."""
+    if not _is_integer(value) or value < 0:
+        raise ValueError(f"{option} must be a non-negative integer, got {value!r}")
+    return int(value)
+
+
+def mapping(option: str, value: Any) -> dict[str, Any]:
+    """``value`` as a dict if it is a mapping with string keys (``None`` is the empty dict); else ``ValueError``."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(key, str) for key in value):
+        raise ValueError(f"{option} must be a mapping of option names to values, like {{'init_scale': 0.01}}, "
+                         f"got {value!r}")
+    return dict(value)
+
+
+def path(option: str, value: Any) -> Path:
+    """``value`` as a :class:`~pathlib.Path` if it is a string or path; else ``ValueError`` naming ``option``."""
+    if not isinstance(value, (str, PathLike)) or str(value) == "":
+        raise ValueError(f"{option} must be a folder path, got {value!r}")
+    return Path(value)
 
 
 def option(default: Any = MISSING, parse: Parser | None = None, *, default_factory: Any = MISSING) -> Any:

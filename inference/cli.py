@@ -23,7 +23,7 @@ from bnn.inference.evaluation.compare import label_fits
 from bnn.inference.evaluation.metrics import evaluate
 from bnn.inference.evaluation.plots import plot_fit
 from bnn.inference.evaluation.report import write_comparison
-from bnn.inference.fit import METHODS, fit, keyword_options
+from bnn.inference.fit import METHODS, fit
 from bnn.inference.laplace.curvature import HessianType, Structure
 from bnn.inference.nuts.fit import ChainMethod, Engine, InitStrategy
 from bnn.inference.svi.checkpoint import CHECKPOINT_FILE
@@ -44,13 +44,6 @@ FIT_OPTIONS = {
     "hessian": "hessian", "structure": "structure", "tune_prior_precision": "tune_prior_precision",
     "map_steps": "map_steps", "max_memory_gib": "max_memory_gib", "engine": "engine", "chain_method": "chain_method",
 }
-INFO_METRICS = (
-    "final_elbo", "stopped", "converged", "engine", "incomplete", "incomplete_reason", "failed_chains", "hessian", "structure",
-    "map_grad_norm", "map_converged", "log_marginal_likelihood",
-)
-"""``posterior.info`` entries copied into ``metrics.json`` (where the method sets them), beside the
-``diagnostics``: SVI's final ELBO (and why it stopped early), NUTS's verdict and faults, Laplace's curvature,
-MAP convergence and evidence."""
 
 
 def _widths(text: str) -> tuple[int, ...]:
@@ -199,16 +192,16 @@ def command_line(args: argparse.Namespace) -> str:
 
 
 def run_metrics(args: argparse.Namespace, dataset, model: BayesianMLP, posterior) -> dict[str, Any]:
-    """What ``metrics.json`` records: the run, the test metrics (none for a stopped fit), the method's diagnostics
-    and the :data:`INFO_METRICS` it set."""
-    stopped = "stopped" in posterior.info
+    """What ``metrics.json`` records: the run, the test metrics (none for a stopped fit) and the entries of the
+    fit's record (:meth:`~bnn.inference.record.FitRecord.metrics`: SVI's final ELBO and why it stopped early,
+    NUTS's diagnostics, verdict and faults, Laplace's curvature, MAP convergence and evidence)."""
+    record = posterior.record
+    stopped = getattr(record, "stopped", None) is not None
     return {
         "dataset": dataset.name, "split": uci_split(args) if args.uci_dir else None, "method": args.method,
-        "guide": posterior.info.get("guide"), "prior": args.prior, "model": repr(model), "seed": args.seed,
-        "train_seconds": posterior.info["train_seconds"], **({} if stopped else evaluate(posterior, dataset)),
-        **posterior.info.get("diagnostics", {}),
-        **{key: posterior.info[key] for key in INFO_METRICS if key in posterior.info},
-        "command": command_line(args),
+        "guide": record.guide, "prior": args.prior, "model": repr(model), "seed": args.seed,
+        "train_seconds": record.train_seconds, **({} if stopped else evaluate(posterior, dataset)),
+        **record.metrics(), "command": command_line(args),
     }
 
 
@@ -277,7 +270,7 @@ under 3 minutes on 2 cores (README, Measured)."""
 
 def options_per_method(specs: list[tuple[str, str | None]], options: dict[str, Any]) -> list[dict[str, Any]]:
     """Give each method the options it takes; refuse an option that no chosen method takes."""
-    accepted = [set(keyword_options(METHODS.get(method))) for method, _ in specs]
+    accepted = [set(METHODS.get(method).options.names()) for method, _ in specs]
     unused = sorted(set(options) - set().union(*accepted))
     if unused:
         raise ValueError(f"option(s) {unused} apply to none of the methods {[m for m, _ in specs]}")

@@ -17,13 +17,46 @@ cost stays bounded on large data sets).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import arviz as az
 import numpy as np
 import torch
 
 MAX_POINTS = 500
+R_HAT_THRESHOLD = 1.01
+
+
+def weight_diagnostics(samples: Mapping[str, np.ndarray], diverging: np.ndarray) -> dict[str, Any]:
+    """Max split R-hat (``None`` for one chain), min bulk and tail ESS over all scalar
+    parameters, and the number of divergent draws; draws are ``(chains, draws, ...)``."""
+    dataset = az.convert_to_dataset(dict(samples))
+    num_chains = diverging.shape[0]
+
+    def extreme(values: Any, pick: Callable) -> float:
+        return float(pick([pick(array.values) for array in values.data_vars.values()]))  # NaN propagates
+
+    with np.errstate(invalid="ignore", divide="ignore"):  # constant draws give NaN, judged below
+        return {
+            "r_hat_max": extreme(az.rhat(dataset), np.max) if num_chains > 1 else None,
+            "ess_bulk_min": extreme(az.ess(dataset, method="bulk"), np.min),
+            "ess_tail_min": extreme(az.ess(dataset, method="tail"), np.min),
+            "divergences": int(diverging.sum()),
+        }
+
+
+def chain_diagnostics(model, samples: Mapping[str, torch.Tensor], x: torch.Tensor, diverging: np.ndarray) -> ChainDiagnostics:
+    r"""The :class:`ChainDiagnostics` of draws ``samples[site]`` ``(chains, draws, *site_shape)`` of ``model`` fitted on
+    inputs ``x``, with ``diverging`` ``(chains, draws)``: converged when no draw diverged and, with several chains,
+    :math:`\max\hat{R} \le 1.01` over the weights (a NaN fails)."""
+    found = weight_diagnostics({name: torch.as_tensor(value).numpy() for name, value in samples.items()}, diverging)
+    several = diverging.shape[0] > 1
+    r_hat = found["r_hat_max"]
+    converged = found["divergences"] == 0 and (r_hat is None or r_hat <= R_HAT_THRESHOLD)
+    return ChainDiagnostics(**found, r_hat_predictive=predictive_r_hat(model, samples, x) if several else None,
+                            converged=converged)
 
 
 def r_hat_over_points(f: np.ndarray) -> float:
@@ -45,3 +78,34 @@ def predictive_r_hat(model, samples: Mapping[str, torch.Tensor], x: torch.Tensor
     with torch.no_grad():
         f = model.forward(x[index], values)  # (chains * draws, points, out)
     return r_hat_over_points(f.reshape(chains, draws, -1).numpy())
+
+
+@dataclass(kw_only=True)
+class ChainDiagnostics:
+    r"""The convergence checks of a run of Markov chains, over its draws ``(chains, draws, ...)``.
+
+    Attributes
+    ----------
+    r_hat_max : float or None
+        The largest rank-normalised split :math:`\hat{R}` over every scalar parameter (``None`` for one chain).
+    r_hat_predictive : float or None
+        :math:`\hat{R}_{\text{pred}}` of the network output at the training inputs (``None`` for one chain).
+    ess_bulk_min, ess_tail_min : float
+        The smallest bulk and tail effective sample sizes over every scalar parameter.
+    divergences : int
+        Divergent transitions among the draws kept.
+    converged : bool
+        No divergence and :math:`\max\hat{R} \le 1.01` (with several chains).
+    """
+
+    r_hat_max: float | None
+    r_hat_predictive: float | None
+    ess_bulk_min: float
+    ess_tail_min: float
+    divergences: int
+    converged: bool
+
+    @property
+    def chains_agree(self) -> bool | None:
+        """Whether the chains agree on the predictions (:math:`\\hat{R}_{\\text{pred}} \\le 1.01`); ``None`` for one chain."""
+        return None if self.r_hat_predictive is None else bool(self.r_hat_predictive <= R_HAT_THRESHOLD)

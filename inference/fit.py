@@ -1,29 +1,26 @@
 """The single entry point: ``fit(model, data, method=...) -> Posterior``.
 
-Methods live in :data:`METHODS`; each is a function ``(model, x, y, **options) ->
-Posterior`` with keyword-only options. ``fit`` validates the data against the model
-and the options against the method before any work starts.
+Methods live in :data:`METHODS`, one :class:`~bnn.inference.method.Method` per subpackage (``svi``, ``nuts``,
+``laplace``): a name, a typed option set and a run function. ``fit`` validates the data against the model and the
+options against the method before any work starts.
 """
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 import torch
 from bnn.datasets.dataset import Dataset
 from bnn.datasets.validation import check_inputs_targets
-from bnn.inference.laplace.fit import fit_laplace
-from bnn.inference.nuts.fit import fit_nuts
+from bnn.inference import laplace, nuts, svi
+from bnn.inference.method import Method
 from bnn.inference.posterior import Posterior
-from bnn.inference.svi.fit import fit_svi
 
 from bnn.registry import Registry
 
 METHODS: Registry = Registry("method")
-METHODS.register("svi", fit_svi)
-METHODS.register("nuts", fit_nuts)
-METHODS.register("laplace", fit_laplace)
+for _package in (svi, nuts, laplace):
+    METHODS.register(_package.METHOD.name, _package.METHOD)
 
 
 def prepare_data(model, data) -> tuple[torch.Tensor, torch.Tensor]:
@@ -40,19 +37,6 @@ def prepare_data(model, data) -> tuple[torch.Tensor, torch.Tensor]:
     return x, model.likelihood.check_targets(y, model.out_features)
 
 
-def keyword_options(function) -> list[str]:
-    """The keyword-only options of a method function."""
-    return [name for name, p in inspect.signature(function).parameters.items() if p.kind is inspect.Parameter.KEYWORD_ONLY]
-
-
-def check_options(method: str, function, options: dict[str, Any]) -> None:
-    """Raise ``ValueError`` naming any option ``function`` does not take."""
-    accepted = set(keyword_options(function))
-    unknown = sorted(set(options) - accepted)
-    if unknown:
-        raise ValueError(f"method {method!r} takes no option(s) {unknown}; it takes {sorted(accepted)}")
-
-
 def fit(model, data, method: str = "svi", **options: Any) -> Posterior:
     """Fit ``model`` to ``data`` with inference ``method`` and return the :class:`Posterior`.
 
@@ -65,18 +49,17 @@ def fit(model, data, method: str = "svi", **options: Any) -> Posterior:
     method : str
         A name in :data:`METHODS`.
     **options
-        The method's options, for example ``guide``, ``steps``, ``lr`` and ``seed`` for SVI
-        (see :func:`bnn.inference.svi.fit.fit_svi`).
+        The method's options: the fields of :class:`~bnn.inference.svi.SVIOptions`,
+        :class:`~bnn.inference.nuts.NUTSOptions` or :class:`~bnn.inference.laplace.LaplaceOptions`.
 
     Raises
     ------
     ValueError
         For bad data, an unknown method or option, before any work starts.
     """
-    function = METHODS.get(method)
-    check_options(method, function, options)
+    chosen: Method = METHODS.get(method)
     x, y = prepare_data(model, data)
-    posterior = function(model, x, y, **options)
+    posterior = chosen(model, x, y, **options)
     if isinstance(data, Dataset):
-        posterior.info["dataset"] = data.name
+        posterior.record.dataset = data.name
     return posterior

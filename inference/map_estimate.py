@@ -178,7 +178,7 @@ def _estimate(model, x, y, theta, distributions, tolerance: float, judged_from: 
             f"map_tolerance={tolerance:g} (norm {gradient.norm().item():.3g}): the MAP estimate (the Laplace "
             "approximation's centre, or a guide's start) is off the mode; raise map_steps or map_lr, or loosen map_tolerance",
             RuntimeWarning,
-            stacklevel=4,
+            stacklevel=5,
         )
     return MapEstimate(
         theta, latents, likelihood_term.item(), prior_term.item(), gradient.norm().item(), iterations, largest <= tolerance

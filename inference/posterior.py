@@ -12,23 +12,33 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import arviz as az
 import numpy as np
 import torch
 from bnn.inference.atomic import atomic_directory, write_json
-from bnn.inference.laplace.linearized import Linearization, PredictiveType
-from bnn.inference.prediction import Prediction, log_predictive_density, summarise
+from bnn.inference.prediction import Prediction, PredictiveType, log_predictive_density, summarise
+from bnn.inference.record import FitRecord, read_record
 from bnn.inference.seeding import seeded
 from bnn.models.mlp import OBSERVED_SITE, BayesianMLP
 
 from bnn.options import parse_option
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the typed fit record under "record" (1 had an untyped "info")
 POSTERIOR_FILE = "posterior.nc"
 FIT_FILE = "fit.json"
 LINEARIZATION_FILE = "linearization.pt"
+
+
+class LinearizedPredictive(Protocol):
+    """A method's linearised (GLM) predictive, as :class:`Posterior` uses it (Laplace has one)."""
+
+    def predict(self, model: BayesianMLP, x: torch.Tensor, num_samples: int) -> Prediction: ...
+
+    def function_draws(self, model: BayesianMLP, x: torch.Tensor, values: dict[str, torch.Tensor]) -> torch.Tensor: ...
+
+    def save(self, path: Path) -> None: ...
 
 
 class Posterior:
@@ -42,16 +52,16 @@ class Posterior:
         For each latent site, draws of shape ``(chains, draws, *site_shape)``.
     x, y : torch.Tensor
         The training inputs and targets.
-    info : dict
-        JSON-able facts about the fit: ``method``, ``guide``, ``seed``, ``train_seconds``
-        and method-specific entries (``elbo`` history for SVI, ...).
+    record : FitRecord
+        What the fit recorded about itself, a dataclass per method (:mod:`bnn.inference.record`): the seed,
+        the time, and the method's own entries (the ELBO history of SVI, the diagnostics of NUTS, ...).
     sample_stats : mapping of str to array, optional
         Per-draw sampler statistics ``(chains, draws)`` (NUTS), stored in ArviZ's
         ``sample_stats`` group.
     extras : dict, optional
         Live objects of the method kept for the user (the SVI guide and its parameter
         store state); not saved.
-    linearization : Linearization, optional
+    linearization : LinearizedPredictive, optional
         The method's linearised (GLM) predictive (Laplace); saved as ``linearization.pt``.
     constants : mapping of str to array, optional
         Fitted arrays of the method that are not draws (the empirical-Bayes guide's
@@ -64,10 +74,10 @@ class Posterior:
         samples: Mapping[str, torch.Tensor],
         x: torch.Tensor,
         y: torch.Tensor,
-        info: dict[str, Any],
+        record: FitRecord,
         sample_stats: Mapping[str, Any] | None = None,
         extras: dict[str, Any] | None = None,
-        linearization: Linearization | None = None,
+        linearization: LinearizedPredictive | None = None,
         constants: Mapping[str, Any] | None = None,
     ) -> None:
         shapes = model.latent_shapes
@@ -83,7 +93,7 @@ class Posterior:
         self.model = model
         self.samples = {name: samples[name].detach() for name in shapes}
         self.x, self.y = x, y
-        self.info = dict(info)
+        self.record = record
         self.sample_stats = dict(sample_stats or {})
         self.extras = dict(extras or {})
         self.linearization = linearization
@@ -97,7 +107,7 @@ class Posterior:
 
     @property
     def method(self) -> str:
-        return self.info["method"]
+        return self.record.method
 
     @property
     def num_chains(self) -> int:
@@ -134,11 +144,11 @@ class Posterior:
 
         x = as_float_tensor(x, "inputs x")
         if self._predictive(predictive) is PredictiveType.LINEARIZED:
-            with seeded(self.info.get("seed", 0) if seed is None else seed):
+            with seeded(self.record.seed if seed is None else seed):
                 total = self.num_chains * self.num_draws
                 return self.linearization.predict(self.model, x, total if num_samples is None else num_samples)
         values = self.draws(num_samples)
-        with torch.no_grad(), seeded(self.info.get("seed", 0) if seed is None else seed):
+        with torch.no_grad(), seeded(self.record.seed if seed is None else seed):
             f = self.model.forward(x, values)
             observation = self.model.likelihood.distribution(f, self.model.likelihood_latents(values))
             return summarise(self.model.likelihood.task, observation, f)
@@ -185,7 +195,7 @@ class Posterior:
     def to_inference_data(self) -> az.InferenceData:
         """ArviZ InferenceData with posterior, posterior_predictive, log_likelihood,
         observed_data, constant_data (the inputs) and, where the method has them, sample_stats."""
-        with torch.no_grad(), seeded(self.info.get("seed", 0)):
+        with torch.no_grad(), seeded(self.record.seed):
             observation = self._observation(self.x)
             predictive = observation.sample()
             log_lik = observation.log_prob(self.y)
@@ -204,7 +214,7 @@ class Posterior:
             constant_data={"x": self.x.numpy(), **self.constants},
             sample_stats={k: np.asarray(v) for k, v in self.sample_stats.items()} or None,
             dims={OBSERVED_SITE: data_dims, "x": ["example", "feature"]},
-            attrs={"method": self.method, "guide": str(self.info.get("guide")), "model": repr(self.model)},
+            attrs={"method": self.method, "guide": str(self.record.guide), "model": repr(self.model)},
         )
         return idata
 
@@ -222,7 +232,8 @@ class Posterior:
     def write_into(self, folder: Path) -> None:
         """Write the files of :meth:`save` into an existing ``folder`` (used inside atomic writes)."""
         self.to_inference_data().to_netcdf(str(folder / POSTERIOR_FILE))
-        write_json(folder / FIT_FILE, {"schema_version": SCHEMA_VERSION, "model": self.model.config(), "info": self.info})
+        write_json(folder / FIT_FILE, {"schema_version": SCHEMA_VERSION, "model": self.model.config(),
+                                       "record": self.record.to_json()})
         if self.linearization is not None:
             self.linearization.save(folder / LINEARIZATION_FILE)
 
@@ -250,9 +261,9 @@ class Posterior:
             raise ValueError(f"{fit_file} has schema version {found!r}; this version reads {SCHEMA_VERSION}")
         try:
             model = BayesianMLP.from_config(meta["model"])
-            info = dict(meta["info"])
+            record = read_record(meta["record"])
         except (KeyError, TypeError, ValueError) as error:
-            raise ValueError(f"{fit_file} is damaged or from another version: its model or info entry is missing or "
+            raise ValueError(f"{fit_file} is damaged or from another version: its model or record entry is missing or "
                              f"invalid ({type(error).__name__}: {error}); {again}") from None
         try:
             idata = az.from_netcdf(str(posterior_file))
@@ -268,13 +279,12 @@ class Posterior:
                              f"({type(error).__name__}: {error}); it is damaged or from another fit: {again}") from None
         y = model.likelihood.check_targets(y, model.out_features)
         stats = {k: v.values for k, v in idata.sample_stats.data_vars.items()} if "sample_stats" in idata.groups() else None
-        linearization_file = directory / LINEARIZATION_FILE
-        linearization = Linearization.load(linearization_file, model) if linearization_file.is_file() else None
+        linearization = record.load_linearization(directory / LINEARIZATION_FILE, model)
         constants = {k: v.values for k, v in idata.constant_data.data_vars.items() if k != "x"}
-        return cls(model, samples, x, y, info, stats, linearization=linearization, constants=constants)
+        return cls(model, samples, x, y, record, stats, linearization=linearization, constants=constants)
 
     def __repr__(self) -> str:
         return (
-            f"Posterior(method={self.method!r}, guide={self.info.get('guide')!r}, chains={self.num_chains}, "
+            f"Posterior(method={self.method!r}, guide={self.record.guide!r}, chains={self.num_chains}, "
             f"draws={self.num_draws}, model={self.model!r})"
         )

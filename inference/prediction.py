@@ -15,8 +15,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import Enum
 
 import torch
+
+
+class PredictiveType(str, Enum):
+    """How :meth:`bnn.inference.posterior.Posterior.predict` forms the posterior predictive."""
+
+    MC = "mc"
+    """Monte Carlo: the posterior's weight draws pushed through the network (every method)."""
+    LINEARIZED = "linearized"
+    r"""The network linearised at :math:`\theta_{MAP}` (the GLM predictive); methods with a linearisation only."""
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 import random
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,7 +15,7 @@ import torch
 @contextmanager
 def seeded(seed: int) -> Iterator[None]:
     """Run the block with torch, numpy and Python RNGs seeded by ``seed``, then restore them."""
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     numpy_state, python_state = np.random.get_state(), random.getstate()
     with torch.random.fork_rng(devices=[]):

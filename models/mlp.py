@@ -43,6 +43,7 @@ from bnn.models.sites import WeightSite
 
 DATA_PLATE = "data"
 OBSERVED_SITE = "obs"
+MAX_PLATE_NESTING = 1  # the data plate; inference methods put their own sample plates left of it
 
 
 def _sample_dims_first(value: torch.Tensor, event_shape: torch.Size) -> torch.Tensor:

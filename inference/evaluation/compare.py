@@ -41,11 +41,11 @@ import arviz as az
 import numpy as np
 import pandas as pd
 from bnn.datasets.dataset import Dataset
-from bnn.inference.convergence import predictive_r_hat
+from bnn.inference.convergence import ChainDiagnostics
 from bnn.inference.evaluation.arviz_quiet import quiet_arviz
 from bnn.inference.evaluation.metrics import evaluate
-from bnn.inference.nuts.fit import R_HAT_THRESHOLD, convergence_diagnostics, is_converged
 from bnn.inference.posterior import Posterior
+from bnn.inference.record import FitRecord
 
 BAD_PARETO_K = 0.7
 
@@ -56,7 +56,7 @@ def label_fits(posteriors: Sequence[Posterior] | Mapping[str, Posterior]) -> dic
         return dict(posteriors)
     labels: dict[str, Posterior] = {}
     for posterior in posteriors:
-        base = posterior.method if posterior.method != "svi" else f"svi ({posterior.info.get('guide')})"
+        base = posterior.method if posterior.method != "svi" else f"svi ({posterior.record.guide})"
         label, count = base, 2
         while label in labels:
             label, count = f"{base} #{count}", count + 1
@@ -82,25 +82,16 @@ def information_criteria(idata: az.InferenceData) -> dict[str, float]:
     }
 
 
-def chain_diagnostics(posterior: Posterior, idata: az.InferenceData) -> dict[str, Any]:
-    """For NUTS: max R-hat (several chains) and min bulk/tail ESS over the weights, divergences, the verdict
-    ``converged`` and the function-space R-hat at the training inputs (several chains), computed as
-    :func:`bnn.inference.nuts.fit.fit_nuts` does. Other methods' draws are independent: NaN and ``None``."""
-    nan = math.nan
-    if posterior.method != "nuts":
-        return {"r_hat_max": nan, "ess_bulk_min": nan, "ess_tail_min": nan, "r_hat_predictive": nan,
-                "divergences": nan, "converged": None, "chains_agree": None}
-    if "sample_stats" in idata.groups() and "diverging" in idata.sample_stats:
-        diverging = idata.sample_stats["diverging"].values
-    else:
-        diverging = np.zeros((posterior.num_chains, posterior.num_draws), dtype=bool)
-    diagnostics = convergence_diagnostics({name: value.numpy() for name, value in posterior.samples.items()}, diverging)
-    several = posterior.num_chains > 1
-    r_hat_predictive = predictive_r_hat(posterior.model, posterior.samples, posterior.x) if several else nan
-    return {
-        **diagnostics, "r_hat_max": diagnostics["r_hat_max"] if several else nan, "r_hat_predictive": r_hat_predictive,
-        "converged": is_converged(diagnostics), "chains_agree": bool(r_hat_predictive <= R_HAT_THRESHOLD) if several else None,
-    }
+def chain_diagnostics(record: FitRecord) -> dict[str, Any]:
+    """The convergence checks a Markov-chain method recorded at fit time (:class:`~bnn.inference.convergence.ChainDiagnostics`:
+    R-hat over the weights and over the predictive with several chains, ESS, divergences, the verdict and whether the
+    chains agree on the predictions); NaN and ``None`` for methods whose draws are independent."""
+    diagnostics = getattr(record, "diagnostics", None)
+    if not isinstance(diagnostics, ChainDiagnostics):
+        return {"r_hat_max": math.nan, "ess_bulk_min": math.nan, "ess_tail_min": math.nan, "r_hat_predictive": math.nan,
+                "divergences": math.nan, "converged": None, "chains_agree": None}
+    nan_if_none = {key: math.nan if value is None else value for key, value in vars(diagnostics).items()}
+    return {**nan_if_none, "converged": diagnostics.converged, "chains_agree": diagnostics.chains_agree}
 
 
 def compare(posteriors: Sequence[Posterior] | Mapping[str, Posterior], test_data: Dataset) -> pd.DataFrame:
@@ -124,17 +115,18 @@ def compare(posteriors: Sequence[Posterior] | Mapping[str, Posterior], test_data
     rows = {}
     for label, posterior in label_fits(posteriors).items():
         idata = posterior.to_inference_data()
+        measures = posterior.record.metrics()
         rows[label] = {
             "method": posterior.method,
-            "guide": posterior.info.get("guide"),
+            "guide": posterior.record.guide,
             "prior": prior_name(posterior),
             "predictive": posterior.default_predictive.value,
-            "fit_seconds": posterior.info.get("train_seconds", math.nan),
+            "fit_seconds": posterior.record.train_seconds,
             **evaluate(posterior, test_data),
-            "elbo": posterior.info.get("final_elbo", math.nan),
-            "log_marginal_likelihood": posterior.info.get("log_marginal_likelihood", math.nan),
+            "elbo": measures.get("final_elbo", math.nan),
+            "log_marginal_likelihood": measures.get("log_marginal_likelihood", math.nan),
             **information_criteria(idata),
-            **chain_diagnostics(posterior, idata),
+            **chain_diagnostics(posterior.record),
         }
     return pd.DataFrame.from_dict(rows, orient="index")
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import pandas as pd
 from bnn.datasets.dataset import Dataset
 from bnn.inference.atomic import atomic_directory
+from bnn.inference.convergence import R_HAT_THRESHOLD
 from bnn.inference.evaluation.compare import compare, rank
 from bnn.inference.evaluation.plots import plot_fit, plot_predictive_overlay, plot_std_vs_error
 from bnn.inference.evaluation.posterior_plots import plot_forest, plot_marginals_vs_prior, plot_trace
-from bnn.inference.nuts.fit import R_HAT_THRESHOLD
 from bnn.inference.posterior import Posterior
 
 PACKAGES = ("torch", "pyro-ppl", "nutpie", "arviz", "numpy", "pandas", "matplotlib", "scikit-learn")

@@ -1,5 +1,26 @@
 """The Laplace approximation: a Gaussian at the MAP with the curvature as precision (:func:`fit_laplace`)."""
 
-from bnn.inference.laplace.fit import fit_laplace
+from __future__ import annotations
 
-__all__ = ["fit_laplace"]
+from typing import Any
+
+import torch
+from bnn.inference.laplace.curvature import HessianType, Structure
+from bnn.inference.laplace.fit import run_laplace
+from bnn.inference.laplace.linearized import Linearization
+from bnn.inference.laplace.options import LaplaceOptions
+from bnn.inference.laplace.record import LaplaceRecord
+from bnn.inference.method import Method
+from bnn.inference.posterior import Posterior
+
+METHOD = Method("laplace", LaplaceOptions, run_laplace)
+
+
+def fit_laplace(model, x: torch.Tensor, y: torch.Tensor, **options: Any) -> Posterior:
+    """The Laplace approximation on ``(x, y)`` with the options of :class:`LaplaceOptions` (validated first)."""
+    return METHOD(model, x, y, **options)
+
+
+__all__ = [
+    "METHOD", "HessianType", "LaplaceOptions", "LaplaceRecord", "Linearization", "Structure", "fit_laplace", "run_laplace",
+]

@@ -26,10 +26,9 @@ import time
 import torch
 from bnn.guides.flat_weights import split_flat
 from bnn.guides.laplace import LaplaceGuide
+from bnn.inference.guide_draws import sample_guide
 from bnn.inference.laplace.curvature import (
     HessianType,
-    Structure,
-    check_combination,
     check_ggn_supported,
     check_memory,
     covered_from,
@@ -42,14 +41,13 @@ from bnn.inference.laplace.evidence import (
     relative_eigenvalues,
 )
 from bnn.inference.laplace.linearized import Linearization
+from bnn.inference.laplace.options import LaplaceOptions
 from bnn.inference.laplace.prior_curvature import check_prior_curvature_possible, covered_sites, prior_curvature
+from bnn.inference.laplace.record import LaplaceRecord
 from bnn.inference.map_estimate import MapEstimate, find_map
 from bnn.inference.posterior import Posterior
 from bnn.inference.seeding import seeded
-from bnn.inference.svi.fit import sample_guide
 from bnn.models.priors import GaussianPrior
-
-from bnn.options import flag, parse_option, positive_int, positive_number
 
 WORKING_DTYPE = torch.float64  # the L-BFGS polish and the factor of an ill-conditioned precision need it
 
@@ -148,67 +146,23 @@ def _approximate(model, x, y, estimate: MapEstimate, start: int, hessian_type, s
     return scale, evidence, multiplier
 
 
-def fit_laplace(
-    model,
-    x: torch.Tensor,
-    y: torch.Tensor,
-    *,
-    hessian: HessianType | str = "ggn",
-    structure: Structure | str = "full",
-    tune_prior_precision: bool = False,
-    map_steps: int = 1000,
-    map_lr: float = 0.01,
-    map_tolerance: float = 1e-2,
-    max_memory_gib: float = 2.0,
-    num_draws: int = 1000,
-    seed: int = 0,
-    progress: bool = True,
-) -> Posterior:
+def run_laplace(model, x: torch.Tensor, y: torch.Tensor, options: LaplaceOptions) -> Posterior:
     r"""Fit the Laplace approximation :math:`\mathcal{N}(\theta_{MAP}, \Lambda^{-1})` and return its draws.
 
     The fit works in float64 whatever the default dtype (the L-BFGS polish and the factor of
     an ill-conditioned precision need it); the guide and draws come back in ``x``'s dtype.
 
-    Parameters
-    ----------
-    hessian : {"ggn", "exact"}
-        The likelihood curvature, a :class:`~bnn.inference.laplace.curvature.HessianType`.
-    structure : {"full", "diag", "last-layer"}
-        Which entries of :math:`\Lambda` are kept, a :class:`~bnn.inference.laplace.curvature.Structure`.
-    tune_prior_precision : bool
-        Scale a Gaussian prior's precision by the :math:`\alpha` maximising the Laplace
-        log marginal likelihood at :math:`\theta_{MAP}` (GGN only).
-    map_steps, map_lr : int, float
-        Adam steps and rate of the MAP fit before the L-BFGS polish.
-    map_tolerance : float
-        The polish stops once no entry of the log joint's gradient exceeds this.
-    max_memory_gib : float
-        Refuse, before any work, a structure whose curvature needs more memory than this.
-    num_draws : int
-        Draws from :math:`q` kept in the :class:`Posterior` (the MC predictive and ArviZ use them).
-    seed : int
-        Seeds the MAP initialisation and the draws.
-    progress : bool
-        Show tqdm bars.
-
     Returns
     -------
     Posterior
         With ``extras["guide"]`` the :class:`~bnn.guides.laplace.LaplaceGuide` and a linearisation,
-        so ``posterior.predict(x, predictive="linearized")`` gives the GLM predictive. ``info``
-        holds ``hessian``, ``structure``, ``map_grad_norm``, ``log_marginal_likelihood``,
-        ``prior_precision`` (per site, Gaussian priors), ``prior_precision_multiplier`` and
-        ``noise`` (the maximum-likelihood noise of a learned Gaussian noise).
+        so ``posterior.predict(x, predictive="linearized")`` gives the GLM predictive, and a
+        :class:`~bnn.inference.laplace.record.LaplaceRecord`.
     """
-    hessian_type = parse_option(HessianType, hessian, "hessian")
-    structure = parse_option(Structure, structure, "structure")
-    check_combination(hessian_type, structure)
-    flag("tune_prior_precision", tune_prior_precision)
-    positive_int("map_steps", map_steps)
-    positive_number("map_lr", map_lr)
-    positive_number("map_tolerance", map_tolerance)
-    positive_number("max_memory_gib", max_memory_gib)
-    positive_int("num_draws", num_draws)
+    hessian_type, structure, tune_prior_precision = options.hessian, options.structure, options.tune_prior_precision
+    map_steps, map_lr, map_tolerance, max_memory_gib = (options.map_steps, options.map_lr, options.map_tolerance,
+                                                        options.max_memory_gib)
+    num_draws, seed, progress = options.num_draws, options.seed, options.progress
     if hessian_type is HessianType.GGN:
         check_ggn_supported(model.likelihood)
     start = covered_from(model, structure)
@@ -231,24 +185,14 @@ def fit_laplace(
         guide = LaplaceGuide(model.sites, estimate.theta.to(x.dtype), scale.to(x.dtype), covered_from=start,
                              constants={name: value.to(x.dtype) for name, value in estimate.latents.items()})
         draws = sample_guide(guide, num_draws, model.latent_shapes, x, y)
-    info = {
-        "method": "laplace",
-        "guide": "laplace",
-        "seed": seed,
-        "train_seconds": train_seconds,
-        "map_seconds": map_seconds,
-        "hessian": hessian_type.value,
-        "structure": structure.value,
-        "num_weights_covered": scale.shape[0],
-        "map_steps": map_steps,
-        "map_lbfgs_iterations": estimate.lbfgs_iterations,
-        "map_grad_norm": estimate.grad_norm,
-        "map_converged": estimate.converged,
-        "log_marginal_likelihood": evidence,
-        "prior_precision": _gaussian_precisions(model, start, multiplier),
-        "prior_precision_multiplier": multiplier,
-        "tune_prior_precision": tune_prior_precision,
-        "noise": estimate.latents["sigma"].item() if "sigma" in estimate.latents else None,
-    }
+    record = LaplaceRecord(
+        guide="laplace", seed=seed, train_seconds=train_seconds, map_seconds=map_seconds, hessian=hessian_type.value,
+        structure=structure.value, num_weights_covered=scale.shape[0], map_steps=map_steps,
+        map_lbfgs_iterations=estimate.lbfgs_iterations, map_grad_norm=estimate.grad_norm,
+        map_converged=estimate.converged, log_marginal_likelihood=evidence,
+        prior_precision=_gaussian_precisions(model, start, multiplier), prior_precision_multiplier=multiplier,
+        tune_prior_precision=tune_prior_precision,
+        noise=estimate.latents["sigma"].item() if "sigma" in estimate.latents else None,
+    )
     samples = {name: value.unsqueeze(0) for name, value in draws.items()}
-    return Posterior(model, samples, x, y, info, extras={"guide": guide}, linearization=Linearization(guide))
+    return Posterior(model, samples, x, y, record, extras={"guide": guide}, linearization=Linearization(guide))

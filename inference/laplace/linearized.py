@@ -27,7 +27,6 @@ draws of :math:`f^*`, of the label's conditional mean.
 from __future__ import annotations
 
 import math
-from enum import Enum
 from pathlib import Path
 
 import pyro.distributions as dist
@@ -38,15 +37,6 @@ from bnn.inference.laplace.curvature import output_jacobian, rows_per_chunk
 from bnn.inference.prediction import Prediction
 
 from bnn.options import positive_int
-
-
-class PredictiveType(str, Enum):
-    """How :meth:`bnn.inference.posterior.Posterior.predict` forms the posterior predictive."""
-
-    MC = "mc"
-    """Monte Carlo: the posterior's weight draws pushed through the network (every method)."""
-    LINEARIZED = "linearized"
-    r"""The network linearised at :math:`\theta_{MAP}` (the GLM predictive); methods with a linearisation only."""
 
 
 def _label_moments(probs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

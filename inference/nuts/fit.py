@@ -99,14 +99,14 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import arviz as az
 import numpy as np
 import torch
-from bnn.inference.convergence import predictive_r_hat
+from bnn.inference.convergence import R_HAT_THRESHOLD, ChainDiagnostics, chain_diagnostics
 from bnn.inference.nuts.outcomes import ChainInterrupted, ChainOutcomes
 from bnn.inference.nuts.potential import MAX_PLATE_NESTING, PotentialKind, flat_potential_mismatch, latent_sites
+from bnn.inference.nuts.record import NUTSRecord
 from bnn.inference.posterior import Posterior
 from bnn.inference.seeding import seeded
 from bnn.inference.stop_signals import sigterm_as_keyboard_interrupt
@@ -116,9 +116,9 @@ from pyro.infer.autoguide import init_to_sample, init_to_value
 from pyro.infer.mcmc.util import initialize_model
 from tqdm.auto import tqdm
 
-from bnn.options import flag
+if TYPE_CHECKING:  # the options name this module's enums
+    from bnn.inference.nuts.options import NUTSOptions
 
-R_HAT_THRESHOLD = 1.01
 MIN_SAMPLES = 4  # split R-hat and ESS need at least 4 draws per chain
 MAP_STEPS = 1000
 MAP_LR = 0.01
@@ -502,60 +502,30 @@ def _sample(model, x, y, jobs: list[ChainJob], parallel: bool, chain_method: Cha
             raise ValueError(f"chain_method='parallel' cannot run the chains in processes: {obstacle}; "
                              f"{HOW_TO_GET_PROCESSES}") from cause
         warnings.warn(f"NUTS runs the chains one after the other, not in processes: {obstacle}; {HOW_TO_GET_PROCESSES}",
-                      SequentialChainsWarning, stacklevel=4)
+                      SequentialChainsWarning, stacklevel=5)
     return _run_chains(model, x, y, jobs, False, progress), False
 
 
 # ---------------------------------------------------------------------- diagnostics
-def convergence_diagnostics(samples: Mapping[str, np.ndarray], diverging: np.ndarray) -> dict[str, Any]:
-    """Max split R-hat (``None`` for one chain), min bulk and tail ESS over all scalar
-    parameters, and the number of divergent draws; draws are ``(chains, draws, ...)``."""
-    dataset = az.convert_to_dataset(dict(samples))
-    num_chains = diverging.shape[0]
-
-    def extreme(values: Any, pick: Callable) -> float:
-        return float(pick([pick(array.values) for array in values.data_vars.values()]))  # NaN propagates
-
-    with np.errstate(invalid="ignore", divide="ignore"):  # constant draws give NaN, judged below
-        return {
-            "r_hat_max": extreme(az.rhat(dataset), np.max) if num_chains > 1 else None,
-            "ess_bulk_min": extreme(az.ess(dataset, method="bulk"), np.min),
-            "ess_tail_min": extreme(az.ess(dataset, method="tail"), np.min),
-            "divergences": int(diverging.sum()),
-        }
-
-
-def is_converged(diagnostics: Mapping[str, Any]) -> bool:
-    r"""No divergences and, with several chains, :math:`\max\hat{R} \le 1.01` (a NaN fails)."""
-    r_hat = diagnostics["r_hat_max"]
-    return diagnostics["divergences"] == 0 and (r_hat is None or r_hat <= R_HAT_THRESHOLD)
-
-
-def _convergence_message(diagnostics: Mapping[str, Any], num_chains: int, num_samples: int) -> str:
+def _convergence_message(diagnostics: ChainDiagnostics, num_chains: int, num_samples: int) -> str:
     problems = []
-    if diagnostics["r_hat_max"] is not None and not diagnostics["r_hat_max"] <= R_HAT_THRESHOLD:
-        predictive = diagnostics["r_hat_predictive"]
-        verdict = ("the chains disagree, on the predictions too" if not predictive <= R_HAT_THRESHOLD else
+    if diagnostics.r_hat_max is not None and not diagnostics.r_hat_max <= R_HAT_THRESHOLD:
+        predictive = diagnostics.r_hat_predictive
+        verdict = ("the chains disagree, on the predictions too" if not diagnostics.chains_agree else
                    "but they agree on the predictions: hidden units that permute between chains do this, and the "
                    "predictive R-hat is the check that matters for a network")
-        problems.append(f"max R-hat {diagnostics['r_hat_max']:.3f} > {R_HAT_THRESHOLD} over the weights, "
+        problems.append(f"max R-hat {diagnostics.r_hat_max:.3f} > {R_HAT_THRESHOLD} over the weights, "
                         f"predictive R-hat (of f(x) at the training inputs) {predictive:.3f}; {verdict}")
-    if diagnostics["divergences"]:
-        problems.append(f"{diagnostics['divergences']} divergent transitions of {num_chains * num_samples} draws")
+    if diagnostics.divergences:
+        problems.append(f"{diagnostics.divergences} divergent transitions of {num_chains * num_samples} draws")
     return (
         "NUTS did not converge: " + "; ".join(problems) + ". The draws may not represent the posterior: "
         "raise num_warmup and num_samples, raise target_accept (fewer divergences), or reparameterise; "
-        "see posterior.info['diagnostics'] and posterior.sample_stats."
+        "see posterior.record.diagnostics and posterior.sample_stats."
     )
 
 
 # ----------------------------------------------------------------------- validation
-def _check_int(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return value
-
-
 def _chain_inits(init: Any, model, x, y, num_chains: int) -> list[InitStrategy | dict[str, torch.Tensor]]:
     """Each chain's start: a strategy, or the given constrained values checked against the sites."""
     if not isinstance(init, Mapping):
@@ -589,60 +559,8 @@ def _chain_inits(init: Any, model, x, y, num_chains: int) -> list[InitStrategy |
 
 
 # ------------------------------------------------------------------------ the method
-def fit_nuts(
-    model,
-    x: torch.Tensor,
-    y: torch.Tensor,
-    *,
-    num_warmup: int = 200,
-    num_samples: int = 200,
-    num_chains: int | None = None,
-    target_accept: float = 0.8,
-    max_tree_depth: int = 10,
-    dense_mass: bool = False,
-    init: str | InitStrategy | Mapping[str, Any] = "prior",
-    chain_method: str | ChainMethod = "auto",
-    jit_compile: bool = True,
-    engine: str | Engine = DEFAULT_ENGINE,
-    seed: int = 0,
-    progress: bool = True,
-) -> Posterior:
+def run_nuts(model, x: torch.Tensor, y: torch.Tensor, options: NUTSOptions) -> Posterior:
     r"""Sample the posterior of ``model`` given ``(x, y)`` with NUTS and return the draws of all chains.
-
-    Parameters
-    ----------
-    num_warmup : int
-        Adaptation iterations per chain, discarded (>= 0).
-    num_samples : int
-        Draws kept per chain (>= 4). The defaults, 200 + 200, keep the 152-latent toy BNN
-        within minutes (see the module notes); small models can afford far more.
-    num_chains : int, optional
-        Independent chains (default ``min(2, cores)``); R-hat needs at least 2.
-    target_accept : float
-        Target of the step-size adaptation, in (0, 1); raise it (0.9, 0.95) against divergences.
-    max_tree_depth : int
-        Trajectories stop at :math:`2^{\text{max\_tree\_depth}} - 1` leapfrog steps.
-    dense_mass : bool
-        Adapt a dense mass matrix (captures correlations; :math:`O(d^2)` memory) instead of a diagonal.
-    init : {"prior", "map"} or mapping
-        See :class:`InitStrategy`; or site values in the constrained space, each of the
-        site's shape (all chains) or ``(num_chains, *site_shape)``; sites left out start
-        from the prior.
-    chain_method : {"auto", "parallel", "sequential"}
-        See :class:`ChainMethod`; all give the same draws. ``auto`` falls back to sequential chains
-        (with a warning) where processes cannot work, ``parallel`` raises instead.
-    jit_compile : bool
-        Compile :math:`U`: Pyro traces it with the PyTorch JIT; the nutpie engine picks the flat
-        potential's fastest working backend (the hand-derived NumPy gradient, else TorchScript; see
-        :class:`~bnn.inference.nuts.potential.Backend`), and without it evaluates the flat potential eagerly.
-    engine : {"nutpie", "pyro"}
-        See :class:`Engine`; nutpie (the default when installed) refuses ``dense_mass=True`` and
-        ``num_warmup=0``.
-    seed : int
-        Seeds a generator that draws one seed per chain; the same seed gives the same draws,
-        in processes or in sequence.
-    progress : bool
-        Show a tqdm bar per chain.
 
     Returns
     -------
@@ -670,26 +588,11 @@ def fit_nuts(
         The first chain's error when every chain failed; ``KeyboardInterrupt`` when Ctrl-C came
         before any chain had 4 draws.
     """
-    _check_int("num_warmup", num_warmup, 0)
-    _check_int("num_samples", num_samples, MIN_SAMPLES)
-    num_chains = min(2, available_cores()) if num_chains is None else _check_int("num_chains", num_chains, 1)
-    if isinstance(target_accept, bool) or not isinstance(target_accept, (int, float)) or not 0 < target_accept < 1:
-        raise ValueError(f"target_accept must be a probability in (0, 1), got {target_accept!r}")
-    _check_int("max_tree_depth", max_tree_depth, 1)
-    for name, value in (("dense_mass", dense_mass), ("jit_compile", jit_compile), ("progress", progress)):
-        flag(name, value)
-    try:
-        chain_method = ChainMethod(chain_method)
-    except ValueError:
-        raise ValueError(f"unknown chain_method {chain_method!r}; choose from {[m.value for m in ChainMethod]}") from None
-    try:
-        engine = Engine(engine)
-    except ValueError:
-        raise ValueError(f"unknown engine {engine!r}; choose from {[e.value for e in Engine]}") from None
-    if engine is Engine.NUTPIE and dense_mass:
-        raise ValueError("the nutpie engine has no dense mass matrix; pass engine='pyro' or dense_mass=False")
-    if engine is Engine.NUTPIE and num_warmup == 0:
-        raise ValueError("the nutpie engine needs num_warmup >= 1 (it panics without adaptation); pass engine='pyro'")
+    num_warmup, num_samples, target_accept, max_tree_depth = (options.num_warmup, options.num_samples,
+                                                              options.target_accept, options.max_tree_depth)
+    dense_mass, init, chain_method, jit_compile = options.dense_mass, options.init, options.chain_method, options.jit_compile
+    engine, seed, progress = options.engine, options.seed, options.progress
+    num_chains = min(2, available_cores()) if options.num_chains is None else options.num_chains
     parallel = chain_method is ChainMethod.PARALLEL or (
         chain_method is ChainMethod.AUTO and num_chains > 1 and available_cores() > 1
     )
@@ -713,38 +616,21 @@ def fit_nuts(
     draws = {name: torch.as_tensor(np.stack([chain.samples[name] for chain in chains]), dtype=dtype)
              for name in chains[0].samples}
     stats = {name: np.stack([chain.stats[name] for chain in chains]) for name in chains[0].stats}
-    diagnostics = convergence_diagnostics({name: value.numpy() for name, value in draws.items()}, stats["diverging"])
-    diagnostics["r_hat_predictive"] = predictive_r_hat(model, draws, x) if len(chains) > 1 else None
-    converged = diagnostics["converged"] = is_converged(diagnostics)
-    if not converged:
+    diagnostics = chain_diagnostics(model, draws, x, stats["diverging"])
+    if not diagnostics.converged:
         warnings.warn(_convergence_message(diagnostics, len(chains), chains[0].stats["diverging"].shape[0]),
-                      ConvergenceWarning, stacklevel=3)
-    info = {
-        "method": "nuts",
-        "guide": None,
-        "seed": seed,
-        "train_seconds": train_seconds,
-        "num_warmup": num_warmup,
-        "num_samples": num_samples,
-        "num_chains": num_chains,
-        "target_accept": float(target_accept),
-        "max_tree_depth": max_tree_depth,
-        "dense_mass": dense_mass,
-        "init": inits[0].value if isinstance(inits[0], InitStrategy) else "values",
-        "chain_method": "parallel" if parallel else "sequential",
-        "jit_compile": jit_compile,
-        "engine": engine.value,
-        "potential": potential.value,
-        **({"potential_reason": mismatch} if mismatch is not None else {}),
-        "chain_seeds": chain_seeds,
-        "chain_seconds": [chain.seconds for chain in chains],
-        "chain_gradients": [chain.gradients for chain in chains],
-        "gradient_evaluations": sum(chain.gradients for chain in chains),
-        "diagnostics": diagnostics,
-        "converged": converged,
+                      ConvergenceWarning, stacklevel=4)
+    record = NUTSRecord(
+        seed=seed, train_seconds=train_seconds, num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
+        target_accept=target_accept, max_tree_depth=max_tree_depth, dense_mass=dense_mass,
+        init=inits[0].value if isinstance(inits[0], InitStrategy) else "values",
+        chain_method="parallel" if parallel else "sequential", jit_compile=jit_compile, engine=engine.value,
+        potential=potential.value, potential_reason=mismatch, chain_seeds=chain_seeds,
+        chain_seconds=[chain.seconds for chain in chains], chain_gradients=[chain.gradients for chain in chains],
+        gradient_evaluations=sum(chain.gradients for chain in chains), diagnostics=diagnostics,
         **outcome_info,
-    }
+    )
     other_sites = {name: value for name, value in draws.items() if name not in model.latent_shapes}
-    return Posterior(model, draws, x, y, info, sample_stats=stats,
+    return Posterior(model, draws, x, y, record, sample_stats=stats,
                      extras={"other_sites": other_sites} if other_sites else None)
 

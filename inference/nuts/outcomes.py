@@ -106,5 +106,5 @@ class ChainOutcomes:
             problems.append(info["incomplete_reason"])
         if problems:
             warnings.warn(f"NUTS returns fewer draws than asked ({self.num_chains} chains x {self.num_samples}): "
-                          + "; ".join(problems) + ". See posterior.info.", IncompleteSamplingWarning, stacklevel=4)
+                          + "; ".join(problems) + ". See posterior.record.", IncompleteSamplingWarning, stacklevel=5)
         return chains, info

@@ -37,6 +37,7 @@ import numpy as np
 import pyro
 import torch
 from bnn.inference.nuts.numpy_potential import NumpyLogDensity
+from bnn.models.mlp import MAX_PLATE_NESTING
 from pyro.infer.mcmc.util import initialize_model
 from pyro.poutine.util import site_is_subsample
 from torch.distributions import biject_to, constraints
@@ -44,7 +45,6 @@ from torch.distributions import biject_to, constraints
 from bnn.options import parse_option
 
 CHECK_RTOL = 1e-8  # a compiled log density must reproduce the eager one to this relative error
-MAX_PLATE_NESTING = 1
 MISMATCH_POINTS = 3  # random points at which the flat potential must equal Pyro's up to one constant
 
 

@@ -1,5 +1,28 @@
 """Stochastic variational inference: maximise the ELBO over a guide's parameters (:func:`fit_svi`)."""
 
-from bnn.inference.svi.fit import fit_svi
+from __future__ import annotations
 
-__all__ = ["fit_svi"]
+from typing import Any
+
+import torch
+from bnn.inference.method import Method
+from bnn.inference.posterior import Posterior
+from bnn.inference.svi.fit import DEFAULT_CHECKPOINT_EVERY, run_svi
+from bnn.inference.svi.kl_weights import KLWeighting
+from bnn.inference.svi.nonfinite import NonFiniteELBOError
+from bnn.inference.svi.options import SVIOptions
+from bnn.inference.svi.record import SVIRecord
+from bnn.inference.svi.schedules import LRSchedule
+
+METHOD = Method("svi", SVIOptions, run_svi)
+
+
+def fit_svi(model, x: torch.Tensor, y: torch.Tensor, **options: Any) -> Posterior:
+    """SVI on training tensors ``(x, y)`` with the options of :class:`SVIOptions` (validated before any work)."""
+    return METHOD(model, x, y, **options)
+
+
+__all__ = [
+    "DEFAULT_CHECKPOINT_EVERY", "KLWeighting", "LRSchedule", "METHOD", "NonFiniteELBOError", "SVIOptions", "SVIRecord",
+    "fit_svi", "run_svi",
+]

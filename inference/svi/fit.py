@@ -37,61 +37,35 @@ from typing import Any
 import pyro
 import torch
 from bnn.guides.registry import build_guide
+from bnn.inference.guide_draws import sample_guide
 from bnn.inference.posterior import Posterior
 from bnn.inference.seeding import seeded
 from bnn.inference.stop_signals import deferred_stop_signals
 from bnn.inference.svi.checkpoint import CHECKPOINT_FILE, CheckpointFolder, TrainingState, fit_fingerprint
-from bnn.inference.svi.kl_weights import KLWeighting, get_kl_weighting, kl_scaled
+from bnn.inference.svi.kl_weights import KLWeighting, kl_scaled
 from bnn.inference.svi.nonfinite import HINT, NonFiniteELBOError, NonFiniteStep, diagnose, guarded_step
-from bnn.inference.svi.schedules import LRSchedule, get_schedule
+from bnn.inference.svi.options import ADAM_BETAS, DEFAULT_STEPS, SVIOptions
+from bnn.inference.svi.record import SVIRecord
+from bnn.inference.svi.schedules import LRSchedule
+from bnn.models.mlp import MAX_PLATE_NESTING
 from pyro import poutine
 from pyro.infer import JitTrace_ELBO, Trace_ELBO
 from pyro.infer.util import zero_grads
 from pyro.optim import Adam, PyroLRScheduler, PyroOptim
 from tqdm.auto import tqdm
 
-from bnn.options import flag, fraction, positive_int, positive_number
-
-MAX_PLATE_NESTING = 1
-ADAM_BETAS = (0.9, 0.999)
-"""Adam's moment decay rates (torch's defaults)."""
 DEFAULT_CHECKPOINT_EVERY = 1000
 
 
-def _check_lr(lr: Any) -> None:
-    r"""Refuse an ``lr`` that is not a positive number, or so large that Adam cannot take its first step.
-
-    Adam's step :math:`t` moves a weight by :math:`\frac{\mathrm{lr}}{1-\beta_1^t}\,\hat m_t/(\sqrt{\hat v_t}+\epsilon)`;
-    torch turns the factor :math:`\mathrm{lr}/(1-\beta_1^t)`, largest at :math:`t = 1`, into the parameters'
-    dtype, so it must not exceed that dtype's largest number (about 3.4e37 for ``lr`` in float32). A schedule
-    only lowers the rate.
-    """
-    positive_number("lr", lr)
-    dtype = torch.get_default_dtype()
-    bound = torch.finfo(dtype).max * (1 - ADAM_BETAS[0])
-    if lr > bound:
-        raise ValueError(f"lr {lr!r} is above {bound:.4g}, the largest rate whose first Adam step, lr / (1 - beta1), "
-                         f"is a finite {dtype}; use a far smaller lr (such as 0.01)")
-
-
 def _plan_steps(n: int, steps: int | None, epochs: int | None, batch_size: int | None) -> tuple[int, int, int]:
-    """Return ``(total steps, batch size, batches per epoch)`` after validating the options."""
-    if steps is not None and epochs is not None:
-        raise ValueError("give steps or epochs, not both")
-    batch_size = n if batch_size is None else positive_int("batch_size", batch_size)
+    """Return ``(total steps, batch size, batches per epoch)`` for ``n`` training examples."""
+    batch_size = n if batch_size is None else batch_size
     if batch_size > n:
         raise ValueError(f"batch_size {batch_size} exceeds the {n} training examples")
     batches_per_epoch = n // batch_size
     if epochs is not None:
-        return positive_int("epochs", epochs) * batches_per_epoch, batch_size, batches_per_epoch
-    return positive_int("steps", 2000 if steps is None else steps), batch_size, batches_per_epoch
-
-
-def sample_guide(guide, num_draws: int, shapes: dict[str, torch.Size], *args, **kwargs) -> dict[str, torch.Tensor]:
-    """``num_draws`` joint draws of the latent sites from ``guide``, shaped ``(num_draws, *site_shape)``."""
-    with torch.no_grad(), pyro.plate("_draws", num_draws, dim=-MAX_PLATE_NESTING - 1):
-        trace = poutine.trace(guide).get_trace(*args, **kwargs)
-    return {name: trace.nodes[name]["value"].reshape(num_draws, *shape) for name, shape in shapes.items()}
+        return epochs * batches_per_epoch, batch_size, batches_per_epoch
+    return DEFAULT_STEPS if steps is None else steps, batch_size, batches_per_epoch
 
 
 def likelihood_refusal(model, x: torch.Tensor, samples: dict[str, torch.Tensor]) -> str | None:
@@ -163,10 +137,6 @@ def make_optimiser(lr: float, schedule: LRSchedule, total_steps: int, final_lr_f
 
 def _checkpoint_target(checkpoint_dir, checkpoint_every, resume) -> tuple[Path | None, int]:
     """The folder checkpoints go to (``checkpoint_dir``, else the ``resume`` folder) and their period."""
-    if checkpoint_every is not None:
-        positive_int("checkpoint_every", checkpoint_every)
-        if checkpoint_dir is None and resume is None:
-            raise ValueError("checkpoint_every needs checkpoint_dir (or resume) to say where checkpoints go")
     target = None if checkpoint_dir is None and resume is None else Path(checkpoint_dir or resume)
     if target is not None and (target / CHECKPOINT_FILE).exists() and (
         resume is None or Path(resume).resolve() != target.resolve()
@@ -176,74 +146,8 @@ def _checkpoint_target(checkpoint_dir, checkpoint_every, resume) -> tuple[Path |
     return target, DEFAULT_CHECKPOINT_EVERY if checkpoint_every is None else checkpoint_every
 
 
-def fit_svi(
-    model,
-    x: torch.Tensor,
-    y: torch.Tensor,
-    *,
-    guide="autonormal",
-    guide_options: dict[str, Any] | None = None,
-    steps: int | None = None,
-    epochs: int | None = None,
-    batch_size: int | None = None,
-    lr: float = 0.01,
-    lr_schedule: str = "constant",
-    final_lr_fraction: float = 0.1,
-    num_particles: int = 1,
-    jit: bool = False,
-    kl_weighting: KLWeighting | str = "uniform",
-    kl_warmup_fraction: float | None = None,
-    num_draws: int = 1000,
-    seed: int = 0,
-    progress: bool = True,
-    checkpoint_dir: str | Path | None = None,
-    checkpoint_every: int | None = None,
-    resume: str | Path | None = None,
-) -> Posterior:
-    r"""Fit ``guide`` to ``model`` by SVI with Adam and return draws from the fitted guide.
-
-    Parameters
-    ----------
-    guide : str, GuideFactory, AutoGuide class or callable
-        See :func:`bnn.guides.registry.build_guide`.
-    guide_options : dict, optional
-        Options for a guide given by name or factory.
-    steps, epochs : int, optional
-        Length of the run, in optimiser steps or in passes over the data (default 2000 steps).
-    batch_size : int, optional
-        Minibatch size (default: the full data).
-    lr, lr_schedule, final_lr_fraction
-        Adam's base rate and its :class:`~bnn.inference.svi.schedules.LRSchedule`.
-    num_particles : int
-        Draws per ELBO estimate, vectorised.
-    jit : bool
-        Use ``JitTrace_ELBO`` (faster per step, compiles on the first step).
-    kl_weighting : KLWeighting or str
-        The KL's weight :math:`\pi_i` in minibatch :math:`i` of :math:`M`: ``"uniform"``
-        (:math:`1/M`, plain SVI), ``"blundell"`` (:math:`2^{M-i}/(2^M-1)`) or ``"warmup"``
-        (annealed in linearly); step :math:`i` minimises
-        :math:`M\pi_i\,\mathrm{KL} - \tfrac{N}{|B|}\log p(\mathcal{D}_i \mid W)`, see
-        :mod:`bnn.inference.svi.kl_weights`. The recorded ELBO is this weighted objective.
-    kl_warmup_fraction : float, optional
-        With ``"warmup"``: the fraction of the run, in (0, 1], over which the KL weight
-        rises linearly to its full value (default 0.25).
-    num_draws : int
-        Draws from the fitted guide kept in the :class:`Posterior`.
-    seed : int
-        Seeds the initialisation, minibatches, ELBO draws and posterior draws.
-    progress : bool
-        Show a tqdm bar with the running ELBO.
-    checkpoint_dir : str or Path, optional
-        Folder for checkpoints (:mod:`bnn.inference.svi.checkpoint`), written every ``checkpoint_every``
-        steps, at the end, and on Ctrl-C or SIGTERM, which then end the fit after the current step
-        (``KeyboardInterrupt`` or ``SystemExit``, with the folder named); must not hold another
-        fit's checkpoint.
-    checkpoint_every : int, optional
-        Steps between checkpoints (default 1000 when there is a checkpoint folder).
-    resume : str or Path, optional
-        A checkpoint folder to continue from; the fit must have the same model, guide, data,
-        ``seed`` and trajectory options, and ends with the numbers of a run never stopped.
-        Checkpoints go on being written there unless ``checkpoint_dir`` names another folder.
+def run_svi(model, x: torch.Tensor, y: torch.Tensor, options: SVIOptions) -> Posterior:
+    r"""Fit ``options.guide`` to ``model`` by SVI with Adam and return draws from the fitted guide.
 
     Raises
     ------
@@ -251,24 +155,16 @@ def fit_svi(
         When a step's loss or gradient is not finite; names the step and the parameters or sites
         that are not finite, and holds the posterior of the parameters before that step.
     ValueError
-        For bad options, or a ``resume`` folder that is missing, damaged or another fit's.
+        For a ``batch_size`` above the data's size, or a ``resume`` folder that is missing, damaged or another fit's.
     """
+    guide, guide_options, lr, num_particles, jit = (options.guide, options.guide_options, options.lr,
+                                                   options.num_particles, options.jit)
+    num_draws, seed, progress, resume = options.num_draws, options.seed, options.progress, options.resume
+    schedule, weighting, final_lr_fraction = options.lr_schedule, options.kl_weighting, options.final_lr_fraction
     n = x.shape[0]
-    total_steps, batch_size, _ = _plan_steps(n, steps, epochs, batch_size)
-    positive_int("num_particles", num_particles)
-    positive_int("num_draws", num_draws)
-    _check_lr(lr)
-    fraction("final_lr_fraction", final_lr_fraction)
-    flag("jit", jit)
-    flag("progress", progress)
-    schedule = get_schedule(lr_schedule)
-    weighting = get_kl_weighting(kl_weighting)
-    if kl_warmup_fraction is not None and weighting is not KLWeighting.WARMUP:
-        raise ValueError(f"kl_warmup_fraction applies to kl_weighting='warmup' only, not {weighting.value!r}")
-    warmup_fraction = 0.25 if kl_warmup_fraction is None else kl_warmup_fraction
-    fraction("kl_warmup_fraction", warmup_fraction)
-    warmup_steps = max(1, math.ceil(warmup_fraction * total_steps))
-    checkpoint_dir, checkpoint_every = _checkpoint_target(checkpoint_dir, checkpoint_every, resume)
+    total_steps, batch_size, _ = _plan_steps(n, options.steps, options.epochs, options.batch_size)
+    warmup_steps = max(1, math.ceil(options.warmup_fraction * total_steps))
+    checkpoint_dir, checkpoint_every = _checkpoint_target(options.checkpoint_dir, options.checkpoint_every, resume)
     trajectory = {"steps": total_steps, "batch_size": batch_size, "lr": lr, "lr_schedule": schedule.value,
                   "final_lr_fraction": final_lr_fraction, "num_particles": num_particles, "jit": jit,
                   "kl_weighting": weighting.value, "kl_warmup_steps": warmup_steps, "seed": seed}
@@ -310,24 +206,23 @@ def fit_svi(
         def snapshot(steps_done: int, rng: torch.Tensor) -> TrainingState:
             return TrainingState.capture(steps_done, elbo_history, optimiser, rng, batches.permutation)
 
-        def posterior(info: dict[str, Any]) -> Posterior:
+        def posterior(record: SVIRecord) -> Posterior:
             draws = sample_guide(built_guide, num_draws, model.latent_shapes, x, y)
             samples = {name: value.unsqueeze(0) for name, value in draws.items()}
             extras = {"guide": built_guide, "param_state": store.get_state()}
             constants = getattr(built_guide, "fitted_constants", dict)()
-            return Posterior(model, samples, x, y, info, extras=extras, constants=constants)
+            return Posterior(model, samples, x, y, record, extras=extras, constants=constants)
 
-        def info(steps_done: int) -> dict[str, Any]:
+        def record(steps_done: int, stopped: str | None = None) -> SVIRecord:
             recent = elbo_history[-50:]
-            return {
-                "method": "svi", "guide": guide_name, "seed": seed, "train_seconds": time.perf_counter() - start,
-                "first_step_seconds": first_step_seconds, "steps": steps_done, "batch_size": batch_size, "lr": lr,
-                "lr_schedule": schedule.value, "num_particles": num_particles, "jit": jit, "kl_weighting": weighting.value,
-                **({"kl_warmup_steps": warmup_steps} if weighting is KLWeighting.WARMUP else {}),
-                **({"resumed_from_step": start_step} if resume is not None else {}),
-                "final_elbo": sum(recent) / len(recent) if recent else math.nan,
-                "elbo": list(elbo_history),
-            }
+            return SVIRecord(
+                guide=guide_name, seed=seed, train_seconds=time.perf_counter() - start,
+                first_step_seconds=first_step_seconds, steps=steps_done, batch_size=batch_size, lr=lr,
+                lr_schedule=schedule.value, num_particles=num_particles, jit=jit, kl_weighting=weighting.value,
+                kl_warmup_steps=warmup_steps if weighting is KLWeighting.WARMUP else None,
+                resumed_from_step=start_step if resume is not None else None,
+                final_elbo=sum(recent) / len(recent) if recent else math.nan, elbo=list(elbo_history), stopped=stopped,
+            )
 
         bar = tqdm(range(start_step, total_steps), initial=start_step, total=total_steps, desc=f"SVI ({guide_name})",
                    disable=not progress, leave=False)
@@ -345,7 +240,7 @@ def fit_svi(
                 reason = f"non-finite ELBO at step {step}"
                 saved = None if checkpoints is None else checkpoints.write(snapshot(step, rng), reason)
                 with pyro.validation_enabled(False):  # a scale that underflowed to 0 still gives draws
-                    kept = posterior({**info(step), "stopped": reason})
+                    kept = posterior(record(step, reason))
                 if likelihood_refusal(model, x, kept.samples) is not None:
                     kept = None  # a posterior no likelihood can be built on
                 raise NonFiniteELBOError(step, *diagnosis, lr=lr, posterior=kept, checkpoint=saved) from error
@@ -365,6 +260,6 @@ def fit_svi(
         if checkpoints is not None:
             checkpoints.write(snapshot(total_steps, torch.get_rng_state()), "finished")
         with pyro.validation_enabled(False):  # check_draws names what a Pyro validation error would dump
-            fitted = posterior(info(total_steps))
+            fitted = posterior(record(total_steps))
         check_draws(model, x, fitted.samples, total_steps, lr)
         return fitted

@@ -35,8 +35,6 @@ from enum import Enum
 import torch
 from pyro.poutine.messenger import Messenger
 
-from bnn.options import parse_option
-
 
 class KLWeighting(str, Enum):
     """The KL weight :math:`\\pi_i` of minibatch :math:`i` of :math:`M` (global step :math:`t = 0, 1, \\dots`)."""
@@ -90,11 +88,6 @@ class KLWeighting(str, Enum):
             # 2^(M-i) / (2^M - 1) = 2^(-i) / (1 - 2^(-M)), which cannot overflow for large M
             return math.ldexp(1.0, -(batch + 1)) / -math.expm1(-num_batches * math.log(2.0))
         return min(1.0, (step + 1) / warmup_steps) / num_batches
-
-
-def get_kl_weighting(value: KLWeighting | str) -> KLWeighting:
-    """Accept the enum or its string; raise ``ValueError`` naming the choices."""
-    return parse_option(KLWeighting, value, "kl_weighting")
 
 
 class ScaleKL(Messenger):

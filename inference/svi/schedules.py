@@ -24,11 +24,3 @@ class LRSchedule(str, Enum):
         if self is LRSchedule.EXPONENTIAL:
             return final_fraction**progress
         return final_fraction + (1 - final_fraction) * 0.5 * (1 + math.cos(math.pi * progress))
-
-
-def get_schedule(value: LRSchedule | str) -> LRSchedule:
-    """Accept the enum or its string; raise ``ValueError`` naming the choices."""
-    try:
-        return LRSchedule(value)
-    except ValueError:
-        raise ValueError(f"unknown lr_schedule {value!r}; choose from {[s.value for s in LRSchedule]}") from None

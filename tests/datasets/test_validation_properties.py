@@ -125,7 +125,7 @@ def run_tiny_fit(x, y, likelihood="gaussian", out=1):
 def assert_finite_fit(posterior, x):
     inputs = torch.as_tensor(np.asarray(x, dtype=np.float64), dtype=torch.get_default_dtype())
     prediction = posterior.predict(inputs, num_samples=3)
-    assert len(posterior.info["elbo"]) == 2 and all(math.isfinite(e) for e in posterior.info["elbo"])
+    assert len(posterior.record.elbo) == 2 and all(math.isfinite(e) for e in posterior.record.elbo)
     assert prediction.mean.shape == (inputs.shape[0],)
     assert torch.isfinite(prediction.mean).all() and torch.isfinite(prediction.std).all()
 
@@ -152,7 +152,7 @@ def test_labels_outside_the_support_are_refused(labels, likelihood):
     out = 1 if likelihood == "bernoulli" else 2
     if set(labels.tolist()) <= {0.0, 1.0}:
         posterior = run_tiny_fit(x, labels, likelihood, out)
-        assert all(math.isfinite(e) for e in posterior.info["elbo"])
+        assert all(math.isfinite(e) for e in posterior.record.elbo)
         return
     with pytest.raises(ValueError) as error:
         run_tiny_fit(x, labels, likelihood, out)

@@ -13,7 +13,7 @@ from bnn.guides.kl import gaussian_kl
 from bnn.guides.meanfield import map_weights
 from bnn.inference import fit
 from bnn.inference.cli import main
-from bnn.inference.svi.fit import sample_guide
+from bnn.inference.guide_draws import sample_guide
 from bnn.models import BayesianMLP, GaussianLikelihood, GaussianPrior, LaplacePrior, ScaleMixturePrior
 from pyro.infer import JitTrace_ELBO, Trace_ELBO
 
@@ -229,7 +229,7 @@ def test_guides_of_two_fits_keep_their_own_parameters_and_same_seed_gives_same_n
     assert all(torch.equal(a_state[k], a_after[k]) for k in a_state)
     assert not torch.equal(a_after["layers.0.weight"], b_after["layers.0.weight"])
     again = fit(small_model(), data, guide="meanfield", steps=15, seed=1, progress=False, num_draws=5)
-    assert again.info["elbo"] == a.info["elbo"]
+    assert again.record.elbo == a.record.elbo
     assert all(torch.equal(again.samples[k], a.samples[k]) for k in a.samples)
 
 

@@ -82,10 +82,10 @@ def test_nuts_options_reach_the_sampler(tmp_path):
     main(["fit", "--method", "nuts", "--engine", "pyro", "--dense-mass", "--chain-method", "sequential",
           "--num-warmup", "5", "--num-samples", "5", "--num-chains", "1", "--hidden", "2", "--quiet", "--out", str(out)])
     assert {p.name for p in out.iterdir()} == RESULT_FILES
-    info = json.loads((out / "fit.json").read_text())["info"]
+    info = json.loads((out / "fit.json").read_text())["record"]
     assert (info["engine"], info["dense_mass"], info["chain_method"]) == ("pyro", True, "sequential")
     metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["engine"] == "pyro" and metrics["converged"] is info["converged"]
+    assert metrics["engine"] == "pyro" and metrics["converged"] is info["diagnostics"]["converged"]
 
 
 def test_no_jit_turns_off_the_compare_default():
@@ -110,7 +110,7 @@ def test_ctrl_c_keeps_a_checkpoint_by_default_and_says_how_to_resume(monkeypatch
     assert f"--resume {out / 'checkpoint'}" in message
     assert [p.name for p in out.iterdir()] == ["checkpoint"] and (out / "checkpoint" / CHECKPOINT_FILE).is_file()
     main([*arguments, "--resume", str(out / "checkpoint")])
-    assert {p.name for p in out.iterdir()} == RESULT_FILES and Posterior.load(out).info["resumed_from_step"] == 7
+    assert {p.name for p in out.iterdir()} == RESULT_FILES and Posterior.load(out).record.resumed_from_step == 7
 
 
 def test_ctrl_c_before_any_work_says_nothing_was_kept(monkeypatch, tmp_path, capsys):
@@ -138,7 +138,7 @@ def test_a_non_finite_elbo_keeps_the_last_finite_posterior_in_the_out_folder(tmp
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["stopped"] == "non-finite ELBO at step 1" and "test_rmse" not in metrics
     kept = Posterior.load(out)
-    assert kept.info["stopped"] == "non-finite ELBO at step 1" and kept.info["steps"] == 1
+    assert kept.record.stopped == "non-finite ELBO at step 1" and kept.record.steps == 1
 
 
 def test_laplace_metrics_carry_its_own_diagnostics(tmp_path):
@@ -146,7 +146,7 @@ def test_laplace_metrics_carry_its_own_diagnostics(tmp_path):
     main(["fit", "--method", "laplace", "--hidden", "2", "--noise", "0.1", "--map-steps", "50", "--num-draws", "20", "--quiet",
           "--out", str(out)])
     metrics = json.loads((out / "metrics.json").read_text())
-    info = json.loads((out / "fit.json").read_text())["info"]
+    info = json.loads((out / "fit.json").read_text())["record"]
     for key in ("map_grad_norm", "map_converged", "log_marginal_likelihood", "hessian", "structure"):
         assert metrics[key] == info[key], key
     assert (metrics["hessian"], metrics["structure"]) == ("ggn", "full")

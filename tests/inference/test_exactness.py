@@ -56,7 +56,7 @@ def check_svi(conjugate, posterior):
 
 
 def check_nuts(conjugate, posterior):
-    assert posterior.info["converged"], posterior.info["diagnostics"]
+    assert posterior.record.converged, posterior.record.diagnostics
     draws = conjugate.flatten(posterior.samples).numpy()  # (chains, draws, d + 1)
     deviations = (draws - draws.mean(axis=(0, 1))) ** 2
     for k in range(draws.shape[-1]):

@@ -36,7 +36,7 @@ def test_save_load_round_trip_keeps_numbers(posterior, tmp_path):
     assert all(torch.equal(loaded.samples[k], posterior.samples[k]) for k in posterior.samples)
     x = torch.linspace(-2, 2, 7).unsqueeze(-1)
     torch.testing.assert_close(loaded.predict(x).mean, posterior.predict(x).mean)
-    assert loaded.info["elbo"] == posterior.info["elbo"]
+    assert loaded.record.elbo == posterior.record.elbo
     with pytest.raises(ValueError, match="exists and is not empty"):
         posterior.save(tmp_path / "run")
 
@@ -47,7 +47,7 @@ def test_loading_a_damaged_or_foreign_folder_says_what_is_wrong(posterior, tmp_p
     posterior.save(tmp_path / "run")
     meta = json.loads((tmp_path / "run" / "fit.json").read_text())
     (tmp_path / "run" / "fit.json").write_text(json.dumps({**meta, "schema_version": 99}))
-    with pytest.raises(ValueError, match="schema version 99; this version reads 1"):
+    with pytest.raises(ValueError, match="schema version 99; this version reads 2"):
         Posterior.load(tmp_path / "run")
     (tmp_path / "run" / "fit.json").write_text("{not json")
     with pytest.raises(ValueError, match="fit.json is damaged"):
@@ -59,20 +59,39 @@ def test_loading_a_damaged_or_foreign_folder_says_what_is_wrong(posterior, tmp_p
 
 
 @pytest.fixture
-def saved(posterior, tmp_path):
-    return posterior.save(tmp_path / "run")
+def saved(tmp_path):
+    """A saved Laplace fit: it has every file a posterior folder can hold (linearization.pt too)."""
+    data = load_toy1d(n_train=30, n_test=10)
+    model = BayesianMLP(1, 1, hidden=(3,), likelihood={"name": "gaussian", "scale": 0.1})
+    return fit(model, data, "laplace", map_steps=50, num_draws=10, progress=False, seed=1).save(tmp_path / "run")
 
 
 def _write_fit_json(folder, payload):
     (folder / "fit.json").write_text(json.dumps(payload))
 
 
+def _without_record_field(folder, name):
+    meta = json.loads((folder / "fit.json").read_text())
+    return {**meta, "record": {key: value for key, value in meta["record"].items() if key != name}}
+
+
+def _with_record_field(folder, name, value):
+    meta = json.loads((folder / "fit.json").read_text())
+    return {**meta, "record": {**meta["record"], name: value}}
+
+
 @pytest.mark.parametrize(
     "damage, message",
     [
-        (lambda run: _write_fit_json(run, {"schema_version": 1}),
-         r"fit.json is damaged or from another version: its model or info entry is missing .*KeyError: 'model'.*"
+        (lambda run: _write_fit_json(run, {"schema_version": 2}),
+         r"fit.json is damaged or from another version: its model or record entry is missing .*KeyError: 'model'.*"
          "fit and save the posterior again"),
+        (lambda run: _write_fit_json(run, _without_record_field(run, "method")),
+         r"fit.json is damaged or from another version: .*the fit record must be a JSON object with a 'method'"),
+        (lambda run: _write_fit_json(run, _without_record_field(run, "map_grad_norm")),
+         r"fit.json is damaged .*the laplace record lacks the field\(s\) \['map_grad_norm'\] of LaplaceRecord"),
+        (lambda run: _write_fit_json(run, _with_record_field(run, "seed", "zero")),
+         r"fit.json is damaged .*field 'the laplace record.seed' must be an integer, got 'zero'"),
         (lambda run: _write_fit_json(run, {**json.loads((run / "fit.json").read_text()), "model": {"in_features": 1}}),
          r"fit.json is damaged or from another version: .*KeyError: 'out_features'"),
         (lambda run: (run / "fit.json").write_bytes(bytes(range(256))), r"fit.json is damaged \(UnicodeDecodeError"),
@@ -85,7 +104,8 @@ def _write_fit_json(folder, payload):
         (lambda run: torch.save([1, 2], run / "linearization.pt"),
          r"linearization.pt does not hold a linearisation for this model \(TypeError"),
     ],
-    ids=["no model entry", "partial model entry", "binary fit.json", "foreign posterior.nc", "damaged linearization",
+    ids=["no model entry", "record without method", "record without a field", "record with a wrong type",
+         "partial model entry", "binary fit.json", "foreign posterior.nc", "damaged linearization",
          "linearization without scale", "linearization not a dict"],
 )
 def test_each_damaged_file_is_named_with_what_to_do(saved, damage, message):

@@ -25,7 +25,7 @@ def test_a_few_svi_steps(hidden, prior, likelihood):
     x = torch.randn(24, 2, generator=generator)
     model = BayesianMLP(2, out, hidden=hidden, prior=prior, likelihood=likelihood)
     posterior = fit(model, (x, make_y(24, generator)), steps=5, num_particles=2, num_draws=7, progress=False)
-    assert all(math.isfinite(e) for e in posterior.info["elbo"])
+    assert all(math.isfinite(e) for e in posterior.record.elbo)
     prediction = posterior.predict(x[:5])
     assert prediction.draws.shape == (7, 5)
     assert prediction.f.shape == (7, 5, out)

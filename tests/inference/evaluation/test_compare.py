@@ -1,12 +1,16 @@
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 from bnn.datasets import DATASETS, load_dataset, load_toy1d
 from bnn.inference import Posterior, fit
+from bnn.inference.convergence import chain_diagnostics
 from bnn.inference.evaluation.compare import compare, label_fits, rank
 from bnn.inference.evaluation.report import convergence_warnings
+from bnn.inference.nuts import NUTSRecord
 from bnn.models import BayesianMLP
 
 TINY = {
@@ -37,9 +41,9 @@ def test_regression_table_has_every_column_and_loo_waic_for_every_method(fits, t
     for column in ("loo_elpd", "loo_se", "waic_elpd", "test_rmse", "test_ll"):
         assert table[column].map(math.isfinite).all(), column
     assert math.isfinite(table.loc["nuts", "r_hat_predictive"]) and table.loc["nuts", "divergences"] >= 0
-    nuts = fits[1].info["diagnostics"]  # NUTS's own numbers, unrounded, and its own verdict
+    nuts = fits[1].record.diagnostics  # NUTS's own numbers, unrounded, and its own verdict
     for column in ("r_hat_max", "ess_bulk_min", "ess_tail_min", "divergences", "converged", "r_hat_predictive"):
-        assert table.loc["nuts", column] == nuts[column], column
+        assert table.loc["nuts", column] == getattr(nuts, column), column
     assert math.isnan(table.loc["svi (autonormal)", "r_hat_max"])
     assert math.isfinite(table.loc["svi (autonormal)", "elbo"])
     assert math.isfinite(table.loc["laplace", "log_marginal_likelihood"])
@@ -54,6 +58,18 @@ def test_classification_table_has_accuracy_auc_and_ece():
     table = compare([fit(model, data, steps=50, num_draws=50, progress=False)], data)
     assert {"test_accuracy", "roc_auc", "ece", "test_ll"} <= set(table.columns)
     assert "test_rmse" not in table.columns and "coverage_90" not in table.columns
+
+
+def chains_posterior(model, samples, x, y) -> Posterior:
+    """A NUTS-like posterior of the chains ``samples`` ``(chains, draws, ...)``, diagnosed as ``fit_nuts`` does."""
+    chains, draws = next(iter(samples.values())).shape[:2]
+    diagnostics = chain_diagnostics(model, samples, x, np.zeros((chains, draws), dtype=bool))
+    record = NUTSRecord(seed=0, train_seconds=0.0, num_warmup=0, num_samples=draws, num_chains=chains, target_accept=0.8,
+                        max_tree_depth=10, dense_mass=False, init="prior", chain_method="sequential", jit_compile=False,
+                        engine="pyro", potential="trace", chain_seeds=[0] * chains, chain_seconds=[0.0] * chains,
+                        chain_gradients=[0] * chains, gradient_evaluations=0, diagnostics=diagnostics,
+                        chains_kept=list(range(chains)))
+    return Posterior(model, samples, x, y, record)
 
 
 CHAIN_DRAWS = 5000
@@ -72,9 +88,8 @@ def test_chains_that_disagree_are_flagged(toy):
     disagreeing = {k: v.clone() for k, v in halves.items()}
     bias = disagreeing["layers.1.bias"]
     bias[1] += 3 * bias[0].std() + 1.0
-    info = {"method": "nuts", "seed": 0}
-    table = compare({"disagree": Posterior(model, disagreeing, one.x, one.y, info),
-                     "agree": Posterior(model, agreeing, one.x, one.y, info)}, toy)
+    table = compare({"disagree": chains_posterior(model, disagreeing, one.x, one.y),
+                     "agree": chains_posterior(model, agreeing, one.x, one.y)}, toy)
     disagree, agree = table.loc["disagree"], table.loc["agree"]
     assert not disagree["chains_agree"] and disagree["r_hat_predictive"] > 1.5
     assert not disagree["converged"] and disagree["r_hat_max"] > 1.5
@@ -91,7 +106,7 @@ def test_chains_that_disagree_are_flagged(toy):
 def test_one_chain_nuts_gets_ess_but_no_r_hat(toy):
     model = BayesianMLP(1, 1, hidden=(3,), likelihood={"name": "gaussian", "scale": 0.2})
     one = fit(model, toy, steps=30, num_draws=100, progress=False)
-    row = compare({"nuts": Posterior(model, one.samples, one.x, one.y, {"method": "nuts", "seed": 0})}, toy).loc["nuts"]
+    row = compare({"nuts": chains_posterior(model, one.samples, one.x, one.y)}, toy).loc["nuts"]
     assert row["ess_bulk_min"] > 0 and row["ess_tail_min"] > 0  # finite: ESS needs one chain only
     assert math.isnan(row["r_hat_max"]) and math.isnan(row["r_hat_predictive"]) and row["chains_agree"] is None
     assert row["converged"] and row["divergences"] == 0
@@ -115,7 +130,7 @@ def test_every_built_in_data_set_gets_finite_loo_and_waic(name):
 def test_labels_are_unique():
     class Fake:
         def __init__(self, method, guide=None):
-            self.method, self.info = method, {"guide": guide}
+            self.method, self.record = method, SimpleNamespace(guide=guide)
 
     labels = label_fits([Fake("svi", "autonormal"), Fake("svi", "autonormal"), Fake("nuts"), Fake("svi", "meanfield")])
     assert list(labels) == ["svi (autonormal)", "svi (autonormal) #2", "nuts", "svi (meanfield)"]

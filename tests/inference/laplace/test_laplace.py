@@ -53,7 +53,7 @@ def exact_log_evidence(conjugate, prior_variance: float) -> float:
 
 
 def test_info_and_inference_data_groups(conjugate, posterior):
-    info = posterior.info
+    info = posterior.record.to_json()
     assert (info["method"], info["guide"], info["hessian"], info["structure"]) == ("laplace", "laplace", "ggn", "full")
     assert info["map_grad_norm"] < 1e-4 and info["prior_precision"] == {"layers.0.weight": 1.0, "layers.0.bias": 1.0}
     assert posterior.num_chains == 1 and posterior.num_draws == 200
@@ -62,7 +62,7 @@ def test_info_and_inference_data_groups(conjugate, posterior):
 
 
 def test_log_marginal_likelihood_is_the_exact_evidence(conjugate, posterior):
-    assert posterior.info["log_marginal_likelihood"] == pytest.approx(exact_log_evidence(conjugate, PRIOR_SCALE**2), rel=1e-8)
+    assert posterior.record.log_marginal_likelihood == pytest.approx(exact_log_evidence(conjugate, PRIOR_SCALE**2), rel=1e-8)
 
 
 def laplace_log_evidence(conjugate, alpha: float) -> float:
@@ -76,16 +76,16 @@ def laplace_log_evidence(conjugate, alpha: float) -> float:
 
 def test_tuned_prior_precision_maximises_the_laplace_evidence_at_the_map(conjugate):
     tuned = fit(conjugate.model, (conjugate.x, conjugate.y), "laplace", tune_prior_precision=True, **FAST)
-    alpha = tuned.info["prior_precision_multiplier"]
-    assert tuned.info["prior_precision"]["layers.0.bias"] == pytest.approx(alpha)
+    alpha = tuned.record.prior_precision_multiplier
+    assert tuned.record.prior_precision["layers.0.bias"] == pytest.approx(alpha)
     # theta_MAP is m to ~1e-6, and with alpha != 1 the evidence moves to first order in that error
-    assert tuned.info["log_marginal_likelihood"] == pytest.approx(laplace_log_evidence(conjugate, alpha), rel=1e-6)
+    assert tuned.record.log_marginal_likelihood == pytest.approx(laplace_log_evidence(conjugate, alpha), rel=1e-6)
     # stationary in log(alpha), and a maximum: lower on both sides
     step = 1e-4
     slope = (laplace_log_evidence(conjugate, alpha * math.exp(step)) - laplace_log_evidence(conjugate, alpha * math.exp(-step)))
     assert abs(slope) / (2 * step) < 1e-5
     for factor in (0.8, 1.25):
-        assert laplace_log_evidence(conjugate, alpha * factor) < tuned.info["log_marginal_likelihood"] - 1e-4
+        assert laplace_log_evidence(conjugate, alpha * factor) < tuned.record.log_marginal_likelihood - 1e-4
     # the posterior keeps the MAP and takes the tuned precision
     torch.testing.assert_close(tuned.extras["guide"].mean, conjugate.mean, rtol=1e-5, atol=0)
     phi = features(conjugate.x)
@@ -114,9 +114,9 @@ def test_save_and_load_keep_the_linearised_predictive(posterior, tmp_path):
 
 
 def test_methods_without_a_linearisation_and_unknown_predictives_are_refused(conjugate, posterior):
-    svi_like = Posterior(conjugate.model, posterior.samples, conjugate.x, conjugate.y, {"method": "svi"})
+    svi = fit(conjugate.model, (conjugate.x, conjugate.y), "svi", steps=2, num_draws=5, progress=False)
     with pytest.raises(ValueError, match="method 'svi' has no linearised predictive; use predictive='mc'"):
-        svi_like.predict(conjugate.x, predictive="linearized")
+        svi.predict(conjugate.x, predictive="linearized")
     with pytest.raises(ValueError, match=r"unknown predictive 'glm'; choose from \['mc', 'linearized'\]"):
         posterior.predict(conjugate.x, predictive="glm")
 
@@ -138,7 +138,7 @@ def test_learned_noise_is_the_maximum_likelihood_noise_at_the_map(conjugate):
     model = BayesianMLP(2, 1, hidden=(), prior=GaussianPrior(PRIOR_SCALE), likelihood={"name": "gaussian", "scale": None})
     posterior = fit(model, (conjugate.x, conjugate.y), "laplace", **FAST)
     guide, phi = posterior.extras["guide"], features(conjugate.x)
-    sigma = posterior.info["noise"]
+    sigma = posterior.record.noise
     assert sigma**2 == pytest.approx(((conjugate.y - phi @ guide.mean) ** 2).mean().item(), rel=1e-10)
     # the weights are the conjugate posterior mean at that noise, and the precision is its precision
     precision = phi.T @ phi / sigma**2 + torch.eye(3) / PRIOR_SCALE**2
@@ -178,7 +178,7 @@ def test_last_layer_works_with_a_laplace_prior_below_a_gaussian_last_layer(conju
     with pytest.raises(ValueError, match="LaplacePrior on 'layers.0.weight'"):
         fit(model, (conjugate.x, conjugate.y), "laplace", **FAST)
     posterior = fit(model, (conjugate.x, conjugate.y), "laplace", structure="last-layer", **FAST)
-    assert posterior.info["num_weights_covered"] == 4
+    assert posterior.record.num_weights_covered == 4
     first_layer = posterior.samples["layers.0.weight"].reshape(200, -1)
     assert torch.all(first_layer == first_layer[0])
 
@@ -233,7 +233,7 @@ def test_command_line_writes_the_three_files_and_refuses_wrong_combinations(floa
     assert {p.name for p in out.iterdir()} >= {"metrics.json", "posterior.nc", "fit.json", "predictive.png"}
     assert "test_rmse" in capsys.readouterr().out
     loaded = Posterior.load(out)
-    assert loaded.info["structure"] == "diag" and loaded.linearization.guide.mean.dtype == torch.float32
+    assert loaded.record.structure == "diag" and loaded.linearization.guide.mean.dtype == torch.float32
     assert np.isfinite(loaded.predict(torch.zeros(2, 1), predictive="linearized").std.numpy()).all()
     for wrong, message in [
         (["--method", "svi", "--hessian", "ggn"], "method 'svi' takes no option(s) ['hessian']"),
@@ -248,7 +248,7 @@ def test_command_line_writes_the_three_files_and_refuses_wrong_combinations(floa
 def test_an_unconverged_map_is_reported_loudly(conjugate):
     with pytest.warns(RuntimeWarning, match="the MAP polish stopped after .* > map_tolerance=1e-30"):
         posterior = fit(conjugate.model, (conjugate.x, conjugate.y), "laplace", **{**FAST, "map_tolerance": 1e-30})
-    assert posterior.info["map_converged"] is False
+    assert posterior.record.map_converged is False
 
 
 def test_log_likelihood_is_the_linearised_networks_and_mc_keeps_the_network(conjugate):

@@ -48,7 +48,7 @@ def test_both_engines_give_the_same_groups_and_statistics(conjugate):
     groups = {engine: set(run.to_inference_data().groups()) for engine, run in runs.items()}
     assert groups["nutpie"] == groups["pyro"]
     nutpie, pyro = runs["nutpie"], runs["pyro"]
-    assert nutpie.info["engine"] == "nutpie" and pyro.info["engine"] == "pyro"
+    assert nutpie.record.engine == "nutpie" and pyro.record.engine == "pyro"
     assert set(nutpie.sample_stats) == set(pyro.sample_stats)
     for name, value in pyro.sample_stats.items():
         assert nutpie.sample_stats[name].shape == value.shape == (2, 20), name
@@ -61,8 +61,8 @@ def test_both_engines_give_the_same_groups_and_statistics(conjugate):
     assert np.all((stats["acceptance_rate"] >= 0) & (stats["acceptance_rate"] <= 1))
     assert np.all(stats["step_size"] > 0) and np.all(stats["step_size"] == stats["step_size"][:, :1])
     for run in runs.values():  # gradients count warmup too: at least one leapfrog step per warmup iteration
-        per_chain, kept_steps = run.info["chain_gradients"], run.sample_stats["n_steps"].sum(axis=1)
-        assert run.info["gradient_evaluations"] == sum(per_chain)
+        per_chain, kept_steps = run.record.chain_gradients, run.sample_stats["n_steps"].sum(axis=1)
+        assert run.record.gradient_evaluations == sum(per_chain)
         assert np.all(np.array(per_chain) >= kept_steps + 30) and np.all(np.array(per_chain) <= kept_steps + 30 * 7)
 
 
@@ -78,7 +78,7 @@ def test_same_seed_same_draws_in_processes_and_in_sequence(conjugate):
             assert torch.equal(runs[name].samples[site], value), (name, site)
         for stat, value in reference.sample_stats.items():
             np.testing.assert_array_equal(runs[name].sample_stats[stat], value)
-    assert runs["processes"].info["chain_method"] == "parallel"
+    assert runs["processes"].record.chain_method == "parallel"
     assert not torch.equal(runs["other seed"].samples["layers.0.bias"], reference.samples["layers.0.bias"])
 
 
@@ -132,9 +132,9 @@ def shifted(conjugate):
 def test_a_program_the_model_does_not_describe_is_sampled_through_pyros_potential(conjugate, shifted, engine):
     model, mean, cov = shifted
     posterior = quick(conjugate, model=model, engine=engine, num_warmup=200, num_samples=200, seed=1)
-    assert posterior.info["potential"] == "trace"
+    assert posterior.record.potential == "trace"
     if engine == "nutpie":  # the flat potential would drop `c` and the bias would absorb the shift
-        assert "'c'" in posterior.info["potential_reason"]
+        assert "'c'" in posterior.record.potential_reason
     draws = {"c": posterior.extras["other_sites"]["c"], "bias": posterior.samples["layers.0.bias"][..., 0]}
     assert draws["c"].shape == (2, 200)
     for index, name in [(-1, "c"), (-2, "bias")]:  # both within 4 Monte Carlo standard errors of the exact mean
@@ -144,5 +144,5 @@ def test_a_program_the_model_does_not_describe_is_sampled_through_pyros_potentia
 
 
 def test_the_collections_models_keep_the_fast_flat_potential(conjugate):
-    assert quick(conjugate).info["potential"] == "flat" and "potential_reason" not in quick(conjugate).info
-    assert quick(conjugate, engine="pyro").info["potential"] == "trace"  # Pyro's NUTS reads the trace itself
+    assert quick(conjugate).record.potential == "flat" and quick(conjugate).record.potential_reason is None
+    assert quick(conjugate, engine="pyro").record.potential == "trace"  # Pyro's NUTS reads the trace itself

@@ -102,7 +102,7 @@ def test_sample_stats_have_one_value_per_draw(problem):
     assert np.all(stats["step_size"] > 0) and np.all(stats["step_size"] == stats["step_size"][:, :1])
     idata = posterior.to_inference_data()
     assert dict(idata.sample_stats.sizes) == {"chain": 2, "draw": 20}
-    info = posterior.info
+    info = posterior.record.to_json()
     assert (info["method"], info["guide"], info["chain_method"], info["init"]) == ("nuts", None, "sequential", "prior")
     assert set(info["diagnostics"]) == {"r_hat_max", "r_hat_predictive", "ess_bulk_min", "ess_tail_min", "divergences",
                                         "converged"}
@@ -123,7 +123,7 @@ def test_same_seed_same_draws_in_processes_and_in_sequence(float64):
         for stat, value in reference.sample_stats.items():
             np.testing.assert_array_equal(runs[name].sample_stats[stat], value)
     assert not torch.equal(runs["other seed"].samples["layers.0.bias"], reference.samples["layers.0.bias"])
-    assert runs["processes"].info["chain_method"] == "parallel"
+    assert runs["processes"].record.chain_method == "parallel"
     assert runs["processes"].to_inference_data().posterior.sizes["chain"] == 2
 
 
@@ -138,8 +138,8 @@ def test_same_seed_same_draws_in_processes_and_in_sequence(float64):
 def test_bad_runs_are_flagged(problem, options, message):
     with pytest.warns(ConvergenceWarning, match=message):
         posterior = quick(problem, **options)
-    assert posterior.info["converged"] is False
-    assert posterior.info["diagnostics"]["converged"] is False
+    assert posterior.record.converged is False
+    assert posterior.record.diagnostics.converged is False
 
 
 @pytest.mark.filterwarnings("ignore:`torch.jit.trace` is deprecated:DeprecationWarning")
@@ -157,7 +157,7 @@ def test_initial_points(float64):
 def test_each_chain_starts_from_its_own_given_values(problem):
     starts = torch.tensor([[3.0], [-3.0]])  # one start per chain
     per_chain = quick(problem, init={"layers.0.bias": starts}, num_warmup=5, num_samples=4)
-    assert per_chain.info["init"] == "values"
+    assert per_chain.record.init == "values"
     for chain in range(2):  # the same chain seed from the same start repeats the draws exactly
         shared = quick(problem, init={"layers.0.bias": starts[chain]}, num_warmup=5, num_samples=4)
         same, other = per_chain.samples["layers.0.bias"], shared.samples["layers.0.bias"]
@@ -172,7 +172,7 @@ def test_command_line_writes_the_three_files_with_diagnostics(tmp_path, capsys):
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["method"] == "nuts" and metrics["r_hat_max"] is None  # one chain: no R-hat
     assert {"ess_bulk_min", "ess_tail_min", "divergences", "converged"} <= set(metrics)
-    info = json.loads((out / "fit.json").read_text())["info"]
+    info = json.loads((out / "fit.json").read_text())["record"]
     assert (info["num_warmup"], info["max_tree_depth"], info["init"]) == (10, 4, "map")
     assert set(Posterior.load(out).sample_stats) == STAT_NAMES
 
@@ -234,7 +234,7 @@ def test_a_model_workers_cannot_load_falls_back_to_sequential_chains(problem):
     data = (problem.x, problem.y)
     with pytest.warns(SequentialChainsWarning, match=r"cannot be pickled.*importable module.*if __name__ =="):
         posterior = fit(model, data, "nuts", num_warmup=20, num_samples=10, num_chains=2, progress=False)
-    assert posterior.info["chain_method"] == "sequential" and posterior.samples["layers.0.bias"].shape == (2, 10, 1)
+    assert posterior.record.chain_method == "sequential" and posterior.samples["layers.0.bias"].shape == (2, 10, 1)
     with pytest.raises(ValueError, match=r"chain_method='parallel' cannot run the chains in processes: .*cannot be pickled"):
         fit(model, data, "nuts", num_warmup=20, num_samples=10, num_chains=2, chain_method="parallel", progress=False)
 
@@ -264,6 +264,6 @@ def test_a_broken_process_pool_falls_back_to_the_same_draws_in_sequence(problem)
     with pytest.warns(SequentialChainsWarning, match=r"a worker process died \(BrokenProcessPool"):
         fallen_back = fit(model, (problem.x, problem.y), "nuts", **options)
     reference = fit(model, (problem.x, problem.y), "nuts", chain_method="sequential", **options)
-    assert fallen_back.info["chain_method"] == "sequential"
+    assert fallen_back.record.chain_method == "sequential"
     for site, value in reference.samples.items():
         assert torch.equal(fallen_back.samples[site], value), site

@@ -68,8 +68,8 @@ def test_a_failing_chain_loses_only_its_own_draws(conjugate, complete, monkeypat
     chains_fail(monkeypatch, {1})
     with pytest.warns(IncompleteSamplingWarning, match=r"chain 1 failed \(RuntimeError: chain 1 broke\)"):
         posterior = quick(conjugate)
-    assert posterior.info["failed_chains"] == {"1": "RuntimeError: chain 1 broke"}
-    assert posterior.info["chains_kept"] == [0, 2] and "incomplete" not in posterior.info
+    assert posterior.record.failed_chains == {"1": "RuntimeError: chain 1 broke"}
+    assert posterior.record.chains_kept == [0, 2] and not posterior.record.incomplete
     reference = complete["nutpie"]
     for site, value in reference.samples.items():
         assert torch.equal(posterior.samples[site], value[[0, 2]]), site
@@ -88,8 +88,8 @@ def test_ctrl_c_keeps_the_draws_the_running_nutpie_chain_made(conjugate, complet
         posterior = quick(conjugate)
     kept = posterior.num_draws
     assert 10 <= kept <= NUM_SAMPLES and posterior.num_chains == 1
-    assert posterior.info["incomplete"] is True and posterior.info["chains_kept"] == [0]
-    assert posterior.info["incomplete_reason"].endswith(f"with {kept} of {NUM_SAMPLES} draws each")
+    assert posterior.record.incomplete is True and posterior.record.chains_kept == [0]
+    assert posterior.record.incomplete_reason.endswith(f"with {kept} of {NUM_SAMPLES} draws each")
     for site, value in complete["nutpie"].samples.items():  # the same draws as the run never stopped, so far
         assert torch.equal(posterior.samples[site][0], value[0, :kept]), site
 
@@ -98,7 +98,7 @@ def test_ctrl_c_keeps_the_chains_the_pyro_engine_finished(conjugate, complete, m
     interrupt_at_report(monkeypatch, NUM_WARMUP + NUM_SAMPLES + 5)  # in chain 1's warmup
     with pytest.warns(IncompleteSamplingWarning, match=f"kept chains \\[0\\] with {NUM_SAMPLES} of {NUM_SAMPLES}"):
         posterior = quick(conjugate, engine="pyro")
-    assert posterior.info["incomplete"] is True and posterior.num_chains == 1
+    assert posterior.record.incomplete is True and posterior.num_chains == 1
     for site, value in complete["pyro"].samples.items():
         assert torch.equal(posterior.samples[site][0], value[0]), site
 
@@ -126,15 +126,15 @@ class FailsForOneSeed(BayesianMLP):
 @pytest.mark.skipif(nuts.available_cores() < 2, reason="needs two cores to run two chains at once")
 def test_in_processes_a_failing_chain_and_ctrl_c_keep_the_other_chains_draws(conjugate, complete, monkeypatch, tmp_path):
     model = FailsForOneSeed.from_config(conjugate.model.config())
-    model.bad_seed, model.marker = complete["nutpie"].info["chain_seeds"][1], tmp_path / "chain 1 failed"
+    model.bad_seed, model.marker = complete["nutpie"].record.chain_seeds[1], tmp_path / "chain 1 failed"
     interrupt_at_report(monkeypatch, NUM_WARMUP + 10, when=model.marker.exists)  # chain 0, once chain 1 failed
     with pytest.warns(IncompleteSamplingWarning) as warned:
         posterior = fit(model, (conjugate.x, conjugate.y), "nuts", num_warmup=NUM_WARMUP, num_samples=5000, num_chains=2,
                         chain_method="parallel", max_tree_depth=4, progress=False, jit_compile=False, engine="nutpie", seed=5)
     message = str(warned[0].message)
     assert "chain 1 failed (RuntimeError: this chain's model broke" in message and "interrupted" in message
-    assert posterior.info["failed_chains"]["1"].startswith("RuntimeError: this chain's model broke")
-    assert posterior.info["incomplete"] is True and posterior.info["chains_kept"] == [0]
+    assert posterior.record.failed_chains["1"].startswith("RuntimeError: this chain's model broke")
+    assert posterior.record.incomplete is True and posterior.record.chains_kept == [0]
     assert 10 <= posterior.num_draws < 5000
 
 
@@ -166,7 +166,8 @@ def announcing(self, message):  # tell the test once chain 0 has 10 draws
 nuts._ProgressBars.__call__ = announcing
 posterior = fit(problem.model, (problem.x, problem.y), "nuts", num_warmup=30, num_samples=100_000, num_chains=int(sys.argv[1]),
                 chain_method=sys.argv[2], max_tree_depth=4, progress=False, jit_compile=False, engine="nutpie", seed=5)
-print(json.dumps({"draws": posterior.num_draws, **{k: posterior.info[k] for k in ("incomplete", "incomplete_reason")}}))
+record = posterior.record
+print(json.dumps({"draws": posterior.num_draws, "incomplete": record.incomplete, "incomplete_reason": record.incomplete_reason}))
 """
 
 

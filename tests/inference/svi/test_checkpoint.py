@@ -56,7 +56,7 @@ def parameters(posterior: Posterior) -> list[torch.Tensor]:
 
 
 def assert_same_fit(resumed: Posterior, reference: Posterior) -> None:
-    assert resumed.info["elbo"] == reference.info["elbo"]
+    assert resumed.record.elbo == reference.record.elbo
     for a, b in zip(parameters(resumed), parameters(reference), strict=True):
         assert torch.equal(a, b)
     for name, value in reference.samples.items():
@@ -97,9 +97,9 @@ def test_a_killed_run_resumes_to_the_numbers_of_an_uninterrupted_one(kill, unint
     else:  # dies at once: the last periodic checkpoint is whole
         assert process.returncode == -signal.SIGKILL
         assert state["reason"] == "periodic" and state["step"] % CHECKPOINT_EVERY == 0
-    assert len(state["elbo"]) == state["step"] and state["elbo"] == uninterrupted.info["elbo"][: state["step"]]
+    assert len(state["elbo"]) == state["step"] and state["elbo"] == uninterrupted.record.elbo[: state["step"]]
     resumed = run(resume=tmp_path)
-    assert resumed.info["resumed_from_step"] == state["step"]
+    assert resumed.record.resumed_from_step == state["step"]
     assert_same_fit(resumed, uninterrupted)
 
 
@@ -129,7 +129,7 @@ def test_a_checkpoint_holds_the_fit_state_in_types_that_load_without_code(tmp_pa
     state = torch.load(tmp_path / CHECKPOINT_FILE, weights_only=True)
     assert (state["format"], state["schema_version"], state["reason"], state["step"]) == (FORMAT, SCHEMA_VERSION,
                                                                                            "finished", SMALL_STEPS)
-    assert state["elbo"] == posterior.info["elbo"]
+    assert state["elbo"] == posterior.record.elbo
     assert state["rng"].dtype == torch.uint8 and state["permutation"].tolist() == list(range(40))
     for saved, fitted in zip(state["params"].values(), parameters(posterior), strict=True):
         assert torch.equal(saved, fitted)
@@ -139,7 +139,7 @@ def test_a_checkpoint_holds_the_fit_state_in_types_that_load_without_code(tmp_pa
     assert fingerprint["model"]["hidden"] == [5] and fingerprint["guide"] == "autonormal"
     assert fingerprint["options"]["lr_schedule"] == "cosine" and fingerprint["options"]["steps"] == SMALL_STEPS
     again = small_fit(resume=tmp_path, lr_schedule="cosine")  # a finished run resumes to its own posterior
-    assert again.info["resumed_from_step"] == SMALL_STEPS
+    assert again.record.resumed_from_step == SMALL_STEPS
     assert_same_fit(again, posterior)
 
 
@@ -226,6 +226,6 @@ def test_command_line_checkpoints_inside_the_out_folder_and_resumes(monkeypatch,
     main([*arguments, "--resume", str(out / "checkpoint"), "--out", str(out)])
     assert {path.name for path in out.iterdir()} == {"metrics.json", "posterior.nc", "fit.json", "predictive.png"}
     resumed, reference = Posterior.load(out), Posterior.load(tmp_path / "reference")
-    assert resumed.info["elbo"] == reference.info["elbo"] and resumed.info["resumed_from_step"] == 25
+    assert resumed.record.elbo == reference.record.elbo and resumed.record.resumed_from_step == 25
     for name, value in reference.samples.items():
         assert torch.equal(resumed.samples[name], value), name

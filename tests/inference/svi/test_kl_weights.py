@@ -11,9 +11,11 @@ from bnn.guides import MeanFieldGuide
 from bnn.guides.kl import gaussian_kl
 from bnn.inference import fit
 from bnn.inference.cli import build_parser, fit_options
-from bnn.inference.svi.kl_weights import KLWeighting, get_kl_weighting, kl_scaled
+from bnn.inference.svi.kl_weights import KLWeighting, kl_scaled
 from bnn.models import BayesianMLP, GaussianLikelihood, GaussianPrior
 from pyro.infer import JitTrace_ELBO, Trace_ELBO
+
+from bnn.options import parse_option
 
 
 def epoch_weights(weighting: KLWeighting, num_batches: int, epoch: int = 0, warmup_steps: int = 1) -> list[float]:
@@ -62,7 +64,7 @@ def test_warmup_weights_of_a_worked_example():
 
 def test_unknown_weighting_is_refused():
     with pytest.raises(ValueError, match="unknown kl_weighting 'annealed'; choose from \\['uniform', 'blundell', 'warmup'\\]"):
-        get_kl_weighting("annealed")
+        parse_option(KLWeighting, "annealed", "kl_weighting")
 
 
 def network() -> BayesianMLP:
@@ -100,21 +102,21 @@ def test_svi_applies_the_weight_of_every_step(weighting, jit):
     weighted = fit(network(), (x, y), kl_weighting=weighting, **options)
     uniform = fit(network(), (x, y), **options)
     kl = sum(gaussian_kl(loc, s, 0.8).sum() for loc, s in weighted.extras["guide"].site_loc_scale().values()).item()
-    warmup_steps = weighted.info.get("kl_warmup_steps", 1)
+    warmup_steps = weighted.record.kl_warmup_steps or 1
     assert weighting != "warmup" or warmup_steps == math.ceil(0.25 * 14)
-    for step, (a, b) in enumerate(zip(weighted.info["elbo"], uniform.info["elbo"])):
-        expected = 3 * get_kl_weighting(weighting).weight(batch=step % 3, num_batches=3, step=step,
+    for step, (a, b) in enumerate(zip(weighted.record.elbo, uniform.record.elbo)):
+        expected = 3 * KLWeighting(weighting).weight(batch=step % 3, num_batches=3, step=step,
                                                           warmup_steps=warmup_steps)
         assert 1 - (a - b) / kl == pytest.approx(expected, abs=1e-3)
-    assert weighted.info["kl_weighting"] == weighting and uniform.info["kl_weighting"] == "uniform"
+    assert weighted.record.kl_weighting == weighting and uniform.record.kl_weighting == "uniform"
 
 
 def test_full_batch_blundell_is_plain_svi():
     x, y = torch.randn(20, 2), torch.randn(20)
     options = dict(guide="meanfield", steps=10, seed=2, progress=False, num_draws=3)
-    assert fit(network(), (x, y), kl_weighting="blundell", **options).info["elbo"] == fit(
+    assert fit(network(), (x, y), kl_weighting="blundell", **options).record.elbo == fit(
         network(), (x, y), **options
-    ).info["elbo"]
+    ).record.elbo
 
 
 @pytest.mark.parametrize(

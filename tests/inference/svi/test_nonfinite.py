@@ -48,7 +48,7 @@ def test_a_nan_elbo_names_the_step_and_the_parameter_and_keeps_the_parameters_be
     kept = [value.detach() for value in error.posterior.extras["param_state"]["params"].values()]
     for value, stored, reference in zip(kept, saved["params"].values(), expected, strict=True):
         assert torch.isfinite(value).all() and torch.equal(value, stored) and torch.equal(value, reference)
-    assert error.posterior.info["stopped"] == "non-finite ELBO at step 1" and error.posterior.num_draws == 7
+    assert error.posterior.record.stopped == "non-finite ELBO at step 1" and error.posterior.num_draws == 7
 
 
 def test_a_scale_that_underflows_is_the_same_failure_named_at_its_site(toy):

@@ -27,9 +27,9 @@ def test_same_seed_same_numbers_different_seed_different_numbers(toy):
     a = fit(small_model(), toy, steps=30, seed=3, progress=False, num_draws=20)
     b = fit(small_model(), toy, steps=30, seed=3, progress=False, num_draws=20)
     c = fit(small_model(), toy, steps=30, seed=4, progress=False, num_draws=20)
-    assert a.info["elbo"] == b.info["elbo"]
+    assert a.record.elbo == b.record.elbo
     assert all(torch.equal(a.samples[k], b.samples[k]) for k in a.samples)
-    assert a.info["elbo"] != c.info["elbo"]
+    assert a.record.elbo != c.record.elbo
 
 
 def test_fits_do_not_leak_parameters_and_leave_the_global_rng_alone(toy):
@@ -43,8 +43,8 @@ def test_fits_do_not_leak_parameters_and_leave_the_global_rng_alone(toy):
     other = fit(BayesianMLP(1, 1, hidden=(8,), activation="relu"), toy, steps=25, seed=2, progress=False, num_draws=10)
     again = fit(small_model(), toy, steps=25, seed=1, progress=False, num_draws=10)
     assert torch.equal(torch.rand(3), expected_next)
-    assert again.info["elbo"] == alone.info["elbo"]
-    assert other.info["elbo"] != alone.info["elbo"]
+    assert again.record.elbo == alone.record.elbo
+    assert other.record.elbo != alone.record.elbo
     assert torch.all(pyro.param("AutoNormal.locs.layers.0.weight") == 99.0)
     pyro.get_param_store().clear()
 
@@ -64,13 +64,13 @@ def test_recovers_a_known_function(toy):
 def test_minibatches_epochs_particles_and_schedules(toy):
     posterior = fit(small_model(), toy, epochs=3, batch_size=20, num_particles=4, lr_schedule="exponential",
                     progress=False, num_draws=5)
-    assert posterior.info["steps"] == 9 and len(posterior.info["elbo"]) == 9
-    assert posterior.info["batch_size"] == 20
+    assert posterior.record.steps == 9 and len(posterior.record.elbo) == 9
+    assert posterior.record.batch_size == 20
 
 
 def test_a_user_autoguide_class_and_a_user_guide_callable(toy):
     posterior = fit(small_model(), toy, guide=AutoDiagonalNormal, steps=10, progress=False, num_draws=5)
-    assert posterior.info["guide"] == "AutoDiagonalNormal"
+    assert posterior.record.guide == "AutoDiagonalNormal"
 
     model = small_model()
 
@@ -80,7 +80,7 @@ def test_a_user_autoguide_class_and_a_user_guide_callable(toy):
             pyro.sample(site.name, pyro.distributions.Delta(loc).to_event(len(site.shape)))
 
     posterior = fit(model, toy, guide=point_guide, steps=10, progress=False, num_draws=4)
-    assert posterior.info["guide"] == "point_guide" and posterior.samples["layers.0.weight"].shape == (1, 4, 8, 1)
+    assert posterior.record.guide == "point_guide" and posterior.samples["layers.0.weight"].shape == (1, 4, 8, 1)
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,6 @@ def test_constant_rate_without_a_scheduler_takes_the_scheduled_optimisers_steps(
     options = dict(steps=12, batch_size=8, lr=0.05, seed=4, progress=False, num_draws=3)
     plain = fit(BayesianMLP(2, 1, hidden=(3,)), (x, y), lr_schedule="constant", **options)
     scheduled = fit(BayesianMLP(2, 1, hidden=(3,)), (x, y), lr_schedule="exponential", final_lr_fraction=1.0, **options)
-    assert plain.info["elbo"] == scheduled.info["elbo"]
+    assert plain.record.elbo == scheduled.record.elbo
     assert all(torch.equal(plain.samples[k], scheduled.samples[k]) for k in plain.samples)
-    assert 0 < plain.info["first_step_seconds"] <= plain.info["train_seconds"]
+    assert 0 < plain.record.first_step_seconds <= plain.record.train_seconds

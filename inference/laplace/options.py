@@ -1,0 +1,52 @@
+"""The options of a Laplace fit, validated when they are built."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bnn.inference.laplace.curvature import HessianType, Structure, check_combination
+
+from bnn.options import Options, choice, flag, option, positive_int, positive_number, seed
+
+
+@dataclass(frozen=True)
+class LaplaceOptions(Options):
+    r"""Options of :func:`~bnn.inference.laplace.fit_laplace`.
+
+    Attributes
+    ----------
+    hessian : {"ggn", "exact"}
+        The likelihood curvature, a :class:`~bnn.inference.laplace.curvature.HessianType`.
+    structure : {"full", "diag", "last-layer"}
+        Which entries of :math:`\Lambda` are kept, a :class:`~bnn.inference.laplace.curvature.Structure`.
+    tune_prior_precision : bool
+        Scale a Gaussian prior's precision by the :math:`\alpha` maximising the Laplace
+        log marginal likelihood at :math:`\theta_{MAP}` (GGN only).
+    map_steps, map_lr : int, float
+        Adam steps and rate of the MAP fit before the L-BFGS polish.
+    map_tolerance : float
+        The polish stops once no entry of the log joint's gradient exceeds this.
+    max_memory_gib : float
+        Refuse, before any work, a structure whose curvature needs more memory than this.
+    num_draws : int
+        Draws from :math:`q` kept in the :class:`~bnn.inference.posterior.Posterior` (the MC predictive and ArviZ
+        use them).
+    seed : int
+        Seeds the MAP initialisation and the draws.
+    progress : bool
+        Show tqdm bars.
+    """
+
+    hessian: HessianType = option("ggn", choice(HessianType))
+    structure: Structure = option("full", choice(Structure))
+    tune_prior_precision: bool = option(False, flag)
+    map_steps: int = option(1000, positive_int)
+    map_lr: float = option(0.01, positive_number)
+    map_tolerance: float = option(1e-2, positive_number)
+    max_memory_gib: float = option(2.0, positive_number)
+    num_draws: int = option(1000, positive_int)
+    seed: int = option(0, seed)
+    progress: bool = option(True, flag)
+
+    def check(self) -> None:
+        check_combination(self.hessian, self.structure)

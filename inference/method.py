@@ -1,0 +1,35 @@
+"""An inference method as the collection registers it: a name, a typed option set and the function that runs it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from bnn.inference.posterior import Posterior
+
+from bnn.options import Options
+
+
+@dataclass(frozen=True)
+class Method:
+    """One inference method.
+
+    Attributes
+    ----------
+    name : str
+        The name ``fit(..., method=name)`` and the command line take.
+    options : type of Options
+        Its option set; building it validates every option before any work starts.
+    run : callable
+        ``run(model, x, y, options) -> Posterior`` on validated training tensors.
+    """
+
+    name: str
+    options: type[Options]
+    run: Callable[[Any, torch.Tensor, torch.Tensor, Options], Posterior]
+
+    def __call__(self, model, x: torch.Tensor, y: torch.Tensor, **options: Any) -> Posterior:
+        """Parse ``options`` (``ValueError`` for unknown or bad ones), then run."""
+        return self.run(model, x, y, self.options.parse(self.name, options))

@@ -1,0 +1,83 @@
+"""The options of a NUTS run, validated when they are built."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from bnn.inference.nuts.fit import DEFAULT_ENGINE, MIN_SAMPLES, ChainMethod, Engine, InitStrategy
+
+from bnn.options import Options, choice, flag, integer, option, optional, probability, seed
+
+MAX_TREE_DEPTH = 20
+"""The deepest trajectory accepted: :math:`2^{20} - 1` leapfrog steps per draw is already far past any useful run."""
+
+
+def initial_values(option_name: str, value: Any) -> InitStrategy | dict[str, Any]:
+    """An :class:`InitStrategy` (or its string), or a mapping of site values (checked against the model later)."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    try:
+        return InitStrategy(value)
+    except ValueError:
+        raise ValueError(f"unknown {option_name} {value!r}; choose from {[s.value for s in InitStrategy]} or give a "
+                         "mapping of site values") from None
+
+
+@dataclass(frozen=True)
+class NUTSOptions(Options):
+    r"""Options of :func:`~bnn.inference.nuts.fit_nuts`.
+
+    Attributes
+    ----------
+    num_warmup : int
+        Adaptation iterations per chain, discarded (>= 0).
+    num_samples : int
+        Draws kept per chain (>= 4).
+    num_chains : int, optional
+        Independent chains (default ``min(2, cores)``); R-hat needs at least 2.
+    target_accept : float
+        Target of the step-size adaptation, in (0, 1); raise it (0.9, 0.95) against divergences.
+    max_tree_depth : int
+        Trajectories stop at :math:`2^{\text{max\_tree\_depth}} - 1` leapfrog steps (1 to ``MAX_TREE_DEPTH``).
+    dense_mass : bool
+        Adapt a dense mass matrix (captures correlations; :math:`O(d^2)` memory) instead of a diagonal.
+    init : {"prior", "map"} or mapping
+        See :class:`~bnn.inference.nuts.fit.InitStrategy`; or site values in the constrained space, each of the
+        site's shape (all chains) or ``(num_chains, *site_shape)``; sites left out start from the prior.
+    chain_method : {"auto", "parallel", "sequential"}
+        See :class:`~bnn.inference.nuts.fit.ChainMethod`; all give the same draws. ``auto`` falls back to
+        sequential chains (with a warning) where processes cannot work, ``parallel`` raises instead.
+    jit_compile : bool
+        Compile :math:`U`: Pyro traces it with the PyTorch JIT; the nutpie engine picks the flat
+        potential's fastest working backend (see :class:`~bnn.inference.nuts.potential.Backend`), and
+        without it evaluates the flat potential eagerly.
+    engine : {"nutpie", "pyro"}
+        See :class:`~bnn.inference.nuts.fit.Engine`; nutpie (the default when installed) refuses
+        ``dense_mass=True`` and ``num_warmup=0``.
+    seed : int
+        Seeds a generator that draws one seed per chain; the same seed gives the same draws,
+        in processes or in sequence.
+    progress : bool
+        Show a tqdm bar per chain.
+    """
+
+    num_warmup: int = option(200, integer(minimum=0))
+    num_samples: int = option(200, integer(minimum=MIN_SAMPLES))
+    num_chains: int | None = option(None, optional(integer(minimum=1)))
+    target_accept: float = option(0.8, probability)
+    max_tree_depth: int = option(10, integer(minimum=1, maximum=MAX_TREE_DEPTH))
+    dense_mass: bool = option(False, flag)
+    init: InitStrategy | dict[str, Any] = option("prior", initial_values)
+    chain_method: ChainMethod = option("auto", choice(ChainMethod))
+    jit_compile: bool = option(True, flag)
+    engine: Engine = option(DEFAULT_ENGINE, choice(Engine))
+    seed: int = option(0, seed)
+    progress: bool = option(True, flag)
+
+    def check(self) -> None:
+        if self.engine is Engine.NUTPIE and self.dense_mass:
+            raise ValueError("the nutpie engine has no dense mass matrix; pass engine='pyro' or dense_mass=False")
+        if self.engine is Engine.NUTPIE and self.num_warmup == 0:
+            raise ValueError("the nutpie engine needs num_warmup >= 1 (it panics without adaptation); pass engine='pyro'")

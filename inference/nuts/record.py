@@ -1,0 +1,82 @@
+"""What a NUTS run records: its options, its chains (seeds, times, gradients, faults) and its convergence checks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from bnn.inference.convergence import ChainDiagnostics
+from bnn.inference.record import FitRecord, register_record
+
+
+@register_record
+@dataclass(kw_only=True)
+class NUTSRecord(FitRecord):
+    """The record of :func:`~bnn.inference.nuts.fit_nuts`.
+
+    Attributes
+    ----------
+    num_warmup, num_samples, num_chains, target_accept, max_tree_depth, dense_mass, jit_compile : as the options
+    init : str
+        The chains' start: ``"prior"``, ``"map"`` or ``"values"`` (given site values).
+    chain_method : str
+        ``"parallel"`` (processes) or ``"sequential"``, as the chains actually ran.
+    engine : str
+        The NUTS implementation (``"nutpie"`` or ``"pyro"``).
+    potential : str
+        ``"flat"`` (the model's fast potential) or ``"trace"`` (Pyro's generic one); ``potential_reason`` says why
+        the flat one was not used.
+    chain_seeds, chain_seconds, chain_gradients : list
+        Per chain kept: its seed, wall time and gradient evaluations (warmup included).
+    gradient_evaluations : int
+        The sum of ``chain_gradients``.
+    diagnostics : ChainDiagnostics
+        R-hat (weights and predictive), ESS, divergences and the verdict.
+    chains_kept : list of int
+        The chains whose draws the posterior holds.
+    failed_chains : dict of str to str, optional
+        The error of every chain that failed.
+    incomplete : bool
+        The run was interrupted (Ctrl-C, SIGTERM) and holds fewer draws than asked; ``incomplete_reason`` says what.
+    """
+
+    method: ClassVar[str] = "nuts"
+    num_warmup: int
+    num_samples: int
+    num_chains: int
+    target_accept: float
+    max_tree_depth: int
+    dense_mass: bool
+    init: str
+    chain_method: str
+    jit_compile: bool
+    engine: str
+    potential: str
+    potential_reason: str | None = None
+    chain_seeds: list[int]
+    chain_seconds: list[float]
+    chain_gradients: list[int]
+    gradient_evaluations: int
+    diagnostics: ChainDiagnostics
+    chains_kept: list[int]
+    failed_chains: dict[str, str] | None = None
+    incomplete: bool = False
+    incomplete_reason: str | None = None
+
+    @property
+    def converged(self) -> bool:
+        """NUTS's own verdict (:attr:`ChainDiagnostics.converged`)."""
+        return self.diagnostics.converged
+
+    def problems(self) -> list[str]:
+        found = [] if self.converged else ["NUTS did not converge (see the R-hat, ESS and divergences columns)"]
+        if self.failed_chains:
+            found.append(f"chains failed: {self.failed_chains}")
+        if self.incomplete:
+            found.append(f"NUTS was interrupted: {self.incomplete_reason}")
+        return found
+
+    def metrics(self) -> dict[str, Any]:
+        faults = {key: value for key, value in (("failed_chains", self.failed_chains), ("incomplete", self.incomplete or None),
+                                                ("incomplete_reason", self.incomplete_reason)) if value is not None}
+        return {**vars(self.diagnostics), "engine": self.engine, **faults}

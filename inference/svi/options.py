@@ -1,0 +1,127 @@
+"""The options of an SVI fit, validated when they are built."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from bnn.inference.svi.kl_weights import KLWeighting
+from bnn.inference.svi.schedules import LRSchedule
+
+from bnn.options import (
+    Options,
+    choice,
+    flag,
+    fraction,
+    mapping,
+    option,
+    optional,
+    path,
+    positive_int,
+    positive_number,
+    seed,
+)
+
+ADAM_BETAS = (0.9, 0.999)
+"""Adam's moment decay rates (torch's defaults)."""
+DEFAULT_STEPS = 2000
+DEFAULT_KL_WARMUP_FRACTION = 0.25
+
+
+@dataclass(frozen=True)
+class SVIOptions(Options):
+    r"""Options of :func:`~bnn.inference.svi.fit_svi`.
+
+    Attributes
+    ----------
+    guide : str, GuideFactory, AutoGuide class or callable
+        See :func:`bnn.guides.registry.build_guide`.
+    guide_options : dict, optional
+        Options for a guide given by name or factory.
+    steps, epochs : int, optional
+        Length of the run, in optimiser steps or in passes over the data (default 2000 steps).
+    batch_size : int, optional
+        Minibatch size (default: the full data).
+    lr, lr_schedule, final_lr_fraction
+        Adam's base rate and its :class:`~bnn.inference.svi.schedules.LRSchedule`.
+    num_particles : int
+        Draws per ELBO estimate, vectorised.
+    jit : bool
+        Use ``JitTrace_ELBO`` (faster per step, compiles on the first step).
+    kl_weighting : KLWeighting or str
+        The KL's weight :math:`\pi_i` in minibatch :math:`i` of :math:`M`: ``"uniform"``
+        (:math:`1/M`, plain SVI), ``"blundell"`` (:math:`2^{M-i}/(2^M-1)`) or ``"warmup"``
+        (annealed in linearly); step :math:`i` minimises
+        :math:`M\pi_i\,\mathrm{KL} - \tfrac{N}{|B|}\log p(\mathcal{D}_i \mid W)`, see
+        :mod:`bnn.inference.svi.kl_weights`. The recorded ELBO is this weighted objective.
+    kl_warmup_fraction : float, optional
+        With ``"warmup"``: the fraction of the run, in (0, 1], over which the KL weight
+        rises linearly to its full value (default 0.25).
+    num_draws : int
+        Draws from the fitted guide kept in the :class:`~bnn.inference.posterior.Posterior`.
+    seed : int
+        Seeds the initialisation, minibatches, ELBO draws and posterior draws.
+    progress : bool
+        Show a tqdm bar with the running ELBO.
+    checkpoint_dir : str or Path, optional
+        Folder for checkpoints (:mod:`bnn.inference.svi.checkpoint`), written every ``checkpoint_every``
+        steps, at the end, and on Ctrl-C or SIGTERM, which then end the fit after the current step
+        (``KeyboardInterrupt`` or ``SystemExit``, with the folder named); must not hold another
+        fit's checkpoint.
+    checkpoint_every : int, optional
+        Steps between checkpoints (default 1000 when there is a checkpoint folder).
+    resume : str or Path, optional
+        A checkpoint folder to continue from; the fit must have the same model, guide, data,
+        ``seed`` and trajectory options, and ends with the numbers of a run never stopped.
+        Checkpoints go on being written there unless ``checkpoint_dir`` names another folder.
+    """
+
+    guide: Any = option("autonormal")
+    guide_options: dict[str, Any] = option(None, mapping)
+    steps: int | None = option(None, optional(positive_int))
+    epochs: int | None = option(None, optional(positive_int))
+    batch_size: int | None = option(None, optional(positive_int))
+    lr: float = option(0.01, positive_number)
+    lr_schedule: LRSchedule = option("constant", choice(LRSchedule))
+    final_lr_fraction: float = option(0.1, fraction)
+    num_particles: int = option(1, positive_int)
+    jit: bool = option(False, flag)
+    kl_weighting: KLWeighting = option("uniform", choice(KLWeighting))
+    kl_warmup_fraction: float | None = option(None, optional(fraction))
+    num_draws: int = option(1000, positive_int)
+    seed: int = option(0, seed)
+    progress: bool = option(True, flag)
+    checkpoint_dir: Path | None = option(None, optional(path))
+    checkpoint_every: int | None = option(None, optional(positive_int))
+    resume: Path | None = option(None, optional(path))
+
+    def check(self) -> None:
+        if self.steps is not None and self.epochs is not None:
+            raise ValueError("give steps or epochs, not both")
+        if self.kl_warmup_fraction is not None and self.kl_weighting is not KLWeighting.WARMUP:
+            raise ValueError(f"kl_warmup_fraction applies to kl_weighting='warmup' only, not {self.kl_weighting.value!r}")
+        if self.checkpoint_every is not None and self.checkpoint_dir is None and self.resume is None:
+            raise ValueError("checkpoint_every needs checkpoint_dir (or resume) to say where checkpoints go")
+        check_lr(self.lr)
+
+    @property
+    def warmup_fraction(self) -> float:
+        """The KL warm-up fraction in force (its default where none was given)."""
+        return DEFAULT_KL_WARMUP_FRACTION if self.kl_warmup_fraction is None else self.kl_warmup_fraction
+
+
+def check_lr(lr: float) -> None:
+    r"""Refuse an ``lr`` so large that Adam cannot take its first step.
+
+    Adam's step :math:`t` moves a weight by :math:`\frac{\mathrm{lr}}{1-\beta_1^t}\,\hat m_t/(\sqrt{\hat v_t}+\epsilon)`;
+    torch turns the factor :math:`\mathrm{lr}/(1-\beta_1^t)`, largest at :math:`t = 1`, into the parameters'
+    dtype, so it must not exceed that dtype's largest number (about 3.4e37 for ``lr`` in float32). A schedule
+    only lowers the rate.
+    """
+    dtype = torch.get_default_dtype()
+    bound = torch.finfo(dtype).max * (1 - ADAM_BETAS[0])
+    if lr > bound:
+        raise ValueError(f"lr {lr!r} is above {bound:.4g}, the largest rate whose first Adam step, lr / (1 - beta1), "
+                         f"is a finite {dtype}; use a far smaller lr (such as 0.01)")

@@ -1,0 +1,53 @@
+"""What an SVI fit records: its trajectory options, the ELBO of every step, and why it stopped early if it did."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from bnn.inference.record import FitRecord, register_record
+
+
+@register_record
+@dataclass(kw_only=True)
+class SVIRecord(FitRecord):
+    r"""The record of :func:`~bnn.inference.svi.fit_svi`.
+
+    Attributes
+    ----------
+    first_step_seconds : float
+        Wall time of the first step (it compiles a JIT loss).
+    steps, batch_size, lr, lr_schedule, num_particles, jit, kl_weighting : as the options
+        The trajectory that was run (``steps`` done, fewer when the fit stopped early).
+    kl_warmup_steps : int, optional
+        With ``kl_weighting="warmup"``, the steps over which the KL weight rose to 1.
+    resumed_from_step : int, optional
+        The checkpoint step a resumed fit continued from.
+    elbo : list of float
+        The ELBO estimate of every step (with a non-uniform KL weighting, the weighted objective).
+    final_elbo : float
+        The mean ELBO over the last 50 steps, :math:`\mathcal{L} \le \log p(\mathcal{D})`.
+    stopped : str, optional
+        Why the fit stopped before its last step (a non-finite ELBO).
+    """
+
+    method: ClassVar[str] = "svi"
+    first_step_seconds: float
+    steps: int
+    batch_size: int
+    lr: float
+    lr_schedule: str
+    num_particles: int
+    jit: bool
+    kl_weighting: str
+    kl_warmup_steps: int | None = None
+    resumed_from_step: int | None = None
+    final_elbo: float
+    elbo: list[float]
+    stopped: str | None = None
+
+    def problems(self) -> list[str]:
+        return [] if self.stopped is None else [f"SVI stopped early: {self.stopped}"]
+
+    def metrics(self) -> dict[str, Any]:
+        return {"final_elbo": self.final_elbo, **({} if self.stopped is None else {"stopped": self.stopped})}
