@@ -37,7 +37,8 @@ def test_an_option_set_parses_every_field_when_built():
 
 
 @pytest.mark.parametrize("given, message", [
-    ({"stpes": 3}, r"method 'example' takes no option\(s\) \['stpes'\]; it takes \['colour', 'limit', 'rate', 'steps', 'verbose'\]"),
+    ({"stpes": 3}, r"method 'example' takes no option\(s\) \['stpes'\]; it takes "
+                   r"\['colour', 'limit', 'rate', 'steps', 'verbose'\]"),
     ({"steps": 0}, r"steps must be an integer >= 1 and <= 100, got 0"),
     ({"steps": True}, r"steps must be an integer >= 1 and <= 100, got True"),
     ({"steps": 2.0}, r"steps must be an integer >= 1 and <= 100, got 2.0"),
