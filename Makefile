@@ -3,6 +3,9 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 OUT ?= results/demo
+# lint-imports finds a package's modules by walking its folder, which misses the package-dir mapping of
+# pyproject.toml (bnn.inference lives in inference/): it runs on a tree of links laid out like the installed bnn
+IMPORT_TREE := build/import-tree
 
 .PHONY: demo test lint
 
@@ -19,6 +22,9 @@ demo: $(VENV)/.installed
 	$(PY) -m bnn compare --dataset toy1d --methods svi,nuts,laplace --out $(OUT) --overwrite
 
 test: $(VENV)/.installed
+	rm -rf $(IMPORT_TREE) && mkdir -p $(IMPORT_TREE)/bnn
+	ln -s $(CURDIR)/bnn/* $(CURDIR)/datasets $(CURDIR)/models $(CURDIR)/guides $(CURDIR)/inference $(IMPORT_TREE)/bnn/
+	cd $(IMPORT_TREE) && $(abspath $(VENV))/bin/lint-imports --config $(CURDIR)/pyproject.toml --no-cache
 	$(PY) -m pytest
 
 lint: $(VENV)/.installed

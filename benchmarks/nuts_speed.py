@@ -24,7 +24,7 @@ never needs them.
 
 Usage::
 
-    python -m benchmarks.nuts_speed [--uci-dir ../shared/data/uci] [--engines nutpie,numpyro]
+    python -m benchmarks.nuts_speed [--uci-dir UCI_DIR] [--engines nutpie,numpyro]
         [--warmup 300] [--draws 300] [--repeats 3] [--backends numpy,trace,eager,compile]
 """
 

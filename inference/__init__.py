@@ -2,8 +2,12 @@
 
 import warnings
 
-# arviz 0.23 announces its 1.x refactor on import; 1.x needs Python >= 3.12 and is not used here
-warnings.filterwarnings("ignore", message=r"\s*ArviZ is undergoing a major refactor", category=FutureWarning)
+# arviz 0.23 announces its 1.x refactor (a FutureWarning, once a day) when first imported; 1.x needs
+# Python >= 3.12 and is not used here. Every module of bnn.inference runs this first, so this is the
+# package's first import of arviz, and the warning filters of the process are left as they were.
+with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", message=r"\s*ArviZ is undergoing a major refactor", category=FutureWarning)
+    import arviz  # noqa: F401
 
 from bnn.inference.fit import METHODS, fit  # noqa: E402
 from bnn.inference.posterior import Posterior  # noqa: E402
