@@ -19,7 +19,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 demo: $(VENV)/.installed
-	$(PY) -m bnn compare --dataset toy1d --methods svi,nuts,laplace --out $(OUT) --overwrite
+	$(VENV)/bin/bnn compare --dataset toy1d --methods svi,nuts,laplace --out $(OUT) --overwrite
 
 test: $(VENV)/.installed
 	rm -rf $(IMPORT_TREE) && mkdir -p $(IMPORT_TREE)/bnn

@@ -1,4 +1,4 @@
-"""Command line: ``python -m bnn fit ...``; choices come from the registries.
+"""Command line: ``bnn fit ...``, ``bnn compare ...`` (or ``python -m bnn ...``); choices come from the registries.
 
 Every run writes into ``--out`` atomically: the folder appears complete or not at all. An SVI ``fit``
 checkpoints into ``<out>/checkpoint`` (every ``DEFAULT_CHECKPOINT_EVERY`` steps and on Ctrl-C/SIGTERM) until the
@@ -82,7 +82,8 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     data = parser.add_argument_group("data")
     data.add_argument("--dataset", default="toy1d", metavar="NAME",
                       help=f"built-in {{{','.join(DATASETS.names())}}}, or a UCI folder name with --uci-dir")
-    data.add_argument("--uci-dir", type=Path, help="folder of the UCI benchmark (for example ../shared/data/uci)")
+    data.add_argument("--uci-dir", type=Path, help="folder of a UCI benchmark in its standard layout: one folder per data set with data/data.txt "
+                      "and the split index files")
     data.add_argument("--split", type=int, help="UCI split number (default 0); needs --uci-dir")
     model = parser.add_argument_group("model")
     model.add_argument("--hidden", type=_widths, default=(50,), help="hidden widths, comma-separated (default 50)")
@@ -188,7 +189,7 @@ def checkpoint_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def command_line(args: argparse.Namespace) -> str:
     """The command that made the run, quoted so that a shell runs it again."""
-    return shlex.join(["python", "-m", "bnn", *args.argv])
+    return shlex.join(["bnn", *args.argv])
 
 
 def run_metrics(args: argparse.Namespace, dataset, model: BayesianMLP, posterior) -> dict[str, Any]:
@@ -262,10 +263,9 @@ def method_specs(text: str) -> list[tuple[str, str | None]]:
 
 COMPARE_BUDGET: dict[str, dict[str, Any]] = {"svi": {"jit": True, "steps": 10000}}
 """Per-method defaults of ``compare`` (under any option the user gives). SVI runs 10,000 JIT-compiled steps: at
-``fit``'s default 2,000 the mean-field ELBO is still rising on toy1d and yacht (yacht split 0, meanfield: test RMSE
-2.38 after 2,000 steps, 0.96 after 10,000). NUTS keeps ``fit``'s defaults, maximum tree depth 10 included: a lower
-depth made this posterior's predictive under-dispersed (shared/DESIGN.md). The no-option run on toy1d stays
-under 3 minutes on 2 cores (README, Measured)."""
+``fit``'s default 2,000 the mean-field ELBO is still rising on toy1d and yacht. NUTS keeps ``fit``'s defaults, maximum
+tree depth 10 included: a lower depth made this posterior's predictive under-dispersed. The measurements behind both
+are in the README's "Measured" section."""
 
 
 def options_per_method(specs: list[tuple[str, str | None]], options: dict[str, Any]) -> list[dict[str, Any]]:
@@ -303,14 +303,14 @@ def run_compare(args: argparse.Namespace) -> pd.DataFrame:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The parser of ``python -m bnn``: subcommands ``fit`` and ``compare``, choices from the registries.
+    """The parser of ``bnn``: subcommands ``fit`` and ``compare``, choices from the registries.
 
     Returns
     -------
     argparse.ArgumentParser
         Parsed arguments carry ``run``, the function of the chosen subcommand.
     """
-    parser = argparse.ArgumentParser(prog="python -m bnn", description=__doc__)
+    parser = argparse.ArgumentParser(prog="bnn", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     fit_parser = commands.add_parser("fit", help="fit one model, write metrics, posterior and a plot")
     add_model_arguments(fit_parser)
@@ -339,7 +339,7 @@ def check_data_arguments(args: argparse.Namespace) -> None:
         return
     if args.dataset not in DATASETS:
         raise ValueError(f"unknown dataset {args.dataset!r}; choose a built-in one from {DATASETS.names()}, or pass "
-                         f"--uci-dir ../shared/data/uci for a UCI data set such as 'yacht'")
+                         f"--uci-dir with the folder of the UCI benchmark for a UCI data set such as 'yacht'")
     if args.split is not None:
         raise ValueError(f"--split {args.split} picks a split of a UCI data set; pass --uci-dir too, or drop --split "
                          f"(the built-in {args.dataset!r} has one fixed split)")
@@ -357,12 +357,12 @@ def interrupted_message(args: argparse.Namespace, error: KeyboardInterrupt) -> s
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run ``python -m bnn`` with ``argv``.
+    """Run ``bnn`` (the console script, or ``python -m bnn``) with ``argv``.
 
     Parameters
     ----------
     argv : list of str, optional
-        The arguments after ``python -m bnn`` (default ``sys.argv[1:]``); the run records them as its
+        The arguments after ``bnn`` (default ``sys.argv[1:]``); the run records them as its
         command.
 
     Returns

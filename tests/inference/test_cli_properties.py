@@ -53,7 +53,7 @@ FILES = {"svi": {"metrics.json", "posterior.nc", "fit.json", "predictive.png"},
 
 
 def run_cli(arguments: list[str], capsys) -> tuple[int, str]:
-    """Exit status and stderr of ``python -m bnn fit`` with ``arguments`` (after fixed ones)."""
+    """Exit status and stderr of ``bnn fit`` with ``arguments`` (after fixed ones)."""
     try:
         code = main(["fit", "--dataset", "toy1d", "--quiet", "--hidden", "2", *arguments])
     except SystemExit as exit_info:
@@ -66,7 +66,7 @@ def clean_error(err: str) -> str:
     assert "Traceback" not in err and "Warning" not in err
     *usage, message = err.rstrip("\n").split("\n")
     assert all(line.startswith(("usage: ", " ")) for line in usage), err  # argparse's usage block only
-    assert re.fullmatch(r"(python -m bnn fit: )?error: \S.*", message), err
+    assert re.fullmatch(r"(bnn fit: )?error: \S.*", message), err
     return message
 
 

@@ -18,7 +18,7 @@ def test_compare_command_writes_the_report_of_all_three_methods(tmp_path):
     assert {"report.md", "comparison.csv", "ranking.csv", "predictive.png", "overlay.png", "forest.png", "marginals.png",
             "std_vs_error.png", *(f"trace-{fit}.png" for fit in fits), *(f"posterior-{fit}.nc" for fit in fits)} == names
     report = (out / "report.md").read_text()
-    assert f"Command: `python -m bnn {' '.join(argv)}`" in report
+    assert f"Command: `bnn {' '.join(argv)}`" in report
     for png in (p for p in names if p.endswith(".png")):
         assert f"]({png})" in report
     assert "pyro-ppl 1.9.2" in report and "nutpie 0.16.8" in report and "arviz 0.23.4" in report
