@@ -22,6 +22,8 @@ import torch
 from bnn.models.priors import GaussianPrior, Prior
 from bnn.models.sites import WeightSite
 
+from bnn.options import parse_option
+
 
 class KLEstimator(str, Enum):
     """How a mean-field guide estimates the KL of each weight site to its prior."""
@@ -36,10 +38,7 @@ class KLEstimator(str, Enum):
 
 def get_kl_estimator(value: KLEstimator | str) -> KLEstimator:
     """Accept the enum or its string; raise ``ValueError`` naming the choices."""
-    try:
-        return KLEstimator(value)
-    except ValueError:
-        raise ValueError(f"unknown kl estimator {value!r}; choose from {[k.value for k in KLEstimator]}") from None
+    return parse_option(KLEstimator, value, "kl estimator")
 
 
 def site_estimators(

@@ -82,8 +82,8 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     data = parser.add_argument_group("data")
     data.add_argument("--dataset", default="toy1d", metavar="NAME",
                       help=f"built-in {{{','.join(DATASETS.names())}}}, or a UCI folder name with --uci-dir")
-    data.add_argument("--uci-dir", type=Path, help="folder of a UCI benchmark in its standard layout: one folder per data set with data/data.txt "
-                      "and the split index files")
+    data.add_argument("--uci-dir", type=Path, help="folder of a UCI benchmark in its standard layout: one folder per data set "
+                      "with data/data.txt and the split index files")
     data.add_argument("--split", type=int, help="UCI split number (default 0); needs --uci-dir")
     model = parser.add_argument_group("model")
     model.add_argument("--hidden", type=_widths, default=(50,), help="hidden widths, comma-separated (default 50)")

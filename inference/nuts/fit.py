@@ -529,12 +529,7 @@ def _convergence_message(diagnostics: ChainDiagnostics, num_chains: int, num_sam
 def _chain_inits(init: Any, model, x, y, num_chains: int) -> list[InitStrategy | dict[str, torch.Tensor]]:
     """Each chain's start: a strategy, or the given constrained values checked against the sites."""
     if not isinstance(init, Mapping):
-        try:
-            return [InitStrategy(init)] * num_chains
-        except ValueError:
-            raise ValueError(
-                f"unknown init {init!r}; choose from {[s.value for s in InitStrategy]} or give a mapping of site values"
-            ) from None
+        return [init] * num_chains  # an InitStrategy: NUTSOptions parsed it
     sites = latent_sites(poutine.trace(model).get_trace(x, y))  # the program's sites, whatever the model declares
     shapes = {name: site["value"].shape for name, site in sites.items()}
     unknown = sorted(set(init) - set(shapes))
