@@ -44,7 +44,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from bnn.datasets import Dataset, load_dataset  # noqa: E402
 from bnn.inference import fit  # noqa: E402
-from bnn.inference.nuts.fit import DEFAULT_ENGINE, tree_depth  # noqa: E402
+from bnn.inference.nuts import DEFAULT_ENGINE  # noqa: E402
+from bnn.inference.nuts.chain import tree_depth  # noqa: E402
 from bnn.inference.nuts.potential import Backend, FlatPotential  # noqa: E402
 from bnn.models import BayesianMLP, GaussianLikelihood, GaussianPrior  # noqa: E402
 
@@ -89,7 +90,7 @@ def ess_of(draws: dict[str, np.ndarray]) -> np.ndarray:
 
 
 def mean_tree_depth(n_steps: np.ndarray) -> float:
-    """The mean over draws of ArviZ's tree depth (:func:`bnn.inference.nuts.fit.tree_depth`)."""
+    """The mean over draws of ArviZ's tree depth (:func:`bnn.inference.nuts.chain.tree_depth`)."""
     return float(np.mean(tree_depth(n_steps)))
 
 

@@ -25,7 +25,7 @@ from bnn.inference.evaluation.plots import plot_fit
 from bnn.inference.evaluation.report import write_comparison
 from bnn.inference.fit import METHODS, fit
 from bnn.inference.laplace.curvature import HessianType, Structure
-from bnn.inference.nuts.fit import ChainMethod, Engine, InitStrategy
+from bnn.inference.nuts import ChainMethod, Engine, InitStrategy
 from bnn.inference.svi.checkpoint import CHECKPOINT_FILE
 from bnn.inference.svi.fit import DEFAULT_CHECKPOINT_EVERY
 from bnn.inference.svi.kl_weights import KLWeighting

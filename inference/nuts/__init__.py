@@ -1,4 +1,12 @@
-"""The No-U-Turn sampler: Markov chains of the exact posterior (:func:`fit_nuts`), run by pluggable engines."""
+"""The No-U-Turn sampler: Markov chains of the exact posterior (:func:`fit_nuts`), run by pluggable engines.
+
+The modules, one concept each: :mod:`~bnn.inference.nuts.fit` (the method: seeds, starts, diagnostics, the record),
+:mod:`~bnn.inference.nuts.options` and :mod:`~bnn.inference.nuts.record` (its typed options and record),
+:mod:`~bnn.inference.nuts.chains` (running the chains in processes or in sequence),
+:mod:`~bnn.inference.nuts.chain` (one chain's job and draws), :mod:`~bnn.inference.nuts.engines` (the samplers
+that run a chain), :mod:`~bnn.inference.nuts.outcomes` (what survives faults) and
+:mod:`~bnn.inference.nuts.potential` (the flat potential).
+"""
 
 from __future__ import annotations
 
@@ -6,15 +14,10 @@ from typing import Any
 
 import torch
 from bnn.inference.method import Method
-from bnn.inference.nuts.fit import (
-    DEFAULT_ENGINE,
-    ChainMethod,
-    ConvergenceWarning,
-    Engine,
-    InitStrategy,
-    SequentialChainsWarning,
-    run_nuts,
-)
+from bnn.inference.nuts.chain import Engine, InitStrategy
+from bnn.inference.nuts.chains import ChainMethod, SequentialChainsWarning
+from bnn.inference.nuts.engines import DEFAULT_ENGINE
+from bnn.inference.nuts.fit import ConvergenceWarning, run_nuts
 from bnn.inference.nuts.options import NUTSOptions
 from bnn.inference.nuts.outcomes import IncompleteSamplingWarning
 from bnn.inference.nuts.record import NUTSRecord

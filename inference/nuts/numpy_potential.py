@@ -24,8 +24,8 @@ gradients :math:`-w/s^2` (Gaussian), :math:`-\mathrm{sign}(w)/b` (Laplace),
 responsibilities). For a learned noise with prior :math:`\text{HalfNormal}(c)`,
 :math:`\partial_u = \sum_i \big((y_i - f_i)^2/\sigma^2 - 1\big) - \sigma^2/c^2 + 1`.
 
-A gradient here costs a dozen NumPy calls of a few microseconds each, where a torch
-autograd call costs hundreds of microseconds on a small network: this is what lets nutpie
+A gradient here costs a dozen small NumPy calls, where torch autograd's fixed cost per call
+dominates on a small network (``benchmarks/results/nuts_speed.md``): this is what lets nutpie
 run the model at the speed of its Rust sampler. It covers the collection's own parts (the
 priors ``gaussian``, ``laplace``, ``scale-mixture``; every likelihood; the activations in
 :data:`ACTIVATION_DERIVATIVES`); for anything else, :class:`Unsupported` says which part, and

@@ -6,10 +6,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bnn.inference.nuts.fit import DEFAULT_ENGINE, MIN_SAMPLES, ChainMethod, Engine, InitStrategy
+from bnn.inference.nuts.chain import Engine, InitStrategy
+from bnn.inference.nuts.chains import ChainMethod
+from bnn.inference.nuts.engines import DEFAULT_ENGINE
 
 from bnn.options import Options, choice, flag, integer, option, optional, probability, seed
 
+MIN_SAMPLES = 4
+"""Draws per chain at least: split R-hat and ESS need 4."""
 MAX_TREE_DEPTH = 20
 """The deepest trajectory accepted: :math:`2^{20} - 1` leapfrog steps per draw is already far past any useful run."""
 
@@ -44,17 +48,17 @@ class NUTSOptions(Options):
     dense_mass : bool
         Adapt a dense mass matrix (captures correlations; :math:`O(d^2)` memory) instead of a diagonal.
     init : {"prior", "map"} or mapping
-        See :class:`~bnn.inference.nuts.fit.InitStrategy`; or site values in the constrained space, each of the
+        See :class:`~bnn.inference.nuts.chain.InitStrategy`; or site values in the constrained space, each of the
         site's shape (all chains) or ``(num_chains, *site_shape)``; sites left out start from the prior.
     chain_method : {"auto", "parallel", "sequential"}
-        See :class:`~bnn.inference.nuts.fit.ChainMethod`; all give the same draws. ``auto`` falls back to
+        See :class:`~bnn.inference.nuts.chains.ChainMethod`; all give the same draws. ``auto`` falls back to
         sequential chains (with a warning) where processes cannot work, ``parallel`` raises instead.
     jit_compile : bool
         Compile :math:`U`: Pyro traces it with the PyTorch JIT; the nutpie engine picks the flat
         potential's fastest working backend (see :class:`~bnn.inference.nuts.potential.Backend`), and
         without it evaluates the flat potential eagerly.
     engine : {"nutpie", "pyro"}
-        See :class:`~bnn.inference.nuts.fit.Engine`; nutpie (the default when installed) refuses
+        See :class:`~bnn.inference.nuts.chain.Engine`; nutpie (the default when installed) refuses
         ``dense_mass=True`` and ``num_warmup=0``.
     seed : int
         Seeds a generator that draws one seed per chain; the same seed gives the same draws,

@@ -24,10 +24,9 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from bnn.inference.nuts.fit import ChainDraws
+from bnn.inference.nuts.chain import ChainDraws
 
 
 class ChainInterrupted(Exception):

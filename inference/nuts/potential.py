@@ -60,22 +60,21 @@ class PotentialKind(str, Enum):
 class Backend(str, Enum):
     """How :class:`FlatPotential` evaluates :math:`\\log\\pi(z)` and its gradient.
 
-    Per value and gradient on toy1d (1-50-1 tanh, N=100, 152 latents, one idle thread;
-    ``python -m benchmarks.nuts_speed`` prints them, ``benchmarks/results/nuts_speed.md``):
-    ``numpy`` 91 us, ``compile`` 291 us after a 4 s build (18 s on a loaded machine), ``trace``
-    695 us, ``eager`` 1,074 us.
+    From the fastest per value and gradient on toy1d (1-50-1 tanh, N=100, 152 latents, one thread) to the
+    slowest: ``numpy``, ``compile``, ``trace``, ``eager``; ``python -m benchmarks.nuts_speed`` measures them
+    and their build times (``benchmarks/results/nuts_speed.md``).
     """
 
     AUTO = "auto"
     """The first of ``numpy``, ``trace``, ``eager`` that builds and reproduces the eager value and gradient.
-    ``compile`` is left out: its build (4-18 s measured, in every chain process) outweighs its gain on runs of minutes."""
+    ``compile`` is left out: its build, repeated in every chain process, outweighs its gain on the collection's runs."""
     NUMPY = "numpy"
     """The hand-derived gradient of :mod:`bnn.inference.nuts.numpy_potential`: the collection's own priors,
     likelihoods and activations only."""
     COMPILE = "compile"
-    """``torch.compile`` (Inductor): the fastest torch backend per call, seconds to build."""
+    """``torch.compile`` (Inductor): the fastest torch backend per call, the slowest to build."""
     TRACE = "trace"
-    """TorchScript ``torch.jit.trace``: builds in a fraction of a second."""
+    """TorchScript ``torch.jit.trace``: quick to build."""
     EAGER = "eager"
     """Plain PyTorch, no compilation."""
 

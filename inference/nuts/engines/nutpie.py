@@ -5,10 +5,12 @@ nutpie's sampler calls back into Python once per leapfrog step for
 :func:`~bnn.inference.nuts.potential.flat_potential_mismatch` finds it describes the model's program, else
 Pyro's generic :class:`~bnn.inference.nuts.potential.TracePotential`; ``ChainJob.potential`` says which); the
 trajectory, the step-size and mass-matrix adaptation and the bookkeeping run in Rust, so
-a gradient costs the torch call plus about 15-20 us instead of Pyro's 150-200 us of
-Python. Its warmup adapts a diagonal mass matrix from the draws *and* the gradients
-(nutpie's default), which gave this posterior larger step sizes and more ESS per gradient
-than Stan-style adaptation.
+a gradient costs the potential's call plus a little Rust, where the Pyro engine
+(:mod:`bnn.inference.nuts.engines.pyro`) pays Python for every leapfrog step
+(``benchmarks/results/nuts_speed.md``). Its warmup adapts a diagonal mass matrix from the draws *and*
+the gradients (nutpie's default), which gave this posterior larger step sizes and more ESS per gradient
+than Stan-style adaptation. The start is the Pyro engine's
+(:func:`~bnn.inference.nuts.engines.pyro.initial_point`), so both engines begin a chain at the same point.
 
 Options: ``target_accept`` and ``max_tree_depth`` are nutpie's ``target_accept`` and
 ``maxdepth``; ``dense_mass=True`` is refused (nutpie has no dense mass matrix);
@@ -17,10 +19,10 @@ Options: ``target_accept`` and ``max_tree_depth`` are nutpie's ``target_accept``
 (the generic potential is always eager).
 Build a :class:`~bnn.inference.nuts.potential.FlatPotential` with ``backend="compile"`` for long runs of a model
 with parts of your own.
-The statistics keep the names of :mod:`bnn.inference.nuts.fit`: ``acceptance_rate`` is nutpie's
+The statistics keep the names of :mod:`bnn.inference.nuts.chain`: ``acceptance_rate`` is nutpie's
 ``mean_tree_accept``, ``step_size`` the adapted :math:`\epsilon` (nutpie's ``step_size_bar``; each
 trajectory uses a randomly jittered multiple of it) and ``tree_depth`` is computed from
-``n_steps`` by :func:`bnn.inference.nuts.fit.tree_depth`.
+``n_steps`` by :func:`bnn.inference.nuts.chain.tree_depth`.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from collections.abc import Callable
 import numpy as np
 import nutpie
 import torch
-from bnn.inference.nuts.fit import ChainDraws, ChainJob, initial_point, sampler_stats
+from bnn.inference.nuts.chain import ChainDraws, ChainJob, sampler_stats
+from bnn.inference.nuts.engines.pyro import initial_point
 from bnn.inference.nuts.outcomes import ChainInterrupted
 from bnn.inference.nuts.potential import Backend, FlatLayout, FlatPotential, PotentialKind, TracePotential
 from bnn.inference.seeding import seeded

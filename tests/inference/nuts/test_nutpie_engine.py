@@ -12,7 +12,7 @@ import pyro.distributions as dist
 import pytest
 import torch
 from bnn.inference import fit
-from bnn.inference.nuts.fit import DEFAULT_ENGINE, Engine
+from bnn.inference.nuts import DEFAULT_ENGINE, Engine
 from bnn.models import BayesianMLP
 
 from tests.conjugate import NOISE, PRIOR_SCALE

@@ -8,8 +8,12 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import subprocess
 import sys
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyro.distributions as dist
@@ -18,14 +22,10 @@ import torch
 from bnn.inference import Posterior, fit
 from bnn.inference.cli import main
 from bnn.inference.convergence import predictive_r_hat, r_hat_over_points
-from bnn.inference.nuts.fit import (
-    ConvergenceWarning,
-    InitStrategy,
-    SequentialChainsWarning,
-    available_cores,
-    initial_point,
-    tree_depth,
-)
+from bnn.inference.nuts import ConvergenceWarning, InitStrategy, SequentialChainsWarning
+from bnn.inference.nuts.chain import tree_depth
+from bnn.inference.nuts.chains import available_cores
+from bnn.inference.nuts.engines.pyro import initial_point
 from bnn.inference.seeding import seeded
 from bnn.models import BayesianMLP, Prior
 
@@ -34,6 +34,7 @@ from tests.conjugate import conjugate_problem
 # short runs are unconverged by design; test_bad_runs_are_flagged checks the warning itself
 pytestmark = pytest.mark.filterwarnings("ignore::bnn.inference.nuts.fit.ConvergenceWarning")
 STAT_NAMES = {"diverging", "n_steps", "tree_depth", "step_size", "acceptance_rate"}
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")
@@ -215,7 +216,7 @@ def test_predictive_r_hat_needs_two_chains():
 
 
 class DiesInWorkers(BayesianMLP):
-    """A model that kills a worker process that runs it, as an unimportable class does there (importable here)."""
+    """A model that kills a worker process that runs it, as a crash there does (importable here)."""
 
     def __call__(self, *args, **kwargs):
         if multiprocessing.parent_process() is not None:
@@ -223,25 +224,65 @@ class DiesInWorkers(BayesianMLP):
         return super().__call__(*args, **kwargs)
 
 
-@pytest.mark.skipif(available_cores() < 2, reason="chain_method='auto' runs in sequence on one core")
-def test_a_model_workers_cannot_load_falls_back_to_sequential_chains(problem):
-    @dataclass(frozen=True)
-    class LocalPrior(Prior):  # defined in a function: no worker can unpickle it
-        def distribution(self, site):
-            return dist.Normal(0.0, 1.0).expand(site.shape)
+class RecordsItsProcess(BayesianMLP):
+    """A model that writes, once per process that runs it, the process's torch threads and ``OMP_NUM_THREADS``."""
 
-    model = BayesianMLP(2, 1, hidden=(), prior=LocalPrior(), likelihood=problem.model.likelihood)
+    folder: Path
+
+    def __call__(self, *args, **kwargs):
+        record = self.folder / str(os.getpid())
+        if not record.exists():
+            record.write_text(json.dumps([torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS")]))
+        return super().__call__(*args, **kwargs)
+
+
+@pytest.mark.skipif(available_cores() < 2, reason="two chains share one worker on one core")
+def test_chains_run_in_their_own_processes_on_one_thread(problem, tmp_path):
+    model = RecordsItsProcess.from_config(problem.model.config())
+    model.folder = tmp_path
+    posterior = fit(model, (problem.x, problem.y), "nuts", num_warmup=20, num_samples=10, num_chains=2,
+                    chain_method="parallel", progress=False, engine="pyro")
+    assert posterior.info["chain_method"] == "parallel"
+    records = {int(path.name): json.loads(path.read_text()) for path in tmp_path.iterdir()}
+    workers = set(records) - {os.getpid()}  # this process traces the model once to check the options
+    assert len(workers) == 2 and all(records[pid] == [1, "1"] for pid in workers), records
+
+
+@dataclass(frozen=True)
+class LockedPrior(Prior):
+    """A prior that holds a lock: no pickler sends it to a worker process, cloudpickle included."""
+
+    lock: Any = field(default_factory=threading.Lock, compare=False)
+
+    def distribution(self, site):
+        return dist.Normal(0.0, 1.0).expand(site.shape)
+
+
+@pytest.mark.skipif(available_cores() < 2, reason="chain_method='auto' runs in sequence on one core")
+def test_a_model_that_cannot_be_pickled_falls_back_to_sequential_chains(problem):
+    model = BayesianMLP(2, 1, hidden=(), prior=LockedPrior(), likelihood=problem.model.likelihood)
     data = (problem.x, problem.y)
-    with pytest.warns(SequentialChainsWarning, match=r"cannot be pickled.*importable module.*if __name__ =="):
+    with pytest.warns(SequentialChainsWarning, match=r"cannot be pickled.*keep locks, open files.*chain_method='sequential'"):
         posterior = fit(model, data, "nuts", num_warmup=20, num_samples=10, num_chains=2, progress=False)
     assert posterior.record.chain_method == "sequential" and posterior.samples["layers.0.bias"].shape == (2, 10, 1)
     with pytest.raises(ValueError, match=r"chain_method='parallel' cannot run the chains in processes: .*cannot be pickled"):
         fit(model, data, "nuts", num_warmup=20, num_samples=10, num_chains=2, chain_method="parallel", progress=False)
 
 
-def test_classes_of_an_unimportable_main_are_refused_before_spawning(problem, monkeypatch):
-    """A notebook: pickle finds `__main__.NotebookPrior`, a spawned worker would not."""
+def assert_same_draws(posterior, reference) -> None:
+    for site, value in reference.samples.items():
+        assert torch.equal(posterior.samples[site], value), site
+
+
+def test_classes_defined_in_a_function_or_in_main_run_in_processes(problem, monkeypatch):
+    """cloudpickle sends by value what a worker could not import: a class defined inside a function, and one of a
+    ``__main__`` that is no importable file (a notebook, an interactive session)."""
     main_module = sys.modules["__main__"]
+
+    @dataclass(frozen=True)
+    class LocalPrior(Prior):  # defined in a function
+        def distribution(self, site):
+            return dist.Normal(0.0, 1.0).expand(site.shape)
 
     @dataclass(frozen=True)
     class NotebookPrior(Prior):
@@ -252,16 +293,51 @@ def test_classes_of_an_unimportable_main_are_refused_before_spawning(problem, mo
     monkeypatch.setattr(main_module, "NotebookPrior", NotebookPrior, raising=False)
     monkeypatch.setattr(main_module, "__spec__", None)
     monkeypatch.delattr(main_module, "__file__", raising=False)
-    model = BayesianMLP(2, 1, hidden=(), prior=NotebookPrior(), likelihood=problem.model.likelihood)
-    with pytest.raises(ValueError, match=r"\['NotebookPrior'\] are defined in __main__"):
-        fit(model, (problem.x, problem.y), "nuts", num_chains=2, chain_method="parallel", progress=False)
+    options = dict(num_warmup=20, num_samples=10, num_chains=2, progress=False, seed=4)
+    for prior in (LocalPrior(), NotebookPrior()):
+        model = BayesianMLP(2, 1, hidden=(), prior=prior, likelihood=problem.model.likelihood)
+        in_processes = fit(model, (problem.x, problem.y), "nuts", chain_method="parallel", **options)
+        assert in_processes.info["chain_method"] == "parallel", type(prior).__name__
+        assert_same_draws(in_processes, fit(model, (problem.x, problem.y), "nuts", chain_method="sequential", **options))
+
+
+MAIN_SCRIPT = """
+import json, torch
+import pyro.distributions as dist
+from dataclasses import dataclass
+from bnn.inference import fit
+from bnn.models import BayesianMLP, Prior
+from tests.conjugate import conjugate_problem
+
+@dataclass(frozen=True)
+class ScriptPrior(Prior):  # in __main__ of `python -c`: no file a worker could import it from
+    def distribution(self, site):
+        return dist.Normal(0.0, 1.0).expand(site.shape)
+
+problem = conjugate_problem(dtype=torch.float32)
+model = BayesianMLP(2, 1, hidden=(), prior=ScriptPrior(), likelihood=problem.model.likelihood)
+runs = {method: fit(model, (problem.x, problem.y), "nuts", num_warmup=20, num_samples=10, num_chains=2, progress=False,
+                    chain_method=method, seed=2) for method in ("parallel", "sequential")}
+print(json.dumps({method: {"chain_method": run.info["chain_method"],
+                           "draws": {site: value.tolist() for site, value in run.samples.items()}}
+                  for method, run in runs.items()}))
+"""
+
+
+def test_a_prior_defined_in_a_python_c_script_samples_in_processes():
+    done = subprocess.run([sys.executable, "-c", MAIN_SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    runs = json.loads(done.stdout.splitlines()[-1])
+    assert runs["parallel"]["chain_method"] == "parallel" and runs["sequential"]["chain_method"] == "sequential"
+    assert runs["parallel"]["draws"] == runs["sequential"]["draws"]
+    assert np.shape(runs["parallel"]["draws"]["layers.0.bias"]) == (2, 10, 1)
 
 
 @pytest.mark.skipif(available_cores() < 2, reason="chain_method='auto' runs in sequence on one core")
 def test_a_broken_process_pool_falls_back_to_the_same_draws_in_sequence(problem):
     model = DiesInWorkers.from_config(problem.model.config())
     options = dict(num_warmup=20, num_samples=10, num_chains=2, progress=False, seed=3)
-    with pytest.warns(SequentialChainsWarning, match=r"a worker process died \(BrokenProcessPool"):
+    with pytest.warns(SequentialChainsWarning, match=r"a worker process died \(TerminatedWorkerError"):
         fallen_back = fit(model, (problem.x, problem.y), "nuts", **options)
     reference = fit(model, (problem.x, problem.y), "nuts", chain_method="sequential", **options)
     assert fallen_back.record.chain_method == "sequential"

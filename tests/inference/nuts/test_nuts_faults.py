@@ -13,7 +13,8 @@ import pytest
 import torch
 from bnn.inference import fit
 from bnn.inference.cli import main
-from bnn.inference.nuts import fit as nuts
+from bnn.inference.nuts import chains
+from bnn.inference.nuts.engines import ENGINES
 from bnn.inference.nuts.outcomes import IncompleteSamplingWarning
 from bnn.models import BayesianMLP
 
@@ -35,12 +36,9 @@ def complete(conjugate):
 
 
 def chains_fail(monkeypatch, failing: set[int]) -> None:
-    """The engine raises ``RuntimeError("chain c broke")`` for each chain ``c`` in ``failing``."""
-    engine_function = nuts.engine_function
+    """Every engine raises ``RuntimeError("chain c broke")`` for each chain ``c`` in ``failing``."""
 
-    def engine(kind):
-        run_chain = engine_function(kind)
-
+    def failing_engine(run_chain):
         def run(model, x, y, job, report):
             if job.chain in failing:
                 raise RuntimeError(f"chain {job.chain} broke")
@@ -48,20 +46,21 @@ def chains_fail(monkeypatch, failing: set[int]) -> None:
 
         return run
 
-    monkeypatch.setattr(nuts, "engine_function", engine)
+    for kind, run_chain in list(ENGINES.items()):
+        monkeypatch.setitem(ENGINES, kind, failing_engine(run_chain))
 
 
 def interrupt_at_report(monkeypatch, report: int, when=lambda: True) -> None:
     """The progress callback (in this process) raises ``KeyboardInterrupt`` at its ``report``-th call or,
     if ``when()`` is false then, at the first call after that where it is true."""
-    calls, show = itertools.count(1), nuts._ProgressBars.__call__
+    calls, show = itertools.count(1), chains._ProgressBars.__call__
 
     def interrupting(self, message):
         if next(calls) >= report and when():
             raise KeyboardInterrupt
         show(self, message)
 
-    monkeypatch.setattr(nuts._ProgressBars, "__call__", interrupting)
+    monkeypatch.setattr(chains._ProgressBars, "__call__", interrupting)
 
 
 def test_a_failing_chain_loses_only_its_own_draws(conjugate, complete, monkeypatch):
@@ -123,7 +122,7 @@ class FailsForOneSeed(BayesianMLP):
         return super().__call__(*args, **kwargs)
 
 
-@pytest.mark.skipif(nuts.available_cores() < 2, reason="needs two cores to run two chains at once")
+@pytest.mark.skipif(chains.available_cores() < 2, reason="needs two cores to run two chains at once")
 def test_in_processes_a_failing_chain_and_ctrl_c_keep_the_other_chains_draws(conjugate, complete, monkeypatch, tmp_path):
     model = FailsForOneSeed.from_config(conjugate.model.config())
     model.bad_seed, model.marker = complete["nutpie"].record.chain_seeds[1], tmp_path / "chain 1 failed"
@@ -151,11 +150,11 @@ def test_command_line_marks_an_interrupted_run_incomplete_in_metrics(monkeypatch
 SAMPLING_RUN = """
 import json, sys, torch
 from bnn.inference import fit
-from bnn.inference.nuts import fit as nuts
+from bnn.inference.nuts import chains
 from tests.conjugate import conjugate_problem
 
 torch.set_default_dtype(torch.float64)
-problem, show, reports = conjugate_problem(), nuts._ProgressBars.__call__, []
+problem, show, reports = conjugate_problem(), chains._ProgressBars.__call__, []
 
 def announcing(self, message):  # tell the test once chain 0 has 10 draws
     show(self, message)
@@ -163,7 +162,7 @@ def announcing(self, message):  # tell the test once chain 0 has 10 draws
     if sum(chain == 0 and stage == "Sample" for chain, stage, _ in reports) == 10:
         print("sampling", flush=True)
 
-nuts._ProgressBars.__call__ = announcing
+chains._ProgressBars.__call__ = announcing
 posterior = fit(problem.model, (problem.x, problem.y), "nuts", num_warmup=30, num_samples=100_000, num_chains=int(sys.argv[1]),
                 chain_method=sys.argv[2], max_tree_depth=4, progress=False, jit_compile=False, engine="nutpie", seed=5)
 record = posterior.record
@@ -173,7 +172,7 @@ print(json.dumps({"draws": posterior.num_draws, "incomplete": record.incomplete,
 
 @pytest.mark.parametrize("num_chains, chain_method", [
     ("1", "sequential"),
-    pytest.param("2", "parallel", marks=pytest.mark.skipif(nuts.available_cores() < 2, reason="needs two cores")),
+    pytest.param("2", "parallel", marks=pytest.mark.skipif(chains.available_cores() < 2, reason="needs two cores")),
 ])
 def test_sigterm_keeps_the_draws_made_like_ctrl_c(num_chains, chain_method):
     process = subprocess.Popen([sys.executable, "-c", SAMPLING_RUN, num_chains, chain_method], cwd=ROOT,

@@ -1,0 +1,98 @@
+r"""One NUTS chain as the engines and the chain runner see it: the job that goes in, the draws that come out.
+
+A :class:`ChainJob` carries everything one chain needs (its seed, the sampler options, its start)
+and pickles, so it travels to a worker process; an engine
+(:data:`bnn.inference.nuts.engines.ENGINES`) turns it into :class:`ChainDraws`: the draws in the
+constrained space and the per-draw sampler statistics of :func:`sampler_stats`, the same names
+whichever engine ran the chain:
+
+``diverging``
+    The trajectory's energy error exceeded 1000: the sampler failed to explore a region
+    (draws near it are biased).
+``n_steps``
+    Leapfrog steps (gradient evaluations) of the draw.
+``tree_depth``
+    :math:`\lfloor\log_2(\text{n\_steps})\rfloor + 1`, ArviZ's convention; ``max_tree_depth``
+    means the trajectory reached the cap (and may have been cut off before it turned).
+``step_size``
+    The adapted :math:`\epsilon`.
+``acceptance_rate``
+    The mean over the trajectory of :math:`\min(1, e^{H(z_0, r_0) - H(z_i, r_i)})`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+import numpy as np
+import torch
+from bnn.inference.nuts.potential import PotentialKind
+
+
+class InitStrategy(str, Enum):
+    """Where each chain starts (a mapping of site values is the third choice)."""
+
+    PRIOR = "prior"
+    """A draw from the prior, different for each chain."""
+    MAP = "map"
+    """A short MAP fit (Adam on :math:`U(z)`, :data:`~bnn.inference.nuts.engines.pyro.MAP_STEPS` steps) from a
+    prior draw, per chain."""
+
+
+class Engine(str, Enum):
+    """The NUTS implementation that runs each chain (same statistics, same ``Posterior``)."""
+
+    NUTPIE = "nutpie"
+    """nutpie's Rust NUTS on the compiled flat potential (:mod:`bnn.inference.nuts.engines.nutpie`), several
+    times faster per gradient on the toy BNN (``benchmarks/results/nuts_speed.md``); ignores no option, but
+    refuses ``dense_mass=True`` (no dense mass matrix) and ``num_warmup=0`` (it panics without adaptation)."""
+    PYRO = "pyro"
+    """Pyro's ``NUTS`` on the model's trace (:mod:`bnn.inference.nuts.engines.pyro`), the reference."""
+
+
+@dataclass(frozen=True)
+class ChainJob:
+    """Everything one chain needs; picklable, so it can travel to a worker process."""
+
+    chain: int
+    seed: int
+    num_warmup: int
+    num_samples: int
+    target_accept: float
+    max_tree_depth: int
+    dense_mass: bool
+    init: InitStrategy | dict[str, torch.Tensor]  # a strategy, or constrained site values
+    jit_compile: bool
+    dtype: torch.dtype
+    engine: Engine = Engine.PYRO
+    potential: PotentialKind = PotentialKind.TRACE  # the nutpie engine's potential; Pyro's always reads the trace
+
+
+@dataclass(frozen=True)
+class ChainDraws:
+    """One chain's output: ``samples[site]`` of shape ``(draws, *site_shape)`` in the
+    constrained space, ``stats[name]`` of shape ``(draws,)``, its wall time, and its gradient
+    evaluations (leapfrog steps, warmup included)."""
+
+    samples: dict[str, np.ndarray]
+    stats: dict[str, np.ndarray]
+    seconds: float
+    gradients: int
+
+
+def tree_depth(n_steps: np.ndarray) -> np.ndarray:
+    r"""ArviZ's tree depth of each draw, :math:`\lfloor\log_2(\text{n\_steps})\rfloor + 1` (integers)."""
+    return np.floor(np.log2(np.maximum(n_steps, 1))).astype(np.int64) + 1
+
+
+def sampler_stats(diverging: np.ndarray, n_steps: np.ndarray, step_size: np.ndarray,
+                  acceptance_rate: np.ndarray) -> dict[str, np.ndarray]:
+    """The ``sample_stats`` of one chain (see the module notes), one value per draw, from any engine."""
+    return {
+        "diverging": np.asarray(diverging, dtype=bool),
+        "n_steps": np.asarray(n_steps, dtype=np.int64),
+        "tree_depth": tree_depth(n_steps),
+        "step_size": np.asarray(step_size, dtype=np.float64),
+        "acceptance_rate": np.asarray(acceptance_rate, dtype=np.float64),
+    }

@@ -1,0 +1,261 @@
+r"""Running the chains of a NUTS fit: in worker processes or one after the other, with a progress bar per chain.
+
+Chains run in separate *processes* when more than one core is free (:class:`ChainMethod`), and one
+after the other in this process otherwise; either way every chain runs its engine
+(:data:`bnn.inference.nuts.engines.ENGINES`) on one torch thread with its own seed, so both give the
+same draws. The processes come from a dedicated :class:`loky.ProcessPoolExecutor`: its workers start
+a fresh interpreter (they work from scripts and from Jupyter, where Pyro's own multi-chain MCMC hangs,
+and need no ``if __name__ == "__main__":`` guard, since they do not re-run the main module), start
+with ``OMP_NUM_THREADS=1`` and one torch thread, and receive the model and data pickled by loky's
+pickler, cloudpickle, which sends the classes of ``__main__`` and those defined inside a function by
+value: priors, likelihoods and models defined in a notebook or a ``python -c`` script run in processes
+too. Where the model or data cannot be pickled at all (an attribute holding a lock or an open file;
+found before any worker starts) or a worker dies, ``chain_method="auto"`` runs the chains in sequence
+with a :class:`SequentialChainsWarning` saying why, and ``"parallel"`` raises ``ValueError``.
+
+Workers report each iteration to this process through a queue (the progress bars), ignore SIGINT
+and SIGTERM, and stop at the next iteration once this process sets a shared stop event (on
+Ctrl-C or SIGTERM, which :func:`~bnn.inference.stop_signals.sigterm_as_keyboard_interrupt` turns
+into ``KeyboardInterrupt("SIGTERM")``); the chains' outcomes, the
+draws made included, then come back as :class:`~bnn.inference.nuts.outcomes.ChainOutcomes`. The
+executor is shut down, its workers killed, on every way out; a worker whose parent died without
+shutting it down (``kill -9``) ends itself.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import queue
+import signal
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures import wait as wait_for
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
+from enum import Enum
+from typing import Any
+
+import loky
+import torch
+from bnn.inference.nuts.chain import ChainDraws, ChainJob
+from bnn.inference.nuts.engines import ENGINES
+from bnn.inference.nuts.outcomes import ChainInterrupted, ChainOutcomes
+from bnn.inference.stop_signals import sigterm_as_keyboard_interrupt
+from loky.backend import get_context
+from loky.backend.reduction import dumps as loky_dumps
+from loky.process_executor import TerminatedWorkerError
+from tqdm.auto import tqdm
+
+PROGRESS_POLL_SECONDS = 0.2
+PARENT_POLL_SECONDS = 0.5
+WORKER_ENV = {"OMP_NUM_THREADS": "1"}  # set before the worker imports anything
+
+
+class SequentialChainsWarning(UserWarning):
+    """The chains could not run in processes (``chain_method="auto"``) and ran one after the other instead."""
+
+
+HOW_TO_GET_PROCESSES = "pass chain_method='sequential' to run the chains in this process"
+
+
+class ChainMethod(str, Enum):
+    """How the chains share the machine."""
+
+    AUTO = "auto"
+    """Processes when there are several chains and more than one core, else sequential."""
+    PARALLEL = "parallel"
+    """One worker process per chain, at most one per core."""
+    SEQUENTIAL = "sequential"
+    """One chain after the other in this process."""
+
+
+class _NoProcesses(Exception):
+    """Processes cannot run this model's chains; the message says why."""
+
+
+def available_cores() -> int:
+    """Cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+@contextmanager
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+class _ProgressBars:
+    """One tqdm bar per chain, moved by the ``(chain, stage, n_steps)`` reports."""
+
+    def __init__(self, jobs: list[ChainJob], enabled: bool) -> None:
+        self.bars = [tqdm(total=job.num_warmup + job.num_samples, desc=f"NUTS chain {job.chain}", position=job.chain,
+                          disable=not enabled, leave=False) for job in jobs]
+
+    def __call__(self, message: tuple) -> None:
+        chain, stage, n_steps = message
+        self.bars[chain].update()
+        self.bars[chain].set_postfix_str(f"{stage.lower()}, {n_steps} steps", refresh=False)
+
+    def close(self) -> None:
+        for bar in self.bars:
+            bar.close()
+
+
+# ------------------------------------------------------------------ in a worker process
+_worker_messages: Any = None  # the worker's end of the progress queue and stop event
+_worker_stop: Any = None
+
+
+def _exit_with_parent(parent: int) -> None:
+    """End this worker, whatever it is doing, once ``parent`` is gone: it ignores SIGINT and SIGTERM."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_SECONDS)
+    os._exit(1)
+
+
+def _start_worker(messages, stop, parent: int) -> None:
+    global _worker_messages, _worker_stop
+    for signum in (signal.SIGINT, signal.SIGTERM):  # the parent's to handle: it stops the workers through `stop`
+        signal.signal(signum, signal.SIG_IGN)
+    threading.Thread(target=_exit_with_parent, args=(parent,), name="exit with parent", daemon=True).start()
+    torch.set_num_threads(1)
+    messages.cancel_join_thread()  # exit without flushing progress messages nobody reads any more
+    _worker_messages, _worker_stop = messages, stop
+
+
+def _report_to_parent(message: tuple) -> None:
+    if _worker_stop.is_set():
+        raise InterruptedError("the parent process stopped the sampling")
+    _worker_messages.put(message)
+
+
+def _run_chain_in_worker(problem: bytes, job: ChainJob) -> ChainDraws:
+    if _worker_stop.is_set():
+        raise InterruptedError("the parent process stopped the sampling before this chain began")
+    model, x, y = pickle.loads(problem)
+    torch.set_default_dtype(job.dtype)
+    return ENGINES[job.engine](model, x, y, job, _report_to_parent)
+
+
+# ------------------------------------------------------------------ in this process
+def _pickled(model, x, y) -> bytes:
+    """``(model, x, y)`` pickled once for all workers by loky's pickler (cloudpickle)."""
+    try:
+        return bytes(loky_dumps((model, x, y)))
+    except Exception as error:  # noqa: BLE001 - pickling raises several types
+        raise _NoProcesses(f"the model or data cannot be pickled for a worker process ({type(error).__name__}: "
+                           f"{error}); keep locks, open files and other handles out of the model, its prior and its "
+                           "likelihood") from error
+
+
+def _show_progress(futures: dict[int, Future], messages, show: Callable[[tuple], None]) -> None:
+    """Pass the workers' reports to ``show`` until every chain is done."""
+    while not all(future.done() for future in futures.values()):
+        try:
+            show(messages.get(timeout=PROGRESS_POLL_SECONDS))
+            while True:
+                show(messages.get_nowait())
+        except queue.Empty:
+            pass
+
+
+def _run_in_processes(model, x, y, jobs: list[ChainJob], show: _ProgressBars) -> ChainOutcomes:
+    problem = _pickled(model, x, y)
+    context = get_context("loky")
+    messages, stop = context.Queue(), context.Event()
+    outcomes = ChainOutcomes(len(jobs), jobs[0].num_samples)
+    executor = loky.ProcessPoolExecutor(
+        max_workers=min(len(jobs), available_cores()), context=context, env=WORKER_ENV,
+        initializer=_start_worker, initargs=(messages, stop, os.getpid()),
+    )
+    try:
+        futures = {job.chain: executor.submit(_run_chain_in_worker, problem, job) for job in jobs}
+        try:
+            _show_progress(futures, messages, show)
+        except BaseException as interrupt:
+            stop.set()  # the workers stop at their next iteration
+            if not isinstance(interrupt, KeyboardInterrupt):
+                raise
+            outcomes.interrupt = interrupt
+            for future in futures.values():
+                future.cancel()  # the chains no worker has begun
+            wait_for(futures.values())  # the running ones, with the draws they made
+    finally:
+        executor.shutdown(wait=True, kill_workers=True)
+    return _collect(futures, outcomes)
+
+
+def _collect(futures: dict[int, Future], outcomes: ChainOutcomes) -> ChainOutcomes:
+    """``outcomes`` with each chain's draws or error; :class:`_NoProcesses` when a worker died."""
+    errors = {chain: None if future.cancelled() else future.exception() for chain, future in futures.items()}
+    broken = [error for error in errors.values() if isinstance(error, BrokenProcessPool)]
+    if broken and outcomes.interrupt is None:  # a worker died: no chain's outcome is its own
+        died = next((error for error in broken if isinstance(error, TerminatedWorkerError)), broken[0])
+        raise _NoProcesses(f"a worker process died ({type(died).__name__}: {' '.join(str(died).split())}); "
+                           "a crash, too little memory or a class the worker cannot import does this") from died
+    for chain, future in futures.items():
+        error = errors[chain]
+        if future.cancelled() or (outcomes.interrupt is not None and isinstance(error, InterruptedError)):
+            continue  # stopped before it began, or a Pyro chain stopped with no draws to give
+        if isinstance(error, ChainInterrupted):
+            if error.draws is not None:
+                outcomes.draws[chain] = error.draws
+        elif error is not None:
+            outcomes.failures[chain] = error
+        else:
+            outcomes.draws[chain] = future.result()
+    return outcomes
+
+
+def _run_in_sequence(model, x, y, jobs: list[ChainJob], show: _ProgressBars) -> ChainOutcomes:
+    outcomes = ChainOutcomes(len(jobs), jobs[0].num_samples)
+    with _one_thread():
+        for job in jobs:
+            try:
+                outcomes.draws[job.chain] = ENGINES[job.engine](model, x, y, job, show)
+            except ChainInterrupted as stopped:  # the nutpie engine, with the draws it made
+                if stopped.draws is not None:
+                    outcomes.draws[job.chain] = stopped.draws
+                outcomes.interrupt = stopped.__cause__
+                break
+            except KeyboardInterrupt as interrupt:
+                outcomes.interrupt = interrupt
+                break
+            except Exception as error:  # noqa: BLE001 - one chain's failure must not lose the others
+                outcomes.failures[job.chain] = error
+    return outcomes
+
+
+def _run_chains(model, x, y, jobs: list[ChainJob], parallel: bool, progress: bool) -> ChainOutcomes:
+    """The chains' outcomes; SIGTERM stops them as Ctrl-C does, keeping the draws made."""
+    show = _ProgressBars(jobs, progress)
+    try:
+        with sigterm_as_keyboard_interrupt():
+            return (_run_in_processes if parallel else _run_in_sequence)(model, x, y, jobs, show)
+    finally:
+        show.close()
+
+
+def sample_chains(model, x, y, jobs: list[ChainJob], parallel: bool, chain_method: ChainMethod,
+                  progress: bool) -> tuple[ChainOutcomes, bool]:
+    """The chains' outcomes and whether they ran in processes. When processes cannot work (the model does not
+    pickle, or a worker died), ``chain_method="auto"`` runs the chains in sequence with a
+    :class:`SequentialChainsWarning` and ``"parallel"`` raises ``ValueError``; both say why and what to change."""
+    if parallel:
+        try:
+            return _run_chains(model, x, y, jobs, True, progress), True
+        except _NoProcesses as obstacle:
+            if chain_method is ChainMethod.PARALLEL:
+                raise ValueError(f"chain_method='parallel' cannot run the chains in processes: {obstacle}; "
+                                 f"{HOW_TO_GET_PROCESSES}") from obstacle.__cause__
+            warnings.warn(f"NUTS runs the chains one after the other, not in processes: {obstacle}; "
+                          f"{HOW_TO_GET_PROCESSES}", SequentialChainsWarning, stacklevel=5)
+    return _run_chains(model, x, y, jobs, False, progress), False

@@ -1,0 +1,128 @@
+r"""One NUTS chain run by Pyro's own ``NUTS`` kernel on the model's trace, the reference engine.
+
+Pyro simulates the Hamiltonian dynamics of :mod:`bnn.inference.nuts.fit` on its trace-based potential
+:math:`U(z)` (compiled with the PyTorch JIT when ``jit_compile`` is set), with Stan-style warmup: dual
+averaging of :math:`\epsilon` and a diagonal or dense mass matrix :math:`M`. A hook after every
+iteration counts the potential's evaluations (the leapfrog steps), records the statistics of
+:func:`~bnn.inference.nuts.chain.sampler_stats` and reports progress. The trajectory and its
+bookkeeping run in Python, so each leapfrog step costs Python time on top of the gradient
+(``benchmarks/results/nuts_speed.md`` compares the engines).
+
+:func:`initial_point` also gives the nutpie engine its start.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable
+
+import numpy as np
+import torch
+from bnn.inference.nuts.chain import ChainDraws, ChainJob, InitStrategy, sampler_stats
+from bnn.inference.nuts.potential import MAX_PLATE_NESTING
+from bnn.inference.seeding import seeded
+from pyro.infer import MCMC, NUTS
+from pyro.infer.autoguide import init_to_sample, init_to_value
+from pyro.infer.mcmc.util import initialize_model
+
+MAP_STEPS = 1000
+MAP_LR = 0.01
+
+
+def map_point(potential_fn: Callable, params: dict[str, torch.Tensor], *, steps: int = MAP_STEPS,
+              lr: float = MAP_LR) -> dict[str, torch.Tensor]:
+    r"""Approximately :math:`\arg\min_z U(z)` by ``steps`` Adam steps from ``params`` (unconstrained)."""
+    z = {name: value.detach().clone().requires_grad_() for name, value in params.items()}
+    optimiser = torch.optim.Adam(list(z.values()), lr=lr)
+    for _ in range(steps):
+        optimiser.zero_grad()
+        potential_fn(z).backward()
+        optimiser.step()
+    z = {name: value.detach() for name, value in z.items()}
+    if not all(torch.isfinite(value).all() for value in z.values()):
+        raise FloatingPointError("the MAP initialisation diverged; start from the prior (init='prior')")
+    return z
+
+
+def initial_point(model, x: torch.Tensor, y: torch.Tensor, init: InitStrategy | dict[str, torch.Tensor], *,
+                  jit_compile: bool) -> tuple[dict[str, torch.Tensor], Callable, dict]:
+    """The chain's unconstrained start, the potential :math:`U` and the site transforms :math:`T`."""
+    strategy = init_to_sample if isinstance(init, InitStrategy) else init_to_value(values=init, fallback=init_to_sample)
+    params, potential_fn, transforms, _ = initialize_model(
+        model, (x, y), init_strategy=strategy, jit_compile=jit_compile, skip_jit_warnings=True,
+        max_plate_nesting=MAX_PLATE_NESTING,
+    )
+    if init is InitStrategy.MAP:
+        params = map_point(potential_fn, params)
+    return params, potential_fn, transforms
+
+
+class _CountingPotential:
+    """:math:`U` that counts its evaluations (one per leapfrog step during sampling)."""
+
+    def __init__(self, potential_fn: Callable) -> None:
+        self.potential_fn = potential_fn
+        self.calls = 0
+
+    def __call__(self, z: dict[str, torch.Tensor]) -> torch.Tensor:
+        self.calls += 1
+        return self.potential_fn(z)
+
+    def reset(self) -> int:
+        """Return the count since the last reset and start again."""
+        calls, self.calls = self.calls, 0
+        return calls
+
+
+class _StatsRecorder:
+    """MCMC ``hook_fn``: records each draw's statistics and reports progress."""
+
+    def __init__(self, job: ChainJob, potential: _CountingPotential, report: Callable[[tuple], None]) -> None:
+        self.job, self.potential, self.report = job, potential, report
+        self.n_steps = np.zeros(job.num_samples, dtype=np.int64)
+        self.step_size = np.zeros(job.num_samples)
+        self.acceptance = np.zeros(job.num_samples)
+        self.previous_mean = 0.0
+        self.gradients = 0
+
+    def __call__(self, kernel: NUTS, params, stage: str, i: int) -> None:
+        n_steps = self.potential.reset()
+        self.gradients += n_steps
+        if stage == "Sample":
+            # Pyro keeps only the running mean m_n of the acceptance statistic over the draws, and
+            # a_n = n m_n - (n - 1) m_{n-1} recovers each draw's value. No public route gives m_n
+            # exactly: kernel.logging() rounds it to 3 decimals (an error n times larger in a_n) and
+            # MCMC.diagnostics() holds the Metropolis acceptance count, another statistic; so the
+            # attribute is read (Pyro 1.9; test_nuts checks the values lie in [0, 1]).
+            mean = kernel._mean_accept_prob
+            self.acceptance[i] = (i + 1) * mean - i * self.previous_mean
+            self.previous_mean = mean
+            self.n_steps[i] = n_steps
+            self.step_size[i] = kernel.step_size
+        self.report((self.job.chain, stage, n_steps))
+
+    def stats(self, divergent: list[int]) -> dict[str, np.ndarray]:
+        diverging = np.zeros(self.job.num_samples, dtype=bool)
+        diverging[divergent] = True
+        # clip only the rounding of the difference
+        return sampler_stats(diverging, self.n_steps, self.step_size, np.clip(self.acceptance, 0.0, 1.0))
+
+
+def run_chain(model, x: torch.Tensor, y: torch.Tensor, job: ChainJob, report: Callable[[tuple], None]) -> ChainDraws:
+    """Run one NUTS chain with Pyro (``NUTS`` + ``MCMC`` with one chain); ``report`` gets
+    ``(chain, stage, n_steps)`` after every iteration (``stage`` is "Warmup" or "Sample")."""
+    start = time.perf_counter()
+    with seeded(job.seed), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="`torch.jit.trace` is deprecated", category=DeprecationWarning)
+        params, potential_fn, transforms = initial_point(model, x, y, job.init, jit_compile=job.jit_compile)
+        potential = _CountingPotential(potential_fn)
+        kernel = NUTS(potential_fn=potential, transforms=transforms, target_accept_prob=job.target_accept,
+                      max_tree_depth=job.max_tree_depth, full_mass=job.dense_mass)
+        recorder = _StatsRecorder(job, potential, report)
+        mcmc = MCMC(kernel, job.num_samples, warmup_steps=job.num_warmup, initial_params=params,
+                    hook_fn=recorder, disable_progbar=True)
+        mcmc.run()
+    samples = {name: value.numpy() for name, value in mcmc.get_samples().items()}  # every site of the trace
+    stats = recorder.stats(mcmc.diagnostics()["divergences"]["chain 0"])
+    return ChainDraws(samples, stats, time.perf_counter() - start, recorder.gradients)
