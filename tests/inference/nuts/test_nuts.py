@@ -242,7 +242,7 @@ def test_chains_run_in_their_own_processes_on_one_thread(problem, tmp_path):
     model.folder = tmp_path
     posterior = fit(model, (problem.x, problem.y), "nuts", num_warmup=20, num_samples=10, num_chains=2,
                     chain_method="parallel", progress=False, engine="pyro")
-    assert posterior.info["chain_method"] == "parallel"
+    assert posterior.record.chain_method == "parallel"
     records = {int(path.name): json.loads(path.read_text()) for path in tmp_path.iterdir()}
     workers = set(records) - {os.getpid()}  # this process traces the model once to check the options
     assert len(workers) == 2 and all(records[pid] == [1, "1"] for pid in workers), records
@@ -297,7 +297,7 @@ def test_classes_defined_in_a_function_or_in_main_run_in_processes(problem, monk
     for prior in (LocalPrior(), NotebookPrior()):
         model = BayesianMLP(2, 1, hidden=(), prior=prior, likelihood=problem.model.likelihood)
         in_processes = fit(model, (problem.x, problem.y), "nuts", chain_method="parallel", **options)
-        assert in_processes.info["chain_method"] == "parallel", type(prior).__name__
+        assert in_processes.record.chain_method == "parallel", type(prior).__name__
         assert_same_draws(in_processes, fit(model, (problem.x, problem.y), "nuts", chain_method="sequential", **options))
 
 
@@ -318,7 +318,7 @@ problem = conjugate_problem(dtype=torch.float32)
 model = BayesianMLP(2, 1, hidden=(), prior=ScriptPrior(), likelihood=problem.model.likelihood)
 runs = {method: fit(model, (problem.x, problem.y), "nuts", num_warmup=20, num_samples=10, num_chains=2, progress=False,
                     chain_method=method, seed=2) for method in ("parallel", "sequential")}
-print(json.dumps({method: {"chain_method": run.info["chain_method"],
+print(json.dumps({method: {"chain_method": run.record.chain_method,
                            "draws": {site: value.tolist() for site, value in run.samples.items()}}
                   for method, run in runs.items()}))
 """
