@@ -48,7 +48,8 @@ class FitRecord:
         return None
 
     def problems(self) -> list[str]:
-        """The method's own warnings about this fit, one sentence each, for reports (empty when all is well)."""
+        """The method's own warnings about this fit, one sentence each, for reports (empty when all is well); the
+        convergence of Markov chains is judged from their :class:`~bnn.inference.convergence.ChainDiagnostics` instead."""
         return []
 
     def metrics(self) -> dict[str, Any]:

