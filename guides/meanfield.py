@@ -35,40 +35,16 @@ from collections.abc import Mapping
 import torch
 import torch.nn.functional as F
 from bnn.guides.flat_normal import FlatNormalGuide, check_finite, normal_log_prob
-from bnn.guides.flat_weights import split_flat
 from bnn.guides.kl import KLEstimator, gaussian_kl, site_estimators
 from bnn.guides.registry import register_guide
-from bnn.inference.map_estimate import find_map
 from bnn.models.activations import ACTIVATIONS
 from bnn.models.mlp import OBSERVED_SITE
 from pyro.nn import PyroParam, pyro_method
 from pyro.poutine.messenger import Messenger
 
-INIT_LOCS = ("prior", "small", "map")
+INIT_LOCS = ("prior", "small")
+"""The ``init_loc`` names the guide takes; SVI also takes ``"map"`` and passes the MAP weights as a mapping."""
 SMALL_INIT_SD = 0.1
-MAP_STEPS, MAP_LR, MAP_TOLERANCE = 1000, 0.01, 1e-2
-
-
-def map_weights(model, x: torch.Tensor, y: torch.Tensor, *, steps: int = MAP_STEPS, lr: float = MAP_LR,
-                tolerance: float = MAP_TOLERANCE) -> dict[str, torch.Tensor]:
-    r"""The MAP value of every latent site of ``model`` on ``(x, y)``, for ``init_loc``.
-
-    :math:`\theta_{MAP} = \arg\max_\theta \log p(y \mid x, \theta) + \log p(\theta)` by
-    :func:`bnn.inference.map_estimate.find_map` (Adam for ``steps`` steps at rate ``lr`` from a
-    prior draw, then L-BFGS until no gradient entry exceeds ``tolerance``; a
-    ``RuntimeWarning`` when it stops short), in float64 as the Laplace fit (float32 stalls
-    L-BFGS above the tolerance), split into the weight sites, plus a learned noise ``sigma``
-    at its maximum-likelihood value. Draws from torch's global random state.
-
-    Returns
-    -------
-    dict of str to torch.Tensor
-        Site name to value, shaped like the site, in the dtype of ``x``.
-    """
-    y_work = y.to(torch.float64) if y.is_floating_point() else y
-    estimate = find_map(model, x.to(torch.float64), y_work, steps=steps, lr=lr, tolerance=tolerance, progress=False)
-    values = {**split_flat(model.sites, estimate.theta), **estimate.latents}
-    return {name: value.to(x.dtype) for name, value in values.items()}
 
 
 @register_guide("meanfield", description="Bayes by Backprop: mean-field Gaussian, softplus scales, closed-form or MC KL")
@@ -79,15 +55,14 @@ class MeanFieldGuide(FlatNormalGuide):
     ----------
     model : BayesianMLP
         The model (its priors are read now: build a new guide after swapping them).
-    init_loc : {"prior", "small", "map"} or mapping
+    init_loc : {"prior", "small"} or mapping
         Initial :math:`\mu`: a draw from the prior (breaks the symmetry of hidden units),
-        ``"small"`` draws :math:`\mathcal{N}(0, 0.1^2)`, ``"map"`` the MAP weights
-        (:func:`map_weights`) of the data of the guide's first call, which must be the full
-        training data (so SVI without ``batch_size``; from the command line
-        ``--guide-option init_loc=map``), or a mapping from site names to values (for example
-        ``map_weights(model, x, y)``, which also serves minibatch SVI) with the other sites
-        drawn from the prior. A likelihood latent (``sigma``) starts at a prior draw unless
-        the mapping gives it (``"map"`` gives a learned noise its maximum-likelihood value).
+        ``"small"`` draws :math:`\mathcal{N}(0, 0.1^2)`, or a mapping from site names to values
+        with the other sites drawn from the prior. A likelihood latent (``sigma``) starts at a
+        prior draw unless the mapping gives it. SVI (``fit``, and ``--guide-option init_loc=map``
+        on the command line) also takes ``"map"``: it fits the MAP weights on the full training
+        data (:func:`bnn.inference.map_estimate.map_weights`, a learned noise at its
+        maximum-likelihood value) and passes them here as the mapping.
     init_rho : float
         Initial :math:`\rho` of every latent, :math:`\sigma = \operatorname{softplus}(\rho)`
         (-3 gives :math:`\sigma \approx 0.049`).
@@ -102,8 +77,8 @@ class MeanFieldGuide(FlatNormalGuide):
     ------
     ValueError
         For a closed-form KL or local reparameterisation with a non-Gaussian prior, an
-        unknown ``init_loc``, or init values naming unknown sites or of the wrong shape; with
-        ``init_loc="map"``, at the first call when it gets a minibatch or no ``y``.
+        unknown ``init_loc`` (``"map"`` included: the guide has no data to fit it on), or init
+        values naming unknown sites or of the wrong shape.
     """
 
     def __init__(
@@ -138,8 +113,7 @@ class MeanFieldGuide(FlatNormalGuide):
         self._closed_form = torch.tensor(closed_form)
         self._prior_scale = torch.tensor(prior_scale)
         # one parameter tensor, rows (mu, rho): one Adam update per step instead of two
-        self._start_at_map = init_loc == "map"  # on the first call, which brings the data
-        loc = self.flatten(self._initial_values("prior" if self._start_at_map else init_loc))
+        loc = self.flatten(self._initial_values(init_loc))
         self.loc_rho = PyroParam(torch.stack([loc, torch.full_like(loc, init_rho)]))
 
     def _initial_values(self, init_loc) -> dict[str, torch.Tensor]:
@@ -160,23 +134,12 @@ class MeanFieldGuide(FlatNormalGuide):
             draws = self.prior_draws()
             draws.update({name: SMALL_INIT_SD * torch.randn(site.shape) for name, site in self.weight_sites.items()})
             return draws
-        raise ValueError(f"init_loc must be one of {list(INIT_LOCS)} or a mapping of site values, got {init_loc!r}")
-
-    def forward(self, x, y=None, num_data=None, *, cancel_prior=True):
-        r"""See :meth:`FlatNormalGuide.forward`; with ``init_loc="map"`` the first call first sets :math:`\mu`
-        to :func:`map_weights` of ``(x, y)``."""
-        if self._start_at_map:
-            if y is None or (num_data is not None and num_data != x.shape[0]):
-                raise ValueError(
-                    "init_loc='map' fits the MAP on the data of the guide's first call, which got "
-                    f"{'no y' if y is None else f'a minibatch of {x.shape[0]} of {num_data} examples'}; fit on the "
-                    "full data (no batch_size), or pass init_loc=map_weights(model, x, y) (bnn.guides.meanfield)"
-                )
-            start = self.flatten(self._initial_values(map_weights(self.model, x, y)))
-            with torch.no_grad():
-                dict(self.named_parameters())["loc_rho_unconstrained"][0] = start
-            self._start_at_map = False
-        return super().forward(x, y, num_data, cancel_prior=cancel_prior)
+        if init_loc == "map":
+            raise ValueError("init_loc='map' needs the training data, which a guide does not have when it is built: "
+                             "fit with guide_options={'init_loc': 'map'} (or --guide-option init_loc=map), or pass "
+                             "init_loc=map_weights(model, x, y) (bnn.inference.map_estimate)")
+        raise ValueError(f"init_loc must be one of {[*INIT_LOCS, 'map']} or a mapping of site values, got {init_loc!r} "
+                         "('map' through fit or --guide-option init_loc=map, which fit the MAP on the full training data)")
 
     def flat_parameters(self) -> dict[str, torch.Tensor]:
         r"""The flat guide parameters from the rows :math:`(\mu, \rho)` of ``loc_rho``.

@@ -31,6 +31,8 @@ from tqdm.auto import tqdm
 LBFGS_MAX_ITERATIONS = 1000
 LBFGS_HISTORY = 100
 LBFGS_TOLERANCE_CHANGE = 1e-14
+MAP_STEPS, MAP_LR, MAP_TOLERANCE = 1000, 0.01, 1e-2
+"""The Adam steps, Adam's rate and the L-BFGS gradient tolerance of :func:`map_weights`."""
 
 
 @dataclass(frozen=True)
@@ -93,16 +95,44 @@ def find_map(
     model, x: torch.Tensor, y: torch.Tensor, *, steps: int, lr: float, tolerance: float, progress: bool,
     judged_from: int = 0,
 ) -> MapEstimate:
-    """Maximise the log joint over the flat weights (and a learned noise); see the module docstring.
+    r"""Maximise the log joint over the flat weights (and a learned noise); see the module docstring.
 
-    Uses the global random state for the initial draw (call it under :func:`bnn.inference.seeding.seeded`).
-    Works in the dtype of ``x``. Distribution argument checks are off inside (the data were
-    validated at the edge, and every loss is checked for finiteness): they cost a fifth of a step.
+    .. math::
 
-    With ``judged_from > 0`` (a Laplace approximation over the entries from there on, the
-    rest held fixed) a second polish optimises those entries alone, and convergence is judged,
-    and the gradient norm reported, on them only: the fixed entries may sit at a kink of their
-    prior (zero under a Laplace prior) where no gradient vanishes and L-BFGS stalls.
+        \theta_{MAP} = \arg\min_\theta \; -\frac{1}{n}\big[\log p(y \mid x, \theta, \sigma) + \log p(\theta)\big]
+
+    Distribution argument checks are off inside: the data were validated at the edge, and
+    every loss is checked for finiteness.
+
+    Parameters
+    ----------
+    model : BayesianMLP
+        The model; its priors give :math:`\log p(\theta)` and the starting draw.
+    x, y : torch.Tensor
+        The training data; the fit works in the dtype of ``x``.
+    steps, lr : int, float
+        Adam's steps and rate before the L-BFGS polish.
+    tolerance : float
+        The largest entry of :math:`\nabla_\theta \log p(y, \theta \mid x)` accepted as converged.
+    progress : bool
+        Show tqdm bars.
+    judged_from : int
+        With ``judged_from > 0`` (a Laplace approximation over the entries from there on, the
+        rest held fixed) a second polish optimises those entries alone, and convergence is judged,
+        and the gradient norm reported, on them only: the fixed entries may sit at a kink of their
+        prior (zero under a Laplace prior) where no gradient vanishes and L-BFGS stalls.
+
+    Returns
+    -------
+    MapEstimate
+        :math:`\theta_{MAP}` and the terms of the log joint there (a ``RuntimeWarning`` when not converged).
+        The initial draw comes from the global random state (call it under
+        :func:`bnn.inference.seeding.seeded`).
+
+    Raises
+    ------
+    FloatingPointError
+        When the objective or the final gradient is not finite.
     """
     with pyro.validation_enabled(False):
         return _find_map(model, x, y, steps, lr, tolerance, progress, judged_from)
@@ -183,3 +213,39 @@ def _estimate(model, x, y, theta, distributions, tolerance: float, judged_from: 
     return MapEstimate(
         theta, latents, likelihood_term.item(), prior_term.item(), gradient.norm().item(), iterations, largest <= tolerance
     )
+
+
+def map_weights(model, x: torch.Tensor, y: torch.Tensor, *, steps: int = MAP_STEPS, lr: float = MAP_LR,
+                tolerance: float = MAP_TOLERANCE) -> dict[str, torch.Tensor]:
+    r"""The MAP value of every latent site of ``model`` on ``(x, y)``, a starting point for a guide.
+
+    .. math::
+
+        \theta_{MAP} = \arg\max_\theta \; \log p(y \mid x, \theta) + \log p(\theta)
+
+    by :func:`find_map` (Adam for ``steps`` steps at rate ``lr`` from a prior draw, then L-BFGS
+    until no gradient entry exceeds ``tolerance``; a ``RuntimeWarning`` when it stops short), in
+    float64 as the Laplace fit (float32 stalls L-BFGS above the tolerance), split into the weight
+    sites, plus a learned noise ``sigma`` at its maximum-likelihood value
+    :math:`\hat\sigma^2 = \frac{1}{nK}\sum_{i,k} (y_{ik} - f_{ik})^2`. SVI passes the result as a
+    guide's ``init_loc`` when the guide options say ``init_loc="map"``.
+
+    Parameters
+    ----------
+    model : BayesianMLP
+        The model whose latent sites are estimated.
+    x, y : torch.Tensor
+        The training data, all of it (the MAP of a minibatch is another point).
+    steps, lr, tolerance
+        Adam's steps and rate, and the largest gradient entry the L-BFGS polish accepts.
+
+    Returns
+    -------
+    dict of str to torch.Tensor
+        Site name to value, shaped like the site, in the dtype of ``x``. Draws from torch's global
+        random state (call it under :func:`bnn.inference.seeding.seeded`).
+    """
+    y_work = y.to(torch.float64) if y.is_floating_point() else y
+    estimate = find_map(model, x.to(torch.float64), y_work, steps=steps, lr=lr, tolerance=tolerance, progress=False)
+    values = {**split_flat(model.sites, estimate.theta), **estimate.latents}
+    return {name: value.to(x.dtype) for name, value in values.items()}

@@ -7,7 +7,8 @@ from typing import Any
 import torch
 from bnn.inference.method import Method
 from bnn.inference.posterior import Posterior
-from bnn.inference.svi.fit import DEFAULT_CHECKPOINT_EVERY, run_svi
+from bnn.inference.svi.checkpoint import DEFAULT_CHECKPOINT_EVERY
+from bnn.inference.svi.fit import run_svi
 from bnn.inference.svi.kl_weights import KLWeighting
 from bnn.inference.svi.nonfinite import NonFiniteELBOError
 from bnn.inference.svi.options import SVIOptions

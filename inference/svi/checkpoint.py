@@ -35,6 +35,8 @@ import torch
 from bnn.inference.atomic import atomic_file
 
 CHECKPOINT_FILE = "svi-checkpoint.pt"
+DEFAULT_CHECKPOINT_EVERY = 1000
+"""Steps between periodic checkpoints when a fit has a checkpoint folder but no ``checkpoint_every``."""
 FORMAT = "bnn-svi-checkpoint"
 SCHEMA_VERSION = 1
 
@@ -115,6 +117,24 @@ class TrainingState:
                 current[renamed[name]].copy_(value)
         optimiser.set_state({renamed[name]: state for name, state in self.optimiser.items()})
         torch.set_rng_state(self.rng)
+
+
+def checkpoint_target(checkpoint_dir: str | Path | None, resume: str | Path | None) -> Path | None:
+    """The folder a fit writes its checkpoints to: ``checkpoint_dir``, else the ``resume`` folder, else none.
+
+    Raises
+    ------
+    ValueError
+        When the folder already holds a checkpoint and is not the one being resumed (it is another
+        fit's, or this fit's to continue with ``resume``).
+    """
+    target = None if checkpoint_dir is None and resume is None else Path(checkpoint_dir or resume)
+    if target is not None and (target / CHECKPOINT_FILE).exists() and (
+        resume is None or Path(resume).resolve() != target.resolve()
+    ):
+        raise ValueError(f"{target} already holds an SVI checkpoint; continue it with resume={str(target)!r} "
+                         "(--resume), or delete it or choose another checkpoint folder")
+    return target
 
 
 def _differences(before: Any, now: Any, path: str = "") -> list[str]:

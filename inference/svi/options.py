@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 from bnn.inference.svi.kl_weights import KLWeighting
+from bnn.inference.svi.optimiser import ADAM_BETAS
 from bnn.inference.svi.schedules import LRSchedule
 
 from bnn.options import (
@@ -24,8 +25,6 @@ from bnn.options import (
     seed,
 )
 
-ADAM_BETAS = (0.9, 0.999)
-"""Adam's moment decay rates (torch's defaults)."""
 DEFAULT_STEPS = 2000
 DEFAULT_KL_WARMUP_FRACTION = 0.25
 
@@ -39,7 +38,8 @@ class SVIOptions(Options):
     guide : str, GuideFactory, AutoGuide class or callable
         See :func:`bnn.guides.registry.build_guide`.
     guide_options : dict, optional
-        Options for a guide given by name or factory.
+        Options for a guide given by name or factory. ``init_loc="map"`` starts the guide at the
+        MAP weights of the full training data (:mod:`bnn.inference.svi.guide`).
     steps, epochs : int, optional
         Length of the run, in optimiser steps or in passes over the data (default 2000 steps).
     batch_size : int, optional

@@ -10,10 +10,10 @@ import torch
 from bnn.datasets import load_toy1d
 from bnn.guides import GUIDES, MeanFieldGuide, build_guide
 from bnn.guides.kl import gaussian_kl
-from bnn.guides.meanfield import map_weights
 from bnn.inference import fit
 from bnn.inference.cli import main
 from bnn.inference.guide_draws import sample_guide
+from bnn.inference.map_estimate import map_weights
 from bnn.models import BayesianMLP, GaussianLikelihood, GaussianPrior, LaplacePrior, ScaleMixturePrior
 from pyro.infer import JitTrace_ELBO, Trace_ELBO
 
@@ -109,32 +109,28 @@ def test_init_options(data):
     torch.testing.assert_close(loc_scale["layers.1.bias"][1], torch.full((1,), 0.6931472))  # softplus(0)
 
 
-def test_init_loc_map_starts_at_the_map_weights_before_any_step(data):
-    """The first call sets mu to map_weights of its data (same random state, same MAP), sigma at the ML noise."""
+def test_init_loc_map_weights_start_the_guide_at_the_map_before_any_step(data):
+    """Given map_weights of the data (what fit passes for init_loc="map"), mu starts there, sigma at the ML noise."""
     x, y = data
     m = small_model(GaussianPrior(0.7))
-    guide = MeanFieldGuide(m, init_loc="map", init_rho=-2.0)
     pyro.set_rng_seed(3)
     expected = map_weights(m, x, y)
-    pyro.set_rng_seed(3)
-    guide(x, y)
+    guide = MeanFieldGuide(m, init_loc=expected, init_rho=-2.0)
     loc_scale = guide.site_loc_scale()
     for site in m.sites:
         assert torch.equal(loc_scale[site.name][0], expected[site.name])
     torch.testing.assert_close(loc_scale["sigma"][0], expected["sigma"].log())  # unconstrained space
     torch.testing.assert_close(loc_scale["sigma"][1], torch.nn.functional.softplus(torch.tensor(-2.0)))
     before = loc_scale["layers.0.weight"][0].clone()
-    guide(x, y)  # once only
+    guide(x, y)  # a call changes no parameter
     assert torch.equal(guide.site_loc_scale()["layers.0.weight"][0], before)
 
 
-def test_init_loc_map_needs_the_full_data_on_the_first_call(data):
-    x, y = data
-    with pytest.raises(ValueError, match="got a minibatch of 4 of 12 examples; fit on the full data"):
-        fit(small_model(), (x, y), guide="meanfield", guide_options={"init_loc": "map"}, steps=3, batch_size=4,
-            progress=False)
-    with pytest.raises(ValueError, match="got no y; fit on the full data .*or pass init_loc=map_weights"):
-        MeanFieldGuide(small_model(), init_loc="map")(x)
+def test_init_loc_map_is_resolved_by_fit_not_by_the_guide():
+    """A guide built directly has no data to fit the MAP on: the error says how to get it."""
+    with pytest.raises(ValueError, match=r"init_loc='map' needs the training data.*fit with guide_options=\{'init_loc': "
+                                         r"'map'\} \(or --guide-option init_loc=map\), or pass init_loc=map_weights"):
+        MeanFieldGuide(small_model(), init_loc="map")
 
 
 def test_cli_starts_at_the_map(tmp_path):

@@ -16,7 +16,7 @@ import torch
 from bnn.datasets import load_toy1d
 from bnn.inference import Posterior, fit
 from bnn.inference.cli import main
-from bnn.inference.svi import fit as svi_module
+from bnn.inference.svi import loop as svi_loop
 from bnn.inference.svi.checkpoint import CHECKPOINT_FILE, FORMAT, SCHEMA_VERSION
 from bnn.models import BayesianMLP
 
@@ -66,14 +66,14 @@ def assert_same_fit(resumed: Posterior, reference: Posterior) -> None:
 def signal_at_step(monkeypatch, call: int, signum: int = signal.SIGINT) -> None:
     """Deliver ``signum`` to this process during the ``call``-th SVI step."""
     calls = itertools.count(1)
-    step = svi_module.guarded_step
+    step = svi_loop.guarded_step
 
     def signalling_step(*args, **kwargs):
         if next(calls) == call:
             signal.raise_signal(signum)
         return step(*args, **kwargs)
 
-    monkeypatch.setattr(svi_module, "guarded_step", signalling_step)
+    monkeypatch.setattr(svi_loop, "guarded_step", signalling_step)
 
 
 @pytest.mark.parametrize("kill", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
@@ -106,6 +106,7 @@ def test_a_killed_run_resumes_to_the_numbers_of_an_uninterrupted_one(kill, unint
 CONFIGS = {
     "autonormal, minibatches, cosine rate, Blundell KL": dict(batch_size=10, lr_schedule="cosine", kl_weighting="blundell"),
     "meanfield, JIT, two particles": dict(guide="meanfield", jit=True, num_particles=2),
+    "meanfield started at the MAP, minibatches": dict(guide="meanfield", guide_options={"init_loc": "map"}, batch_size=10),
 }
 
 

@@ -1,0 +1,98 @@
+r"""How an SVI run walks through the data: its length in steps, and the minibatch of each step.
+
+With :math:`N` training examples and batch size :math:`|B|`, an epoch is
+:math:`M = \lfloor N/|B| \rfloor` steps on equal batches of a fresh shuffle (equal sizes keep a
+JIT-compiled loss valid; the :math:`N - M|B|` examples left over change with each shuffle).
+Step :math:`t` takes batch :math:`i = t \bmod M` of the current epoch's shuffle.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from bnn.inference.svi.kl_weights import KLWeighting
+from bnn.inference.svi.options import DEFAULT_STEPS, SVIOptions
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    r"""The length of an SVI run and its cut into minibatches.
+
+    Attributes
+    ----------
+    total_steps : int
+        :math:`T`: ``epochs`` times :math:`M` with ``epochs``, else ``steps`` (default 2000).
+    batch_size : int
+        :math:`|B|` (the full data without ``batch_size``).
+    warmup_steps : int
+        :math:`W = \max(1, \lceil f T \rceil)` for the KL warm-up fraction :math:`f`
+        (:class:`~bnn.inference.svi.kl_weights.KLWeighting`).
+    """
+
+    total_steps: int
+    batch_size: int
+    warmup_steps: int
+
+    @classmethod
+    def of(cls, n: int, options: SVIOptions) -> StepPlan:
+        """The plan of ``options`` on ``n`` training examples.
+
+        Raises
+        ------
+        ValueError
+            For a ``batch_size`` above ``n``.
+        """
+        batch_size = n if options.batch_size is None else options.batch_size
+        if batch_size > n:
+            raise ValueError(f"batch_size {batch_size} exceeds the {n} training examples")
+        if options.epochs is not None:
+            total_steps = options.epochs * (n // batch_size)
+        else:
+            total_steps = DEFAULT_STEPS if options.steps is None else options.steps
+        return cls(total_steps, batch_size, max(1, math.ceil(options.warmup_fraction * total_steps)))
+
+
+class MiniBatches:
+    r"""The arguments of step :math:`t`: minibatch :math:`t \bmod M` of the epoch's shuffle and, with a
+    non-uniform KL weighting, the KL scale :math:`M\pi_t`.
+
+    The shuffle is drawn from torch's RNG at the epoch's first batch; :attr:`permutation` holds
+    the current epoch's order (a checkpoint saves and restores it).
+
+    Parameters
+    ----------
+    x, y : torch.Tensor
+        The training data, :math:`N` examples.
+    batch_size : int
+        :math:`|B| \le N`; :math:`|B| = N` passes the data unshuffled, with no ``num_data``.
+    weighting : KLWeighting
+        The KL weight :math:`\pi` of each step.
+    warmup_steps : int
+        :math:`W`, for ``KLWeighting.WARMUP``.
+    """
+
+    def __init__(self, x: torch.Tensor, y: torch.Tensor, batch_size: int, weighting: KLWeighting, warmup_steps: int) -> None:
+        self.x, self.y, self.batch_size = x, y, batch_size
+        self.weighting, self.warmup_steps = weighting, warmup_steps
+        self.batches_per_epoch = x.shape[0] // batch_size
+        self.permutation = torch.arange(x.shape[0])
+
+    def __call__(self, step: int) -> tuple[tuple, dict[str, Any]]:
+        """``(args, kwargs)`` of the model and guide at ``step``: ``(x_B, y_B[, kl_scale])`` and ``num_data``."""
+        n = self.x.shape[0]
+        batch = step % self.batches_per_epoch
+        if self.batch_size == n:
+            arguments: tuple = (self.x, self.y)
+        else:
+            if batch == 0:
+                self.permutation = torch.randperm(n)
+            index = self.permutation[batch * self.batch_size : (batch + 1) * self.batch_size]
+            arguments = (self.x[index], self.y[index])
+        if self.weighting is not KLWeighting.UNIFORM:
+            pi = self.weighting.weight(batch=batch, num_batches=self.batches_per_epoch, step=step,
+                                       warmup_steps=self.warmup_steps)
+            arguments += (torch.tensor(self.batches_per_epoch * pi),)
+        return arguments, {"num_data": None if self.batch_size == n else n}
