@@ -36,8 +36,8 @@ class InitStrategy(str, Enum):
     PRIOR = "prior"
     """A draw from the prior, different for each chain."""
     MAP = "map"
-    """A short MAP fit (Adam on :math:`U(z)`, :data:`~bnn.inference.nuts.engines.pyro.MAP_STEPS` steps) from a
-    prior draw, per chain."""
+    """The MAP of the weights and noise (:func:`~bnn.inference.map_estimate.map_weights`: Adam, then L-BFGS) from a
+    prior draw, per chain: chains start at different modes when the MAP fits find different ones."""
 
 
 class Engine(str, Enum):

@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
+from bnn.inference.map_estimate import map_weights
 from bnn.inference.nuts.chain import ChainDraws, ChainJob, InitStrategy, sampler_stats
 from bnn.inference.nuts.potential import MAX_PLATE_NESTING
 from bnn.inference.seeding import seeded
@@ -26,35 +27,22 @@ from pyro.infer import MCMC, NUTS
 from pyro.infer.autoguide import init_to_sample, init_to_value
 from pyro.infer.mcmc.util import initialize_model
 
-MAP_STEPS = 1000
-MAP_LR = 0.01
-
-
-def map_point(potential_fn: Callable, params: dict[str, torch.Tensor], *, steps: int = MAP_STEPS,
-              lr: float = MAP_LR) -> dict[str, torch.Tensor]:
-    r"""Approximately :math:`\arg\min_z U(z)` by ``steps`` Adam steps from ``params`` (unconstrained)."""
-    z = {name: value.detach().clone().requires_grad_() for name, value in params.items()}
-    optimiser = torch.optim.Adam(list(z.values()), lr=lr)
-    for _ in range(steps):
-        optimiser.zero_grad()
-        potential_fn(z).backward()
-        optimiser.step()
-    z = {name: value.detach() for name, value in z.items()}
-    if not all(torch.isfinite(value).all() for value in z.values()):
-        raise FloatingPointError("the MAP initialisation diverged; start from the prior (init='prior')")
-    return z
-
 
 def initial_point(model, x: torch.Tensor, y: torch.Tensor, init: InitStrategy | dict[str, torch.Tensor], *,
                   jit_compile: bool) -> tuple[dict[str, torch.Tensor], Callable, dict]:
-    """The chain's unconstrained start, the potential :math:`U` and the site transforms :math:`T`."""
+    """The chain's unconstrained start, the potential :math:`U` and the site transforms :math:`T`.
+
+    ``InitStrategy.MAP`` starts at :func:`~bnn.inference.map_estimate.map_weights` from a prior draw of the chain's
+    seed (a start need not be the exact mode, so the polish's warning that it stopped short is not passed on)."""
+    if init is InitStrategy.MAP:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="the MAP polish stopped", category=RuntimeWarning)
+            init = map_weights(model, x, y)
     strategy = init_to_sample if isinstance(init, InitStrategy) else init_to_value(values=init, fallback=init_to_sample)
     params, potential_fn, transforms, _ = initialize_model(
         model, (x, y), init_strategy=strategy, jit_compile=jit_compile, skip_jit_warnings=True,
         max_plate_nesting=MAX_PLATE_NESTING,
     )
-    if init is InitStrategy.MAP:
-        params = map_point(potential_fn, params)
     return params, potential_fn, transforms
 
 
