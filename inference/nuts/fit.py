@@ -76,7 +76,7 @@ from typing import Any
 import numpy as np
 import torch
 from bnn.inference.convergence import R_HAT_THRESHOLD, ChainDiagnostics, chain_diagnostics
-from bnn.inference.nuts.chain import ChainJob, Engine, InitStrategy
+from bnn.inference.nuts.chain import ChainDraws, ChainJob, Engine, InitStrategy
 from bnn.inference.nuts.chains import ChainMethod, available_cores
 from bnn.inference.nuts.chains import sample_chains as _sample
 from bnn.inference.nuts.options import MIN_SAMPLES, NUTSOptions
@@ -168,49 +168,57 @@ def run_nuts(model, x: torch.Tensor, y: torch.Tensor, options: NUTSOptions) -> P
         The first chain's error when every chain failed; ``KeyboardInterrupt`` when Ctrl-C came
         before any chain had 4 draws.
     """
-    num_warmup, num_samples, target_accept, max_tree_depth = (options.num_warmup, options.num_samples,
-                                                              options.target_accept, options.max_tree_depth)
-    dense_mass, init, chain_method, jit_compile = options.dense_mass, options.init, options.chain_method, options.jit_compile
-    engine, seed, progress = options.engine, options.seed, options.progress
     num_chains = min(2, available_cores()) if options.num_chains is None else options.num_chains
-    parallel = chain_method is ChainMethod.PARALLEL or (
-        chain_method is ChainMethod.AUTO and num_chains > 1 and available_cores() > 1
+    parallel = options.chain_method is ChainMethod.PARALLEL or (
+        options.chain_method is ChainMethod.AUTO and num_chains > 1 and available_cores() > 1
     )
-    with seeded(seed):
-        chain_seeds = torch.randint(0, 2**31 - 1, (num_chains,)).tolist()
-        inits = _chain_inits(init, model, x, y, num_chains)
-        mismatch = flat_potential_mismatch(model, x, y) if engine is Engine.NUTPIE else None  # draws a Pyro trace
-    potential = PotentialKind.FLAT if engine is Engine.NUTPIE and mismatch is None else PotentialKind.TRACE
-    jobs = [
-        ChainJob(chain, chain_seeds[chain], num_warmup, num_samples, float(target_accept), max_tree_depth,
-                 dense_mass, inits[chain], jit_compile, torch.get_default_dtype(), engine, potential)
-        for chain in range(num_chains)
-    ]
-
+    jobs, mismatch = _plan_chains(model, x, y, options, num_chains)
     start = time.perf_counter()
-    outcomes, parallel = _sample(model, x, y, jobs, parallel, chain_method, progress)
+    outcomes, parallel = _sample(model, x, y, jobs, parallel, options.chain_method, options.progress)
     chains, outcome_info = outcomes.resolve(MIN_SAMPLES)
     train_seconds = time.perf_counter() - start
-
-    dtype = torch.get_default_dtype()
-    draws = {name: torch.as_tensor(np.stack([chain.samples[name] for chain in chains]), dtype=dtype)
-             for name in chains[0].samples}
-    stats = {name: np.stack([chain.stats[name] for chain in chains]) for name in chains[0].stats}
+    draws, stats = _stack(chains)
     diagnostics = chain_diagnostics(model, draws, x, stats["diverging"])
     if not diagnostics.converged:
-        warnings.warn(_convergence_message(diagnostics, len(chains), chains[0].stats["diverging"].shape[0]),
+        warnings.warn(_convergence_message(diagnostics, len(chains), stats["diverging"].shape[1]),
                       ConvergenceWarning, stacklevel=4)
     record = NUTSRecord(
-        seed=seed, train_seconds=train_seconds, num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
-        target_accept=target_accept, max_tree_depth=max_tree_depth, dense_mass=dense_mass,
-        init=inits[0].value if isinstance(inits[0], InitStrategy) else "values",
-        chain_method="parallel" if parallel else "sequential", jit_compile=jit_compile, engine=engine.value,
-        potential=potential.value, potential_reason=mismatch, chain_seeds=chain_seeds,
-        chain_seconds=[chain.seconds for chain in chains], chain_gradients=[chain.gradients for chain in chains],
-        gradient_evaluations=sum(chain.gradients for chain in chains), diagnostics=diagnostics,
-        **outcome_info,
+        seed=options.seed, train_seconds=train_seconds, num_warmup=options.num_warmup, num_samples=options.num_samples,
+        num_chains=num_chains, target_accept=options.target_accept, max_tree_depth=options.max_tree_depth,
+        dense_mass=options.dense_mass, init=jobs[0].init.value if isinstance(jobs[0].init, InitStrategy) else "values",
+        chain_method="parallel" if parallel else "sequential", jit_compile=options.jit_compile,
+        engine=options.engine.value, potential=jobs[0].potential.value, potential_reason=mismatch,
+        chain_seeds=[job.seed for job in jobs], chain_seconds=[chain.seconds for chain in chains],
+        chain_gradients=[chain.gradients for chain in chains],
+        gradient_evaluations=sum(chain.gradients for chain in chains), diagnostics=diagnostics, **outcome_info,
     )
     other_sites = {name: value for name, value in draws.items() if name not in model.latent_shapes}
     return Posterior(model, draws, x, y, record, sample_stats=stats,
                      extras={"other_sites": other_sites} if other_sites else None)
 
+
+def _plan_chains(model, x: torch.Tensor, y: torch.Tensor, options: NUTSOptions,
+                 num_chains: int) -> tuple[list[ChainJob], str | None]:
+    """One :class:`ChainJob` per chain (its seed drawn from ``options.seed``, its start), and why the fast flat
+    potential does not describe the model (``None`` when it does, or for the Pyro engine, which reads the trace)."""
+    engine = options.engine
+    with seeded(options.seed):
+        chain_seeds = torch.randint(0, 2**31 - 1, (num_chains,)).tolist()
+        inits = _chain_inits(options.init, model, x, y, num_chains)
+        mismatch = flat_potential_mismatch(model, x, y) if engine is Engine.NUTPIE else None  # draws a Pyro trace
+    potential = PotentialKind.FLAT if engine is Engine.NUTPIE and mismatch is None else PotentialKind.TRACE
+    jobs = [
+        ChainJob(chain, chain_seeds[chain], options.num_warmup, options.num_samples, options.target_accept,
+                 options.max_tree_depth, options.dense_mass, inits[chain], options.jit_compile, torch.get_default_dtype(),
+                 engine, potential)
+        for chain in range(num_chains)
+    ]
+    return jobs, mismatch
+
+
+def _stack(chains: list[ChainDraws]) -> tuple[dict[str, torch.Tensor], dict[str, np.ndarray]]:
+    """The chains' draws ``(chains, draws, *site_shape)`` in the default dtype and statistics ``(chains, draws)``."""
+    dtype = torch.get_default_dtype()
+    draws = {name: torch.as_tensor(np.stack([chain.samples[name] for chain in chains]), dtype=dtype)
+             for name in chains[0].samples}
+    return draws, {name: np.stack([chain.stats[name] for chain in chains]) for name in chains[0].stats}

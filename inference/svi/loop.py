@@ -177,11 +177,12 @@ class SVILoop:
         """Write a checkpoint after ``steps_done`` steps when one is due or a stop signal came; on a signal, end
         the run (``KeyboardInterrupt`` or ``SystemExit``, naming the folder to resume from)."""
         every = DEFAULT_CHECKPOINT_EVERY if self.options.checkpoint_every is None else self.options.checkpoint_every
-        if self.checkpoints is None or (stop.signal is None and steps_done % every != 0):
+        received = stop.signal  # read once: a signal during the write below is handled after the next step
+        if self.checkpoints is None or (received is None and steps_done % every != 0):
             return
-        reason = "periodic" if stop.signal is None else f"stopped by {signal.Signals(stop.signal).name}"
+        reason = "periodic" if received is None else f"stopped by {signal.Signals(received).name}"
         saved = self.checkpoints.write(self.snapshot(steps_done, torch.get_rng_state()), reason)
-        if stop.signal is not None:
+        if received is not None:
             folder = self.checkpoints.directory
             stop.stop(f"SVI {reason} after step {steps_done} of {self.plan.total_steps}; {saved} holds its state: "
                       f"continue with fit(..., resume={str(folder)!r}) or --resume {folder}")
