@@ -19,6 +19,7 @@ import pandas as pd
 from bnn.datasets import DATASETS, load_dataset
 from bnn.guides import GUIDES
 from bnn.inference.atomic import atomic_directory, write_json
+from bnn.inference.ensemble.options import MemberMethod
 from bnn.inference.evaluation.compare import label_fits
 from bnn.inference.evaluation.metrics import evaluate
 from bnn.inference.evaluation.plots import plot_fit
@@ -43,6 +44,7 @@ FIT_OPTIONS = {
     "target_accept": "target_accept", "max_tree_depth": "max_tree_depth", "dense_mass": "dense_mass", "init": "init",
     "hessian": "hessian", "structure": "structure", "tune_prior_precision": "tune_prior_precision",
     "map_steps": "map_steps", "max_memory_gib": "max_memory_gib", "engine": "engine", "chain_method": "chain_method",
+    "dropout_rate": "dropout_rate", "num_members": "num_members", "member_method": "member_method",
 }
 
 
@@ -137,6 +139,13 @@ def add_fit_arguments(parser: argparse.ArgumentParser, *, checkpoints: bool = Fa
                          help="scale a Gaussian prior's precision to maximise the Laplace evidence")
     laplace.add_argument("--map-steps", type=int, help="Adam steps before the L-BFGS polish (default 1000)")
     laplace.add_argument("--max-memory-gib", type=float, help="refuse a curvature needing more memory (default 2)")
+    mc_dropout = parser.add_argument_group("mc-dropout", "also --steps (default 3000), --lr (0.01), --batch-size (all), "
+                                           "--num-draws (1000)")
+    mc_dropout.add_argument("--dropout-rate", type=float, help="probability of dropping each input of a layer (default 0.01)")
+    ensemble = parser.add_argument_group("ensemble", "also --map-steps (default 1000)")
+    ensemble.add_argument("--num-members", type=int, help="independent MAP fits, one draw each (default 5)")
+    ensemble.add_argument("--member-method", choices=[m.value for m in MemberMethod],
+                          help="members in processes or one after the other (default auto)")
 
 
 def uci_split(args: argparse.Namespace) -> int:

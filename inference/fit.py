@@ -12,14 +12,14 @@ from typing import Any
 import torch
 from bnn.datasets.dataset import Dataset
 from bnn.datasets.validation import check_inputs_targets
-from bnn.inference import laplace, nuts, svi
+from bnn.inference import ensemble, laplace, mc_dropout, nuts, svi
 from bnn.inference.method import Method
 from bnn.inference.posterior import Posterior
 
 from bnn.registry import Registry
 
 METHODS: Registry = Registry("method")
-for _package in (svi, nuts, laplace):
+for _package in (svi, nuts, laplace, mc_dropout, ensemble):
     METHODS.register(_package.METHOD.name, _package.METHOD)
 
 

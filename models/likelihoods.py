@@ -8,6 +8,10 @@ r"""Observation models :math:`p(y \mid f)` for the network output :math:`f = f(x
     Binary classification, :math:`y \sim \text{Bernoulli}(\text{sigmoid}(f))`, labels in {0, 1}.
 ``categorical``
     Multiclass, :math:`y \sim \text{Categorical}(\text{softmax}(f))`, labels in {0, ..., K-1}.
+``heteroscedastic-gaussian``
+    Regression with input-dependent noise (Nix & Weigend 1994; Lakshminarayanan et al. 2017):
+    the network outputs a mean and a raw scale per target, :math:`y \sim \mathcal{N}(f_\mu, s^2)` with
+    :math:`s = \operatorname{softplus}(f_s) + s_{min}`, so the network has ``out_features = 2 x targets``.
 
 :meth:`Likelihood.distribution` takes ``f`` of shape ``(*sample, n, out_features)`` and
 returns a distribution whose batch shape is ``(*sample, n)``: one factor per data point,
@@ -49,9 +53,21 @@ class Likelihood(abc.ABC):
     def check_out_features(self, out_features: int) -> None:
         """Raise ``ValueError`` when the network's output size does not suit the likelihood."""
 
+    def network_outputs(self, targets: int) -> int:
+        """The network outputs (``out_features``) this likelihood reads for ``targets`` target columns (or classes)."""
+        return targets
+
     def config(self) -> dict[str, Any]:
         """A JSON-able description that :func:`get_likelihood` rebuilds."""
         return config_of(self, LIKELIHOODS)
+
+
+def _regression_targets(y: torch.Tensor, targets: int) -> torch.Tensor:
+    """``y`` in the default dtype if it has shape ``(n,)`` for one target, ``(n, targets)`` for several."""
+    expected = (y.shape[0],) if targets == 1 else (y.shape[0], targets)
+    if tuple(y.shape) != expected:
+        raise ValueError(f"regression targets for {targets} output(s) must have shape {expected}, got {tuple(y.shape)}")
+    return y.to(torch.get_default_dtype())
 
 
 def _check_one_dimensional(y: torch.Tensor, what: str) -> None:
@@ -105,13 +121,53 @@ class GaussianLikelihood(Likelihood):
         return dist.Normal(f, sigma).to_event(1)
 
     def check_targets(self, y, out_features):
-        expected = (y.shape[0],) if out_features == 1 else (y.shape[0], out_features)
-        if tuple(y.shape) != expected:
-            raise ValueError(
-                f"regression targets for {out_features} output(s) must have shape {expected}, "
-                f"got {tuple(y.shape)}"
-            )
-        return y.to(torch.get_default_dtype())
+        return _regression_targets(y, out_features)
+
+
+@LIKELIHOODS.register("heteroscedastic-gaussian")
+@dataclass(frozen=True)
+class HeteroscedasticGaussianLikelihood(Likelihood):
+    r""":math:`y_k \sim \mathcal{N}(f_k, s_k^2)` with :math:`s_k = \operatorname{softplus}(f_{K+k}) + s_{min}`.
+
+    The network's ``2K`` outputs are the ``K`` means, then the ``K`` raw scales (``out_features = 2K``; size a
+    model with :meth:`network_outputs`). The noise is a function of the input, not a latent site, so every method
+    fits it with the weights; ``min_scale`` keeps the density bounded where a scale would collapse on a point.
+
+    Parameters
+    ----------
+    min_scale : float
+        :math:`s_{min} > 0`, in the units of the (standardised) targets.
+    """
+
+    task: ClassVar[str] = "regression"
+    min_scale: float = 1e-3
+
+    def __post_init__(self) -> None:
+        value = self.min_scale
+        if isinstance(value, bool) or not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+            raise ValueError(f"HeteroscedasticGaussianLikelihood: min_scale must be a positive finite number, got {value!r}")
+
+    def network_outputs(self, targets: int) -> int:
+        return 2 * targets
+
+    def check_out_features(self, out_features):
+        if out_features % 2:
+            raise ValueError(f"a heteroscedastic Gaussian likelihood needs out_features = 2 x targets (a mean and a raw "
+                             f"scale per target), got {out_features}; size the model with network_outputs(targets)")
+
+    def mean_and_scale(self, f: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The means and scales, each ``(*sample, n, K)``, from the outputs ``f`` of shape ``(*sample, n, 2K)``."""
+        mean, raw = f.chunk(2, dim=-1)
+        return mean, torch.nn.functional.softplus(raw) + self.min_scale
+
+    def distribution(self, f, latents):
+        mean, scale = self.mean_and_scale(f)
+        if mean.shape[-1] == 1:
+            return dist.Normal(mean[..., 0], scale[..., 0])
+        return dist.Normal(mean, scale).to_event(1)
+
+    def check_targets(self, y, out_features):
+        return _regression_targets(y, out_features // 2)
 
 
 @LIKELIHOODS.register("bernoulli")

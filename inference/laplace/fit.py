@@ -40,7 +40,7 @@ from bnn.inference.laplace.evidence import (
     optimal_prior_multiplier,
     relative_eigenvalues,
 )
-from bnn.inference.laplace.linearized import Linearization
+from bnn.inference.laplace.linearized import Linearization, check_linearizable
 from bnn.inference.laplace.options import LaplaceOptions
 from bnn.inference.laplace.prior_curvature import check_prior_curvature_possible, covered_sites, prior_curvature
 from bnn.inference.laplace.record import LaplaceRecord
@@ -163,6 +163,7 @@ def run_laplace(model, x: torch.Tensor, y: torch.Tensor, options: LaplaceOptions
     map_steps, map_lr, map_tolerance, max_memory_gib = (options.map_steps, options.map_lr, options.map_tolerance,
                                                         options.max_memory_gib)
     num_draws, seed, progress = options.num_draws, options.seed, options.progress
+    check_linearizable(model.likelihood)
     if hessian_type is HessianType.GGN:
         check_ggn_supported(model.likelihood)
     start = covered_from(model, structure)

@@ -35,8 +35,20 @@ from bnn.guides.flat_weights import join_sites, split_flat
 from bnn.guides.laplace import LaplaceGuide
 from bnn.inference.laplace.curvature import output_jacobian, rows_per_chunk
 from bnn.inference.prediction import Prediction
+from bnn.models.likelihoods import BernoulliLikelihood, CategoricalLikelihood, GaussianLikelihood, Likelihood
 
 from bnn.options import positive_int
+
+LINEARIZED_LIKELIHOODS = (GaussianLikelihood, BernoulliLikelihood, CategoricalLikelihood)
+"""The likelihoods whose predictive has the closed forms of the module notes."""
+
+
+def check_linearizable(likelihood: Likelihood) -> None:
+    """Raise ``ValueError`` when the linearised predictive has no closed form for ``likelihood``."""
+    if type(likelihood) not in LINEARIZED_LIKELIHOODS:
+        names = [cls.__name__ for cls in LINEARIZED_LIKELIHOODS]
+        raise ValueError(f"the Laplace approximation's linearised predictive knows the likelihoods {names}, not "
+                         f"{type(likelihood).__name__}; fit this model with another method (svi, nuts, mc-dropout, ensemble)")
 
 
 def _label_moments(probs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from bnn.models import BernoulliLikelihood, CategoricalLikelihood, GaussianLikelihood, get_likelihood
+from bnn.inference import fit
+from bnn.models import BayesianMLP, BernoulliLikelihood, CategoricalLikelihood, GaussianLikelihood, get_likelihood
+from bnn.models.likelihoods import HeteroscedasticGaussianLikelihood
 
 
 def test_gaussian_fixed_noise_distribution():
@@ -66,3 +68,72 @@ def test_bad_likelihood_options_are_refused(make, message):
 
 def test_categorical_targets_become_long():
     assert CategoricalLikelihood().check_targets(torch.tensor([0.0, 2.0]), 3).dtype == torch.long
+
+
+# ----------------------------------------------------------------- heteroscedastic Gaussian
+def test_heteroscedastic_log_density_is_the_normal_with_the_networks_scale():
+    likelihood = HeteroscedasticGaussianLikelihood(min_scale=0.01)
+    f, y = torch.randn(3, 7, 2), torch.randn(7)
+    scale = torch.nn.functional.softplus(f[..., 1]) + 0.01
+    d = likelihood.distribution(f, {})
+    assert d.batch_shape == (3, 7) and d.event_shape == ()
+    torch.testing.assert_close(d.log_prob(y), torch.distributions.Normal(f[..., 0], scale).log_prob(y))
+    torch.testing.assert_close(d.stddev, scale)
+
+
+def test_heteroscedastic_several_targets_are_one_event_per_example():
+    likelihood = HeteroscedasticGaussianLikelihood()
+    f, y = torch.randn(2, 5, 6), torch.randn(5, 3)
+    scale = torch.nn.functional.softplus(f[..., 3:]) + likelihood.min_scale
+    d = likelihood.distribution(f, {})
+    assert d.batch_shape == (2, 5) and d.event_shape == (3,)
+    torch.testing.assert_close(d.log_prob(y), torch.distributions.Normal(f[..., :3], scale).log_prob(y).sum(-1))
+
+
+def test_heteroscedastic_sizes_the_network_and_reads_its_targets():
+    likelihood = get_likelihood({"name": "heteroscedastic-gaussian", "min_scale": 0.05})
+    assert likelihood == HeteroscedasticGaussianLikelihood(0.05) and get_likelihood(likelihood.config()) == likelihood
+    assert likelihood.network_outputs(3) == 6 and GaussianLikelihood().network_outputs(3) == 3
+    assert likelihood.check_targets(torch.zeros(4, dtype=torch.float64), 2).dtype == torch.get_default_dtype()
+    assert likelihood.check_targets(torch.zeros(4, 3), 6).shape == (4, 3)
+    model = BayesianMLP(1, likelihood.network_outputs(1), hidden=(3,), likelihood=likelihood)
+    assert model.latent_shapes.keys() == {"layers.0.weight", "layers.0.bias", "layers.1.weight", "layers.1.bias"}
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: HeteroscedasticGaussianLikelihood(min_scale=0.0), "min_scale must be a positive finite number"),
+        (lambda: HeteroscedasticGaussianLikelihood(min_scale=True), "min_scale must be a positive finite number"),
+        (lambda: BayesianMLP(1, 1, likelihood="heteroscedastic-gaussian"), r"needs out_features = 2 x targets .* got 1"),
+        (lambda: HeteroscedasticGaussianLikelihood().check_targets(torch.zeros(4, 2), 2), r"must have shape \(4,\)"),
+        (lambda: HeteroscedasticGaussianLikelihood().check_targets(torch.zeros(4), 4), r"must have shape \(4, 2\)"),
+    ],
+)
+def test_heteroscedastic_bad_options_and_shapes_are_refused(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
+def test_a_heteroscedastic_fit_predicts_more_noise_where_the_data_have_more():
+    """Noise 0.05 on the left half, 0.5 on the right: the scale of a deep ensemble (the paper's setting) follows it."""
+    generator = torch.Generator().manual_seed(0)
+    x = torch.rand(200, 1, generator=generator) * 2 - 1
+    y = torch.sin(2 * x[:, 0]) + torch.where(x[:, 0] < 0, 0.05, 0.5) * torch.randn(200, generator=generator)
+    likelihood = HeteroscedasticGaussianLikelihood()
+    model = BayesianMLP(1, 2, hidden=(10,), likelihood=likelihood)
+    posterior = fit(model, (x, y), "ensemble", num_members=2, member_method="sequential", map_steps=300, map_tolerance=1.0,
+                    progress=False)
+    grid = torch.tensor([[-0.7], [-0.3], [0.3], [0.7]])
+    _, scale = likelihood.mean_and_scale(posterior.function_draws(grid, posterior.draws()))
+    left, right = scale[:, :2, 0], scale[:, 2:, 0]  # per member
+    assert ((0.03 < left) & (left < 0.08)).all() and ((0.35 < right) & (right < 0.8)).all(), scale
+    std = posterior.predict(grid).std
+    assert (std[2:] > 5 * std[:2]).all(), std
+
+
+@pytest.mark.parametrize("hessian", ["ggn", "exact"])
+def test_laplace_refuses_a_heteroscedastic_model_before_any_work(hessian):
+    model = BayesianMLP(1, 2, hidden=(3,), likelihood="heteroscedastic-gaussian")
+    with pytest.raises(ValueError, match=r"linearised predictive knows the likelihoods .* not HeteroscedasticGaussianLikelihood"):
+        fit(model, (torch.randn(5, 1), torch.randn(5)), "laplace", hessian=hessian, map_steps=10**9, progress=False)

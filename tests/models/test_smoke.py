@@ -13,6 +13,7 @@ TARGETS = {
     "gaussian": (1, lambda n, g: torch.randn(n, generator=g)),
     "bernoulli": (1, lambda n, g: torch.randint(0, 2, (n,), generator=g).float()),
     "categorical": (3, lambda n, g: torch.randint(0, 3, (n,), generator=g)),
+    "heteroscedastic-gaussian": (2, lambda n, g: torch.randn(n, generator=g)),  # a mean and a raw scale
 }
 
 

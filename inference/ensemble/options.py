@@ -1,0 +1,48 @@
+"""The options of a deep ensemble, validated when they are built."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from bnn.options import Options, choice, flag, integer, option, positive_int, positive_number, seed
+
+
+class MemberMethod(str, Enum):
+    """How the members share the machine; all give the same members."""
+
+    AUTO = "auto"
+    """Processes when there are more than one member and core, else sequential."""
+    PARALLEL = "parallel"
+    """One loky worker process per core, each fitting members on one torch thread."""
+    SEQUENTIAL = "sequential"
+    """One member after the other in this process, on one torch thread."""
+
+
+@dataclass(frozen=True)
+class EnsembleOptions(Options):
+    r"""Options of :func:`~bnn.inference.ensemble.fit_ensemble`.
+
+    Attributes
+    ----------
+    num_members : int
+        :math:`M`, the MAP fits (>= 2; one is a MAP estimate, not an ensemble); 5, the paper's choice.
+    map_steps, map_lr : int, float
+        Adam steps and rate of each member's MAP fit before its L-BFGS polish (Laplace's defaults).
+    map_tolerance : float
+        Each polish stops once no entry of the log joint's gradient exceeds this.
+    member_method : {"auto", "parallel", "sequential"}
+        See :class:`MemberMethod`.
+    seed : int
+        Seeds the member seeds (``numpy.random.SeedSequence(seed)``): the same seed gives the same members.
+    progress : bool
+        Show a tqdm bar over the members.
+    """
+
+    num_members: int = option(5, integer(minimum=2))
+    map_steps: int = option(1000, positive_int)
+    map_lr: float = option(0.01, positive_number)
+    map_tolerance: float = option(1e-2, positive_number)
+    member_method: MemberMethod = option("auto", choice(MemberMethod))
+    seed: int = option(0, seed)
+    progress: bool = option(True, flag)

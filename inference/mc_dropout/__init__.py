@@ -1,0 +1,30 @@
+"""MC dropout: a network trained with dropout, its masks as draws of the weights (:func:`fit_mc_dropout`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from bnn.inference.mc_dropout.fit import (
+    IncompleteTrainingWarning,
+    draw_masks,
+    dropout_forward,
+    expected_log_prior,
+    masked_weights,
+    run_mc_dropout,
+)
+from bnn.inference.mc_dropout.options import MCDropoutOptions
+from bnn.inference.mc_dropout.record import MCDropoutRecord
+from bnn.inference.method import Method
+from bnn.inference.posterior import Posterior
+
+METHOD = Method("mc-dropout", MCDropoutOptions, run_mc_dropout)
+
+
+def fit_mc_dropout(model, x: torch.Tensor, y: torch.Tensor, **options: Any) -> Posterior:
+    """MC dropout on ``(x, y)`` with the options of :class:`MCDropoutOptions` (validated first)."""
+    return METHOD(model, x, y, **options)
+
+
+__all__ = ["METHOD", "IncompleteTrainingWarning", "MCDropoutOptions", "MCDropoutRecord", "draw_masks", "dropout_forward",
+           "expected_log_prior", "fit_mc_dropout", "masked_weights", "run_mc_dropout"]

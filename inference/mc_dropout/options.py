@@ -1,0 +1,38 @@
+"""The options of an MC dropout fit, validated when they are built."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bnn.options import Options, flag, integer, option, optional, positive_int, positive_number, probability, seed
+
+
+@dataclass(frozen=True)
+class MCDropoutOptions(Options):
+    r"""Options of :func:`~bnn.inference.mc_dropout.fit_mc_dropout`.
+
+    Attributes
+    ----------
+    dropout_rate : float
+        :math:`p`, the probability that an input of a layer is dropped, in (0, 1).
+    steps : int
+        Adam steps (one minibatch each).
+    lr : float
+        Adam's learning rate.
+    batch_size : int, optional
+        Examples per step (default: all, full-batch steps); each gets its own dropout masks.
+    num_draws : int
+        Draws of the weights (one set of masks each) kept in the :class:`~bnn.inference.posterior.Posterior`.
+    seed : int
+        Seeds the initial weights (a prior draw), the minibatches, the training masks and the draws.
+    progress : bool
+        Show a tqdm bar.
+    """
+
+    dropout_rate: float = option(0.01, probability)
+    steps: int = option(3000, positive_int)
+    lr: float = option(0.01, positive_number)
+    batch_size: int | None = option(None, optional(integer(minimum=1)))
+    num_draws: int = option(1000, positive_int)
+    seed: int = option(0, seed)
+    progress: bool = option(True, flag)

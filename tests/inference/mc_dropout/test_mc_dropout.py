@@ -1,0 +1,175 @@
+"""MC dropout: its draws are the dropout network's masked weights, trained on the model's prior and likelihood."""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+
+import pytest
+import torch
+from bnn.inference import Posterior, fit
+from bnn.inference.cli import main
+from bnn.inference.map_estimate import prior_distributions
+from bnn.inference.mc_dropout import (
+    IncompleteTrainingWarning,
+    MCDropoutRecord,
+    dropout_forward,
+    expected_log_prior,
+    fit_mc_dropout,
+)
+from bnn.inference.mc_dropout import fit as mc_dropout_fit
+from bnn.inference.record import read_record
+from bnn.models import BayesianMLP, GaussianPrior
+
+RATE = 0.2
+X = torch.randn(30, 3, generator=torch.Generator().manual_seed(0))
+Y = X[:, 0] - 0.5 * X[:, 1] + 0.1 * torch.randn(30, generator=torch.Generator().manual_seed(1))
+
+
+def small_model(**kwargs) -> BayesianMLP:
+    return BayesianMLP(3, 1, hidden=(20, 10), likelihood=kwargs.pop("likelihood", {"name": "gaussian", "scale": None}),
+                       **kwargs)
+
+
+@pytest.fixture(scope="module")
+def posterior() -> Posterior:
+    return fit(small_model(), (X, Y), "mc-dropout", dropout_rate=RATE, steps=100, num_draws=500, progress=False)
+
+
+def masks_of(posterior: Posterior) -> list[torch.Tensor]:
+    """Each draw's inverted-dropout mask per layer, ``(S, d_l)``, read off the zero columns of its weights."""
+    keep = 1 - RATE
+    return [(posterior.draws()[site.name] != 0).any(-2).to(X.dtype) / keep for site in posterior.model.sites[::2]]
+
+
+def test_draws_zero_whole_columns_at_the_dropout_rate(posterior):
+    weights = posterior.extras["weights"]
+    draws = posterior.draws()
+    trials = dropped = 0
+    for mask, site, bias in zip(masks_of(posterior), posterior.model.sites[::2], posterior.model.sites[1::2]):
+        # a column is dropped whole or kept whole, scaled by 1 / (1 - p); biases are never dropped
+        torch.testing.assert_close(draws[site.name], weights[site.name] * mask.unsqueeze(-2), rtol=0, atol=0)
+        assert torch.equal(draws[bias.name], weights[bias.name].expand_as(draws[bias.name]))
+        trials, dropped = trials + mask.numel(), dropped + int((mask == 0).sum())
+    # the dropped fraction is Binomial(trials, p) / trials: within 4 standard deviations
+    assert abs(dropped / trials - RATE) < 4 * math.sqrt(RATE * (1 - RATE) / trials), (dropped, trials)
+    assert posterior.samples["layers.0.weight"].shape == (1, 500, 20, 3) and posterior.num_chains == 1
+    assert torch.equal(posterior.samples["sigma"], posterior.samples["sigma"][0, :1].expand(1, 500))
+
+
+def test_the_predictive_averages_the_dropout_network_over_the_same_masks(posterior):
+    x = torch.randn(7, 3)
+    weights = posterior.extras["weights"]
+    passes = dropout_forward(posterior.model, x, weights, [mask.unsqueeze(-2) for mask in masks_of(posterior)])
+    assert passes.shape == (500, 7, 1)
+    torch.testing.assert_close(posterior.function_draws(x, posterior.draws()), passes)
+    torch.testing.assert_close(posterior.predict(x).mean, passes.mean(0)[:, 0])
+
+
+def test_the_gaussian_prior_becomes_the_papers_weight_decay():
+    r"""With :math:`\mathcal{N}(0, s^2)`, :math:`E_q[\log p(W)] = -\lVert M\rVert^2 / (2 s^2 (1 - p))` + const over weights."""
+    model = BayesianMLP(3, 1, hidden=(4,), prior=GaussianPrior(0.5))
+    distributions = prior_distributions(model)
+    values = {site.name: torch.randn(site.shape) for site in model.sites}
+    zero = {name: torch.zeros_like(value) for name, value in values.items()}
+    change = expected_log_prior(model, values, RATE, distributions) - expected_log_prior(model, zero, RATE, distributions)
+    weights = sum(values[site.name].pow(2).sum() for site in model.sites[::2])
+    biases = sum(values[site.name].pow(2).sum() for site in model.sites[1::2])
+    torch.testing.assert_close(change, -weights / (2 * 0.25 * (1 - RATE)) - biases / (2 * 0.25))
+
+
+@pytest.mark.parametrize("prior", ["laplace", "scale-mixture"])
+def test_other_priors_and_a_fixed_noise_train(prior):
+    model = small_model(prior=prior, likelihood={"name": "gaussian", "scale": 0.3})
+    posterior = fit(model, (X, Y), "mc-dropout", steps=30, num_draws=5, batch_size=8, progress=False)
+    assert posterior.record.loss_history[-1] < posterior.record.loss_history[0]
+    assert posterior.record.noise is None and posterior.record.batch_size == 8
+    assert all(torch.isfinite(value).all() for value in posterior.samples.values())
+
+
+def test_a_learned_noise_is_fitted_and_every_draw_holds_it():
+    model = BayesianMLP(3, 1, hidden=(5,), likelihood={"name": "gaussian", "scale": None})
+    posterior = fit(model, (X, Y), "mc-dropout", steps=300, num_draws=3, dropout_rate=0.01, progress=False)
+    assert 0.05 < posterior.record.noise < 0.4  # the data's noise is 0.1; the network is trained briefly
+    torch.testing.assert_close(posterior.samples["sigma"], torch.full((1, 3), posterior.record.noise))
+
+
+def test_the_same_seed_gives_the_same_draws_and_another_seed_others():
+    a, b, c = (fit_mc_dropout(small_model(), X, Y, steps=5, num_draws=4, seed=seed, progress=False) for seed in (3, 3, 4))
+    for name in a.samples:
+        assert torch.equal(a.samples[name], b.samples[name]), name
+    assert not torch.equal(a.samples["layers.0.weight"], c.samples["layers.0.weight"])
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (dict(dropout_rate=0.0), r"dropout_rate must be a probability in \(0, 1\), got 0.0"),
+        (dict(dropout_rate=1), r"dropout_rate must be a probability in \(0, 1\), got 1"),
+        (dict(dropout_rate="0.1"), r"dropout_rate must be a probability"),
+        (dict(steps=0), "steps must be a positive integer, got 0"),
+        (dict(lr=-1.0), "lr must be a positive number"),
+        (dict(batch_size=0), "batch_size must be an integer >= 1, got 0"),
+        (dict(num_draws=2.5), "num_draws must be a positive integer"),
+        (dict(seed=-1), "seed must be a non-negative integer"),
+        (dict(progress="no"), "progress must be True or False"),
+        (dict(num_samples=10), r"method 'mc-dropout' takes no option\(s\) \['num_samples'\]"),
+    ],
+)
+def test_bad_options_are_refused_before_any_work(options, message, monkeypatch):
+    monkeypatch.setattr(mc_dropout_fit, "prior_distributions", lambda model: pytest.fail("work started"))
+    with pytest.raises(ValueError, match=message):
+        fit(small_model(), (X, Y), "mc-dropout", **options)
+
+
+def test_a_non_finite_objective_is_a_value_error_naming_the_rate():
+    with pytest.raises(ValueError, match=r"objective became (nan|inf|-inf) at step \d+; lower lr \(now 1e\+30\)"):
+        fit(small_model(), (X, Y), "mc-dropout", steps=20, lr=1e30, progress=False)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_signal_keeps_the_network_trained_so_far_marked_incomplete(signum, monkeypatch):
+    draw_masks, calls = mc_dropout_fit.draw_masks, []
+
+    def signalling(*args):
+        calls.append(args)
+        if len(calls) == 7:  # during step 7
+            signal.raise_signal(signum)
+        return draw_masks(*args)
+
+    monkeypatch.setattr(mc_dropout_fit, "draw_masks", signalling)
+    with pytest.warns(IncompleteTrainingWarning, match=rf"interrupted \({signal.Signals(signum).name}\) after step 7 of 50"):
+        posterior = fit(small_model(), (X, Y), "mc-dropout", steps=50, num_draws=4, progress=False)
+    record = posterior.record
+    assert record.incomplete and record.steps_done == len(record.loss_history) == 7
+    assert record.metrics()["incomplete"] is True
+    assert record.problems() == [f"MC dropout was interrupted: {record.incomplete_reason}"]
+    assert posterior.num_draws == 4
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handlers are back
+
+
+def test_the_record_survives_json_and_save_load(posterior, tmp_path):
+    record = read_record(posterior.record.to_json())
+    assert isinstance(record, MCDropoutRecord) and record == posterior.record
+    loaded = Posterior.load(posterior.save(tmp_path / "fit"))
+    assert loaded.record == posterior.record
+    assert torch.equal(loaded.samples["layers.1.weight"], posterior.samples["layers.1.weight"])
+
+
+def test_the_command_line_takes_the_method_and_its_options(tmp_path):
+    out = tmp_path / "run"
+    main(["fit", "--method", "mc-dropout", "--dropout-rate", "0.1", "--steps", "20", "--num-draws", "10", "--hidden", "5",
+          "--out", str(out), "--quiet"])
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["method"] == "mc-dropout" and metrics["dropout_rate"] == 0.1 and math.isfinite(metrics["test_ll"])
+    assert Posterior.load(out).record.steps_done == 20
+
+
+@pytest.mark.parametrize("likelihood, out, labels", [("bernoulli", 1, 2), ("categorical", 3, 3)])
+def test_classifiers_train_and_predict_probabilities(likelihood, out, labels):
+    y = torch.randint(0, labels, (30,), generator=torch.Generator().manual_seed(2))
+    model = BayesianMLP(3, out, hidden=(5,), likelihood=likelihood)
+    posterior = fit(model, (X, y), "mc-dropout", steps=20, num_draws=6, progress=False)
+    probs = posterior.predict(X[:4]).probs
+    assert probs.shape == ((4,) if out == 1 else (4, 3)) and ((probs >= 0) & (probs <= 1)).all()
