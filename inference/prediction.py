@@ -36,7 +36,10 @@ class Prediction:
     Attributes
     ----------
     draws : torch.Tensor
-        Draws of :math:`y^*`, shape ``(S, n)`` (or ``(S, n, k)`` for k regression outputs).
+        Draws of :math:`y^*`, shape ``(S', n)`` (or ``(S', n, k)`` for k regression outputs): one per weight draw,
+        or :math:`\lceil` ``MIN_OBSERVATION_DRAWS`` :math:`/ S \rceil` per weight draw when the posterior holds fewer
+        than ``MIN_OBSERVATION_DRAWS`` (an ensemble of 5 members), so that the intervals read from them are not
+        the spread of a handful of numbers.
     f : torch.Tensor
         Network outputs :math:`f(x^*; W_s)`, shape ``(S, n, out_features)``.
     mean, std : torch.Tensor
@@ -65,9 +68,14 @@ class Prediction:
         return torch.quantile(draws, tail, dim=0), torch.quantile(draws, 1 - tail, dim=0)
 
 
+MIN_OBSERVATION_DRAWS = 1000
+"""The fewest draws of :math:`y^*` a :class:`Prediction` holds (its intervals are quantiles of them)."""
+
+
 def summarise(task: str, observation, f: torch.Tensor) -> Prediction:
     """Build a :class:`Prediction` from the per-draw observation distribution (batch ``(S, n)``)."""
-    draws = observation.sample()
+    per_draw = math.ceil(MIN_OBSERVATION_DRAWS / f.shape[0])
+    draws = observation.sample() if per_draw == 1 else observation.sample((per_draw,)).flatten(0, 1)
     if task == "multiclass":
         probs_per_draw = observation.probs
         probs = probs_per_draw.mean(0)

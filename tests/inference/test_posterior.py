@@ -160,3 +160,19 @@ def test_expected_calibration_error_closed_form():
     confidence = torch.tensor([0.85, 0.85, 0.95, 0.95])
     correct = torch.tensor([True, False, True, True])
     assert expected_calibration_error(confidence, correct) == pytest.approx(0.5 * 0.35 + 0.5 * 0.05)
+
+
+def test_intervals_of_a_posterior_with_few_draws_come_from_many_observation_draws():
+    """Five equal weight draws and a known noise sd 0.3: the predictive is exactly N(f, 0.3^2), so the 90% interval is
+    f -+ 1.645 * 0.3. Its ends are quantiles of 5 * 200 draws: sd about sqrt(0.05 * 0.95 / 1000) / phi(1.645) = 0.067
+    noise sds, and the test allows 4 of them (with one draw per weight draw, 5 numbers, the interval would be far off)."""
+    data = load_toy1d(n_train=30, n_test=10)
+    model = BayesianMLP(1, 1, hidden=(3,), likelihood={"name": "gaussian", "scale": 0.3})
+    fitted = fit(model, data, steps=5, num_draws=5, progress=False)
+    same = {name: value[:, :1].expand(1, 5, *value.shape[2:]).clone() for name, value in fitted.samples.items()}
+    prediction = Posterior(model, same, fitted.x, fitted.y, fitted.record).predict(data.x_test, seed=3)
+    assert prediction.draws.shape == (1000, 10)
+    low, high = prediction.interval(0.9)
+    f = prediction.f[0, :, 0]
+    torch.testing.assert_close(low, f - 1.645 * 0.3, atol=4 * 0.067 * 0.3, rtol=0)
+    torch.testing.assert_close(high, f + 1.645 * 0.3, atol=4 * 0.067 * 0.3, rtol=0)

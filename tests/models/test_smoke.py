@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 from bnn.inference import fit
+from bnn.inference.prediction import MIN_OBSERVATION_DRAWS
 from bnn.models import LIKELIHOODS, PRIORS, BayesianMLP
 
 TARGETS = {
@@ -28,7 +29,7 @@ def test_a_few_svi_steps(hidden, prior, likelihood):
     posterior = fit(model, (x, make_y(24, generator)), steps=5, num_particles=2, num_draws=7, progress=False)
     assert all(math.isfinite(e) for e in posterior.record.elbo)
     prediction = posterior.predict(x[:5])
-    assert prediction.draws.shape == (7, 5)
+    assert prediction.draws.shape == (7 * math.ceil(MIN_OBSERVATION_DRAWS / 7), 5)  # several y per weight draw
     assert prediction.f.shape == (7, 5, out)
     assert prediction.mean.shape == prediction.std.shape == (5,)
     if likelihood == "categorical":
