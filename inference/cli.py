@@ -31,7 +31,7 @@ from bnn.inference.svi.checkpoint import CHECKPOINT_FILE
 from bnn.inference.svi.fit import DEFAULT_CHECKPOINT_EVERY
 from bnn.inference.svi.kl_weights import KLWeighting
 from bnn.inference.svi.nonfinite import KEPT_POSTERIOR, NonFiniteELBOError
-from bnn.models import ACTIVATIONS, PRIORS, BayesianMLP
+from bnn.models import ACTIVATIONS, LIKELIHOODS, PRIORS, BayesianMLP, get_likelihood
 
 CHECKPOINT_FOLDER = "checkpoint"
 
@@ -93,6 +93,10 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--prior", choices=PRIORS.names(), default="gaussian")
     model.add_argument("--prior-option", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
                        help="prior option, repeatable, for example scale=0.5")
+    model.add_argument("--likelihood", choices=[name for name in LIKELIHOODS.names()
+                                                if LIKELIHOODS.get(name).task == "regression" and name != "gaussian"],
+                       help="regression only: another likelihood than the Gaussian of --noise, for example "
+                            "heteroscedastic-gaussian (the network outputs a mean and a scale per input)")
     model.add_argument("--noise", type=_noise, default=None, metavar="learned|SIGMA",
                        help="regression noise in standardised units: 'learned' (default) or a fixed value")
 
@@ -156,12 +160,18 @@ def uci_split(args: argparse.Namespace) -> int:
 def build_model(args: argparse.Namespace, dataset) -> BayesianMLP:
     """The model the arguments describe, sized for ``dataset``."""
     likelihood: dict[str, Any] = {"name": dataset.likelihood_name}
-    if dataset.task == "regression":
+    if args.likelihood is not None:
+        if dataset.task != "regression" or args.noise is not None:
+            raise ValueError(f"--likelihood {args.likelihood} applies to regression data, without --noise (the network "
+                             "outputs the noise scale)")
+        likelihood = {"name": args.likelihood}
+    elif dataset.task == "regression":
         likelihood["scale"] = args.noise
     elif args.noise is not None:
         raise ValueError("--noise applies to regression only")
+    outputs = get_likelihood(likelihood).network_outputs(dataset.out_features)
     return BayesianMLP(
-        dataset.in_features, dataset.out_features, hidden=args.hidden, activation=args.activation,
+        dataset.in_features, outputs, hidden=args.hidden, activation=args.activation,
         prior={"name": args.prior, **dict(args.prior_option)}, likelihood=likelihood,
     )
 

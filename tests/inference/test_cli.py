@@ -150,3 +150,15 @@ def test_laplace_metrics_carry_its_own_diagnostics(tmp_path):
     for key in ("map_grad_norm", "map_converged", "log_marginal_likelihood", "hessian", "structure"):
         assert metrics[key] == info[key], key
     assert (metrics["hessian"], metrics["structure"]) == ("ggn", "full")
+
+
+def test_the_likelihood_option_sizes_the_network_and_refuses_a_noise(tmp_path, capsys):
+    out = tmp_path / "het"
+    main(["fit", "--likelihood", "heteroscedastic-gaussian", "--hidden", "3", "--steps", "20", "--num-draws", "10",
+          "--quiet", "--out", str(out)])
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["model"].startswith("BayesianMLP(1-3-2,") and "HeteroscedasticGaussianLikelihood" in metrics["model"]
+    with pytest.raises(SystemExit) as exit_info:
+        main(["fit", "--likelihood", "heteroscedastic-gaussian", "--noise", "0.1", "--out", str(tmp_path / "no")])
+    assert exit_info.value.code == 2
+    assert "applies to regression data, without --noise" in capsys.readouterr().err
