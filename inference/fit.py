@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from bnn.datasets.dataset import Dataset
 from bnn.datasets.validation import check_inputs_targets
-from bnn.inference import laplace, nuts, svi
+from bnn.inference import laplace, nuts, sgmcmc, svi
 from bnn.inference.method import Method
 from bnn.inference.posterior import Posterior
 
@@ -21,6 +21,8 @@ from bnn.registry import Registry
 METHODS: Registry = Registry("method")
 for _package in (svi, nuts, laplace):
     METHODS.register(_package.METHOD.name, _package.METHOD)
+METHODS.register(sgmcmc.SGLD.name, sgmcmc.SGLD)
+METHODS.register(sgmcmc.SGHMC.name, sgmcmc.SGHMC)
 
 
 def prepare_data(model, data) -> tuple[torch.Tensor, torch.Tensor]:
