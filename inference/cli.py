@@ -27,6 +27,7 @@ from bnn.inference.evaluation.report import write_comparison
 from bnn.inference.fit import METHODS, fit
 from bnn.inference.laplace.curvature import HessianType, Structure
 from bnn.inference.nuts import ChainMethod, Engine, InitStrategy
+from bnn.inference.sgmcmc import Preconditioner, StepSchedule
 from bnn.inference.svi.checkpoint import CHECKPOINT_FILE
 from bnn.inference.svi.fit import DEFAULT_CHECKPOINT_EVERY
 from bnn.inference.svi.kl_weights import KLWeighting
@@ -45,6 +46,8 @@ FIT_OPTIONS = {
     "hessian": "hessian", "structure": "structure", "tune_prior_precision": "tune_prior_precision",
     "map_steps": "map_steps", "max_memory_gib": "max_memory_gib", "engine": "engine", "chain_method": "chain_method",
     "dropout_rate": "dropout_rate", "num_members": "num_members", "member_method": "member_method",
+    "step_size": "step_size", "step_schedule": "step_schedule", "decay_offset": "decay_offset", "decay_power": "decay_power",
+    "thin": "thin", "friction": "friction", "precondition": "precondition",
 }
 
 
@@ -150,6 +153,18 @@ def add_fit_arguments(parser: argparse.ArgumentParser, *, checkpoints: bool = Fa
     ensemble.add_argument("--num-members", type=int, help="independent MAP fits, one draw each (default 5)")
     ensemble.add_argument("--member-method", choices=[m.value for m in MemberMethod],
                           help="members in processes or one after the other (default auto)")
+    sgmcmc = parser.add_argument_group("sgld, sghmc", "also --num-warmup (burn-in steps; default sgld 10000, sghmc 5000), "
+                                       "--num-samples (default 1000), --num-chains (default 2), --batch-size (default: "
+                                       "all the data)")
+    sgmcmc.add_argument("--step-size", type=float, help="first step size, SGHMC's learning rate (default sgld 1e-5, "
+                        "sghmc 3e-6, for about 100 data points: scale by 100/N)")
+    sgmcmc.add_argument("--step-schedule", choices=[s.value for s in StepSchedule],
+                        help="constant, or polynomial: step_size * (1 + t / decay_offset) ** -decay_power (default constant)")
+    sgmcmc.add_argument("--decay-offset", type=float, help="b of the polynomial schedule (default 1000)")
+    sgmcmc.add_argument("--decay-power", type=float, help="gamma of the polynomial schedule, in (0.5, 1] (default 0.55)")
+    sgmcmc.add_argument("--thin", type=int, help="steps per kept draw (default 10)")
+    sgmcmc.add_argument("--friction", type=float, help="SGHMC momentum decay per step, in (0, 1) (default 0.05)")
+    sgmcmc.add_argument("--precondition", choices=[p.value for p in Preconditioner], help="SGLD: rmsprop is pSGLD")
 
 
 def uci_split(args: argparse.Namespace) -> int:

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import arviz as az
 import numpy as np
 import torch
+from bnn.inference.record import FitRecord
 
 MAX_POINTS = 500
 R_HAT_THRESHOLD = 1.01
@@ -109,3 +110,41 @@ class ChainDiagnostics:
     def chains_agree(self) -> bool | None:
         """Whether the chains agree on the predictions (:math:`\\hat{R}_{\\text{pred}} \\le 1.01`); ``None`` for one chain."""
         return None if self.r_hat_predictive is None else bool(self.r_hat_predictive <= R_HAT_THRESHOLD)
+
+
+class ConvergenceWarning(UserWarning):
+    """A Markov-chain run (NUTS, SG-MCMC) shows divergences or chains that disagree (R-hat above 1.01)."""
+
+
+class IncompleteSamplingWarning(UserWarning):
+    """A Markov-chain run returns fewer draws than asked: a chain failed, or the run was interrupted."""
+
+
+@dataclass(kw_only=True)
+class ChainRecord(FitRecord):
+    """What every Markov-chain method records beyond its options: its convergence checks and whether it was cut short.
+
+    Attributes
+    ----------
+    diagnostics : ChainDiagnostics
+        R-hat (weights and predictive), ESS, divergences and the verdict.
+    incomplete : bool
+        The run was interrupted (Ctrl-C, SIGTERM) and holds fewer draws than asked; ``incomplete_reason`` says what.
+    """
+
+    method: ClassVar[str] = ""
+    diagnostics: ChainDiagnostics
+    incomplete: bool = False
+    incomplete_reason: str | None = None
+
+    @property
+    def converged(self) -> bool:
+        """The chains' own verdict (:attr:`ChainDiagnostics.converged`)."""
+        return self.diagnostics.converged
+
+    def problems(self) -> list[str]:
+        return [f"{self.method} was interrupted: {self.incomplete_reason}"] if self.incomplete else []
+
+    def metrics(self) -> dict[str, Any]:
+        faults = {"incomplete": True, "incomplete_reason": self.incomplete_reason} if self.incomplete else {}
+        return {**vars(self.diagnostics), **faults}

@@ -43,7 +43,7 @@ to ``False`` and emits a :class:`ConvergenceWarning` that gives the predictive :
 
 Faults lose only their own draws (:mod:`bnn.inference.nuts.outcomes`): a chain whose engine or worker
 raises is reported in ``info["failed_chains"]`` and an
-:class:`~bnn.inference.nuts.outcomes.IncompleteSamplingWarning` while the other chains go on (only
+:class:`~bnn.inference.convergence.IncompleteSamplingWarning` while the other chains go on (only
 when every chain fails does the fit raise, with the first chain's error). Ctrl-C
 (``KeyboardInterrupt`` in this process; the workers ignore SIGINT and stop at the parent's
 request) returns the chains that finished and, from the nutpie engine, the draws the running
@@ -75,7 +75,12 @@ from typing import Any
 
 import numpy as np
 import torch
-from bnn.inference.convergence import R_HAT_THRESHOLD, ChainDiagnostics, chain_diagnostics
+from bnn.inference.convergence import (
+    R_HAT_THRESHOLD,
+    ChainDiagnostics,
+    ConvergenceWarning,
+    chain_diagnostics,
+)
 from bnn.inference.nuts.chain import ChainDraws, ChainJob, Engine, InitStrategy
 from bnn.inference.nuts.chains import ChainMethod, available_cores
 from bnn.inference.nuts.chains import sample_chains as _sample
@@ -85,10 +90,6 @@ from bnn.inference.nuts.record import NUTSRecord
 from bnn.inference.posterior import Posterior
 from bnn.inference.seeding import seeded
 from pyro import poutine
-
-
-class ConvergenceWarning(UserWarning):
-    """A NUTS run shows divergences or chains that disagree (R-hat above 1.01)."""
 
 
 # ---------------------------------------------------------------------- diagnostics

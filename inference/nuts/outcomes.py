@@ -26,6 +26,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
+from bnn.inference.convergence import IncompleteSamplingWarning
 from bnn.inference.nuts.chain import ChainDraws
 
 
@@ -38,10 +39,6 @@ class ChainInterrupted(Exception):
 
     def __str__(self) -> str:
         return f"chain {self.chain} was interrupted"
-
-
-class IncompleteSamplingWarning(UserWarning):
-    """A NUTS run returns fewer draws than asked: a chain failed, or the run was interrupted."""
 
 
 def _describe(error: BaseException) -> str:

@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from bnn.inference.convergence import ChainDiagnostics
-from bnn.inference.record import FitRecord, register_record
+from bnn.inference.convergence import ChainRecord
+from bnn.inference.record import register_record
 
 
 @register_record
 @dataclass(kw_only=True)
-class NUTSRecord(FitRecord):
+class NUTSRecord(ChainRecord):
     """The record of :func:`~bnn.inference.nuts.fit_nuts`.
 
     Attributes
@@ -57,26 +57,13 @@ class NUTSRecord(FitRecord):
     chain_seconds: list[float]
     chain_gradients: list[int]
     gradient_evaluations: int
-    diagnostics: ChainDiagnostics
     chains_kept: list[int]
     failed_chains: dict[str, str] | None = None
-    incomplete: bool = False
-    incomplete_reason: str | None = None
-
-    @property
-    def converged(self) -> bool:
-        """NUTS's own verdict (:attr:`ChainDiagnostics.converged`)."""
-        return self.diagnostics.converged
 
     def problems(self) -> list[str]:
-        found = []
-        if self.failed_chains:
-            found.append(f"chains failed: {self.failed_chains}")
-        if self.incomplete:
-            found.append(f"NUTS was interrupted: {self.incomplete_reason}")
-        return found
+        failed = [f"chains failed: {self.failed_chains}"] if self.failed_chains else []
+        return failed + super().problems()
 
     def metrics(self) -> dict[str, Any]:
-        faults = {key: value for key, value in (("failed_chains", self.failed_chains), ("incomplete", self.incomplete or None),
-                                                ("incomplete_reason", self.incomplete_reason)) if value is not None}
-        return {**vars(self.diagnostics), "engine": self.engine, **faults}
+        failed = {"failed_chains": self.failed_chains} if self.failed_chains else {}
+        return {**super().metrics(), "engine": self.engine, **failed}

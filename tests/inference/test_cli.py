@@ -76,7 +76,7 @@ def test_compare_budget_reaches_only_its_methods_and_yields_to_given_options():
     assert options_per_method([("laplace", None)], {}) == [{}]  # a budget of absent methods is no unused option
 
 
-@pytest.mark.filterwarnings("ignore::bnn.inference.nuts.fit.ConvergenceWarning")  # 5 + 5 draws of one chain cannot converge
+@pytest.mark.filterwarnings("ignore::bnn.inference.convergence.ConvergenceWarning")  # 5 + 5 draws of one chain cannot converge
 def test_nuts_options_reach_the_sampler(tmp_path):
     out = tmp_path / "nuts"
     main(["fit", "--method", "nuts", "--engine", "pyro", "--dense-mass", "--chain-method", "sequential",

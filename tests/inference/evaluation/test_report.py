@@ -9,7 +9,7 @@ from bnn.inference.evaluation.report import markdown_table, method_problems, slu
 from bnn.models import BayesianMLP
 
 
-@pytest.mark.filterwarnings("ignore::bnn.inference.nuts.fit.ConvergenceWarning")  # 10 + 10 draws need not converge
+@pytest.mark.filterwarnings("ignore::bnn.inference.convergence.ConvergenceWarning")  # 10 + 10 draws need not converge
 def test_compare_command_writes_the_report_of_all_three_methods(tmp_path):
     out = tmp_path / "report"
     argv = ["compare", "--dataset", "toy1d", "--methods", "svi,nuts,laplace", "--hidden", "4", "--steps", "20",

@@ -17,7 +17,7 @@ from bnn.models import BayesianMLP
 
 from tests.conjugate import NOISE, PRIOR_SCALE
 
-pytestmark = pytest.mark.filterwarnings("ignore::bnn.inference.nuts.fit.ConvergenceWarning")  # short runs
+pytestmark = pytest.mark.filterwarnings("ignore::bnn.inference.convergence.ConvergenceWarning")  # short runs
 
 
 def quick(conjugate, model=None, **options):

@@ -32,7 +32,7 @@ from bnn.models import BayesianMLP, Prior
 from tests.conjugate import conjugate_problem
 
 # short runs are unconverged by design; test_bad_runs_are_flagged checks the warning itself
-pytestmark = pytest.mark.filterwarnings("ignore::bnn.inference.nuts.fit.ConvergenceWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::bnn.inference.convergence.ConvergenceWarning")
 STAT_NAMES = {"diverging", "n_steps", "tree_depth", "step_size", "acceptance_rate"}
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -13,12 +13,12 @@ import pytest
 import torch
 from bnn.inference import fit
 from bnn.inference.cli import main
+from bnn.inference.convergence import IncompleteSamplingWarning
 from bnn.inference.nuts import chains
 from bnn.inference.nuts.engines import ENGINES
-from bnn.inference.nuts.outcomes import IncompleteSamplingWarning
 from bnn.models import BayesianMLP
 
-pytestmark = pytest.mark.filterwarnings("ignore::bnn.inference.nuts.fit.ConvergenceWarning")  # short runs
+pytestmark = pytest.mark.filterwarnings("ignore::bnn.inference.convergence.ConvergenceWarning")  # short runs
 
 NUM_WARMUP, NUM_SAMPLES = 30, 40
 ROOT = Path(__file__).resolve().parents[3]

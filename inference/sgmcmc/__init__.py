@@ -1,0 +1,32 @@
+"""Stochastic-gradient MCMC: SGLD and pSGLD (:func:`fit_sgld`) and SGHMC (:func:`fit_sghmc`) on minibatch gradients."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from bnn.inference.convergence import ConvergenceWarning, IncompleteSamplingWarning
+from bnn.inference.method import Method
+from bnn.inference.posterior import Posterior
+from bnn.inference.sgmcmc.fit import run_sgmcmc
+from bnn.inference.sgmcmc.options import Preconditioner, SGHMCOptions, SGLDOptions, StepSchedule
+from bnn.inference.sgmcmc.record import SGHMCRecord, SGLDRecord
+
+SGLD = Method("sgld", SGLDOptions, run_sgmcmc)
+SGHMC = Method("sghmc", SGHMCOptions, run_sgmcmc)
+
+
+def fit_sgld(model, x: torch.Tensor, y: torch.Tensor, **options: Any) -> Posterior:
+    """SGLD (or pSGLD, ``precondition="rmsprop"``) on ``(x, y)`` with the options of :class:`SGLDOptions`."""
+    return SGLD(model, x, y, **options)
+
+
+def fit_sghmc(model, x: torch.Tensor, y: torch.Tensor, **options: Any) -> Posterior:
+    """SGHMC on ``(x, y)`` with the options of :class:`SGHMCOptions`."""
+    return SGHMC(model, x, y, **options)
+
+
+__all__ = [
+    "SGHMC", "SGLD", "ConvergenceWarning", "IncompleteSamplingWarning", "Preconditioner", "SGHMCOptions", "SGHMCRecord",
+    "SGLDOptions", "SGLDRecord", "StepSchedule", "fit_sghmc", "fit_sgld", "run_sgmcmc",
+]

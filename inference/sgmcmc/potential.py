@@ -1,0 +1,120 @@
+r"""The model's log joint in the unconstrained space, estimated on minibatches, for several chains at once.
+
+Each chain's state is one flat vector :math:`z \in \mathbb{R}^D`: every weight site, flattened in the model's
+order, then every latent of the likelihood mapped to the real line by :math:`T_j` = ``biject_to(support)^{-1}``
+(:math:`z_\sigma = \log\sigma` for a learned noise). On a minibatch :math:`B` of :math:`|B|` of the :math:`N` data
+points the log joint is estimated without bias by
+
+.. math::
+
+    \log\hat\pi(z) = \sum_s \log p_s(W_s) + \sum_j \Big[\log p_j\big(T_j^{-1}(z_j)\big)
+                     + \log\big|\det J_{T_j^{-1}}(z_j)\big|\Big]
+                     + \frac{N}{|B|}\sum_{i \in B} \log p\big(y_i \mid f(x_i; W), \theta\big),
+
+with :math:`p_s` the model's own prior of each site (``model.prior[s].distribution(site)``, any registered
+prior) and the likelihood ``model.likelihood``; with :math:`B` all the data it is the exact log joint of
+NUTS's potential. The chains are a leading dimension ``(C, D)``: priors and likelihood are evaluated for all
+chains in one call and autograd gives every chain's gradient at once (the chains do not interact). Each chain
+draws its own minibatches: the data are shuffled per chain and epoch, and each step takes the next
+:math:`|B|` points of the chain's permutation (a new permutation when fewer than :math:`|B|` are left), so
+every step's batch is a uniformly random :math:`|B|`-subset.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.distributions import biject_to
+
+
+class MinibatchLogJoint:
+    r""":math:`\log\hat\pi(z)` and its gradient for ``C`` chains of ``model`` on data ``(x, y)``.
+
+    Parameters
+    ----------
+    model : BayesianMLP
+        The model; its priors and likelihood are read once, here.
+    x, y : torch.Tensor
+        The training data (validated by ``fit``).
+    batch_size : int or None
+        :math:`|B|`; ``None`` or at least :math:`N` means the full data at every step.
+
+    Attributes
+    ----------
+    dim : int
+        :math:`D`, the length of each chain's ``z``.
+    batch_size : int
+        The :math:`|B|` used (:math:`N` for full batches).
+    """
+
+    def __init__(self, model, x: torch.Tensor, y: torch.Tensor, batch_size: int | None) -> None:
+        self.model, self.x, self.y = model, x, y
+        self.num_data = x.shape[0]
+        self.batch_size = self.num_data if batch_size is None else min(batch_size, self.num_data)
+        self.shapes = dict(model.latent_shapes)
+        self.sizes = [shape.numel() for shape in self.shapes.values()]
+        self.dim = sum(self.sizes)
+        self.weight_priors = {site.name: model.prior[site.name].distribution(site) for site in model.sites}
+        self.latent_priors = model.likelihood.latent_priors()
+        self.to_support = {name: biject_to(prior.support) for name, prior in self.latent_priors.items()}
+        for name, transform in self.to_support.items():
+            if transform.inverse_shape(self.shapes[name]) != self.shapes[name]:
+                raise ValueError(f"likelihood latent {name!r}: transforms that change the shape are not supported")
+        self._permutations: torch.Tensor | None = None
+        self._position = 0
+
+    # ---------------------------------------------------------------- layout
+    def split(self, z: torch.Tensor) -> dict[str, torch.Tensor]:
+        """``z`` of shape ``(C, D)`` as unconstrained site values ``(C, *site_shape)``."""
+        pieces = torch.split(z, self.sizes, dim=-1)
+        return {name: piece.reshape(z.shape[0], *shape) for (name, shape), piece in zip(self.shapes.items(), pieces)}
+
+    def constrained(self, z: torch.Tensor) -> dict[str, torch.Tensor]:
+        r"""The site values of ``z`` ``(C, D)`` in the model's space (:math:`\sigma = e^{z_\sigma}`), ``(C, *site_shape)``."""
+        values = self.split(z)
+        return {name: self.to_support[name](value) if name in self.to_support else value for name, value in values.items()}
+
+    def prior_draw(self, num_chains: int) -> torch.Tensor:
+        """``(num_chains, D)`` starts drawn from the prior (the global torch generator), in the unconstrained space."""
+        pieces = [self.weight_priors[name].sample((num_chains,)) if name in self.weight_priors
+                  else self.to_support[name].inv(self.latent_priors[name].sample((num_chains,)))
+                  for name in self.shapes]
+        return torch.cat([piece.reshape(num_chains, -1) for piece in pieces], dim=-1).to(self.x.dtype)
+
+    # ------------------------------------------------------------- minibatches
+    def next_batches(self, num_chains: int) -> torch.Tensor | None:
+        """Each chain's next minibatch, indices ``(C, |B|)``; ``None`` for full batches."""
+        if self.batch_size == self.num_data:
+            return None
+        if self._permutations is None or self._position + self.batch_size > self.num_data:
+            self._permutations = torch.argsort(torch.rand(num_chains, self.num_data), dim=-1)
+            self._position = 0
+        batch = self._permutations[:, self._position:self._position + self.batch_size]
+        self._position += self.batch_size
+        return batch
+
+    # --------------------------------------------------------------- density
+    def log_joint(self, z: torch.Tensor, batches: torch.Tensor | None) -> torch.Tensor:
+        r""":math:`\log\hat\pi` of each chain, ``(C,)``, on its minibatch ``batches[c]`` (all data for ``None``)."""
+        values = self.split(z)
+        total = sum(prior.log_prob(values[name]).flatten(1).sum(-1) for name, prior in self.weight_priors.items())
+        for name, transform in self.to_support.items():
+            unconstrained, value = values[name], transform(values[name])
+            jacobian = transform.log_abs_det_jacobian(unconstrained, value)
+            total = total + (self.latent_priors[name].log_prob(value) + jacobian).reshape(z.shape[0], -1).sum(-1)
+            values[name] = value
+        if batches is None:
+            f, y = self.model.forward(self.x, values), self.y
+        else:
+            f = torch.stack([self.model.forward(self.x[batch], {name: value[chain] for name, value in values.items()})
+                             for chain, batch in enumerate(batches)])
+            y = self.y[batches]
+        log_likelihood = self.model.likelihood.distribution(f, self.model.likelihood_latents(values)).log_prob(y)
+        return total + log_likelihood.sum(-1) * (self.num_data / self.batch_size)
+
+    def gradient(self, z: torch.Tensor, batches: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        r"""``(log_joint, gradient)``: :math:`\log\hat\pi` ``(C,)`` and :math:`\nabla_z\log\hat\pi` ``(C, D)``, detached."""
+        z = z.detach().requires_grad_()
+        with torch.enable_grad():
+            value = self.log_joint(z, batches)
+            (gradient,) = torch.autograd.grad(value.sum(), z)
+        return value.detach(), gradient

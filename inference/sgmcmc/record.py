@@ -1,0 +1,65 @@
+"""What an SG-MCMC run records: its options, its chains and their convergence checks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from bnn.inference.convergence import ChainRecord
+from bnn.inference.record import register_record
+
+
+@dataclass(kw_only=True)
+class SGMCMCRecord(ChainRecord):
+    """The record of an SG-MCMC run (one registered subclass per method).
+
+    Attributes
+    ----------
+    step_size, step_schedule, decay_offset, decay_power, num_warmup, num_samples, thin, num_chains : as the options
+    batch_size : int
+        Data points per gradient (the data size for full batches).
+    final_step_size : float
+        The step size of the last step (the first one for a constant schedule).
+    gradient_evaluations : int
+        Minibatch gradients over all chains (one per chain and step, burn-in included).
+    diagnostics : ChainDiagnostics
+        R-hat (weights and predictive), ESS and the verdict; ``divergences`` is always 0 (SG-MCMC has no
+        accept step to diverge in; a chain that overflows stops the run with an error).
+    incomplete : bool
+        The run was interrupted (Ctrl-C, SIGTERM) and holds fewer draws than asked; ``incomplete_reason`` says what.
+    """
+
+    step_size: float
+    step_schedule: str
+    decay_offset: float
+    decay_power: float
+    num_warmup: int
+    num_samples: int
+    thin: int
+    num_chains: int
+    batch_size: int
+    final_step_size: float
+    gradient_evaluations: int
+
+    def metrics(self) -> dict[str, Any]:
+        return {**super().metrics(), "step_size": self.step_size, "batch_size": self.batch_size}
+
+
+@register_record
+@dataclass(kw_only=True)
+class SGLDRecord(SGMCMCRecord):
+    """The record of :func:`~bnn.inference.sgmcmc.fit_sgld`; ``precondition`` and its two constants as the options."""
+
+    method: ClassVar[str] = "sgld"
+    precondition: str
+    precondition_decay: float
+    precondition_epsilon: float
+
+
+@register_record
+@dataclass(kw_only=True)
+class SGHMCRecord(SGMCMCRecord):
+    """The record of :func:`~bnn.inference.sgmcmc.fit_sghmc`; ``friction`` as the option."""
+
+    method: ClassVar[str] = "sghmc"
+    friction: float

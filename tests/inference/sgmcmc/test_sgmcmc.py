@@ -1,0 +1,203 @@
+"""SGLD and SGHMC as methods of ``fit``: options checked first, seeded draws, Ctrl-C keeps what was drawn, the log
+joint is the model's, records and the comparison table carry the chains' diagnostics."""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+
+import pyro
+import pytest
+import torch
+from bnn.datasets import load_toy1d
+from bnn.inference import Posterior, fit
+from bnn.inference.cli import main
+from bnn.inference.evaluation.compare import compare
+from bnn.inference.record import read_record
+from bnn.inference.sgmcmc import IncompleteSamplingWarning, SGHMCRecord, SGLDRecord, kernels
+from bnn.inference.sgmcmc import fit as sgmcmc_fit
+from bnn.inference.sgmcmc.potential import MinibatchLogJoint
+from bnn.models import BayesianMLP
+from bnn.models.mlp import MAX_PLATE_NESTING
+from pyro.infer.mcmc.util import initialize_model
+
+pytestmark = pytest.mark.filterwarnings("ignore::bnn.inference.convergence.ConvergenceWarning")  # short runs
+
+SHORT = dict(step_size=1e-4, num_warmup=20, num_samples=10, thin=2, batch_size=10, progress=False)
+
+
+@pytest.fixture(scope="module")
+def toy():
+    return load_toy1d(n_train=30, n_test=20)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return BayesianMLP(1, 1, hidden=(3,), likelihood={"name": "gaussian", "scale": None})
+
+
+@pytest.mark.parametrize("method, options, message", [
+    ("sgld", {"step_size": 0}, "step_size must be a positive number, got 0"),
+    ("sgld", {"step_size": float("nan")}, "step_size must be a positive number, got nan"),
+    ("sgld", {"step_schedule": "cosine"}, r"unknown step_schedule 'cosine'; choose from \['constant', 'polynomial'\]"),
+    ("sgld", {"decay_power": 0.5}, r"decay_power must be a finite number in \(0.5, 1\], got 0.5"),
+    ("sgld", {"decay_offset": -1.0}, "decay_offset must be a positive number"),
+    ("sgld", {"num_warmup": -1}, "num_warmup must be an integer >= 0, got -1"),
+    ("sgld", {"num_samples": 3}, "num_samples must be an integer >= 4, got 3"),
+    ("sgld", {"thin": 0}, "thin must be an integer >= 1, got 0"),
+    ("sghmc", {"num_chains": 0}, "num_chains must be an integer >= 1, got 0"),
+    ("sghmc", {"batch_size": 0}, "batch_size must be an integer >= 1, got 0"),
+    ("sghmc", {"batch_size": 2.5}, "batch_size must be an integer >= 1, got 2.5"),
+    ("sghmc", {"friction": 1.0}, r"friction must be a probability in \(0, 1\), got 1.0"),
+    ("sghmc", {"precondition": "rmsprop"}, r"method 'sghmc' takes no option\(s\) \['precondition'\]"),
+    ("sgld", {"friction": 0.1}, r"method 'sgld' takes no option\(s\) \['friction'\]"),
+    ("sgld", {"precondition": "adam"}, r"unknown precondition 'adam'; choose from \['none', 'rmsprop'\]"),
+    ("sgld", {"precondition_decay": 1.0}, r"precondition_decay must be a probability in \(0, 1\)"),
+    ("sgld", {"precondition": "rmsprop", "num_warmup": 0}, "precondition='rmsprop' adapts its preconditioner during the "
+                                                             "burn-in and freezes it for the draws: give num_warmup >= 1"),
+    ("sgld", {"seed": -1}, "seed must be a non-negative integer, got -1"),
+    ("sghmc", {"progress": "no"}, "progress must be True or False, got 'no'"),
+])
+def test_bad_options_are_refused_before_any_work(monkeypatch, toy, model, method, options, message):
+    def no_work(*args, **kwargs):
+        raise AssertionError("the sampler started before the options were checked")
+
+    monkeypatch.setattr(sgmcmc_fit, "MinibatchLogJoint", no_work)
+    with pytest.raises(ValueError, match=message):
+        fit(model, toy, method, **options)
+
+
+@pytest.mark.parametrize("method", ["sgld", "sghmc"])
+def test_the_same_seed_gives_the_same_draws_and_leaves_the_callers_generators_alone(toy, model, method):
+    torch.manual_seed(123)
+    expected_next = torch.rand(3)
+    torch.manual_seed(123)
+    first = fit(model, toy, method, seed=4, **SHORT)
+    assert torch.equal(torch.rand(3), expected_next)  # the fit ran on its own seeded generators
+    again = fit(model, toy, method, seed=4, **SHORT)
+    other = fit(model, toy, method, seed=5, **SHORT)
+    for site in model.latent_shapes:
+        assert first.samples[site].shape[:2] == (2, SHORT["num_samples"])
+        assert torch.equal(first.samples[site], again.samples[site]), site
+        assert not torch.equal(first.samples[site], other.samples[site]), site
+    assert (first.samples["sigma"] > 0).all()
+    assert first.record.gradient_evaluations == 2 * (SHORT["num_warmup"] + SHORT["num_samples"] * SHORT["thin"])
+    assert first.record.batch_size == 10 and first.sample_stats["lp"].shape == (2, SHORT["num_samples"])
+
+
+def signal_at_step(monkeypatch, kernel: type, step: int, signum: int = signal.SIGINT) -> None:
+    """The kernel's ``step``-th update (counting from 1) sends ``signum`` to this process, as Ctrl-C or ``kill`` would."""
+    calls, update = [0], kernel.step
+
+    def signalling(self, *args, **kwargs):
+        calls[0] += 1
+        if calls[0] == step:
+            signal.raise_signal(signum)
+        return update(self, *args, **kwargs)
+
+    monkeypatch.setattr(kernel, "step", signalling)
+
+
+@pytest.mark.parametrize("method, kernel, signum, cause", [
+    ("sgld", kernels.SGLDKernel, signal.SIGINT, "KeyboardInterrupt"),
+    ("sghmc", kernels.SGHMCKernel, signal.SIGTERM, "KeyboardInterrupt: SIGTERM"),
+])
+def test_an_interrupt_keeps_the_draws_made_so_far_marked_incomplete(monkeypatch, toy, model, method, kernel, signum,
+                                                                      cause):
+    complete = fit(model, toy, method, seed=3, **SHORT)
+    previous_sigterm = signal.getsignal(signal.SIGTERM)
+    step = SHORT["num_warmup"] + 7 * SHORT["thin"] + 1  # the 8th draw is being made
+    signal_at_step(monkeypatch, kernel, step, signum)
+    with pytest.warns(IncompleteSamplingWarning, match=rf"interrupted \({cause}\) at step {step - 1}; kept 7 of 10"):
+        stopped = fit(model, toy, method, seed=3, **SHORT)
+    assert signal.getsignal(signal.SIGTERM) == previous_sigterm
+    assert stopped.record.incomplete and stopped.num_draws == 7 and stopped.num_chains == 2
+    assert stopped.record.metrics()["incomplete"] is True
+    for site in model.latent_shapes:  # the draws made before the signal, as the complete run made them
+        assert torch.equal(stopped.samples[site], complete.samples[site][:, :7]), site
+    assert math.isfinite(stopped.record.diagnostics.ess_bulk_min)
+
+
+def test_an_interrupt_before_four_draws_raises(monkeypatch, toy, model):
+    signal_at_step(monkeypatch, kernels.SGLDKernel, 5)
+    with pytest.raises(KeyboardInterrupt):
+        fit(model, toy, "sgld", **SHORT)
+
+
+def test_a_step_too_large_for_the_curvature_stops_with_a_clear_error(toy, model):
+    with pytest.raises(ValueError, match=r"SGLD diverged: the state of chain\(s\) \[.*\] overflowed at step \d+ "
+                                         r"\(step size 1e\+06\).*lower step_size"):
+        fit(model, toy, "sgld", **{**SHORT, "step_size": 1e6})
+
+
+@pytest.mark.parametrize("prior", ["gaussian", {"name": "scale-mixture"}, {"name": "laplace", "scale": 0.5}])
+def test_the_log_joint_is_pyros_potential_with_the_noise_in_log_space(toy, prior):
+    """Full batches: :math:`\\log\\hat\\pi(z) = -U(z)` + a constant, with Pyro's potential :math:`U` of the model's
+    program (the learned noise as :math:`\\log\\sigma` with its Jacobian); minibatches: one epoch of estimates
+    averages to it exactly."""
+    model = BayesianMLP(1, 1, hidden=(3,), prior=prior, likelihood={"name": "gaussian", "scale": None})
+    x, y = toy.x_train, toy.y_train
+    _, potential, _, _ = initialize_model(model, (x, y), max_plate_nesting=MAX_PLATE_NESTING)
+    full, batched = MinibatchLogJoint(model, x, y, None), MinibatchLogJoint(model, x, y, 10)
+    z = torch.randn(4, full.dim)
+    with pyro.validation_enabled(False):
+        exact = full.log_joint(z, None)
+        offsets = [exact[chain] + potential({site: value[chain] for site, value in full.split(z).items()})
+                   for chain in range(4)]
+        epoch = torch.stack([batched.log_joint(z, batched.next_batches(4)) for _ in range(3)])
+    torch.testing.assert_close(torch.stack(offsets), offsets[0].expand(4), rtol=0, atol=1e-3)
+    assert len(set(epoch[:, 0].tolist())) == 3  # the batches differ
+    torch.testing.assert_close(epoch.mean(0), exact, rtol=1e-5, atol=1e-3)
+    _, gradient = full.gradient(z, None)
+    assert gradient.shape == (4, full.dim) and torch.isfinite(gradient).all()
+
+
+def test_the_polynomial_schedule_and_psgld_reach_the_record_and_the_draws(toy, model):
+    options = {**SHORT, "step_schedule": "polynomial", "decay_offset": 10.0, "decay_power": 0.6, "precondition": "rmsprop"}
+    posterior = fit(model, toy, "sgld", seed=0, **options)
+    draw_steps = torch.arange(options["num_warmup"] + 1, options["num_warmup"] + 21, 2, dtype=torch.float64)
+    expected = options["step_size"] * (1 + draw_steps / 10.0) ** -0.6
+    torch.testing.assert_close(torch.as_tensor(posterior.sample_stats["step_size"][1]), expected)
+    record = posterior.record
+    assert isinstance(record, SGLDRecord) and record.precondition == "rmsprop" and record.step_schedule == "polynomial"
+    assert record.final_step_size == pytest.approx(options["step_size"] * (1 + 39 / 10.0) ** -0.6)
+    gain = posterior.extras["preconditioner"]
+    assert set(gain) == set(model.latent_shapes) and all((value > 0).all() for value in gain.values())
+
+
+@pytest.mark.parametrize("method", ["sgld", "sghmc"])
+def test_the_record_survives_save_and_load(tmp_path, toy, model, method):
+    posterior = fit(model, toy, method, seed=1, **SHORT)
+    loaded = Posterior.load(posterior.save(tmp_path / method))
+    assert type(loaded.record) is (SGLDRecord if method == "sgld" else SGHMCRecord)
+    assert loaded.record == posterior.record == read_record(posterior.record.to_json())
+    torch.testing.assert_close(loaded.samples["sigma"], posterior.samples["sigma"])
+
+
+def test_compare_gives_sgld_and_sghmc_rows_with_r_hat_and_ess(toy, model):
+    fits = [fit(model, toy, method, seed=0, **SHORT) for method in ("sgld", "sghmc")]
+    table = compare(fits, toy)
+    assert list(table.index) == ["sgld", "sghmc"]
+    for label, posterior in zip(table.index, fits):
+        diagnostics = posterior.record.diagnostics
+        for column in ("r_hat_max", "r_hat_predictive", "ess_bulk_min", "ess_tail_min", "test_rmse", "test_ll", "loo_elpd"):
+            assert math.isfinite(table.loc[label, column]), (label, column)
+        assert table.loc[label, "r_hat_max"] == diagnostics.r_hat_max
+        assert table.loc[label, "converged"] == diagnostics.converged and table.loc[label, "divergences"] == 0
+
+
+def test_command_line_options_reach_the_samplers(tmp_path):
+    base = ["fit", "--dataset", "toy1d", "--hidden", "2", "--quiet", "--num-warmup", "10", "--num-samples", "5"]
+    main([*base, "--method", "sghmc", "--step-size", "2e-5", "--friction", "0.2", "--thin", "3", "--batch-size", "25",
+          "--num-chains", "3", "--out", str(tmp_path / "sghmc")])
+    record = json.loads((tmp_path / "sghmc" / "fit.json").read_text())["record"]
+    assert (record["method"], record["step_size"], record["friction"], record["thin"], record["batch_size"],
+            record["num_chains"]) == ("sghmc", 2e-5, 0.2, 3, 25, 3)
+    main([*base, "--method", "sgld", "--precondition", "rmsprop", "--step-schedule", "polynomial", "--decay-offset", "50",
+          "--decay-power", "0.8", "--out", str(tmp_path / "sgld")])
+    metrics = json.loads((tmp_path / "sgld" / "metrics.json").read_text())
+    assert metrics["method"] == "sgld" and math.isfinite(metrics["r_hat_max"]) and "converged" in metrics
+    record = json.loads((tmp_path / "sgld" / "fit.json").read_text())["record"]
+    assert (record["precondition"], record["step_schedule"], record["decay_offset"], record["decay_power"]) == (
+        "rmsprop", "polynomial", 50.0, 0.8)
