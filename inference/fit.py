@@ -1,8 +1,8 @@
 """The single entry point: ``fit(model, data, method=...) -> Posterior``.
 
 Methods live in :data:`METHODS`, one :class:`~bnn.inference.method.Method` per subpackage (``svi``, ``nuts``,
-``laplace``, ``mc_dropout``, ``ensemble``, ``sgmcmc`` with two): a name, a typed option set and a run function. ``fit`` validates the data against the model and the
-options against the method before any work starts.
+``laplace``, ``mc_dropout``, ``ensemble``, and ``sgmcmc`` with two): a name, a typed option set and a run function.
+``fit`` validates the data against the model and the options against the method before any work starts.
 """
 
 from __future__ import annotations

@@ -32,7 +32,13 @@ from enum import Enum
 
 import torch
 from bnn.guides.flat_weights import num_weights, split_flat
-from bnn.models.likelihoods import BernoulliLikelihood, CategoricalLikelihood, GaussianLikelihood, Likelihood
+from bnn.models.likelihoods import (
+    BernoulliLikelihood,
+    CategoricalLikelihood,
+    GaussianLikelihood,
+    HeteroscedasticGaussianLikelihood,
+    Likelihood,
+)
 from torch.func import hessian, jacrev, vmap
 from tqdm.auto import tqdm
 
@@ -123,10 +129,21 @@ def _categorical_hessian(likelihood, f: torch.Tensor, latents) -> torch.Tensor:
     return torch.diag_embed(p) - p.unsqueeze(-1) * p.unsqueeze(-2)
 
 
+def _heteroscedastic_fisher(likelihood: HeteroscedasticGaussianLikelihood, f: torch.Tensor, latents) -> torch.Tensor:
+    r"""The Fisher information of :math:`\mathcal{N}(m, s^2)` in the outputs :math:`(m, r)`, :math:`s = \operatorname{softplus}(r)
+    + s_{min}`: :math:`\operatorname{diag}(1/s^2,\ 2\,\sigma(r)^2/s^2)` per target (:math:`\sigma` the logistic function,
+    the derivative of softplus). It is the Hessian of :math:`-\log p` averaged over :math:`y`; the Hessian itself is not
+    positive semi-definite where a residual exceeds :math:`s`, so the GGN takes this expectation."""
+    _, scale = likelihood.mean_and_scale(f)
+    _, raw = f.chunk(2, dim=-1)
+    return torch.diag_embed(torch.cat([scale**-2, 2 * torch.sigmoid(raw) ** 2 / scale**2], dim=-1))
+
+
 OUTPUT_HESSIANS = {
     GaussianLikelihood: _gaussian_hessian,
     BernoulliLikelihood: _bernoulli_hessian,
     CategoricalLikelihood: _categorical_hessian,
+    HeteroscedasticGaussianLikelihood: _heteroscedastic_fisher,
 }
 
 
@@ -141,7 +158,8 @@ def check_ggn_supported(likelihood: Likelihood) -> None:
 
 
 def output_hessian(likelihood: Likelihood, f: torch.Tensor, latents: dict[str, torch.Tensor]) -> torch.Tensor:
-    r""":math:`H_i = \nabla^2_f[-\log p(y_i \mid f)]` at ``f`` of shape ``(n, K)``, as ``(n, K, K)``."""
+    r""":math:`H_i = \nabla^2_f[-\log p(y_i \mid f)]` at ``f`` of shape ``(n, K)``, as ``(n, K, K)`` (its expectation
+    over :math:`y`, the Fisher, for the heteroscedastic Gaussian)."""
     check_ggn_supported(likelihood)
     return OUTPUT_HESSIANS[type(likelihood)](likelihood, f, latents)
 

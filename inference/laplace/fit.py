@@ -40,7 +40,7 @@ from bnn.inference.laplace.evidence import (
     optimal_prior_multiplier,
     relative_eigenvalues,
 )
-from bnn.inference.laplace.linearized import Linearization, check_linearizable
+from bnn.inference.laplace.linearized import Linearization, is_linearizable
 from bnn.inference.laplace.options import LaplaceOptions
 from bnn.inference.laplace.prior_curvature import check_prior_curvature_possible, covered_sites, prior_curvature
 from bnn.inference.laplace.record import LaplaceRecord
@@ -163,7 +163,6 @@ def run_laplace(model, x: torch.Tensor, y: torch.Tensor, options: LaplaceOptions
     map_steps, map_lr, map_tolerance, max_memory_gib = (options.map_steps, options.map_lr, options.map_tolerance,
                                                         options.max_memory_gib)
     num_draws, seed, progress = options.num_draws, options.seed, options.progress
-    check_linearizable(model.likelihood)
     if hessian_type is HessianType.GGN:
         check_ggn_supported(model.likelihood)
     start = covered_from(model, structure)
@@ -196,4 +195,6 @@ def run_laplace(model, x: torch.Tensor, y: torch.Tensor, options: LaplaceOptions
         noise=estimate.latents["sigma"].item() if "sigma" in estimate.latents else None,
     )
     samples = {name: value.unsqueeze(0) for name, value in draws.items()}
-    return Posterior(model, samples, x, y, record, extras={"guide": guide}, linearization=Linearization(guide))
+    # a likelihood without the closed form (the heteroscedastic Gaussian) predicts by Monte Carlo from the draws
+    linearization = Linearization(guide) if is_linearizable(model.likelihood) else None
+    return Posterior(model, samples, x, y, record, extras={"guide": guide}, linearization=linearization)

@@ -43,12 +43,9 @@ LINEARIZED_LIKELIHOODS = (GaussianLikelihood, BernoulliLikelihood, CategoricalLi
 """The likelihoods whose predictive has the closed forms of the module notes."""
 
 
-def check_linearizable(likelihood: Likelihood) -> None:
-    """Raise ``ValueError`` when the linearised predictive has no closed form for ``likelihood``."""
-    if type(likelihood) not in LINEARIZED_LIKELIHOODS:
-        names = [cls.__name__ for cls in LINEARIZED_LIKELIHOODS]
-        raise ValueError(f"the Laplace approximation's linearised predictive knows the likelihoods {names}, not "
-                         f"{type(likelihood).__name__}; fit this model with another method (svi, nuts, mc-dropout, ensemble)")
+def is_linearizable(likelihood: Likelihood) -> bool:
+    """Whether the linearised predictive has the closed form of the module notes for ``likelihood``."""
+    return type(likelihood) in LINEARIZED_LIKELIHOODS
 
 
 def _label_moments(probs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -109,6 +109,35 @@ def _batches(n: int, batch_size: int):
         yield from torch.randperm(n).split(batch_size)
 
 
+def _train(model, x: torch.Tensor, y: torch.Tensor, options: MCDropoutOptions, batch_size: int, weights: dict,
+           unconstrained: dict, transforms: dict, distributions: dict) -> tuple[list[float], int | None]:
+    """Adam on the dropout objective, updating ``weights`` and ``unconstrained`` latents in place; return the loss of
+    every step and the signal (Ctrl-C, SIGTERM) that ended training early, if one did."""
+    rate, steps, n = options.dropout_rate, options.steps, x.shape[0]
+    optimiser = torch.optim.Adam([*weights.values(), *unconstrained.values()], lr=options.lr)
+    batches, history = _batches(n, batch_size), []
+    bar = tqdm(range(steps), desc="MC dropout", disable=not options.progress, leave=False)
+    with deferred_stop_signals() as stop, bar:
+        for step in bar:
+            index = next(batches)
+            latents = {name: transforms[name](value) for name, value in unconstrained.items()}
+            f = dropout_forward(model, x[index], weights, draw_masks(model, rate, (y[index].shape[0],)))
+            log_likelihood = model.likelihood.distribution(f, latents).log_prob(y[index]).sum()
+            loss = -(log_likelihood * n / f.shape[-2] + expected_log_prior(model, weights, rate, distributions)) / n
+            if not math.isfinite(loss.item()):
+                raise ValueError(f"the MC dropout objective became {loss.item()} at step {step}; lower lr (now {options.lr})")
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+            history.append(loss.item())
+            if step % 50 == 0:
+                bar.set_postfix(loss=f"{loss.item():.4g}")
+            if stop.signal is not None:
+                stop.handled = True  # acted on: keep the network trained so far
+                return history, stop.signal
+    return history, None
+
+
 def run_mc_dropout(model, x: torch.Tensor, y: torch.Tensor, options: MCDropoutOptions) -> Posterior:
     """Train the dropout network on ``(x, y)`` and return ``num_draws`` draws of its weights (see the module notes).
 
@@ -131,35 +160,13 @@ def run_mc_dropout(model, x: torch.Tensor, y: torch.Tensor, options: MCDropoutOp
     batch_size = n if options.batch_size is None else min(options.batch_size, n)
     latent_priors = model.likelihood.latent_priors()
     transforms = {name: biject_to(prior.support) for name, prior in latent_priors.items()}
-    history: list[float] = []
     began = time.perf_counter()
     with seeded(options.seed), pyro.validation_enabled(False):  # the data were checked at the edge; the loss is checked
         distributions = prior_distributions(model)
         weights = {name: d.sample().to(x.dtype).requires_grad_(True) for name, d in distributions.items()}
         unconstrained = {name: transforms[name].inv(prior.mean.to(x.dtype)).requires_grad_(True)
                          for name, prior in latent_priors.items()}
-        optimiser = torch.optim.Adam([*weights.values(), *unconstrained.values()], lr=options.lr)
-        batches = _batches(n, batch_size)
-        bar = tqdm(range(steps), desc="MC dropout", disable=not options.progress, leave=False)
-        with deferred_stop_signals() as stop, bar:
-            for step in bar:
-                index = next(batches)
-                latents = {name: transforms[name](value) for name, value in unconstrained.items()}
-                f = dropout_forward(model, x[index], weights, draw_masks(model, rate, (y[index].shape[0],)))
-                log_likelihood = model.likelihood.distribution(f, latents).log_prob(y[index]).sum()
-                loss = -(log_likelihood * n / f.shape[-2] + expected_log_prior(model, weights, rate, distributions)) / n
-                if not math.isfinite(loss.item()):
-                    raise ValueError(f"the MC dropout objective became {loss.item()} at step {step}; lower lr "
-                                     f"(now {options.lr})")
-                optimiser.zero_grad()
-                loss.backward()
-                optimiser.step()
-                history.append(loss.item())
-                if step % 50 == 0:
-                    bar.set_postfix(loss=f"{loss.item():.4g}")
-                if stop.signal is not None:
-                    stop.handled = True  # acted on: keep the network trained so far
-                    break
+        history, stopped_by = _train(model, x, y, options, batch_size, weights, unconstrained, transforms, distributions)
         with torch.no_grad():
             fitted = {name: value.detach() for name, value in weights.items()}
             latents = {name: transforms[name](value).detach() for name, value in unconstrained.items()}
@@ -168,7 +175,7 @@ def run_mc_dropout(model, x: torch.Tensor, y: torch.Tensor, options: MCDropoutOp
     draws.update({name: value.expand(options.num_draws, *value.shape) for name, value in latents.items()})
     incomplete_reason = None
     if len(history) < steps:
-        incomplete_reason = f"interrupted ({signal.Signals(stop.signal).name}) after step {len(history)} of {steps}"
+        incomplete_reason = f"interrupted ({signal.Signals(stopped_by).name}) after step {len(history)} of {steps}"
         warnings.warn(f"MC dropout returns the network trained so far: {incomplete_reason}. See posterior.record.",
                       IncompleteTrainingWarning, stacklevel=4)
     record = MCDropoutRecord(

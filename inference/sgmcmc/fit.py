@@ -133,11 +133,32 @@ def run_sgmcmc(model, x: torch.Tensor, y: torch.Tensor, options: SGMCMCOptions) 
     """
     sgld = isinstance(options, SGLDOptions)
     name = ("pSGLD" if options.precondition is Preconditioner.RMSPROP else "SGLD") if sgld else "SGHMC"
-    chains = _Chains()
-    interrupt: KeyboardInterrupt | None = None
-    start, threads = time.perf_counter(), torch.get_num_threads()
-    # one torch thread: the tensors are small, and on this project's shared 2-core machine a toy1d gradient (2 chains,
-    # 1-50-1) took 0.65 ms on one thread against 3.9-7.7 ms on two threads that wait for each other
+    start = time.perf_counter()
+    chains, log_joint, kernel, interrupt = _run(name, model, x, y, options)
+    train_seconds = time.perf_counter() - start
+    samples, stats = _stack(chains, log_joint, options.num_chains)
+    num_draws = len(chains.draws)
+    diagnostics = chain_diagnostics(model, samples, x, np.zeros((options.num_chains, num_draws), dtype=bool))
+    incomplete = {}
+    if interrupt is not None:
+        cause = f"{type(interrupt).__name__}: {interrupt}" if str(interrupt) else type(interrupt).__name__
+        incomplete = {"incomplete": True, "incomplete_reason": f"interrupted ({cause}) at step {chains.steps}; kept "
+                      f"{num_draws} of {options.num_samples} draws per chain"}
+        warnings.warn(f"{name} returns fewer draws than asked: {incomplete['incomplete_reason']}. See posterior.record.",
+                      IncompleteSamplingWarning, stacklevel=4)
+    if not diagnostics.converged:
+        warnings.warn(_convergence_message(name, diagnostics), ConvergenceWarning, stacklevel=4)
+    record = _record(options, chains.steps, log_joint.batch_size, diagnostics, train_seconds, incomplete)
+    gain = getattr(kernel, "second_moment", None) is not None
+    extras = {"preconditioner": log_joint.split(kernel.preconditioner())} if gain else None
+    return Posterior(model, samples, x, y, record, sample_stats=stats, extras=extras)
+
+
+def _run(name: str, model, x: torch.Tensor, y: torch.Tensor, options: SGMCMCOptions):
+    """Run the chains on one torch thread; return their draws, the log joint, the kernel and the interrupt that
+    stopped them after enough draws (``None`` when they finished)."""
+    chains, interrupt, threads = _Chains(), None, torch.get_num_threads()
+    # one torch thread: the tensors are small, and two threads that wait for each other are slower on a shared machine
     torch.set_num_threads(1)
     try:
         with seeded(options.seed), pyro.validation_enabled(False), sigterm_as_keyboard_interrupt():
@@ -151,39 +172,34 @@ def run_sgmcmc(model, x: torch.Tensor, y: torch.Tensor, options: SGMCMCOptions) 
                 interrupt = error
     finally:
         torch.set_num_threads(threads)
-    train_seconds = time.perf_counter() - start
+    return chains, log_joint, kernel, interrupt
 
-    num_draws, num_chains = len(chains.draws), options.num_chains
+
+def _stack(chains: _Chains, log_joint: MinibatchLogJoint, num_chains: int) -> tuple[dict[str, torch.Tensor], dict]:
+    """The draws of every site ``(chains, draws, *site_shape)`` in the constrained space, and the sample statistics."""
+    num_draws = len(chains.draws)
     positions, lp, step_sizes = zip(*chains.draws)
     flat = torch.stack(positions, dim=1).reshape(num_chains * num_draws, log_joint.dim)
     samples = {site: value.reshape(num_chains, num_draws, *value.shape[1:])
                for site, value in log_joint.constrained(flat).items()}
     stats = {"lp": torch.stack(lp, dim=1).numpy().astype(np.float64),
              "step_size": np.tile(np.asarray(step_sizes), (num_chains, 1))}
-    diagnostics = chain_diagnostics(model, samples, x, np.zeros((num_chains, num_draws), dtype=bool))
-    incomplete = {}
-    if interrupt is not None:
-        cause = f"{type(interrupt).__name__}: {interrupt}" if str(interrupt) else type(interrupt).__name__
-        incomplete = {"incomplete": True, "incomplete_reason": f"interrupted ({cause}) at step {chains.steps}; kept "
-                      f"{num_draws} of {options.num_samples} draws per chain"}
-        warnings.warn(f"{name} returns fewer draws than asked: {incomplete['incomplete_reason']}. See posterior.record.",
-                      IncompleteSamplingWarning, stacklevel=4)
-    if not diagnostics.converged:
-        warnings.warn(_convergence_message(name, diagnostics), ConvergenceWarning, stacklevel=4)
+    return samples, stats
+
+
+def _record(options: SGMCMCOptions, steps: int, batch_size: int, diagnostics: ChainDiagnostics, train_seconds: float,
+            incomplete: dict) -> SGLDRecord | SGHMCRecord:
+    """The record of the run: its options, its steps and the chains' diagnostics."""
     common = dict(
         seed=options.seed, train_seconds=train_seconds, step_size=options.step_size,
         step_schedule=options.step_schedule.value, decay_offset=options.decay_offset, decay_power=options.decay_power,
-        num_warmup=options.num_warmup, num_samples=options.num_samples, thin=options.thin, num_chains=num_chains,
-        batch_size=log_joint.batch_size, gradient_evaluations=chains.steps * num_chains, diagnostics=diagnostics,
-        final_step_size=step_size_at(chains.steps - 1, options.step_size, offset=options.decay_offset,
+        num_warmup=options.num_warmup, num_samples=options.num_samples, thin=options.thin, num_chains=options.num_chains,
+        batch_size=batch_size, gradient_evaluations=steps * options.num_chains, diagnostics=diagnostics,
+        final_step_size=step_size_at(steps - 1, options.step_size, offset=options.decay_offset,
                                      polynomial=options.step_schedule is StepSchedule.POLYNOMIAL, power=options.decay_power),
         **incomplete,
     )
-    if sgld:
-        record = SGLDRecord(**common, precondition=options.precondition.value,
-                            precondition_decay=options.precondition_decay, precondition_epsilon=options.precondition_epsilon)
-    else:
-        record = SGHMCRecord(**common, friction=options.friction)
-    gain = getattr(kernel, "second_moment", None) is not None
-    extras = {"preconditioner": log_joint.split(kernel.preconditioner())} if gain else None
-    return Posterior(model, samples, x, y, record, sample_stats=stats, extras=extras)
+    if isinstance(options, SGLDOptions):
+        return SGLDRecord(**common, precondition=options.precondition.value, precondition_decay=options.precondition_decay,
+                          precondition_epsilon=options.precondition_epsilon)
+    return SGHMCRecord(**common, friction=options.friction)

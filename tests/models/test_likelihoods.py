@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from bnn.inference import fit
+from bnn.inference.laplace.curvature import output_hessian
 from bnn.models import BayesianMLP, BernoulliLikelihood, CategoricalLikelihood, GaussianLikelihood, get_likelihood
 from bnn.models.likelihoods import HeteroscedasticGaussianLikelihood
 
@@ -132,8 +135,30 @@ def test_a_heteroscedastic_fit_predicts_more_noise_where_the_data_have_more():
     assert (std[2:] > 5 * std[:2]).all(), std
 
 
+def test_the_ggn_of_a_heteroscedastic_gaussian_is_its_fisher():
+    """The Hessian of -log N(y; m, s^2) in (m, r) is a polynomial of degree 2 in y - m, so its mean over y = m -+ s (the
+    first two moments of y) is its exact expectation, the Fisher the GGN uses."""
+    likelihood = HeteroscedasticGaussianLikelihood()
+    f = torch.tensor([[0.3, -1.2], [-0.5, 0.8]], dtype=torch.float64)
+    mean, scale = likelihood.mean_and_scale(f)
+
+    def negative_log_likelihood(row: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return -likelihood.distribution(row.unsqueeze(0), {}).log_prob(y.reshape(1)).sum()
+
+    for i in range(f.shape[0]):
+        expected = sum(torch.func.hessian(negative_log_likelihood)(f[i], mean[i, 0] + sign * scale[i, 0]) for sign in (-1, 1)) / 2
+        torch.testing.assert_close(output_hessian(likelihood, f[i : i + 1], {})[0], expected)
+
+
 @pytest.mark.parametrize("hessian", ["ggn", "exact"])
-def test_laplace_refuses_a_heteroscedastic_model_before_any_work(hessian):
+def test_laplace_fits_a_heteroscedastic_model_and_predicts_by_monte_carlo(hessian):
+    generator = torch.Generator().manual_seed(0)
+    x = torch.rand(60, 1, generator=generator) * 2 - 1
+    y = torch.sin(2 * x[:, 0]) + torch.where(x[:, 0] < 0, 0.05, 0.5) * torch.randn(60, generator=generator)
     model = BayesianMLP(1, 2, hidden=(3,), likelihood="heteroscedastic-gaussian")
-    with pytest.raises(ValueError, match=r"linearised predictive knows the likelihoods .* not HeteroscedasticGaussianLikelihood"):
-        fit(model, (torch.randn(5, 1), torch.randn(5)), "laplace", hessian=hessian, map_steps=10**9, progress=False)
+    posterior = fit(model, (x, y), "laplace", hessian=hessian, structure="last-layer", map_steps=300, map_tolerance=1.0,
+                    num_draws=200, progress=False)
+    assert posterior.linearization is None and posterior.default_predictive.value == "mc"
+    assert math.isfinite(posterior.record.log_marginal_likelihood)
+    std = posterior.predict(torch.tensor([[-0.6], [0.6]])).std
+    assert std[1] > 3 * std[0], std  # the noisy right half
