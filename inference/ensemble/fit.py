@@ -24,8 +24,6 @@ an :class:`IncompleteEnsembleWarning`; it raises ``KeyboardInterrupt`` again whe
 from __future__ import annotations
 
 import os
-import signal
-import threading
 import time
 import warnings
 from concurrent.futures import as_completed
@@ -40,10 +38,11 @@ from bnn.inference.map_estimate import find_map
 from bnn.inference.posterior import Posterior
 from bnn.inference.seeding import seeded
 from bnn.inference.stop_signals import sigterm_as_keyboard_interrupt
+from bnn.inference.workers import available_cores, one_torch_thread, start_worker
+from loky import ProcessPoolExecutor
 from tqdm.auto import tqdm
 
 WORKING_DTYPE = torch.float64  # the L-BFGS polish needs it
-PARENT_POLL_SECONDS = 0.5
 
 
 class IncompleteEnsembleWarning(UserWarning):
@@ -86,20 +85,6 @@ def fit_member(model, x: torch.Tensor, y: torch.Tensor, job: MemberJob) -> Membe
 
 
 # ------------------------------------------------------------------ running the members
-def _exit_with_parent(parent: int) -> None:
-    """Poll until the process that started this worker is gone (the worker is re-parented), then end it."""
-    while os.getppid() == parent:
-        time.sleep(PARENT_POLL_SECONDS)
-    os._exit(1)
-
-
-def _start_worker(parent: int) -> None:
-    for signum in (signal.SIGINT, signal.SIGTERM):  # the parent's to handle: it stops the workers itself
-        signal.signal(signum, signal.SIG_IGN)
-    torch.set_num_threads(1)
-    threading.Thread(target=_exit_with_parent, args=(parent,), name="exit-with-parent", daemon=True).start()
-
-
 def _fit_member_in_worker(model, x: torch.Tensor, y: torch.Tensor, job: MemberJob) -> MemberFit:
     torch.set_default_dtype(job.dtype)
     return fit_member(model, x, y, job)
@@ -115,23 +100,17 @@ class MemberOutcomes:
 
 
 def _in_sequence(model, x, y, jobs: list[MemberJob], outcomes: MemberOutcomes, done: tqdm) -> None:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as in the workers: the same arithmetic, so the same members
-    try:
+    with one_torch_thread():  # as in the workers: the same arithmetic, so the same members
         for job in jobs:
             try:
                 outcomes.fits[job.member] = fit_member(model, x, y, job)
             except Exception as error:  # noqa: BLE001 - one member's failure must not lose the others
                 outcomes.failures[job.member] = error
             done.update()
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _in_processes(model, x, y, jobs: list[MemberJob], outcomes: MemberOutcomes, done: tqdm, workers: int) -> None:
-    from loky import ProcessPoolExecutor  # a worker pool only when one is used
-
-    pool = ProcessPoolExecutor(max_workers=workers, initializer=_start_worker, initargs=(os.getpid(),))
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=start_worker, initargs=(os.getpid(),))
     futures = {}
 
     def collect(future) -> None:
@@ -215,9 +194,7 @@ def worker_count(method: MemberMethod, num_members: int) -> int:
     """The worker processes the members run in (1: in this process)."""
     if method is MemberMethod.SEQUENTIAL:
         return 1
-    from loky import cpu_count  # this process's cores (affinity and container limits)
-
-    cores = cpu_count()
+    cores = available_cores()
     if method is MemberMethod.PARALLEL:
         return max(2, min(num_members, cores))  # processes even on one core: asked for
     return min(num_members, cores)

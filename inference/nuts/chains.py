@@ -27,15 +27,11 @@ from __future__ import annotations
 import os
 import pickle
 import queue
-import signal
-import threading
-import time
 import warnings
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import wait as wait_for
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import contextmanager
 from enum import Enum
 from typing import Any
 
@@ -45,13 +41,13 @@ from bnn.inference.nuts.chain import ChainDraws, ChainJob
 from bnn.inference.nuts.engines import ENGINES
 from bnn.inference.nuts.outcomes import ChainInterrupted, ChainOutcomes
 from bnn.inference.stop_signals import sigterm_as_keyboard_interrupt
+from bnn.inference.workers import available_cores, one_torch_thread, start_worker
 from loky.backend import get_context
 from loky.backend.reduction import dumps as loky_dumps
 from loky.process_executor import TerminatedWorkerError
 from tqdm.auto import tqdm
 
 PROGRESS_POLL_SECONDS = 0.2
-PARENT_POLL_SECONDS = 0.5
 WORKER_ENV = {"OMP_NUM_THREADS": "1"}  # set before the worker imports anything
 
 
@@ -77,21 +73,6 @@ class _NoProcesses(Exception):
     """Processes cannot run this model's chains; the message says why."""
 
 
-def available_cores() -> int:
-    """Cores this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-@contextmanager
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
 class _ProgressBars:
     """One tqdm bar per chain, moved by the ``(chain, stage, n_steps)`` reports."""
 
@@ -114,19 +95,9 @@ _worker_messages: Any = None  # the worker's end of the progress queue and stop 
 _worker_stop: Any = None
 
 
-def _exit_with_parent(parent: int) -> None:
-    """End this worker, whatever it is doing, once ``parent`` is gone: it ignores SIGINT and SIGTERM."""
-    while os.getppid() == parent:
-        time.sleep(PARENT_POLL_SECONDS)
-    os._exit(1)
-
-
 def _start_worker(messages, stop, parent: int) -> None:
     global _worker_messages, _worker_stop
-    for signum in (signal.SIGINT, signal.SIGTERM):  # the parent's to handle: it stops the workers through `stop`
-        signal.signal(signum, signal.SIG_IGN)
-    threading.Thread(target=_exit_with_parent, args=(parent,), name="exit with parent", daemon=True).start()
-    torch.set_num_threads(1)
+    start_worker(parent)  # the parent stops the workers through `stop`
     messages.cancel_join_thread()  # exit without flushing progress messages nobody reads any more
     _worker_messages, _worker_stop = messages, stop
 
@@ -217,7 +188,7 @@ def _collect(futures: dict[int, Future], outcomes: ChainOutcomes) -> ChainOutcom
 
 def _run_in_sequence(model, x, y, jobs: list[ChainJob], show: _ProgressBars) -> ChainOutcomes:
     outcomes = ChainOutcomes(len(jobs), jobs[0].num_samples)
-    with _one_thread():
+    with one_torch_thread():
         for job in jobs:
             try:
                 outcomes.draws[job.chain] = ENGINES[job.engine](model, x, y, job, show)

@@ -82,13 +82,14 @@ from bnn.inference.convergence import (
     chain_diagnostics,
 )
 from bnn.inference.nuts.chain import ChainDraws, ChainJob, Engine, InitStrategy
-from bnn.inference.nuts.chains import ChainMethod, available_cores
+from bnn.inference.nuts.chains import ChainMethod
 from bnn.inference.nuts.chains import sample_chains as _sample
 from bnn.inference.nuts.options import MIN_SAMPLES, NUTSOptions
 from bnn.inference.nuts.potential import PotentialKind, flat_potential_mismatch, latent_sites
 from bnn.inference.nuts.record import NUTSRecord
 from bnn.inference.posterior import Posterior
 from bnn.inference.seeding import seeded
+from bnn.inference.workers import available_cores
 from pyro import poutine
 
 

@@ -48,6 +48,7 @@ from bnn.inference.sgmcmc.options import MIN_SAMPLES, Preconditioner, SGLDOption
 from bnn.inference.sgmcmc.potential import MinibatchLogJoint
 from bnn.inference.sgmcmc.record import SGHMCRecord, SGLDRecord
 from bnn.inference.stop_signals import sigterm_as_keyboard_interrupt
+from bnn.inference.workers import one_torch_thread
 from tqdm.auto import tqdm
 
 PROGRESS_EVERY = 50  # steps between updates of the progress bar
@@ -157,21 +158,16 @@ def run_sgmcmc(model, x: torch.Tensor, y: torch.Tensor, options: SGMCMCOptions) 
 def _run(name: str, model, x: torch.Tensor, y: torch.Tensor, options: SGMCMCOptions):
     """Run the chains on one torch thread; return their draws, the log joint, the kernel and the interrupt that
     stopped them after enough draws (``None`` when they finished)."""
-    chains, interrupt, threads = _Chains(), None, torch.get_num_threads()
-    # one torch thread: the tensors are small, and two threads that wait for each other are slower on a shared machine
-    torch.set_num_threads(1)
-    try:
-        with seeded(options.seed), pyro.validation_enabled(False), sigterm_as_keyboard_interrupt():
-            log_joint = MinibatchLogJoint(model, x, y, options.batch_size)  # its distributions skip argument checks
-            kernel = _kernel(options, log_joint.num_data)
-            try:
-                _sample(name, log_joint, kernel, options, chains)
-            except KeyboardInterrupt as error:
-                if len(chains.draws) < MIN_SAMPLES:
-                    raise
-                interrupt = error
-    finally:
-        torch.set_num_threads(threads)
+    chains, interrupt = _Chains(), None
+    with one_torch_thread(), seeded(options.seed), pyro.validation_enabled(False), sigterm_as_keyboard_interrupt():
+        log_joint = MinibatchLogJoint(model, x, y, options.batch_size)  # its distributions skip argument checks
+        kernel = _kernel(options, log_joint.num_data)
+        try:
+            _sample(name, log_joint, kernel, options, chains)
+        except KeyboardInterrupt as error:
+            if len(chains.draws) < MIN_SAMPLES:
+                raise
+            interrupt = error
     return chains, log_joint, kernel, interrupt
 
 

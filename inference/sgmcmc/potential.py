@@ -23,6 +23,7 @@ every step's batch is a uniformly random :math:`|B|`-subset.
 from __future__ import annotations
 
 import torch
+from bnn.inference.map_estimate import prior_distributions
 from torch.distributions import biject_to
 
 
@@ -53,7 +54,7 @@ class MinibatchLogJoint:
         self.shapes = dict(model.latent_shapes)
         self.sizes = [shape.numel() for shape in self.shapes.values()]
         self.dim = sum(self.sizes)
-        self.weight_priors = {site.name: model.prior[site.name].distribution(site) for site in model.sites}
+        self.weight_priors = prior_distributions(model)
         self.latent_priors = model.likelihood.latent_priors()
         self.to_support = {name: biject_to(prior.support) for name, prior in self.latent_priors.items()}
         for name, transform in self.to_support.items():
