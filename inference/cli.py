@@ -28,8 +28,7 @@ from bnn.inference.fit import METHODS, fit
 from bnn.inference.laplace.curvature import HessianType, Structure
 from bnn.inference.nuts import ChainMethod, Engine, InitStrategy
 from bnn.inference.sgmcmc import Preconditioner, StepSchedule
-from bnn.inference.svi.checkpoint import CHECKPOINT_FILE
-from bnn.inference.svi.fit import DEFAULT_CHECKPOINT_EVERY
+from bnn.inference.svi.checkpoint import CHECKPOINT_FILE, DEFAULT_CHECKPOINT_EVERY
 from bnn.inference.svi.kl_weights import KLWeighting
 from bnn.inference.svi.nonfinite import KEPT_POSTERIOR, NonFiniteELBOError
 from bnn.models import ACTIVATIONS, LIKELIHOODS, PRIORS, BayesianMLP, get_likelihood

@@ -38,14 +38,12 @@ import torch
 from bnn.inference.posterior import Posterior
 from bnn.inference.seeding import seeded
 from bnn.inference.stop_signals import deferred_stop_signals
-from bnn.inference.svi.checkpoint import DEFAULT_CHECKPOINT_EVERY, checkpoint_target
+from bnn.inference.svi.checkpoint import checkpoint_target
 from bnn.inference.svi.draw_checks import check_draws
 from bnn.inference.svi.guide import build_svi_guide
 from bnn.inference.svi.loop import SVILoop
 from bnn.inference.svi.minibatches import StepPlan
 from bnn.inference.svi.options import SVIOptions
-
-__all__ = ["DEFAULT_CHECKPOINT_EVERY", "run_svi"]  # the command line reads the default period here
 
 
 def run_svi(model, x: torch.Tensor, y: torch.Tensor, options: SVIOptions) -> Posterior:
