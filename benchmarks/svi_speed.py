@@ -110,7 +110,7 @@ def pyro_fit(x: torch.Tensor, y: torch.Tensor, steps: int, seed: int, guide: str
     options = {"init_rho": INIT_RHO} if guide == "meanfield" else {}
     posterior = fit(
         build_model(), (x, y), "svi", guide=guide, guide_options=options, steps=steps, lr=LR, jit=jit,
-        num_draws=1, seed=seed, progress=False,
+        num_samples=1, seed=seed, progress=False,
     )
     first = posterior.record.first_step_seconds
     return first, posterior.record.train_seconds - first

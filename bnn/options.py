@@ -28,6 +28,9 @@ from typing import Any, TypeVar
 E = TypeVar("E", bound=Enum)
 Parser = Callable[[str, Any], Any]
 
+# Options renamed, old name -> new name: passing the old one says what it is now called.
+RENAMED = {"num_draws": "num_samples"}
+
 
 def parse_option(choices: type[E], value: E | str, option: str) -> E:
     """``value`` as a member of the ``str`` enum ``choices``; raise ``ValueError`` naming ``option`` and the choices."""
@@ -170,6 +173,10 @@ class Options:
     def parse(cls, method: str, given: Mapping[str, Any]) -> Options:
         """The option set from the keyword options ``given``; ``ValueError`` names unknown ones and the accepted ones."""
         unknown = sorted(set(given) - set(cls.names()))
+        renamed = [f"{old!r} is now {new!r} (Pyro's name)" for old, new in RENAMED.items()
+                   if old in unknown and new in cls.names()]
+        if renamed:
+            raise ValueError(f"method {method!r}: option {', '.join(renamed)}")
         if unknown:
             raise ValueError(f"method {method!r} takes no option(s) {unknown}; it takes {sorted(cls.names())}")
         return cls(**given)

@@ -38,7 +38,7 @@ CHECKPOINT_FOLDER = "checkpoint"
 # CLI destination -> fit option, forwarded only when given (methods reject options they lack).
 FIT_OPTIONS = {
     "guide": "guide", "steps": "steps", "epochs": "epochs", "lr": "lr", "lr_schedule": "lr_schedule",
-    "batch_size": "batch_size", "num_particles": "num_particles", "jit": "jit", "num_draws": "num_draws",
+    "batch_size": "batch_size", "num_particles": "num_particles", "jit": "jit",
     "kl_weighting": "kl_weighting", "kl_warmup_fraction": "kl_warmup_fraction",
     "num_warmup": "num_warmup", "num_samples": "num_samples", "num_chains": "num_chains",
     "target_accept": "target_accept", "max_tree_depth": "max_tree_depth", "dense_mass": "dense_mass", "init": "init",
@@ -108,6 +108,8 @@ def add_fit_arguments(parser: argparse.ArgumentParser, *, checkpoints: bool = Fa
     (one fit, one checkpoint folder)."""
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("--num-samples", type=int, help="draws kept: per chain for nuts, sgld and sghmc (default 200 for "
+                        "nuts, 1000 for sgld/sghmc); from the fitted posterior for svi, laplace, mc-dropout (default 1000)")
     svi = parser.add_argument_group("svi")
     svi.add_argument("--guide", choices=GUIDES.names())
     svi.add_argument("--guide-option", type=_key_value, action="append", default=[], metavar="KEY=VALUE")
@@ -118,7 +120,6 @@ def add_fit_arguments(parser: argparse.ArgumentParser, *, checkpoints: bool = Fa
     svi.add_argument("--batch-size", type=int)
     svi.add_argument("--num-particles", type=int)
     svi.add_argument("--jit", action=argparse.BooleanOptionalAction, help="compile the ELBO (compare's default: --jit)")
-    svi.add_argument("--num-draws", type=int)
     svi.add_argument("--kl-weighting", choices=[w.value for w in KLWeighting], help="KL share per minibatch (default uniform)")
     svi.add_argument("--kl-warmup-fraction", type=float, help="with --kl-weighting warmup: fraction of the run (default 0.25)")
     if checkpoints:
@@ -128,7 +129,6 @@ def add_fit_arguments(parser: argparse.ArgumentParser, *, checkpoints: bool = Fa
         svi.add_argument("--resume", type=Path, metavar="DIR", help="continue from the checkpoint in DIR (same options)")
     nuts = parser.add_argument_group("nuts")
     nuts.add_argument("--num-warmup", type=int, help="adaptation iterations per chain (default 200)")
-    nuts.add_argument("--num-samples", type=int, help="draws kept per chain (default 200)")
     nuts.add_argument("--num-chains", type=int, help="chains, in parallel processes when cores allow (default min(2, cores))")
     nuts.add_argument("--target-accept", type=float, help="target acceptance probability (default 0.8)")
     nuts.add_argument("--max-tree-depth", type=int, help="at most 2^depth - 1 leapfrog steps per draw (default 10)")
@@ -145,8 +145,7 @@ def add_fit_arguments(parser: argparse.ArgumentParser, *, checkpoints: bool = Fa
                          help="scale a Gaussian prior's precision to maximise the Laplace evidence")
     laplace.add_argument("--map-steps", type=int, help="Adam steps before the L-BFGS polish (default 1000)")
     laplace.add_argument("--max-memory-gib", type=float, help="refuse a curvature needing more memory (default 2)")
-    mc_dropout = parser.add_argument_group("mc-dropout", "also --steps (default 3000), --lr (0.01), --batch-size (all), "
-                                           "--num-draws (1000)")
+    mc_dropout = parser.add_argument_group("mc-dropout", "also --steps (default 3000), --lr (0.01), --batch-size (all)")
     mc_dropout.add_argument("--dropout-rate", type=float, help="probability of dropping each input of a layer (default 0.01)")
     ensemble = parser.add_argument_group("ensemble", "also --map-steps (default 1000)")
     ensemble.add_argument("--num-members", type=int, help="independent MAP fits, one draw each (default 5)")

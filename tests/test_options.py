@@ -62,3 +62,12 @@ def test_the_other_parsers():
         name = {seed: "seed", mapping: "guide_options", path: "out"}[parse]
         with pytest.raises(ValueError, match=message):
             parse(name, value)
+
+
+@pytest.mark.parametrize("method", ["svi", "laplace", "mc-dropout"])
+def test_the_old_name_num_draws_says_it_is_now_num_samples(method):
+    from bnn.inference.fit import METHODS
+
+    with pytest.raises(ValueError, match=r"'num_draws' is now 'num_samples' \(Pyro's name\)"):
+        METHODS.get(method).options.parse(method, {"num_draws": 10})
+    assert METHODS.get(method).options.parse(method, {"num_samples": 10}).num_samples == 10

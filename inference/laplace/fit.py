@@ -162,7 +162,7 @@ def run_laplace(model, x: torch.Tensor, y: torch.Tensor, options: LaplaceOptions
     hessian_type, structure, tune_prior_precision = options.hessian, options.structure, options.tune_prior_precision
     map_steps, map_lr, map_tolerance, max_memory_gib = (options.map_steps, options.map_lr, options.map_tolerance,
                                                         options.max_memory_gib)
-    num_draws, seed, progress = options.num_draws, options.seed, options.progress
+    num_samples, seed, progress = options.num_samples, options.seed, options.progress
     if hessian_type is HessianType.GGN:
         check_ggn_supported(model.likelihood)
     start = covered_from(model, structure)
@@ -184,7 +184,7 @@ def run_laplace(model, x: torch.Tensor, y: torch.Tensor, options: LaplaceOptions
         train_seconds = time.perf_counter() - began
         guide = LaplaceGuide(model.sites, estimate.theta.to(x.dtype), scale.to(x.dtype), covered_from=start,
                              constants={name: value.to(x.dtype) for name, value in estimate.latents.items()})
-        draws = sample_guide(guide, num_draws, model.latent_shapes, x, y)
+        draws = sample_guide(guide, num_samples, model.latent_shapes, x, y)
     record = LaplaceRecord(
         guide="laplace", seed=seed, train_seconds=train_seconds, map_seconds=map_seconds, hessian=hessian_type.value,
         structure=structure.value, num_weights_covered=scale.shape[0], map_steps=map_steps,

@@ -28,7 +28,7 @@ class LaplaceOptions(Options):
         The polish stops once no entry of the log joint's gradient exceeds this.
     max_memory_gib : float
         Refuse, before any work, a structure whose curvature needs more memory than this.
-    num_draws : int
+    num_samples : int
         Draws from :math:`q` kept in the :class:`~bnn.inference.posterior.Posterior` (the MC predictive and ArviZ
         use them).
     seed : int
@@ -44,7 +44,7 @@ class LaplaceOptions(Options):
     map_lr: float = option(0.01, positive_number)
     map_tolerance: float = option(1e-2, positive_number)
     max_memory_gib: float = option(2.0, positive_number)
-    num_draws: int = option(1000, positive_int)
+    num_samples: int = option(1000, positive_int)
     seed: int = option(0, seed)
     progress: bool = option(True, flag)
 

@@ -139,12 +139,12 @@ def _train(model, x: torch.Tensor, y: torch.Tensor, options: MCDropoutOptions, b
 
 
 def run_mc_dropout(model, x: torch.Tensor, y: torch.Tensor, options: MCDropoutOptions) -> Posterior:
-    """Train the dropout network on ``(x, y)`` and return ``num_draws`` draws of its weights (see the module notes).
+    """Train the dropout network on ``(x, y)`` and return ``num_samples`` draws of its weights (see the module notes).
 
     Returns
     -------
     Posterior
-        Draws ``(1, num_draws, *site_shape)``; ``extras["weights"]`` holds the fitted :math:`M` and biases.
+        Draws ``(1, num_samples, *site_shape)``; ``extras["weights"]`` holds the fitted :math:`M` and biases.
 
     Warns
     -----
@@ -170,9 +170,9 @@ def run_mc_dropout(model, x: torch.Tensor, y: torch.Tensor, options: MCDropoutOp
         with torch.no_grad():
             fitted = {name: value.detach() for name, value in weights.items()}
             latents = {name: transforms[name](value).detach() for name, value in unconstrained.items()}
-            draws = masked_weights(model, fitted, draw_masks(model, rate, (options.num_draws,)))
+            draws = masked_weights(model, fitted, draw_masks(model, rate, (options.num_samples,)))
     train_seconds = time.perf_counter() - began
-    draws.update({name: value.expand(options.num_draws, *value.shape) for name, value in latents.items()})
+    draws.update({name: value.expand(options.num_samples, *value.shape) for name, value in latents.items()})
     incomplete_reason = None
     if len(history) < steps:
         incomplete_reason = f"interrupted ({signal.Signals(stopped_by).name}) after step {len(history)} of {steps}"
@@ -180,7 +180,7 @@ def run_mc_dropout(model, x: torch.Tensor, y: torch.Tensor, options: MCDropoutOp
                       IncompleteTrainingWarning, stacklevel=4)
     record = MCDropoutRecord(
         seed=options.seed, train_seconds=train_seconds, dropout_rate=rate, steps=steps, lr=options.lr,
-        batch_size=batch_size, num_draws=options.num_draws, steps_done=len(history), loss_history=history,
+        batch_size=batch_size, num_samples=options.num_samples, steps_done=len(history), loss_history=history,
         noise=latents["sigma"].item() if "sigma" in latents else None, incomplete=incomplete_reason is not None,
         incomplete_reason=incomplete_reason,
     )

@@ -21,7 +21,7 @@ class MCDropoutOptions(Options):
         Adam's learning rate.
     batch_size : int, optional
         Examples per step (default: all, full-batch steps); each gets its own dropout masks.
-    num_draws : int
+    num_samples : int
         Draws of the weights (one set of masks each) kept in the :class:`~bnn.inference.posterior.Posterior`.
     seed : int
         Seeds the initial weights (a prior draw), the minibatches, the training masks and the draws.
@@ -33,6 +33,6 @@ class MCDropoutOptions(Options):
     steps: int = option(3000, positive_int)
     lr: float = option(0.01, positive_number)
     batch_size: int | None = option(None, optional(integer(minimum=1)))
-    num_draws: int = option(1000, positive_int)
+    num_samples: int = option(1000, positive_int)
     seed: int = option(0, seed)
     progress: bool = option(True, flag)

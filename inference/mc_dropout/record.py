@@ -15,7 +15,7 @@ class MCDropoutRecord(FitRecord):
 
     Attributes
     ----------
-    dropout_rate, steps, lr, num_draws : as the options
+    dropout_rate, steps, lr, num_samples : as the options
     batch_size : int
         Examples per step (the training set's size for full-batch steps).
     steps_done : int
@@ -34,7 +34,7 @@ class MCDropoutRecord(FitRecord):
     steps: int
     lr: float
     batch_size: int
-    num_draws: int
+    num_samples: int
     steps_done: int
     loss_history: list[float]
     noise: float | None = None

@@ -61,7 +61,7 @@ def run_svi(model, x: torch.Tensor, y: torch.Tensor, options: SVIOptions) -> Pos
     Returns
     -------
     Posterior
-        ``options.num_draws`` draws from the guide after :math:`T` steps, with an
+        ``options.num_samples`` draws from the guide after :math:`T` steps, with an
         :class:`~bnn.inference.svi.record.SVIRecord`.
 
     Raises

@@ -205,8 +205,8 @@ class SVILoop:
         )
 
     def posterior(self, record: SVIRecord) -> Posterior:
-        """``options.num_draws`` draws from the guide with its current parameters, with ``record``."""
-        draws = sample_guide(self.guide, self.options.num_draws, self.model.latent_shapes, self.x, self.y)
+        """``options.num_samples`` draws from the guide with its current parameters, with ``record``."""
+        draws = sample_guide(self.guide, self.options.num_samples, self.model.latent_shapes, self.x, self.y)
         samples = {name: value.unsqueeze(0) for name, value in draws.items()}
         extras = {"guide": self.guide, "param_state": pyro.get_param_store().get_state()}
         constants = getattr(self.guide, "fitted_constants", dict)()

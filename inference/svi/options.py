@@ -59,7 +59,7 @@ class SVIOptions(Options):
     kl_warmup_fraction : float, optional
         With ``"warmup"``: the fraction of the run, in (0, 1], over which the KL weight
         rises linearly to its full value (default 0.25).
-    num_draws : int
+    num_samples : int
         Draws from the fitted guide kept in the :class:`~bnn.inference.posterior.Posterior`.
     seed : int
         Seeds the initialisation, minibatches, ELBO draws and posterior draws.
@@ -90,7 +90,7 @@ class SVIOptions(Options):
     jit: bool = option(False, flag)
     kl_weighting: KLWeighting = option("uniform", choice(KLWeighting))
     kl_warmup_fraction: float | None = option(None, optional(fraction))
-    num_draws: int = option(1000, positive_int)
+    num_samples: int = option(1000, positive_int)
     seed: int = option(0, seed)
     progress: bool = option(True, flag)
     checkpoint_dir: Path | None = option(None, optional(path))

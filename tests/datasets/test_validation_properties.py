@@ -119,7 +119,7 @@ CASES = st.one_of(well_formed(), *(non_finite(kind) for kind in ("NaN", "infinit
 
 def run_tiny_fit(x, y, likelihood="gaussian", out=1):
     model = BayesianMLP(FEATURES, out, hidden=(2,), likelihood=likelihood)
-    return fit(model, (x, y), steps=2, num_draws=3, progress=False)
+    return fit(model, (x, y), steps=2, num_samples=3, progress=False)
 
 
 def assert_finite_fit(posterior, x):

@@ -158,7 +158,7 @@ def test_fit_reaches_the_exact_empirical_bayes_optimum_and_stores_the_prior_vari
     posterior = fit(
         conjugate.model, (conjugate.x, conjugate.y), guide="empirical-bayes", guide_options={"init_rho": -2.5},
         steps=1500, lr=0.05, lr_schedule="cosine", final_lr_fraction=0.01, num_particles=8, jit=True, seed=1,
-        progress=False, num_draws=10,
+        progress=False, num_samples=10,
     )
     guide = posterior.extras["guide"]
     prior_variances = guide.prior_variances()
@@ -198,7 +198,7 @@ def test_fit_reaches_the_exact_empirical_bayes_optimum_and_stores_the_prior_vari
 def test_cli_fits_with_a_gaussian_prior_and_saves_the_prior_variances(tmp_path):
     out = tmp_path / "eb"
     main(["fit", "--dataset", "toy1d", "--guide", "empirical-bayes", "--prior", "gaussian", "--hidden", "8",
-          "--steps", "20", "--num-draws", "20", "--out", str(out), "--quiet"])
+          "--steps", "20", "--num-samples", "20", "--out", str(out), "--quiet"])
     idata = az.from_netcdf(str(out / "posterior.nc"))
     assert idata.constant_data["prior_variance.layers.0.weight"].shape == (8, 1)
     assert bool((idata.constant_data["prior_variance.layers.1.bias"] > 0).all())

@@ -136,7 +136,7 @@ def test_init_loc_map_is_resolved_by_fit_not_by_the_guide():
 def test_cli_starts_at_the_map(tmp_path):
     out = tmp_path / "map"
     main(["fit", "--dataset", "toy1d", "--guide", "meanfield", "--guide-option", "init_loc=map", "--hidden", "4",
-          "--steps", "5", "--num-draws", "5", "--jit", "--out", str(out), "--quiet"])
+          "--steps", "5", "--num-samples", "5", "--jit", "--out", str(out), "--quiet"])
     assert json.loads((out / "metrics.json").read_text())["guide"] == "meanfield"
 
 
@@ -212,11 +212,11 @@ def test_a_prior_swap_needs_a_new_guide(data):
 
 
 def test_guides_of_two_fits_keep_their_own_parameters_and_same_seed_gives_same_numbers(data):
-    a = fit(small_model(), data, guide="meanfield", steps=15, seed=1, progress=False, num_draws=5)
+    a = fit(small_model(), data, guide="meanfield", steps=15, seed=1, progress=False, num_samples=5)
     assert not pyro.get_param_store().keys()  # the fit ran in its own scope
     # from here on both guides are used outside their fits, in the one global param store
     a_state = {k: v[0].clone() for k, v in a.extras["guide"].site_loc_scale().items()}
-    b = fit(small_model(), data, guide="meanfield", steps=15, seed=2, progress=False, num_draws=5)
+    b = fit(small_model(), data, guide="meanfield", steps=15, seed=2, progress=False, num_samples=5)
     x, y = data
     a.extras["guide"](x, y)
     b.extras["guide"](x, y)
@@ -224,7 +224,7 @@ def test_guides_of_two_fits_keep_their_own_parameters_and_same_seed_gives_same_n
     b_after = {k: v[0] for k, v in b.extras["guide"].site_loc_scale().items()}
     assert all(torch.equal(a_state[k], a_after[k]) for k in a_state)
     assert not torch.equal(a_after["layers.0.weight"], b_after["layers.0.weight"])
-    again = fit(small_model(), data, guide="meanfield", steps=15, seed=1, progress=False, num_draws=5)
+    again = fit(small_model(), data, guide="meanfield", steps=15, seed=1, progress=False, num_samples=5)
     assert again.record.elbo == a.record.elbo
     assert all(torch.equal(again.samples[k], a.samples[k]) for k in a.samples)
 
@@ -239,7 +239,7 @@ def test_reaches_the_mean_field_optimum_of_the_conjugate_posterior(conjugate, op
     posterior = fit(
         conjugate.model, (conjugate.x, conjugate.y), guide="meanfield", guide_options={"init_rho": -3.0, **options},
         steps=1000, lr=0.01, lr_schedule="cosine", final_lr_fraction=0.01, num_particles=8, jit=True, seed=1,
-        progress=False, num_draws=10,
+        progress=False, num_samples=10,
     )
     guide = posterior.extras["guide"]
 
@@ -265,7 +265,7 @@ def test_reaches_the_mean_field_optimum_of_the_conjugate_posterior(conjugate, op
 def test_cli_fits_with_each_prior(tmp_path, prior):
     out = tmp_path / prior
     main(["fit", "--dataset", "toy1d", "--guide", "meanfield", "--prior", prior, "--hidden", "8", "--steps", "20",
-          "--num-draws", "20", "--jit", "--out", str(out), "--quiet"])
+          "--num-samples", "20", "--jit", "--out", str(out), "--quiet"])
     assert json.loads((out / "metrics.json").read_text())["guide"] == "meanfield"
 
 

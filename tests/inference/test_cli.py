@@ -19,7 +19,7 @@ RESULT_FILES = {"metrics.json", "posterior.nc", "fit.json", "predictive.png"}
 def test_fit_writes_the_three_files_and_records_its_own_command(tmp_path):
     out = tmp_path / "a run"  # a space: the recorded command must quote it
     argv = ["fit", "--dataset", "toy1d", "--prior", "gaussian", "--guide", "autonormal", "--method", "svi",
-            "--hidden", "8,8", "--steps", "30", "--num-draws", "50", "--out", str(out), "--quiet"]
+            "--hidden", "8,8", "--steps", "30", "--num-samples", "50", "--out", str(out), "--quiet"]
     main(argv)
     assert {p.name for p in out.iterdir()} == RESULT_FILES
     metrics = json.loads((out / "metrics.json").read_text())
@@ -27,7 +27,7 @@ def test_fit_writes_the_three_files_and_records_its_own_command(tmp_path):
         assert key in metrics
     assert metrics["guide"] == "autonormal" and metrics["dataset"] == "toy1d"
     assert metrics["command"] == f"bnn fit --dataset toy1d --prior gaussian --guide autonormal --method svi " \
-                                 f"--hidden 8,8 --steps 30 --num-draws 50 --out '{out}' --quiet"
+                                 f"--hidden 8,8 --steps 30 --num-samples 50 --out '{out}' --quiet"
     assert shlex.split(metrics["command"])[1:] == argv
     assert (out / "predictive.png").read_bytes()[:4] == b"\x89PNG"
 
@@ -35,7 +35,7 @@ def test_fit_writes_the_three_files_and_records_its_own_command(tmp_path):
 def test_classification_and_prior_options(tmp_path):
     out = tmp_path / "bc"
     main(["fit", "--dataset", "breast_cancer", "--prior", "scale-mixture", "--prior-option", "pi=0.25",
-          "--hidden", "4", "--steps", "20", "--batch-size", "91", "--num-draws", "20", "--out", str(out), "--quiet"])
+          "--hidden", "4", "--steps", "20", "--batch-size", "91", "--num-samples", "20", "--out", str(out), "--quiet"])
     metrics = json.loads((out / "metrics.json").read_text())
     assert "test_accuracy" in metrics and "roc_auc" in metrics
     assert json.loads((out / "fit.json").read_text())["model"]["prior"]["*"]["pi"] == 0.25
@@ -99,7 +99,8 @@ def test_no_jit_turns_off_the_compare_default():
 
 def test_ctrl_c_keeps_a_checkpoint_by_default_and_says_how_to_resume(monkeypatch, tmp_path, capsys):
     out = tmp_path / "run"
-    arguments = ["fit", "--dataset", "toy1d", "--hidden", "3", "--steps", "40", "--num-draws", "5", "--quiet", "--out", str(out)]
+    arguments = ["fit", "--dataset", "toy1d", "--hidden", "3", "--steps", "40", "--num-samples", "5", "--quiet",
+                 "--out", str(out)]
     signal_at_step(monkeypatch, 7)  # Ctrl-C during the 7th step
     with pytest.raises(SystemExit) as exit_info:
         main(arguments)  # no --checkpoint-every: the default checkpoints still keep the work
@@ -143,7 +144,7 @@ def test_a_non_finite_elbo_keeps_the_last_finite_posterior_in_the_out_folder(tmp
 
 def test_laplace_metrics_carry_its_own_diagnostics(tmp_path):
     out = tmp_path / "laplace"
-    main(["fit", "--method", "laplace", "--hidden", "2", "--noise", "0.1", "--map-steps", "50", "--num-draws", "20", "--quiet",
+    main(["fit", "--method", "laplace", "--hidden", "2", "--noise", "0.1", "--map-steps", "50", "--num-samples", "20", "--quiet",
           "--out", str(out)])
     metrics = json.loads((out / "metrics.json").read_text())
     info = json.loads((out / "fit.json").read_text())["record"]
@@ -154,7 +155,7 @@ def test_laplace_metrics_carry_its_own_diagnostics(tmp_path):
 
 def test_the_likelihood_option_sizes_the_network_and_refuses_a_noise(tmp_path, capsys):
     out = tmp_path / "het"
-    main(["fit", "--likelihood", "heteroscedastic-gaussian", "--hidden", "3", "--steps", "20", "--num-draws", "10",
+    main(["fit", "--likelihood", "heteroscedastic-gaussian", "--hidden", "3", "--steps", "20", "--num-samples", "10",
           "--quiet", "--out", str(out)])
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["model"].startswith("BayesianMLP(1-3-2,") and "HeteroscedasticGaussianLikelihood" in metrics["model"]

@@ -29,7 +29,7 @@ def valid_or_hostile(*valid: str, hostile=NUMBERS):
 VALUES = {
     "--steps": valid_or_hostile("1", "3"), "--epochs": valid_or_hostile("1", "2"),
     "--lr": valid_or_hostile("0.001", "0.05", "1e30"), "--batch-size": valid_or_hostile("5", "20"),
-    "--seed": valid_or_hostile("0", "7"), "--num-draws": valid_or_hostile("1", "3"),
+    "--seed": valid_or_hostile("0", "7"), "--num-samples": valid_or_hostile("1", "3"),
     "--num-particles": valid_or_hostile("1", "2"),
     "--hidden": valid_or_hostile("1,2", "3", hostile=st.one_of(
         NUMBERS, st.lists(st.integers(-1, 3), max_size=3).map(lambda w: ",".join(map(str, w))))),
@@ -46,7 +46,7 @@ VALUES = {
 OPTIONS = st.lists(st.sampled_from(sorted(VALUES)), max_size=3, unique=True).flatmap(
     lambda keys: st.fixed_dictionaries({key: VALUES[key] for key in keys}))
 """Up to three options at once, so that runs with only good values are common."""
-BUDGET = {"svi": ["--steps", "2", "--num-draws", "4"], "laplace": ["--map-steps", "3", "--num-draws", "4"]}
+BUDGET = {"svi": ["--steps", "2", "--num-samples", "4"], "laplace": ["--map-steps", "3", "--num-samples", "4"]}
 """A tiny run of each method (NUTS is left out: even a short run takes seconds)."""
 FILES = {"svi": {"metrics.json", "posterior.nc", "fit.json", "predictive.png"},
          "laplace": {"metrics.json", "posterior.nc", "fit.json", "predictive.png", "linearization.pt"}}

@@ -11,9 +11,9 @@ from bnn.inference import Posterior, fit
 from bnn.models import BayesianMLP
 
 BUDGET = {
-    "svi": dict(steps=25, num_draws=20),
+    "svi": dict(steps=25, num_samples=20),
     "nuts": dict(num_warmup=20, num_samples=20, num_chains=1),
-    "laplace": dict(num_draws=20, map_steps=300),
+    "laplace": dict(num_samples=20, map_steps=300),
 }
 X = torch.linspace(-2, 2, 5).unsqueeze(-1)
 

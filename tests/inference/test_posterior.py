@@ -15,7 +15,7 @@ from bnn.models import BayesianMLP
 def posterior():
     data = load_toy1d(n_train=40, n_test=20)
     model = BayesianMLP(1, 1, hidden=(6,), likelihood={"name": "gaussian", "scale": None}, prior="scale-mixture")
-    return fit(model, data, steps=40, num_draws=30, progress=False, seed=5)
+    return fit(model, data, steps=40, num_samples=30, progress=False, seed=5)
 
 
 def test_inference_data_has_the_groups_and_shapes(posterior):
@@ -63,7 +63,7 @@ def saved(tmp_path):
     """A saved Laplace fit: it has every file a posterior folder can hold (linearization.pt too)."""
     data = load_toy1d(n_train=30, n_test=10)
     model = BayesianMLP(1, 1, hidden=(3,), likelihood={"name": "gaussian", "scale": 0.1})
-    return fit(model, data, "laplace", map_steps=50, num_draws=10, progress=False, seed=1).save(tmp_path / "run")
+    return fit(model, data, "laplace", map_steps=50, num_samples=10, progress=False, seed=1).save(tmp_path / "run")
 
 
 def _write_fit_json(folder, payload):
@@ -150,7 +150,7 @@ def test_the_same_posterior_predicts_the_same_draws(posterior):
 def test_classification_metrics_in_the_right_ranges():
     data = load_dataset("breast_cancer")
     model = BayesianMLP(data.in_features, 1, hidden=(8,), likelihood="bernoulli")
-    metrics = evaluate(fit(model, data, steps=300, lr=0.02, progress=False, num_draws=100), data)
+    metrics = evaluate(fit(model, data, steps=300, lr=0.02, progress=False, num_samples=100), data)
     assert set(metrics) == {"test_accuracy", "test_ll", "ece", "roc_auc"}
     assert metrics["test_accuracy"] > 0.9 and metrics["roc_auc"] > 0.95 and 0 <= metrics["ece"] < 0.2
 
@@ -168,7 +168,7 @@ def test_intervals_of_a_posterior_with_few_draws_come_from_many_observation_draw
     noise sds, and the test allows 4 of them (with one draw per weight draw, 5 numbers, the interval would be far off)."""
     data = load_toy1d(n_train=30, n_test=10)
     model = BayesianMLP(1, 1, hidden=(3,), likelihood={"name": "gaussian", "scale": 0.3})
-    fitted = fit(model, data, steps=5, num_draws=5, progress=False)
+    fitted = fit(model, data, steps=5, num_samples=5, progress=False)
     same = {name: value[:, :1].expand(1, 5, *value.shape[2:]).clone() for name, value in fitted.samples.items()}
     prediction = Posterior(model, same, fitted.x, fitted.y, fitted.record).predict(data.x_test, seed=3)
     assert prediction.draws.shape == (1000, 10)

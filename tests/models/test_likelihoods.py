@@ -157,7 +157,7 @@ def test_laplace_fits_a_heteroscedastic_model_and_predicts_by_monte_carlo(hessia
     y = torch.sin(2 * x[:, 0]) + torch.where(x[:, 0] < 0, 0.05, 0.5) * torch.randn(60, generator=generator)
     model = BayesianMLP(1, 2, hidden=(3,), likelihood="heteroscedastic-gaussian")
     posterior = fit(model, (x, y), "laplace", hessian=hessian, structure="last-layer", map_steps=300, map_tolerance=1.0,
-                    num_draws=200, progress=False)
+                    num_samples=200, progress=False)
     assert posterior.linearization is None and posterior.default_predictive.value == "mc"
     assert math.isfinite(posterior.record.log_marginal_likelihood)
     std = posterior.predict(torch.tensor([[-0.6], [0.6]])).std

@@ -26,7 +26,7 @@ def test_a_few_svi_steps(hidden, prior, likelihood):
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(24, 2, generator=generator)
     model = BayesianMLP(2, out, hidden=hidden, prior=prior, likelihood=likelihood)
-    posterior = fit(model, (x, make_y(24, generator)), steps=5, num_particles=2, num_draws=7, progress=False)
+    posterior = fit(model, (x, make_y(24, generator)), steps=5, num_particles=2, num_samples=7, progress=False)
     assert all(math.isfinite(e) for e in posterior.record.elbo)
     prediction = posterior.predict(x[:5])
     assert prediction.draws.shape == (7 * math.ceil(MIN_OBSERVATION_DRAWS / 7), 5)  # several y per weight draw

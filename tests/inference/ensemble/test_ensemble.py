@@ -130,7 +130,7 @@ def test_a_heteroscedastic_ensemble_predicts_a_mean_and_a_scale_per_input():
         (dict(map_lr=float("nan")), "map_lr must be a positive number"),
         (dict(map_tolerance=0), "map_tolerance must be a positive number"),
         (dict(seed=True), "seed must be a non-negative integer"),
-        (dict(num_draws=5), r"method 'ensemble' takes no option\(s\) \['num_draws'\]"),
+        (dict(num_samples=5), r"method 'ensemble' takes no option\(s\) \['num_samples'\]"),
     ],
 )
 def test_bad_options_are_refused_before_any_work(options, message, monkeypatch):
@@ -198,7 +198,7 @@ def test_the_record_survives_json_and_save_load(sequential, tmp_path):
 def test_compare_has_a_row_for_mc_dropout_and_the_ensemble():
     toy = load_toy1d(n_train=30, n_test=10)
     model = BayesianMLP(1, 1, hidden=(4,), likelihood={"name": "gaussian", "scale": None})
-    fits = [fit(model, toy, "mc-dropout", steps=50, num_draws=20, progress=False),
+    fits = [fit(model, toy, "mc-dropout", steps=50, num_samples=20, progress=False),
             fit(model, toy, "ensemble", num_members=2, member_method="sequential", **QUICK)]
     table = compare(fits, toy)
     assert list(table.index) == ["mc-dropout", "ensemble"] and list(table["method"]) == ["mc-dropout", "ensemble"]

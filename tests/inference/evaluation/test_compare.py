@@ -14,9 +14,9 @@ from bnn.inference.nuts import NUTSRecord
 from bnn.models import BayesianMLP
 
 TINY = {
-    "svi": dict(steps=30, num_draws=60),
+    "svi": dict(steps=30, num_samples=60),
     "nuts": dict(num_warmup=30, num_samples=30, num_chains=2, chain_method="sequential"),
-    "laplace": dict(num_draws=60),
+    "laplace": dict(num_samples=60),
 }
 ALWAYS = ["method", "guide", "prior", "predictive", "fit_seconds", "test_ll", "elbo", "log_marginal_likelihood", "loo_elpd",
           "loo_se", "loo_bad_k", "waic_elpd", "waic_se", "waic_warning", "r_hat_max", "ess_bulk_min", "ess_tail_min",
@@ -55,7 +55,7 @@ def test_regression_table_has_every_column_and_loo_waic_for_every_method(fits, t
 def test_classification_table_has_accuracy_auc_and_ece():
     data = load_dataset("breast_cancer")
     model = BayesianMLP(data.in_features, 1, hidden=(4,), likelihood="bernoulli")
-    table = compare([fit(model, data, steps=50, num_draws=50, progress=False)], data)
+    table = compare([fit(model, data, steps=50, num_samples=50, progress=False)], data)
     assert {"test_accuracy", "roc_auc", "ece", "test_ll"} <= set(table.columns)
     assert "test_rmse" not in table.columns and "coverage_90" not in table.columns
 
@@ -82,7 +82,7 @@ def test_chains_that_disagree_are_flagged(toy):
     """Two chains around different functions (one shifted by 3 posterior sds of the output bias + 1), against two
     chains of independent draws from one distribution."""
     model = BayesianMLP(1, 1, hidden=(3,), likelihood={"name": "gaussian", "scale": 0.2})
-    one = fit(model, toy, steps=60, num_draws=2 * CHAIN_DRAWS, progress=False)
+    one = fit(model, toy, steps=60, num_samples=2 * CHAIN_DRAWS, progress=False)
     halves = {k: v.reshape(2, CHAIN_DRAWS, *v.shape[2:]) for k, v in one.samples.items()}
     agreeing = halves
     disagreeing = {k: v.clone() for k, v in halves.items()}
@@ -105,7 +105,7 @@ def test_chains_that_disagree_are_flagged(toy):
 
 def test_one_chain_nuts_gets_ess_but_no_r_hat(toy):
     model = BayesianMLP(1, 1, hidden=(3,), likelihood={"name": "gaussian", "scale": 0.2})
-    one = fit(model, toy, steps=30, num_draws=100, progress=False)
+    one = fit(model, toy, steps=30, num_samples=100, progress=False)
     row = compare({"nuts": chains_posterior(model, one.samples, one.x, one.y)}, toy).loc["nuts"]
     assert row["ess_bulk_min"] > 0 and row["ess_tail_min"] > 0  # finite: ESS needs one chain only
     assert math.isnan(row["r_hat_max"]) and math.isnan(row["r_hat_predictive"]) and row["chains_agree"] is None
@@ -117,8 +117,8 @@ def test_every_built_in_data_set_gets_finite_loo_and_waic(name):
     data = load_dataset(name)
     likelihood = {"name": "gaussian", "scale": 0.5} if data.task == "regression" else data.likelihood_name  # a quick MAP
     model = BayesianMLP(data.in_features, data.out_features, hidden=(2,), likelihood=likelihood)
-    fits = [fit(model, data, "svi", steps=20, num_draws=30, progress=False),
-            fit(model, data, "laplace", map_steps=300, num_draws=30, progress=False)]
+    fits = [fit(model, data, "svi", steps=20, num_samples=30, progress=False),
+            fit(model, data, "laplace", map_steps=300, num_samples=30, progress=False)]
     table = compare(fits, data)
     assert list(table.index) == ["svi (autonormal)", "laplace"]
     for column in ("loo_elpd", "loo_se", "waic_elpd", "waic_se", "test_ll"):

@@ -13,7 +13,7 @@ from bnn.models import BayesianMLP
 def test_compare_command_writes_the_report_of_all_three_methods(tmp_path):
     out = tmp_path / "report"
     argv = ["compare", "--dataset", "toy1d", "--methods", "svi,nuts,laplace", "--hidden", "4", "--steps", "20",
-            "--num-draws", "20", "--num-warmup", "10", "--num-samples", "10", "--num-chains", "2", "--chain-method", "sequential",
+            "--num-warmup", "10", "--num-samples", "10", "--num-chains", "2", "--chain-method", "sequential",
             "--map-steps", "50", "--out", str(out), "--quiet"]
     main(argv)
     fits = ["svi-autonormal", "nuts", "laplace"]
@@ -61,8 +61,8 @@ def test_each_fits_own_warnings_reach_the_report(tmp_path):
     data = load_toy1d(n_train=30, n_test=10)
     model = BayesianMLP(1, 1, hidden=(3,), likelihood={"name": "gaussian", "scale": 0.1})
     with pytest.warns(RuntimeWarning, match="the MAP polish stopped"):
-        laplace = fit(model, data, "laplace", map_steps=1, map_tolerance=1e-12, num_draws=10, progress=False)
-    svi = fit(model, data, "svi", steps=5, num_draws=10, progress=False)
+        laplace = fit(model, data, "laplace", map_steps=1, map_tolerance=1e-12, num_samples=10, progress=False)
+    svi = fit(model, data, "svi", steps=5, num_samples=10, progress=False)
     assert method_problems({"svi": svi}) == []
     [line] = method_problems({"svi": svi, "laplace": laplace})
     assert line.startswith("**Warning: laplace**: the MAP did not converge (largest gradient entry ")

@@ -23,7 +23,7 @@ from bnn.models import BayesianMLP, GaussianPrior, LaplacePrior
 
 from tests.conjugate import NOISE, PRIOR_SCALE
 
-FAST = dict(map_steps=100, map_tolerance=1e-4, num_draws=200, progress=False)  # the mode to ~1e-6 posterior sd
+FAST = dict(map_steps=100, map_tolerance=1e-4, num_samples=200, progress=False)  # the mode to ~1e-6 posterior sd
 
 
 
@@ -114,7 +114,7 @@ def test_save_and_load_keep_the_linearised_predictive(posterior, tmp_path):
 
 
 def test_methods_without_a_linearisation_and_unknown_predictives_are_refused(conjugate, posterior):
-    svi = fit(conjugate.model, (conjugate.x, conjugate.y), "svi", steps=2, num_draws=5, progress=False)
+    svi = fit(conjugate.model, (conjugate.x, conjugate.y), "svi", steps=2, num_samples=5, progress=False)
     with pytest.raises(ValueError, match="method 'svi' has no linearised predictive; use predictive='mc'"):
         svi.predict(conjugate.x, predictive="linearized")
     with pytest.raises(ValueError, match=r"unknown predictive 'glm'; choose from \['mc', 'linearized'\]"):
@@ -229,7 +229,7 @@ def test_command_line_writes_the_three_files_and_refuses_wrong_combinations(floa
     out = tmp_path / "laplace"
     common = ["fit", "--dataset", "toy1d", "--hidden", "4", "--noise", "0.1", "--quiet", "--out"]
     assert main([*common, str(out), "--method", "laplace", "--hessian", "ggn", "--structure", "diag",
-                 "--map-steps", "100", "--num-draws", "100"]) == 0
+                 "--map-steps", "100", "--num-samples", "100"]) == 0
     assert {p.name for p in out.iterdir()} >= {"metrics.json", "posterior.nc", "fit.json", "predictive.png"}
     assert "test_rmse" in capsys.readouterr().out
     loaded = Posterior.load(out)
@@ -255,7 +255,7 @@ def test_log_likelihood_is_the_linearised_networks_and_mc_keeps_the_network(conj
     """LOO/WAIC read the pointwise log-likelihood of the predictive Laplace reports (the GLM):
     at every draw, f(x; theta_MAP) + J (theta - theta_MAP), checked against torch.func.jvp."""
     model = BayesianMLP(2, 1, hidden=(3,), likelihood={"name": "gaussian", "scale": NOISE})
-    posterior = fit(model, (conjugate.x, conjugate.y), "laplace", seed=0, **{**FAST, "num_draws": 5})
+    posterior = fit(model, (conjugate.x, conjugate.y), "laplace", seed=0, **{**FAST, "num_samples": 5})
     theta = join_sites(model.sites, {name: value[0, 0] for name, value in posterior.samples.items()})
     theta_map = posterior.linearization.guide.mean
     draws = join_sites(model.sites, {name: value[0] for name, value in posterior.samples.items()})

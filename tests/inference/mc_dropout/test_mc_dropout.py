@@ -34,7 +34,7 @@ def small_model(**kwargs) -> BayesianMLP:
 
 @pytest.fixture(scope="module")
 def posterior() -> Posterior:
-    return fit(small_model(), (X, Y), "mc-dropout", dropout_rate=RATE, steps=100, num_draws=500, progress=False)
+    return fit(small_model(), (X, Y), "mc-dropout", dropout_rate=RATE, steps=100, num_samples=500, progress=False)
 
 
 def masks_of(posterior: Posterior) -> list[torch.Tensor]:
@@ -82,7 +82,7 @@ def test_the_gaussian_prior_becomes_the_papers_weight_decay():
 @pytest.mark.parametrize("prior", ["laplace", "scale-mixture"])
 def test_other_priors_and_a_fixed_noise_train(prior):
     model = small_model(prior=prior, likelihood={"name": "gaussian", "scale": 0.3})
-    posterior = fit(model, (X, Y), "mc-dropout", steps=30, num_draws=5, batch_size=8, progress=False)
+    posterior = fit(model, (X, Y), "mc-dropout", steps=30, num_samples=5, batch_size=8, progress=False)
     assert posterior.record.loss_history[-1] < posterior.record.loss_history[0]
     assert posterior.record.noise is None and posterior.record.batch_size == 8
     assert all(torch.isfinite(value).all() for value in posterior.samples.values())
@@ -90,13 +90,13 @@ def test_other_priors_and_a_fixed_noise_train(prior):
 
 def test_a_learned_noise_is_fitted_and_every_draw_holds_it():
     model = BayesianMLP(3, 1, hidden=(5,), likelihood={"name": "gaussian", "scale": None})
-    posterior = fit(model, (X, Y), "mc-dropout", steps=300, num_draws=3, dropout_rate=0.01, progress=False)
+    posterior = fit(model, (X, Y), "mc-dropout", steps=300, num_samples=3, dropout_rate=0.01, progress=False)
     assert 0.05 < posterior.record.noise < 0.4  # the data's noise is 0.1; the network is trained briefly
     torch.testing.assert_close(posterior.samples["sigma"], torch.full((1, 3), posterior.record.noise))
 
 
 def test_the_same_seed_gives_the_same_draws_and_another_seed_others():
-    a, b, c = (fit_mc_dropout(small_model(), X, Y, steps=5, num_draws=4, seed=seed, progress=False) for seed in (3, 3, 4))
+    a, b, c = (fit_mc_dropout(small_model(), X, Y, steps=5, num_samples=4, seed=seed, progress=False) for seed in (3, 3, 4))
     for name in a.samples:
         assert torch.equal(a.samples[name], b.samples[name]), name
     assert not torch.equal(a.samples["layers.0.weight"], c.samples["layers.0.weight"])
@@ -111,10 +111,10 @@ def test_the_same_seed_gives_the_same_draws_and_another_seed_others():
         (dict(steps=0), "steps must be a positive integer, got 0"),
         (dict(lr=-1.0), "lr must be a positive number"),
         (dict(batch_size=0), "batch_size must be an integer >= 1, got 0"),
-        (dict(num_draws=2.5), "num_draws must be a positive integer"),
+        (dict(num_samples=2.5), "num_samples must be a positive integer"),
         (dict(seed=-1), "seed must be a non-negative integer"),
         (dict(progress="no"), "progress must be True or False"),
-        (dict(num_samples=10), r"method 'mc-dropout' takes no option\(s\) \['num_samples'\]"),
+        (dict(num_chains=2), r"method 'mc-dropout' takes no option\(s\) \['num_chains'\]"),
     ],
 )
 def test_bad_options_are_refused_before_any_work(options, message, monkeypatch):
@@ -140,7 +140,7 @@ def test_a_stop_signal_keeps_the_network_trained_so_far_marked_incomplete(signum
 
     monkeypatch.setattr(mc_dropout_fit, "draw_masks", signalling)
     with pytest.warns(IncompleteTrainingWarning, match=rf"interrupted \({signal.Signals(signum).name}\) after step 7 of 50"):
-        posterior = fit(small_model(), (X, Y), "mc-dropout", steps=50, num_draws=4, progress=False)
+        posterior = fit(small_model(), (X, Y), "mc-dropout", steps=50, num_samples=4, progress=False)
     record = posterior.record
     assert record.incomplete and record.steps_done == len(record.loss_history) == 7
     assert record.metrics()["incomplete"] is True
@@ -159,7 +159,7 @@ def test_the_record_survives_json_and_save_load(posterior, tmp_path):
 
 def test_the_command_line_takes_the_method_and_its_options(tmp_path):
     out = tmp_path / "run"
-    main(["fit", "--method", "mc-dropout", "--dropout-rate", "0.1", "--steps", "20", "--num-draws", "10", "--hidden", "5",
+    main(["fit", "--method", "mc-dropout", "--dropout-rate", "0.1", "--steps", "20", "--num-samples", "10", "--hidden", "5",
           "--out", str(out), "--quiet"])
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["method"] == "mc-dropout" and metrics["dropout_rate"] == 0.1 and math.isfinite(metrics["test_ll"])
@@ -170,6 +170,6 @@ def test_the_command_line_takes_the_method_and_its_options(tmp_path):
 def test_classifiers_train_and_predict_probabilities(likelihood, out, labels):
     y = torch.randint(0, labels, (30,), generator=torch.Generator().manual_seed(2))
     model = BayesianMLP(3, out, hidden=(5,), likelihood=likelihood)
-    posterior = fit(model, (X, y), "mc-dropout", steps=20, num_draws=6, progress=False)
+    posterior = fit(model, (X, y), "mc-dropout", steps=20, num_samples=6, progress=False)
     probs = posterior.predict(X[:4]).probs
     assert probs.shape == ((4,) if out == 1 else (4, 3)) and ((probs >= 0) & (probs <= 1)).all()

@@ -20,7 +20,7 @@ CHECKPOINT_EVERY = 10
 def run(**options) -> Posterior:
     """The fit, with ``checkpoint_dir`` / ``resume`` as given."""
     model = BayesianMLP(1, 1, hidden=(5,), likelihood={"name": "gaussian", "scale": None})
-    return fit(model, load_toy1d(n_train=40, n_test=10), "svi", steps=STEPS, batch_size=10, lr=0.02, num_draws=5, seed=11,
+    return fit(model, load_toy1d(n_train=40, n_test=10), "svi", steps=STEPS, batch_size=10, lr=0.02, num_samples=5, seed=11,
                progress=False, **options)
 
 

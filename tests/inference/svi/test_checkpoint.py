@@ -47,7 +47,7 @@ def uninterrupted():
 
 def small_fit(hidden: int = 5, **options) -> Posterior:
     model = BayesianMLP(1, 1, hidden=(hidden,), likelihood={"name": "gaussian", "scale": None})
-    settings = {"steps": SMALL_STEPS, "num_draws": 5, "seed": 2, "progress": False, **options}
+    settings = {"steps": SMALL_STEPS, "num_samples": 5, "seed": 2, "progress": False, **options}
     return fit(model, load_toy1d(n_train=40, n_test=10), "svi", **settings)
 
 
@@ -215,7 +215,7 @@ def test_a_folder_with_another_fits_checkpoint_is_not_overwritten(checkpoint_fol
 
 
 def test_command_line_checkpoints_inside_the_out_folder_and_resumes(monkeypatch, tmp_path, capsys):
-    arguments = ["fit", "--dataset", "toy1d", "--hidden", "3", "--steps", "40", "--num-draws", "5", "--quiet"]
+    arguments = ["fit", "--dataset", "toy1d", "--hidden", "3", "--steps", "40", "--num-samples", "5", "--quiet"]
     main([*arguments, "--out", str(tmp_path / "reference")])
     out = tmp_path / "run"
     signal_at_step(monkeypatch, 25)

@@ -18,7 +18,7 @@ def test_minibatch_svi_with_init_loc_map_starts_at_the_full_data_map():
     with seeded(5):
         expected = map_weights(model, x, y)
     posterior = fit(model, (x, y), guide="meanfield", guide_options={"init_loc": "map"}, steps=1, batch_size=4, lr=1e-9,
-                    seed=5, progress=False, num_draws=3)
+                    seed=5, progress=False, num_samples=3)
     assert posterior.record.batch_size == 4
     loc_scale = posterior.extras["guide"].site_loc_scale()
     for site in model.sites:

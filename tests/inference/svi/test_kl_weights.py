@@ -98,7 +98,7 @@ def test_svi_applies_the_weight_of_every_step(weighting, jit):
     so their ELBOs differ by (1 - M pi_t) KL at each step t: recover M pi_t and compare with the formula."""
     x, y = torch.randn(30, 2), torch.randn(30)
     options = dict(guide="meanfield", guide_options={"kl": "closed-form"}, steps=14, batch_size=10, lr=1e-12,
-                   jit=jit, seed=5, progress=False, num_draws=2)
+                   jit=jit, seed=5, progress=False, num_samples=2)
     weighted = fit(network(), (x, y), kl_weighting=weighting, **options)
     uniform = fit(network(), (x, y), **options)
     kl = sum(gaussian_kl(loc, s, 0.8).sum() for loc, s in weighted.extras["guide"].site_loc_scale().values()).item()
@@ -113,7 +113,7 @@ def test_svi_applies_the_weight_of_every_step(weighting, jit):
 
 def test_full_batch_blundell_is_plain_svi():
     x, y = torch.randn(20, 2), torch.randn(20)
-    options = dict(guide="meanfield", steps=10, seed=2, progress=False, num_draws=3)
+    options = dict(guide="meanfield", steps=10, seed=2, progress=False, num_samples=3)
     assert fit(network(), (x, y), kl_weighting="blundell", **options).record.elbo == fit(
         network(), (x, y), **options
     ).record.elbo

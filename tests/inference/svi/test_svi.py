@@ -24,9 +24,9 @@ def small_model(**kwargs):
 
 
 def test_same_seed_same_numbers_different_seed_different_numbers(toy):
-    a = fit(small_model(), toy, steps=30, seed=3, progress=False, num_draws=20)
-    b = fit(small_model(), toy, steps=30, seed=3, progress=False, num_draws=20)
-    c = fit(small_model(), toy, steps=30, seed=4, progress=False, num_draws=20)
+    a = fit(small_model(), toy, steps=30, seed=3, progress=False, num_samples=20)
+    b = fit(small_model(), toy, steps=30, seed=3, progress=False, num_samples=20)
+    c = fit(small_model(), toy, steps=30, seed=4, progress=False, num_samples=20)
     assert a.record.elbo == b.record.elbo
     assert all(torch.equal(a.samples[k], b.samples[k]) for k in a.samples)
     assert a.record.elbo != c.record.elbo
@@ -34,14 +34,14 @@ def test_same_seed_same_numbers_different_seed_different_numbers(toy):
 
 def test_fits_do_not_leak_parameters_and_leave_the_global_rng_alone(toy):
     """Two guides with identical parameter names: each fit gives what it gives alone."""
-    alone = fit(small_model(), toy, steps=25, seed=1, progress=False, num_draws=10)
+    alone = fit(small_model(), toy, steps=25, seed=1, progress=False, num_samples=10)
     pyro.get_param_store().clear()
     pyro.param("AutoNormal.locs.layers.0.weight", torch.full((8, 1), 99.0))  # a stale user parameter
     torch.manual_seed(123)
     expected_next = torch.rand(3)
     torch.manual_seed(123)
-    other = fit(BayesianMLP(1, 1, hidden=(8,), activation="relu"), toy, steps=25, seed=2, progress=False, num_draws=10)
-    again = fit(small_model(), toy, steps=25, seed=1, progress=False, num_draws=10)
+    other = fit(BayesianMLP(1, 1, hidden=(8,), activation="relu"), toy, steps=25, seed=2, progress=False, num_samples=10)
+    again = fit(small_model(), toy, steps=25, seed=1, progress=False, num_samples=10)
     assert torch.equal(torch.rand(3), expected_next)
     assert again.record.elbo == alone.record.elbo
     assert other.record.elbo != alone.record.elbo
@@ -63,13 +63,13 @@ def test_recovers_a_known_function(toy):
 
 def test_minibatches_epochs_particles_and_schedules(toy):
     posterior = fit(small_model(), toy, epochs=3, batch_size=20, num_particles=4, lr_schedule="exponential",
-                    progress=False, num_draws=5)
+                    progress=False, num_samples=5)
     assert posterior.record.steps == 9 and len(posterior.record.elbo) == 9
     assert posterior.record.batch_size == 20
 
 
 def test_a_user_autoguide_class_and_a_user_guide_callable(toy):
-    posterior = fit(small_model(), toy, guide=AutoDiagonalNormal, steps=10, progress=False, num_draws=5)
+    posterior = fit(small_model(), toy, guide=AutoDiagonalNormal, steps=10, progress=False, num_samples=5)
     assert posterior.record.guide == "AutoDiagonalNormal"
 
     model = small_model()
@@ -79,7 +79,7 @@ def test_a_user_autoguide_class_and_a_user_guide_callable(toy):
             loc = pyro.param(f"my.{site.name}", torch.zeros(site.shape))
             pyro.sample(site.name, pyro.distributions.Delta(loc).to_event(len(site.shape)))
 
-    posterior = fit(model, toy, guide=point_guide, steps=10, progress=False, num_draws=4)
+    posterior = fit(model, toy, guide=point_guide, steps=10, progress=False, num_samples=4)
     assert posterior.record.guide == "point_guide" and posterior.samples["layers.0.weight"].shape == (1, 4, 8, 1)
 
 
@@ -122,11 +122,11 @@ def test_the_largest_allowed_lr_runs_to_a_clean_stop(toy):
     """At the bound Adam's first step is finite; what follows overflows the weights and stops as non-finite."""
     bound = torch.finfo(torch.get_default_dtype()).max * (1 - ADAM_BETAS[0])
     with pytest.raises(NonFiniteELBOError, match="SVI stopped at step"):
-        fit(small_model(), toy, steps=3, lr=bound, progress=False, num_draws=3)
+        fit(small_model(), toy, steps=3, lr=bound, progress=False, num_samples=3)
 
 
 def test_resuming_a_checkpoint_that_lacks_a_field_names_it(toy, tmp_path):
-    options = dict(steps=4, seed=0, progress=False, num_draws=3)
+    options = dict(steps=4, seed=0, progress=False, num_samples=3)
     fit(small_model(), toy, checkpoint_dir=tmp_path, **options)
     payload = torch.load(tmp_path / CHECKPOINT_FILE, weights_only=True)
     del payload["permutation"]
