@@ -1,7 +1,7 @@
 """The single entry point: ``fit(model, data, method=...) -> Posterior``.
 
 Methods live in :data:`METHODS`, one :class:`~bnn.inference.method.Method` per subpackage (``svi``, ``nuts``,
-``laplace``, ``mc_dropout``, ``ensemble``, and ``sgmcmc`` with two): a name, a typed option set and a run function.
+``laplace``, ``map``, ``mc_dropout``, ``ensemble``, and ``sgmcmc`` with two): a name, a typed option set and a run function.
 ``fit`` validates the data against the model and the options against the method before any work starts.
 """
 
@@ -12,14 +12,14 @@ from typing import Any
 import torch
 from bnn.datasets.dataset import Dataset
 from bnn.datasets.validation import check_inputs_targets
-from bnn.inference import ensemble, laplace, mc_dropout, nuts, sgmcmc, svi
+from bnn.inference import ensemble, laplace, map, mc_dropout, nuts, sgmcmc, svi
 from bnn.inference.method import Method
 from bnn.inference.posterior import Posterior
 
 from bnn.registry import Registry
 
 METHODS: Registry = Registry("method")
-for _package in (svi, nuts, laplace, mc_dropout, ensemble):
+for _package in (svi, nuts, laplace, map, mc_dropout, ensemble):
     METHODS.register(_package.METHOD.name, _package.METHOD)
 METHODS.register(sgmcmc.SGLD.name, sgmcmc.SGLD)
 METHODS.register(sgmcmc.SGHMC.name, sgmcmc.SGHMC)
@@ -53,7 +53,8 @@ def fit(model, data, method: str = "svi", **options: Any) -> Posterior:
     **options
         The method's options, the fields of its option set: :class:`~bnn.inference.svi.SVIOptions`,
         :class:`~bnn.inference.nuts.NUTSOptions`, :class:`~bnn.inference.laplace.LaplaceOptions`,
-        :class:`~bnn.inference.mc_dropout.MCDropoutOptions`, :class:`~bnn.inference.ensemble.EnsembleOptions`,
+        :class:`~bnn.inference.map.MapOptions`, :class:`~bnn.inference.mc_dropout.MCDropoutOptions`,
+        :class:`~bnn.inference.ensemble.EnsembleOptions`,
         :class:`~bnn.inference.sgmcmc.SGLDOptions` or :class:`~bnn.inference.sgmcmc.SGHMCOptions`.
 
     Raises

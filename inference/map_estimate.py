@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import pyro
 import torch
 from bnn.guides.flat_weights import join_sites, split_flat
+from bnn.inference.record import FitRecord
 from tqdm.auto import tqdm
 
 LBFGS_MAX_ITERATIONS = 1000
@@ -63,6 +64,41 @@ class MapEstimate:
     grad_norm: float
     lbfgs_iterations: int
     converged: bool
+
+
+@dataclass(kw_only=True)
+class MapFitRecord(FitRecord):
+    """What every fit centred on one MAP estimate records about it (the MAP method, Laplace).
+
+    Attributes
+    ----------
+    map_steps, map_lbfgs_iterations : int
+        Adam steps and L-BFGS iterations of the MAP fit.
+    map_grad_norm : float
+        The norm of the log joint's gradient at the MAP (see :attr:`MapEstimate.grad_norm`).
+    map_converged : bool
+        Whether no entry of that gradient exceeds the tolerance.
+    noise : float, optional
+        The maximum-likelihood noise scale of a learned Gaussian noise.
+    """
+
+    map_steps: int
+    map_lbfgs_iterations: int
+    map_grad_norm: float
+    map_converged: bool
+    noise: float | None = None
+
+    @property
+    def converged(self) -> bool:
+        """Whether the MAP converged."""
+        return self.map_converged
+
+    def problems(self) -> list[str]:
+        if self.map_converged:
+            return []
+        return [f"the MAP did not converge (gradient norm {self.map_grad_norm:.3g} after {self.map_steps} Adam "
+                f"steps and {self.map_lbfgs_iterations} L-BFGS iterations): raise map_steps or map_lr, or loosen "
+                "map_tolerance"]
 
 
 def log_prior(model, theta: torch.Tensor, distributions: dict | None = None) -> torch.Tensor:

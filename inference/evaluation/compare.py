@@ -71,7 +71,11 @@ def prior_name(posterior: Posterior) -> str:
 
 
 def information_criteria(idata: az.InferenceData) -> dict[str, float]:
-    """PSIS-LOO and WAIC of the training data, with their reliability counts."""
+    """PSIS-LOO and WAIC of the training data, with their reliability counts; NaN for a point estimate (one draw:
+    both average over posterior draws)."""
+    if idata.posterior.sizes["chain"] * idata.posterior.sizes["draw"] < 2:
+        return {"loo_elpd": math.nan, "loo_se": math.nan, "loo_bad_k": math.nan,
+                "waic_elpd": math.nan, "waic_se": math.nan, "waic_warning": None}
     with quiet_arviz(reported=True):
         loo = az.loo(idata, pointwise=True)
         waic = az.waic(idata)
@@ -137,7 +141,8 @@ def rank(posteriors: Sequence[Posterior] | Mapping[str, Posterior]) -> pd.DataFr
     Parameters
     ----------
     posteriors : sequence of Posterior, or mapping of label to Posterior
-        Fits on the same training data (labelled as in :func:`compare`).
+        Fits on the same training data (labelled as in :func:`compare`); point estimates (one draw, such as
+        ``method="map"``) are left out: PSIS-LOO needs posterior draws.
 
     Returns
     -------
@@ -145,6 +150,6 @@ def rank(posteriors: Sequence[Posterior] | Mapping[str, Posterior]) -> pd.DataFr
         ``az.compare``'s table, best first: ``elpd_loo`` :math:`= \sum_i \log p(y_i \mid y_{-i})`, its
         difference to the best and standard errors, and the stacking ``weight`` (summing to 1).
     """
-    data = {label: p.to_inference_data() for label, p in label_fits(posteriors).items()}
+    data = {label: p.to_inference_data() for label, p in label_fits(posteriors).items() if p.num_chains * p.num_draws > 1}
     with quiet_arviz(reported=True):
         return az.compare(data)

@@ -9,6 +9,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import torch
 from bnn.datasets.dataset import Dataset
+from bnn.inference.evaluation.distance import nearest_training_distance
 from bnn.inference.evaluation.metrics import CALIBRATION_BINS, top_label_confidence
 from bnn.inference.posterior import Posterior
 
@@ -126,4 +127,27 @@ def plot_std_vs_error(posteriors: Mapping[str, Posterior], dataset: Dataset, pat
         axis.set(title=label, xlabel="predictive sd")
     axes[0][0].set_ylabel("|test error|")
     axes[0][0].legend(fontsize="small")
+    return _save(figure, path)
+
+
+def plot_std_vs_distance(posteriors: Mapping[str, Posterior], dataset: Dataset, path: str | Path) -> Path:
+    """Predictive sd against the distance to the nearest training input, in original units, one line per method.
+
+    The inputs are a grid over the training range and half of it beyond on both sides (1-D data), or the test
+    inputs (otherwise); an honest posterior's sd grows with the distance, a point estimate's stays flat.
+    """
+    if dataset.in_features == 1:
+        low, high = dataset.x_train.min().item(), dataset.x_train.max().item()
+        x = torch.linspace(low - 0.5 * (high - low), high + 0.5 * (high - low), 300).unsqueeze(-1)
+    else:
+        x = dataset.x_test
+    distance = nearest_training_distance(dataset.x_scaler.inverse(x), dataset.x_scaler.inverse(dataset.x_train))
+    order = distance.argsort()
+    figure, axis = plt.subplots(figsize=(6.5, 4))
+    for index, (label, posterior) in enumerate(posteriors.items()):
+        std = posterior.predict(x).std * dataset.y_scaler.std
+        axis.plot(distance[order].numpy(), std[order].numpy(), ".", ms=3, color=f"C{index}", label=label)
+    axis.set(xlabel="distance to the nearest training input", ylabel="predictive sd",
+             title=f"Uncertainty away from the data ({dataset.name})")
+    axis.legend(fontsize="small")
     return _save(figure, path)

@@ -1,0 +1,22 @@
+"""The MAP point estimate as a method: one draw, the plug-in predictive (:func:`fit_map`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from bnn.inference.map.fit import run_map
+from bnn.inference.map.options import MapOptions
+from bnn.inference.map.record import MapRecord
+from bnn.inference.method import Method
+from bnn.inference.posterior import Posterior
+
+METHOD = Method("map", MapOptions, run_map)
+
+
+def fit_map(model, x: torch.Tensor, y: torch.Tensor, **options: Any) -> Posterior:
+    """The MAP point estimate on ``(x, y)`` with the options of :class:`MapOptions` (validated first)."""
+    return METHOD(model, x, y, **options)
+
+
+__all__ = ["METHOD", "MapOptions", "MapRecord", "fit_map", "run_map"]

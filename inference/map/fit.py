@@ -1,0 +1,59 @@
+r"""The MAP point estimate: the single most probable weights, the "plain network" a Bayesian one is compared with.
+
+.. math::
+
+    \theta_{MAP} = \arg\max_\theta \; \log p(y \mid x, \theta) + \log p(\theta)
+
+by :func:`~bnn.inference.map_estimate.find_map` (Adam from a draw of the prior, then an L-BFGS polish, in float64
+as Laplace does); under a Gaussian prior this is weight decay, under a Laplace prior an L1 penalty. A learned
+Gaussian noise is set to its maximum-likelihood value at the estimate. The
+:class:`~bnn.inference.posterior.Posterior` holds one draw, ``(1, 1, *site_shape)``: a point mass, so its
+predictive is the plug-in :math:`p(y \mid x, \theta_{MAP})`, whose only spread is the likelihood's noise. It is
+as confident between and beyond the training inputs as on them; the Bayesian methods are not.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+import torch
+from bnn.guides.flat_weights import split_flat
+from bnn.inference.map.options import MapOptions
+from bnn.inference.map.record import MapRecord
+from bnn.inference.map_estimate import find_map
+from bnn.inference.posterior import Posterior
+from bnn.inference.seeding import seeded
+
+WORKING_DTYPE = torch.float64  # the L-BFGS polish needs it
+
+
+def run_map(model, x: torch.Tensor, y: torch.Tensor, options: MapOptions) -> Posterior:
+    """Find the MAP weights of ``model`` on ``(x, y)`` and return them as a one-draw posterior.
+
+    Warns
+    -----
+    RuntimeWarning
+        When the polish stopped above ``map_tolerance`` (the record says so too).
+    """
+    y_work = y.to(WORKING_DTYPE) if y.is_floating_point() else y
+    began = time.perf_counter()
+    with seeded(options.seed), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="the MAP polish stopped", category=RuntimeWarning)
+        estimate = find_map(model, x.to(WORKING_DTYPE), y_work, steps=options.map_steps, lr=options.map_lr,
+                            tolerance=options.map_tolerance, progress=options.progress)
+    train_seconds = time.perf_counter() - began
+    if not estimate.converged:
+        warnings.warn(f"the MAP stopped with a gradient entry above "
+                      f"map_tolerance={options.map_tolerance:g}; raise map_steps or map_lr, or loosen map_tolerance",
+                      RuntimeWarning, stacklevel=4)
+    draws = {**split_flat(model.sites, estimate.theta), **estimate.latents}
+    record = MapRecord(
+        seed=options.seed, train_seconds=train_seconds, map_steps=options.map_steps, map_lr=options.map_lr,
+        map_tolerance=options.map_tolerance, map_lbfgs_iterations=estimate.lbfgs_iterations,
+        map_grad_norm=estimate.grad_norm, map_converged=estimate.converged,
+        log_joint=estimate.log_likelihood + estimate.log_prior,
+        noise=estimate.latents["sigma"].item() if "sigma" in estimate.latents else None,
+    )
+    return Posterior(model, {name: value.to(x.dtype).reshape(1, 1, *value.shape) for name, value in draws.items()},
+                     x, y, record)

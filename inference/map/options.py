@@ -1,0 +1,30 @@
+"""The options of a MAP point estimate, validated when they are built."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bnn.options import Options, flag, option, positive_int, positive_number, seed
+
+
+@dataclass(frozen=True)
+class MapOptions(Options):
+    r"""Options of :func:`~bnn.inference.map.fit_map`.
+
+    Attributes
+    ----------
+    map_steps, map_lr : int, float
+        Adam steps and rate before the L-BFGS polish (Laplace's defaults).
+    map_tolerance : float
+        The polish stops once no entry of the log joint's gradient exceeds this.
+    seed : int
+        Seeds the start, a draw of the prior: the same seed gives the same estimate.
+    progress : bool
+        Show a tqdm bar over the Adam steps.
+    """
+
+    map_steps: int = option(1000, positive_int)
+    map_lr: float = option(0.01, positive_number)
+    map_tolerance: float = option(1e-2, positive_number)
+    seed: int = option(0, seed)
+    progress: bool = option(True, flag)

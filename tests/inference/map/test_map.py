@@ -1,0 +1,85 @@
+"""The MAP point estimate: the mode of the conjugate posterior, a plug-in predictive, its own convergence check."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from bnn.datasets import load_toy1d
+from bnn.inference import Posterior, fit
+from bnn.inference.evaluation.compare import compare, rank
+from bnn.models import BayesianMLP
+
+from tests.conjugate import NOISE
+
+
+@pytest.fixture(scope="module")
+def estimate(conjugate):
+    return fit(conjugate.model, (conjugate.x, conjugate.y), "map", map_tolerance=1e-8, seed=1, progress=False)
+
+
+def test_the_estimate_is_the_mode_of_the_exact_posterior(conjugate, estimate):
+    # Gaussian prior and likelihood: the mode is the posterior mean m = S Phi^T y / sigma^2, to the L-BFGS tolerance
+    theta = conjugate.flatten({name: value[0, 0] for name, value in estimate.samples.items()})
+    assert torch.allclose(theta, conjugate.mean, atol=1e-6)
+    assert estimate.num_chains == 1 and estimate.num_draws == 1
+    assert estimate.record.map_converged and estimate.record.problems() == []
+
+
+def test_the_log_joint_recorded_is_the_log_joint_at_the_mode(conjugate, estimate):
+    phi = torch.cat([conjugate.x, torch.ones(len(conjugate.x), 1)], dim=1)
+    mean = conjugate.mean
+    log_likelihood = torch.distributions.Normal(phi @ mean, NOISE).log_prob(conjugate.y).sum()
+    log_prior = torch.distributions.Normal(0.0, 1.0).log_prob(mean).sum()
+    assert estimate.record.log_joint == pytest.approx((log_likelihood + log_prior).item(), abs=1e-6)
+
+
+def test_the_predictive_is_the_plug_in_one_whose_only_spread_is_the_noise(conjugate, estimate):
+    far = torch.tensor([[0.0, 0.0], [30.0, -30.0]])  # at the data and far outside it
+    prediction = estimate.predict(far, seed=0)
+    phi = torch.cat([far, torch.ones(2, 1)], dim=1)
+    assert torch.allclose(prediction.mean, phi @ conjugate.mean, atol=1e-6)
+    draws = prediction.draws.shape[0]
+    # sd of `draws` N(mean, NOISE^2) draws: within 5 standard errors NOISE / sqrt(2 (draws - 1)) of NOISE
+    assert torch.allclose(prediction.std, torch.full((2,), NOISE), atol=5 * NOISE / math.sqrt(2 * (draws - 1)))
+
+
+def test_same_seed_same_estimate_and_a_record_that_survives_save_and_load(tmp_path):
+    data = load_toy1d(n_train=30, n_test=10)
+    model = BayesianMLP(1, 1, hidden=(6,), likelihood={"name": "gaussian", "scale": None})
+    a, b = (fit(model, data, "map", map_steps=50, seed=4, progress=False) for _ in range(2))
+    assert all(torch.equal(a.samples[name], b.samples[name]) for name in a.samples)
+    assert a.record.noise == pytest.approx(a.samples["sigma"].item())
+    loaded = Posterior.load(a.save(tmp_path / "map"))
+    assert loaded.record == a.record
+
+
+def test_a_map_that_stops_short_says_so():
+    data = load_toy1d(n_train=30, n_test=10)
+    model = BayesianMLP(1, 1, hidden=(6,))
+    with pytest.warns(RuntimeWarning, match="raise map_steps or map_lr"):
+        estimate = fit(model, data, "map", map_steps=1, map_tolerance=1e-12, seed=0, progress=False)
+    assert not estimate.record.converged
+    assert "the MAP did not converge" in estimate.record.problems()[0]
+
+
+def test_compare_has_no_loo_for_a_point_estimate_and_rank_leaves_it_out():
+    data = load_toy1d(n_train=30, n_test=10)
+    model = BayesianMLP(1, 1, hidden=(6,))
+    fits = {"map": fit(model, data, "map", map_steps=50, progress=False),
+            "laplace": fit(model, data, "laplace", map_steps=50, num_samples=20, progress=False)}
+    table = compare(fits, data)
+    assert math.isnan(table.loc["map", "loo_elpd"]) and math.isnan(table.loc["map", "waic_elpd"])
+    assert not math.isnan(table.loc["laplace", "loo_elpd"]) and table.loc["map", "test_ll"] == table.loc["map", "test_ll"]
+    assert list(rank(fits).index) == ["laplace"]
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    (dict(map_steps=0), "map_steps must be a positive integer"),
+    (dict(map_tolerance=-1.0), "map_tolerance must be a positive"),
+    (dict(num_samples=5), r"method 'map' takes no option\(s\) \['num_samples'\]"),
+])
+def test_bad_options_are_refused_before_any_work(options, message):
+    with pytest.raises(ValueError, match=message):
+        fit(BayesianMLP(1, 1, hidden=(3,)), load_toy1d(n_train=10, n_test=5), "map", **options)
