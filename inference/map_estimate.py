@@ -29,6 +29,8 @@ from bnn.guides.flat_weights import join_sites, split_flat
 from bnn.inference.record import FitRecord
 from tqdm.auto import tqdm
 
+from bnn.stacklevel import user_stacklevel
+
 LBFGS_MAX_ITERATIONS = 1000
 LBFGS_HISTORY = 100
 LBFGS_TOLERANCE_CHANGE = 1e-14
@@ -244,7 +246,7 @@ def _estimate(model, x, y, theta, distributions, tolerance: float, judged_from: 
             f"map_tolerance={tolerance:g} (norm {gradient.norm().item():.3g}): the MAP estimate (the Laplace "
             "approximation's centre, or a guide's start) is off the mode; raise map_steps or map_lr, or loosen map_tolerance",
             RuntimeWarning,
-            stacklevel=5,
+            stacklevel=user_stacklevel(),
         )
     return MapEstimate(
         theta, latents, likelihood_term.item(), prior_term.item(), gradient.norm().item(), iterations, largest <= tolerance

@@ -9,6 +9,7 @@ from bnn.inference.laplace.curvature import HessianType, Structure
 from bnn.inference.laplace.fit import run_laplace
 from bnn.inference.laplace.linearized import Linearization
 from bnn.inference.laplace.options import LaplaceOptions
+from bnn.inference.laplace.precision import posterior_precision
 from bnn.inference.laplace.record import LaplaceRecord
 from bnn.inference.method import Method
 from bnn.inference.posterior import Posterior
@@ -22,5 +23,6 @@ def fit_laplace(model, x: torch.Tensor, y: torch.Tensor, **options: Any) -> Post
 
 
 __all__ = [
-    "METHOD", "HessianType", "LaplaceOptions", "LaplaceRecord", "Linearization", "Structure", "fit_laplace", "run_laplace",
+    "METHOD", "HessianType", "LaplaceOptions", "LaplaceRecord", "Linearization", "Structure", "fit_laplace",
+    "posterior_precision", "run_laplace",
 ]
