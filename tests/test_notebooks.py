@@ -17,6 +17,16 @@ def test_there_are_notebooks():
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_notebook_is_committed_with_the_outputs_of_a_run(path):
+    """Every code cell was executed, in order, and shows what it produced (text, a table or a plot), none an error."""
+    code = [cell for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code"]
+    assert [cell.execution_count for cell in code] == list(range(1, len(code) + 1)), "run it top to bottom in a fresh kernel"
+    empty = [index for index, cell in enumerate(code) if not cell.outputs]
+    assert not empty, f"code cells {empty} have no outputs: commit the notebook executed in full"
+    assert not [o for cell in code for o in cell.outputs if o.output_type == "error"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_notebook_runs(path, tmp_path, monkeypatch):
     notebook = nbformat.read(path, as_version=4)
     assert notebook.metadata["kernelspec"]["name"] == "python3"
