@@ -48,7 +48,7 @@ class Posterior:
     Parameters
     ----------
     model : BayesianMLP
-        The model that was fitted.
+        The model that was fitted (``fit`` passes its copy of the user's model, taken when the fit started).
     samples : mapping of str to torch.Tensor
         For each latent site, draws of shape ``(chains, draws, *site_shape)``.
     x, y : torch.Tensor
