@@ -57,10 +57,17 @@ def fit(model, data, method: str = "svi", **options: Any) -> Posterior:
         :class:`~bnn.inference.ensemble.EnsembleOptions`,
         :class:`~bnn.inference.sgmcmc.SGLDOptions` or :class:`~bnn.inference.sgmcmc.SGHMCOptions`.
 
+    Returns
+    -------
+    Posterior
+        Its ``model`` is a copy of ``model`` taken when the fit started
+        (:func:`~bnn.inference.model_snapshot.snapshot_model`): changing ``model`` afterwards
+        (``model.prior = "laplace"``) changes neither this posterior nor what it saves.
+
     Raises
     ------
     ValueError
-        For bad data, an unknown method or option, before any work starts.
+        For bad data, an unknown method or option, or a model that cannot be copied, before any work starts.
     """
     chosen: Method = METHODS.get(method)
     x, y = prepare_data(model, data)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from bnn.inference.model_snapshot import snapshot_model
 from bnn.inference.posterior import Posterior
 
 from bnn.options import Options
@@ -31,5 +32,7 @@ class Method:
     run: Callable[[Any, torch.Tensor, torch.Tensor, Options], Posterior]
 
     def __call__(self, model, x: torch.Tensor, y: torch.Tensor, **options: Any) -> Posterior:
-        """Parse ``options`` (``ValueError`` for unknown or bad ones), then run."""
-        return self.run(model, x, y, self.options.parse(self.name, options))
+        """Parse ``options`` (``ValueError`` for unknown or bad ones), then run on a copy of ``model``
+        (:func:`~bnn.inference.model_snapshot.snapshot_model`: changing ``model`` later leaves the fit alone)."""
+        parsed = self.options.parse(self.name, options)
+        return self.run(snapshot_model(model), x, y, parsed)

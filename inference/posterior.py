@@ -18,6 +18,7 @@ import arviz as az
 import numpy as np
 import torch
 from bnn.inference.atomic import atomic_directory, write_json
+from bnn.inference.draws_summary import draws_summary
 from bnn.inference.prediction import Prediction, PredictiveType, log_predictive_density, summarise
 from bnn.inference.record import FitRecord, read_record
 from bnn.inference.seeding import seeded
@@ -47,7 +48,7 @@ class Posterior:
     Parameters
     ----------
     model : BayesianMLP
-        The model that was fitted.
+        The model that was fitted (``fit`` passes its copy of the user's model, taken when the fit started).
     samples : mapping of str to torch.Tensor
         For each latent site, draws of shape ``(chains, draws, *site_shape)``.
     x, y : torch.Tensor
@@ -59,8 +60,8 @@ class Posterior:
         Per-draw sampler statistics ``(chains, draws)`` (NUTS), stored in ArviZ's
         ``sample_stats`` group.
     extras : dict, optional
-        Live objects of the method kept for the user (the SVI guide and its parameter
-        store state); not saved.
+        Live objects of the method kept for the user (SVI's guide, bound to its own parameters,
+        and its parameter store state); not saved.
     linearization : LinearizedPredictive, optional
         The method's linearised (GLM) predictive (Laplace); saved as ``linearization.pt``.
     constants : mapping of str to array, optional
@@ -219,8 +220,9 @@ class Posterior:
         return idata
 
     def summary(self, **kwargs: Any):
-        """``arviz.summary`` of the posterior (means, sds, HDIs, R-hat and ESS)."""
-        return az.summary(self.to_inference_data(), **kwargs)
+        """``arviz.summary`` of the posterior (means, sds, HDIs, MCSEs, ESS, and R-hat where there are two
+        chains or more: :func:`~bnn.inference.draws_summary.draws_summary`); ``kwargs`` go to ArviZ."""
+        return draws_summary(self.to_inference_data(), **kwargs)
 
     # -------------------------------------------------------------- save/load
     def save(self, directory: str | Path, *, overwrite: bool = False) -> Path:

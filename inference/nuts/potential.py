@@ -36,6 +36,7 @@ from enum import Enum
 import numpy as np
 import pyro
 import torch
+from bnn.inference.jit_deprecation import torch_jit_deprecation_ignored
 from bnn.inference.nuts.numpy_potential import NumpyLogDensity
 from bnn.models.mlp import MAX_PLATE_NESTING
 from pyro.infer.mcmc.util import initialize_model
@@ -193,10 +194,8 @@ class FlatPotential(FlatLayout):
         if backend is Backend.COMPILE:
             return torch_evaluator(torch.compile(self.log_density, fullgraph=True, dynamic=False))
         if backend is Backend.TRACE:
-            with warnings.catch_warnings():
+            with torch_jit_deprecation_ignored(), warnings.catch_warnings():
                 warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
-                warnings.filterwarnings("ignore", message="`torch.jit.(trace|script_method)` is deprecated",
-                                        category=DeprecationWarning)
                 with pyro.validation_enabled(False):
                     traced = torch.jit.trace(self.log_density, (probe.clone().requires_grad_(),), check_trace=False)
             return torch_evaluator(traced)

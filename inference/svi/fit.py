@@ -62,7 +62,8 @@ def run_svi(model, x: torch.Tensor, y: torch.Tensor, options: SVIOptions) -> Pos
     -------
     Posterior
         ``options.num_samples`` draws from the guide after :math:`T` steps, with an
-        :class:`~bnn.inference.svi.record.SVIRecord`.
+        :class:`~bnn.inference.svi.record.SVIRecord`; ``extras["guide"]`` is the fitted guide bound to its own
+        parameters (:class:`~bnn.inference.svi.fitted_guide.FittedGuide`), ``extras["param_state"]`` their store state.
 
     Raises
     ------

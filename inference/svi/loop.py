@@ -24,6 +24,7 @@ from bnn.inference.posterior import Posterior
 from bnn.inference.stop_signals import StopRequest
 from bnn.inference.svi.checkpoint import DEFAULT_CHECKPOINT_EVERY, CheckpointFolder, TrainingState, fit_fingerprint
 from bnn.inference.svi.draw_checks import likelihood_refusal
+from bnn.inference.svi.fitted_guide import FittedGuide
 from bnn.inference.svi.kl_weights import KLWeighting
 from bnn.inference.svi.minibatches import MiniBatches, StepPlan
 from bnn.inference.svi.nonfinite import NonFiniteELBOError, NonFiniteStep, diagnose, guarded_step
@@ -208,6 +209,7 @@ class SVILoop:
         """``options.num_samples`` draws from the guide with its current parameters, with ``record``."""
         draws = sample_guide(self.guide, self.options.num_samples, self.model.latent_shapes, self.x, self.y)
         samples = {name: value.unsqueeze(0) for name, value in draws.items()}
-        extras = {"guide": self.guide, "param_state": pyro.get_param_store().get_state()}
+        state = pyro.get_param_store().get_state()
+        extras = {"guide": FittedGuide(self.guide, state), "param_state": state}
         constants = getattr(self.guide, "fitted_constants", dict)()
         return Posterior(self.model, samples, self.x, self.y, record, extras=extras, constants=constants)

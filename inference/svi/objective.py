@@ -13,15 +13,25 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from bnn.inference.jit_deprecation import torch_jit_deprecation_ignored
 from bnn.inference.svi.kl_weights import KLWeighting, kl_scaled
 from bnn.models.mlp import MAX_PLATE_NESTING
 from pyro.infer import ELBO, JitTrace_ELBO, Trace_ELBO
 
 
+class QuietJitTraceELBO(JitTrace_ELBO):
+    """Pyro's ``JitTrace_ELBO`` without torch's TorchScript deprecation warning, which its compilation (on the
+    first step) raises and the user cannot act on (:mod:`bnn.inference.jit_deprecation`)."""
+
+    def loss_and_grads(self, model, guide, *args, **kwargs) -> float:
+        with torch_jit_deprecation_ignored():
+            return super().loss_and_grads(model, guide, *args, **kwargs)
+
+
 def elbo_loss(num_particles: int, jit: bool) -> ELBO:
     """``Trace_ELBO``, or ``JitTrace_ELBO`` with ``jit`` (compiled on its first call), over ``num_particles``
     draws vectorised in a plate left of the model's plates."""
-    elbo_class = JitTrace_ELBO if jit else Trace_ELBO
+    elbo_class = QuietJitTraceELBO if jit else Trace_ELBO
     return elbo_class(
         num_particles=num_particles,
         vectorize_particles=num_particles > 1,

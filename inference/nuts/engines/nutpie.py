@@ -27,6 +27,7 @@ trajectory uses a randomly jittered multiple of it) and ``tree_depth`` is comput
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
@@ -44,11 +45,32 @@ POLL_SECONDS = 0.25
 DRAWS = "z"  # nutpie's one "variable": the flat unconstrained draw
 
 
+def on_one_torch_thread(function: Callable[[np.ndarray], tuple]) -> Callable[[np.ndarray], tuple]:
+    """``function`` that first sets one torch thread in each thread that calls it.
+
+    nutpie calls the potential from a thread of its own, and torch's thread count is set per thread: a new
+    thread computes with one OpenMP thread per core, whatever ``torch.set_num_threads`` said elsewhere (a
+    worker's ``OMP_NUM_THREADS=1`` reaches it, the sequential chains' :func:`~bnn.inference.workers.one_torch_thread`
+    does not). On the network sizes NUTS can sample, a gradient on two threads took ten times as long as on one.
+    """
+    configured = threading.local()
+
+    def call(z: np.ndarray) -> tuple:
+        if not getattr(configured, "one_thread", False):
+            torch.set_num_threads(1)
+            configured.one_thread = True
+        return function(z)
+
+    return call
+
+
 def compiled_model(potential: FlatLayout, start: np.ndarray):
-    """nutpie's model around ``potential``, starting every chain at ``start`` (unconstrained)."""
+    """nutpie's model around ``potential`` (on one torch thread, :func:`on_one_torch_thread`), starting every
+    chain at ``start`` (unconstrained)."""
+    value_and_grad = on_one_torch_thread(potential.value_and_grad)
     return from_pyfunc(
         potential.dim,
-        lambda: potential.value_and_grad,
+        lambda: value_and_grad,
         lambda seed1, seed2, chain: lambda z: {DRAWS: np.array(z, dtype=np.float64)},
         [np.dtype("float64")],
         [(potential.dim,)],

@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
+from bnn.inference.jit_deprecation import torch_jit_deprecation_ignored
 from bnn.inference.map_estimate import map_weights
 from bnn.inference.nuts.chain import ChainDraws, ChainJob, InitStrategy, sampler_stats
 from bnn.inference.nuts.potential import MAX_PLATE_NESTING
@@ -101,8 +102,7 @@ def run_chain(model, x: torch.Tensor, y: torch.Tensor, job: ChainJob, report: Ca
     """Run one NUTS chain with Pyro (``NUTS`` + ``MCMC`` with one chain); ``report`` gets
     ``(chain, stage, n_steps)`` after every iteration (``stage`` is "Warmup" or "Sample")."""
     start = time.perf_counter()
-    with seeded(job.seed), warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="`torch.jit.trace` is deprecated", category=DeprecationWarning)
+    with seeded(job.seed), torch_jit_deprecation_ignored():
         params, potential_fn, transforms = initial_point(model, x, y, job.init, jit_compile=job.jit_compile)
         potential = _CountingPotential(potential_fn)
         kernel = NUTS(potential_fn=potential, transforms=transforms, target_accept_prob=job.target_accept,

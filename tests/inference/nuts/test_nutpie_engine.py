@@ -5,6 +5,11 @@ Exactness against the conjugate posterior, for both engines, lives in test_exact
 
 from __future__ import annotations
 
+import ctypes
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
 import arviz as az
 import numpy as np
 import pyro
@@ -13,7 +18,7 @@ import pytest
 import torch
 from bnn.inference import fit
 from bnn.inference.nuts import DEFAULT_ENGINE, Engine
-from bnn.models import BayesianMLP
+from bnn.models import BayesianMLP, Prior
 
 from tests.conjugate import NOISE, PRIOR_SCALE
 
@@ -146,3 +151,47 @@ def test_a_program_the_model_does_not_describe_is_sampled_through_pyros_potentia
 def test_the_collections_models_keep_the_fast_flat_potential(conjugate):
     assert quick(conjugate).record.potential == "flat" and quick(conjugate).record.potential_reason is None
     assert quick(conjugate, engine="pyro").record.potential == "trace"  # Pyro's NUTS reads the trace itself
+
+
+def _openmp_threads_function():
+    """``omp_get_max_threads`` of the OpenMP runtime torch computes with, for the calling thread (``None`` where
+    torch ships no libgomp). Unlike ``torch.get_num_threads()``, calling it does not set the thread's count."""
+    libraries = sorted((Path(torch.__file__).parent / "lib").glob("libgomp*.so*"))
+    return ctypes.CDLL(str(libraries[0])).omp_get_max_threads if libraries else None
+
+
+OPENMP_THREADS = _openmp_threads_function()
+
+
+@dataclass(frozen=True)
+class RecordsTheCallingThread(Prior):
+    """N(0, 1), recording ``(thread, OpenMP threads)`` each time the (eager) potential asks for it."""
+
+    calls: list = field(default_factory=list, compare=False)
+
+    def distribution(self, site):
+        self.calls.append((threading.get_ident(), OPENMP_THREADS()))
+        return dist.Normal(0.0, 1.0).expand(site.shape)
+
+
+def _threads_of_a_new_thread() -> int:
+    seen = []
+    thread = threading.Thread(target=lambda: seen.append(OPENMP_THREADS()))
+    thread.start()
+    thread.join()
+    return seen[0]
+
+
+@pytest.mark.skipif(OPENMP_THREADS is None, reason="torch has no libgomp here to ask")
+def test_the_potential_computes_on_one_thread_in_nutpies_own_thread(conjugate):
+    """torch's thread count is per thread: nutpie's thread would compute with one OpenMP thread per core (ten
+    times slower on a small net) unless the callback sets it there."""
+    if _threads_of_a_new_thread() == 1:
+        pytest.skip("a new thread computes on one OpenMP thread here anyway (one core, or OMP_NUM_THREADS=1)")
+    model = BayesianMLP(conjugate.x.shape[1], 1, hidden=(), prior=RecordsTheCallingThread(),
+                        likelihood={"name": "gaussian", "scale": NOISE})
+    posterior = quick(conjugate, model, num_chains=1, num_warmup=10, num_samples=5)
+    assert posterior.record.potential == "flat" and posterior.record.chain_method == "sequential"
+    calls = posterior.model.prior["layers.0.weight"].calls  # the fit's copy of the model ran the potential
+    in_nutpie = [threads for thread, threads in calls if thread != threading.main_thread().ident]
+    assert len(in_nutpie) >= posterior.record.gradient_evaluations and set(in_nutpie) == {1}

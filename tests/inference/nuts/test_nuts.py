@@ -344,3 +344,30 @@ def test_a_broken_process_pool_falls_back_to_the_same_draws_in_sequence(problem)
     assert fallen_back.record.chain_method == "sequential"
     for site, value in reference.samples.items():
         assert torch.equal(fallen_back.samples[site], value), site
+
+
+SCRIPT_WITHOUT_MAIN_GUARD = """
+import json
+print("top level of the script runs", flush=True)
+from bnn.datasets import load_toy1d
+from bnn.inference import fit
+from bnn.models import BayesianMLP
+
+model = BayesianMLP(1, 1, hidden=(2,), likelihood={"name": "gaussian", "scale": 0.3})
+posterior = fit(model, load_toy1d(n_train=20, n_test=5), "nuts", num_warmup=10, num_samples=5, num_chains=2,
+                chain_method="parallel", max_tree_depth=3, progress=False, seed=0)
+print(json.dumps(posterior.record.chain_method), flush=True)
+"""
+
+
+@pytest.mark.filterwarnings("ignore::bnn.inference.convergence.ConvergenceWarning")
+def test_a_script_run_as_python_script_py_runs_its_top_level_once(tmp_path):
+    """The chain processes do not re-import ``__main__`` (multiprocessing's spawn would, as ``__mp_main__``): a
+    script without an ``if __name__ == "__main__":`` guard neither prints twice nor starts its fit again."""
+    script = tmp_path / "script.py"
+    script.write_text(SCRIPT_WITHOUT_MAIN_GUARD)
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines.count("top level of the script runs") == 1, done.stdout
+    assert json.loads(lines[-1]) == "parallel"

@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+import warnings
+
 import pyro
 import pytest
 import torch
 from bnn.datasets import load_toy1d, toy_function
 from bnn.inference import fit
 from bnn.inference.evaluation.metrics import evaluate
+from bnn.inference.jit_deprecation import torch_jit_deprecation_ignored
 from bnn.inference.svi.checkpoint import CHECKPOINT_FILE
 from bnn.inference.svi.nonfinite import NonFiniteELBOError
 from bnn.inference.svi.optimiser import ADAM_BETAS
@@ -134,3 +137,24 @@ def test_resuming_a_checkpoint_that_lacks_a_field_names_it(toy, tmp_path):
     with pytest.raises(ValueError, match=r"svi-checkpoint.pt is damaged or from another version: it lacks "
                                          r"\['permutation'\]; start the fit again without resume"):
         fit(small_model(), toy, resume=tmp_path, **options)
+
+
+@pytest.mark.parametrize("guide", ["autonormal", "meanfield"])
+def test_jit_lets_no_deprecation_warning_through(toy, guide):
+    """torch 2.13 deprecates the torch.jit.trace that JitTrace_ELBO compiles with; a jit=True fit hides that one."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fit(small_model(), toy, guide=guide, steps=3, num_samples=2, jit=True, progress=False)
+    assert not [str(w.message) for w in caught if issubclass(w.category, DeprecationWarning)]
+
+
+def test_the_jit_deprecation_filter_is_narrow():
+    raised = [("`torch.jit.trace` is deprecated. Please switch to `torch.compile`", DeprecationWarning),
+              ("`torch.jit.script_method` is deprecated", DeprecationWarning),
+              ("`torch.jit.trace` is deprecated", UserWarning), ("something else is deprecated", DeprecationWarning)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with torch_jit_deprecation_ignored():
+            for message, category in raised:
+                warnings.warn(message, category, stacklevel=1)
+    assert [(str(w.message), w.category) for w in caught] == raised[2:]
