@@ -246,8 +246,9 @@ def recover(target: str | Path) -> None:
 
 
 @contextmanager
-def atomic_directory(target: str | Path, *, overwrite: bool = False, state: str = "complete") -> Iterator[Path]:
-    """Yield a fresh staging folder; on success it is marked ``state`` and replaces ``target`` in one step.
+def atomic_directory(target: str | Path, *, overwrite: bool = False) -> Iterator[Path]:
+    """Yield a fresh staging folder; on success it is marked (``complete`` unless the block called :func:`mark`) and
+    replaces ``target`` in one step.
 
     On an exception the staging folder is removed and ``target`` is untouched; after a kill, the next call for the
     same ``target`` repairs and cleans (:func:`recover`).
@@ -255,8 +256,8 @@ def atomic_directory(target: str | Path, *, overwrite: bool = False, state: str 
     Raises
     ------
     ValueError
-        Before any work, as :func:`check_replaceable` and :func:`check_writable` say; and at the end when a
-        folder that may not be replaced appeared at ``target`` meanwhile.
+        Before any work, as :func:`check_replaceable` and :func:`check_writable` say; and at the end when files
+        this package did not write appeared at ``target`` meanwhile.
     """
     target = Path(target)
     recover(target)
@@ -268,8 +269,9 @@ def atomic_directory(target: str | Path, *, overwrite: bool = False, state: str 
     staging.mkdir()
     try:
         yield staging
-        mark(staging, state)
-        check_replaceable(target, overwrite=overwrite)
+        if not (staging / MARKER).exists():
+            mark(staging, "complete")
+        check_replaceable(target, overwrite=True)
         _replace(staging, target, retired)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

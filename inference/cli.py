@@ -3,7 +3,9 @@
 Every run writes into ``--out`` atomically: the folder appears complete or not at all. An SVI ``fit``
 checkpoints into ``<out>/checkpoint`` (every ``DEFAULT_CHECKPOINT_EVERY`` steps and on Ctrl-C/SIGTERM) until the
 completed result replaces it; Ctrl-C ends the command with status 130 and a line saying what was kept; an SVI fit
-stopped by a non-finite ELBO leaves its last finite posterior in ``--out`` (``metrics.json`` says ``stopped``).
+stopped by a non-finite ELBO leaves its last finite posterior in ``--out`` (``metrics.json`` says ``stopped``), or
+beside it in ``<out>-stopped`` when ``--out`` holds a complete result. ``--overwrite`` replaces only a folder this tool
+wrote (:mod:`bnn.inference.atomic`), and ``--out`` keeps apart from the inputs.
 """
 
 from __future__ import annotations
@@ -11,14 +13,17 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import shutil
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 from bnn.datasets import DATASETS, load_dataset
 from bnn.guides import GUIDES
-from bnn.inference.atomic import atomic_directory, write_json
+from bnn.inference.atomic import MARKER, atomic_directory, check_apart, claim_entry, mark, result_state, write_json
 from bnn.inference.ensemble.options import MemberMethod
 from bnn.inference.evaluation.compare import label_fits
 from bnn.inference.evaluation.metrics import evaluate
@@ -238,39 +243,110 @@ def run_metrics(args: argparse.Namespace, dataset, model: BayesianMLP, posterior
     }
 
 
+def move_stopped_checkpoint(error: NonFiniteELBOError, args: argparse.Namespace, staging: Path) -> bool:
+    """Move the checkpoint of a fit stopped by a non-finite ELBO into ``staging`` when it lives in ``--out``; return
+    whether it did."""
+    if error.checkpoint is None or error.checkpoint.parent != args.out / CHECKPOINT_FOLDER:
+        return False
+    os.replace(error.checkpoint.parent, staging / CHECKPOINT_FOLDER)
+    return True
+
+
 def keep_stopped_fit(error: NonFiniteELBOError, args: argparse.Namespace, staging: Path) -> str:
-    """Move the checkpoint of a fit stopped by a non-finite ELBO into ``staging`` when it lives in ``--out`` (which
-    ``staging`` replaces); return the message that names what ``--out`` holds."""
+    """Move the checkpoint of a fit stopped by a non-finite ELBO into ``staging``, which replaces ``--out``; return
+    the message that names what ``--out`` holds."""
+    move_stopped_checkpoint(error, args, staging)
     kept = f"{args.out} holds the posterior with the parameters before that step (metrics.json says why it stopped)"
-    if error.checkpoint is not None and error.checkpoint.parent == args.out / CHECKPOINT_FOLDER:
-        os.replace(error.checkpoint.parent, staging / CHECKPOINT_FOLDER)
     return str(error).replace(KEPT_POSTERIOR, kept)
+
+
+def resumes_own_checkpoint(args: argparse.Namespace) -> bool:
+    """Whether ``--resume`` names ``<out>/checkpoint``, the checkpoint of an earlier run into the same ``--out``."""
+    resume = getattr(args, "resume", None)
+    return resume is not None and resume.resolve() == (args.out / CHECKPOINT_FOLDER).resolve()
+
+
+def check_out_folder(args: argparse.Namespace) -> None:
+    """Refuse, before any work, an ``--out`` that is, holds or lies in an input (``--uci-dir``, a ``--resume`` folder
+    other than ``<out>/checkpoint``; see :func:`~bnn.inference.atomic.check_apart`), and one that holds only the
+    checkpoint of an unfinished run when neither ``--resume`` nor ``--overwrite`` says what to do with it."""
+    resume = None if resumes_own_checkpoint(args) else getattr(args, "resume", None)
+    check_apart(args.out, {"--uci-dir": args.uci_dir, "--resume": resume})
+    if result_state(args.out) == "checkpoint" and not args.overwrite and not resumes_own_checkpoint(args):
+        raise ValueError(f"{args.out} holds the checkpoint of an unfinished run; continue it with the same options and "
+                         f"--resume {args.out / CHECKPOINT_FOLDER}, or pass --overwrite to start again")
+
+
+@contextmanager
+def claimed_checkpoint_folder(args: argparse.Namespace) -> Iterator[None]:
+    """Within the block ``<out>/checkpoint`` is ours (:func:`~bnn.inference.atomic.claim_entry`), for an SVI fit to
+    write there; under ``--overwrite`` the checkpoint of an earlier run there is dropped, since this run starts again.
+    A run refused (``ValueError``) before its first checkpoint leaves ``--out`` as it found it."""
+    existed, ours = args.out.exists(), result_state(args.out) is not None
+    claim_entry(args.out, CHECKPOINT_FOLDER)
+    if args.overwrite:
+        shutil.rmtree(args.out / CHECKPOINT_FOLDER, ignore_errors=True)
+    try:
+        yield
+    except ValueError as error:
+        if not ours and not isinstance(error, NonFiniteELBOError) and not (args.out / CHECKPOINT_FOLDER).exists():
+            (args.out / MARKER).unlink()
+            if not existed:
+                args.out.rmdir()
+        raise
+
+
+def write_result(args: argparse.Namespace, dataset, model: BayesianMLP, posterior, folder: Path, stopped: bool) -> dict:
+    """Write ``metrics.json``, the posterior and (a completed fit) ``predictive.png`` into ``folder``; mark a stopped
+    fit's folder ``stopped``. Return the metrics."""
+    metrics = run_metrics(args, dataset, model, posterior)
+    posterior.write_into(folder)
+    if not stopped:
+        label = args.method if metrics["guide"] is None else f"{args.method} ({metrics['guide']})"
+        plot_fit({label: posterior}, dataset, folder / "predictive.png")
+    write_json(folder / "metrics.json", metrics)
+    if stopped:
+        mark(folder, "stopped")
+    return metrics
+
+
+def stopped_beside(args: argparse.Namespace, error: NonFiniteELBOError, dataset, model: BayesianMLP) -> str:
+    """Write a stopped fit into ``<out>-stopped``, beside the complete result in ``--out`` that it must not replace;
+    return the message."""
+    beside = args.out.with_name(f"{args.out.name}-stopped")
+    with atomic_directory(beside, overwrite=True) as staging:
+        moved = move_stopped_checkpoint(error, args, staging)
+        write_result(args, dataset, model, error.posterior, staging, stopped=True)
+    kept = (f"{args.out} keeps its complete earlier result; this stopped fit, with the parameters before that step, is in "
+            f"{beside} (metrics.json says why it stopped)")
+    message = str(error).replace(KEPT_POSTERIOR, kept)
+    return message.replace(str(error.checkpoint), str(beside / CHECKPOINT_FOLDER / error.checkpoint.name)) if moved else message
 
 
 def run_fit(args: argparse.Namespace) -> dict[str, Any]:
     """Fit one model and write ``metrics.json``, ``posterior.nc`` (+ ``fit.json``) and ``predictive.png``.
 
     An SVI fit stopped by a non-finite ELBO writes its last finite posterior and ``metrics.json`` (with
-    ``stopped``, no test metrics) and then raises ``ValueError`` naming the folder.
+    ``stopped``, no test metrics) and then raises ``ValueError`` naming the folder: ``--out``, or ``<out>-stopped``
+    when ``--out`` holds a complete result (a stopped fit never replaces one).
     """
+    check_out_folder(args)
     dataset = load_dataset(args.dataset, uci_dir=args.uci_dir, split=uci_split(args), seed=args.seed)
     model = build_model(args, dataset)
     options = {**fit_options(args), **checkpoint_options(args)}
-    resuming_inside_out = args.resume is not None and args.out.resolve() in args.resume.resolve().parents
     stopped = None
-    with atomic_directory(args.out, overwrite=args.overwrite or resuming_inside_out) as staging:
+    with atomic_directory(args.out, overwrite=args.overwrite or resumes_own_checkpoint(args)) as staging:
         try:
-            posterior = fit(model, dataset, args.method, **options)
+            with claimed_checkpoint_folder(args) if "checkpoint_dir" in options else nullcontext():
+                posterior = fit(model, dataset, args.method, **options)
         except NonFiniteELBOError as error:
-            if error.posterior is None:
-                raise ValueError(str(error)) from None  # nothing valid to keep: --out is not written
+            if error.posterior is None:  # nothing valid to keep: --out is not written
+                raise ValueError(f"{error}. {args.out} keeps this run's checkpoint beside anything it held before; to "
+                                 "start again, run the command with the change the hint suggests and --overwrite") from None
+            if result_state(args.out) == "complete":
+                raise ValueError(stopped_beside(args, error, dataset, model)) from None
             posterior, stopped = error.posterior, keep_stopped_fit(error, args, staging)
-        metrics = run_metrics(args, dataset, model, posterior)
-        posterior.write_into(staging)
-        if stopped is None:
-            label = args.method if metrics["guide"] is None else f"{args.method} ({metrics['guide']})"
-            plot_fit({label: posterior}, dataset, staging / "predictive.png")
-        write_json(staging / "metrics.json", metrics)
+        metrics = write_result(args, dataset, model, posterior, staging, stopped is not None)
     if stopped is not None:
         raise ValueError(stopped)
     for key, value in metrics.items():

@@ -26,7 +26,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 FILES = ("a.txt", "b.txt", "c.txt")
-WRITER = """
+WRITER = f"""
 import importlib.util, sys, time
 spec = importlib.util.spec_from_file_location("atomic", sys.argv[1])
 atomic = importlib.util.module_from_spec(spec)
@@ -37,12 +37,12 @@ print("ready", flush=True)
 generation = 1
 while True:
     with atomic.atomic_directory(sys.argv[2], overwrite=True) as staging:
-        for name in {files!r}:
+        for name in {FILES!r}:
             (staging / name).write_text(str(generation) * 2000)
         (staging / "sub").mkdir()
         (staging / "sub" / "d.txt").write_text(str(generation))
     generation += 1
-""".format(files=FILES)
+"""
 """A process that overwrites one result folder again and again, each generation's files holding its number (loaded
 from the file, without the package, so that it starts in milliseconds)."""
 
@@ -64,6 +64,11 @@ def complete_generation(target: Path) -> int:
     generation = int(generations.pop()[0])
     assert (target / "sub" / "d.txt").read_text() == str(generation)
     return generation
+
+
+def dead_pid() -> int:
+    """The process id of a process that has ended."""
+    return int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout)
 
 
 def kill_a_writer(tmp_path: Path, delay: float, mode: str) -> None:
@@ -110,9 +115,9 @@ def test_the_swap_is_one_exchange_on_linux(tmp_path):
 def test_only_dead_writers_staging_folders_are_removed(tmp_path):
     target = tmp_path / "result"
     write_generation(target, 1)
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    mine, theirs = target.with_name(f".result.partial-{os.getpid()}-aa"), target.with_name(f".result.partial-{dead.stdout.strip()}-bb")
-    other = target.with_name(f".other.partial-{dead.stdout.strip()}-cc")
+    dead = dead_pid()
+    mine, theirs = target.with_name(f".result.partial-{os.getpid()}-aa"), target.with_name(f".result.partial-{dead}-bb")
+    other = target.with_name(f".other.partial-{dead}-cc")
     for folder in (mine, theirs, other):
         folder.mkdir()
     recover(target)
@@ -122,8 +127,7 @@ def test_only_dead_writers_staging_folders_are_removed(tmp_path):
 def test_an_old_folder_moved_aside_by_a_killed_writer_comes_back(tmp_path):
     target = tmp_path / "result"
     write_generation(target, 4)
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    os.replace(target, target.with_name(f".result.old-{dead.stdout.strip()}-aa"))
+    os.replace(target, target.with_name(f".result.old-{dead_pid()}-aa"))
     write_generation(target, 5)  # the next write repairs first, then replaces the old result
     assert complete_generation(target) == 5 and [p.name for p in tmp_path.iterdir()] == ["result"]
 
