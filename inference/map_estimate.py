@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import pyro
 import torch
 from bnn.guides.flat_weights import join_sites, split_flat
-from tqdm.auto import tqdm
+from bnn.inference.progress import progress_bar
 
 LBFGS_MAX_ITERATIONS = 1000
 LBFGS_HISTORY = 100
@@ -150,7 +150,7 @@ def _find_map(model, x, y, steps: int, lr: float, tolerance: float, progress: bo
         return -(log_likelihood(model, x, y, weights, latents) + log_prior(model, weights, distributions)) / n
 
     adam = torch.optim.Adam([theta, *log_noise.values()], lr=lr)
-    bar = tqdm(range(steps), desc="MAP (Adam)", disable=not progress, leave=False)
+    bar = progress_bar(range(steps), desc="MAP (Adam)", enabled=progress, leave=False)
     for step in bar:
         adam.zero_grad()
         loss = objective(theta)
@@ -162,7 +162,7 @@ def _find_map(model, x, y, steps: int, lr: float, tolerance: float, progress: bo
             bar.set_postfix(loss=f"{loss.item():.4g}")
     bar.close()
 
-    evaluations = tqdm(desc="MAP (L-BFGS)", unit="eval", disable=not progress, leave=False)
+    evaluations = progress_bar(desc="MAP (L-BFGS)", unit="eval", enabled=progress, leave=False)
 
     def polish(block: torch.Tensor, assemble) -> int:
         lbfgs = torch.optim.LBFGS(
