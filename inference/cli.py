@@ -23,9 +23,20 @@ from typing import Any
 import pandas as pd
 from bnn.datasets import DATASETS, load_dataset
 from bnn.guides import GUIDES
-from bnn.inference.atomic import MARKER, atomic_directory, check_apart, claim_entry, mark, result_state, write_json
+from bnn.inference.atomic import (
+    MARKER,
+    atomic_directory,
+    check_apart,
+    check_replaceable,
+    check_writable,
+    claim_entry,
+    mark,
+    result_state,
+    write_json,
+)
 from bnn.inference.ensemble.options import MemberMethod
 from bnn.inference.evaluation.compare import label_fits
+from bnn.inference.evaluation.finished_fits import FinishedFits, run_fingerprint
 from bnn.inference.evaluation.metrics import evaluate
 from bnn.inference.evaluation.plots import plot_fit
 from bnn.inference.evaluation.report import write_comparison
@@ -33,6 +44,7 @@ from bnn.inference.fit import METHODS, fit
 from bnn.inference.laplace.curvature import HessianType, Structure
 from bnn.inference.nuts import ChainMethod, Engine, InitStrategy
 from bnn.inference.sgmcmc import Preconditioner, StepSchedule
+from bnn.inference.stop_signals import sigterm_as_keyboard_interrupt
 from bnn.inference.svi.checkpoint import CHECKPOINT_FILE, DEFAULT_CHECKPOINT_EVERY
 from bnn.inference.svi.kl_weights import KLWeighting
 from bnn.inference.svi.nonfinite import KEPT_POSTERIOR, NonFiniteELBOError
@@ -393,17 +405,60 @@ def options_per_method(specs: list[tuple[str, str | None]], options: dict[str, A
     return routed
 
 
+def fit_or_reuse(model, dataset, specs, routed, kept: FinishedFits) -> list:
+    """Each fit of ``compare``: reused from ``kept`` when an earlier run of the same command finished it, else run and
+    kept there as soon as it finishes. Ctrl-C or SIGTERM (an interrupted NUTS run returns incomplete draws) ends the
+    loop with ``KeyboardInterrupt`` naming what was kept and how to go on."""
+    fits = []
+    try:
+        with sigterm_as_keyboard_interrupt():
+            for index, ((method, _), options) in enumerate(zip(specs, routed)):
+                posterior = kept.load(index, method)
+                if posterior is not None:
+                    print(f"reusing the finished {method} fit of an earlier run of this command: {kept.path(index, method)}")
+                else:
+                    posterior = fit(model, dataset, method, **options)
+                    if getattr(posterior.record, "incomplete", False):
+                        raise KeyboardInterrupt(f"{method}: {posterior.record.incomplete_reason}")
+                    kept.save(index, method, posterior)
+                fits.append(posterior)
+    except KeyboardInterrupt as error:
+        raise KeyboardInterrupt(compare_interrupted(str(error) or "SIGINT", kept)) from None
+    return fits
+
+
+def compare_interrupted(reason: str, kept: FinishedFits) -> str:
+    """What an interrupted ``compare`` says: why, which finished fits are on disk, and how to reuse them."""
+    saved = [path.name for path in kept.saved()]
+    if not saved:
+        return f"compare stopped ({reason}) before any fit finished; nothing was kept"
+    return (f"compare stopped ({reason}); the finished fits {', '.join(saved)} are kept in {kept.folder}: run the same "
+            "command again to reuse them")
+
+
 def run_compare(args: argparse.Namespace) -> pd.DataFrame:
-    """Fit every method on the same model and data, then write the comparison report into ``--out``."""
-    if not args.overwrite and args.out.exists() and any(args.out.iterdir()):  # found before minutes of fitting
-        raise ValueError(f"{args.out} exists and is not empty; choose another --out or pass --overwrite")
+    """Fit every method on the same model and data, then write the comparison report into ``--out``.
+
+    Each finished fit is kept on disk at once (:class:`~bnn.inference.evaluation.finished_fits.FinishedFits`) and a
+    rerun of the same command reuses it; ``--out`` appears complete or not at all.
+    """
+    check_apart(args.out, {"--uci-dir": args.uci_dir})  # all found before minutes of fitting
+    check_replaceable(args.out, overwrite=args.overwrite)
+    check_writable(args.out)
     dataset = load_dataset(args.dataset, uci_dir=args.uci_dir, split=uci_split(args), seed=args.seed)
     model = build_model(args, dataset)
     specs = method_specs(args.methods)
     routed = options_per_method(specs, fit_options(args))
-    fits = [fit(model, dataset, method, **options) for (method, _), options in zip(specs, routed)]
-    posteriors = label_fits(fits)
-    table = write_comparison(posteriors, dataset, args.out, command=command_line(args), overwrite=args.overwrite)
+    methods = [method for method, _ in specs]
+    kept = FinishedFits(args.out, run_fingerprint(model, dataset, list(zip(methods, routed))))
+    posteriors = label_fits(fit_or_reuse(model, dataset, specs, routed, kept))
+    try:
+        with sigterm_as_keyboard_interrupt():
+            table = write_comparison(posteriors, dataset, args.out, command=command_line(args), overwrite=args.overwrite,
+                                     progress=not args.quiet)
+    except KeyboardInterrupt as error:
+        raise KeyboardInterrupt(compare_interrupted(f"{str(error) or 'SIGINT'} while writing the report", kept)) from None
+    kept.discard()
     with pd.option_context("display.width", 200, "display.max_columns", 12):
         print(table.T.to_string())
     print(f"report: {Path(args.out) / 'report.md'}")
