@@ -405,35 +405,34 @@ def options_per_method(specs: list[tuple[str, str | None]], options: dict[str, A
     return routed
 
 
-def fit_or_reuse(model, dataset, specs, routed, kept: FinishedFits) -> list:
-    """Each fit of ``compare``: reused from ``kept`` when an earlier run of the same command finished it, else run and
-    kept there as soon as it finishes. Ctrl-C or SIGTERM (an interrupted NUTS run returns incomplete draws) ends the
-    loop with ``KeyboardInterrupt`` naming what was kept and how to go on."""
+def fit_or_reuse(model, dataset, specs, routed, kept: FinishedFits, command: str) -> list:
+    """Each fit of ``compare``: reused from ``kept`` when an earlier run of the same ``command`` finished it, else run
+    and kept there as soon as it finishes. Ctrl-C or SIGTERM (a Markov-chain, MC dropout or ensemble fit returns
+    ``incomplete``) ends the loop with ``KeyboardInterrupt`` naming what was kept and how to go on."""
     fits = []
     try:
-        with sigterm_as_keyboard_interrupt():
-            for index, ((method, _), options) in enumerate(zip(specs, routed)):
-                posterior = kept.load(index, method)
-                if posterior is not None:
-                    print(f"reusing the finished {method} fit of an earlier run of this command: {kept.path(index, method)}")
-                else:
-                    posterior = fit(model, dataset, method, **options)
-                    if getattr(posterior.record, "incomplete", False):
-                        raise KeyboardInterrupt(f"{method}: {posterior.record.incomplete_reason}")
-                    kept.save(index, method, posterior)
-                fits.append(posterior)
+        for index, ((method, _), options) in enumerate(zip(specs, routed)):
+            posterior = kept.load(index, method)
+            if posterior is not None:
+                print(f"reusing the finished {method} fit of an earlier run of this command: {kept.path(index, method)}")
+            else:
+                posterior = fit(model, dataset, method, **options)
+                if getattr(posterior.record, "incomplete", False):
+                    raise KeyboardInterrupt(f"{method}: {posterior.record.incomplete_reason}")
+                kept.save(index, method, posterior)
+            fits.append(posterior)
     except KeyboardInterrupt as error:
-        raise KeyboardInterrupt(compare_interrupted(str(error) or "SIGINT", kept)) from None
+        raise KeyboardInterrupt(compare_interrupted(str(error) or "SIGINT", kept, command)) from None
     return fits
 
 
-def compare_interrupted(reason: str, kept: FinishedFits) -> str:
-    """What an interrupted ``compare`` says: why, which finished fits are on disk, and how to reuse them."""
+def compare_interrupted(reason: str, kept: FinishedFits, command: str) -> str:
+    """What an interrupted ``compare`` says: why, which finished fits are on disk, and the command that reuses them."""
     saved = [path.name for path in kept.saved()]
     if not saved:
         return f"compare stopped ({reason}) before any fit finished; nothing was kept"
     return (f"compare stopped ({reason}); the finished fits {', '.join(saved)} are kept in {kept.folder}: run the same "
-            "command again to reuse them")
+            f"command again to reuse them: {command}")
 
 
 def run_compare(args: argparse.Namespace) -> pd.DataFrame:
@@ -445,19 +444,20 @@ def run_compare(args: argparse.Namespace) -> pd.DataFrame:
     check_apart(args.out, {"--uci-dir": args.uci_dir})  # all found before minutes of fitting
     check_replaceable(args.out, overwrite=args.overwrite)
     check_writable(args.out)
-    dataset = load_dataset(args.dataset, uci_dir=args.uci_dir, split=uci_split(args), seed=args.seed)
-    model = build_model(args, dataset)
-    specs = method_specs(args.methods)
-    routed = options_per_method(specs, fit_options(args))
-    methods = [method for method, _ in specs]
-    kept = FinishedFits(args.out, run_fingerprint(model, dataset, list(zip(methods, routed))))
-    posteriors = label_fits(fit_or_reuse(model, dataset, specs, routed, kept))
-    try:
-        with sigterm_as_keyboard_interrupt():
+    with sigterm_as_keyboard_interrupt():  # SIGTERM ends the command as Ctrl-C does: status 130, saying what was kept
+        dataset = load_dataset(args.dataset, uci_dir=args.uci_dir, split=uci_split(args), seed=args.seed)
+        model = build_model(args, dataset)
+        specs = method_specs(args.methods)
+        routed = options_per_method(specs, fit_options(args))
+        methods = [method for method, _ in specs]
+        kept = FinishedFits(args.out, run_fingerprint(model, dataset, list(zip(methods, routed))))
+        posteriors = label_fits(fit_or_reuse(model, dataset, specs, routed, kept, command_line(args)))
+        try:
             table = write_comparison(posteriors, dataset, args.out, command=command_line(args), overwrite=args.overwrite,
                                      progress=not args.quiet)
-    except KeyboardInterrupt as error:
-        raise KeyboardInterrupt(compare_interrupted(f"{str(error) or 'SIGINT'} while writing the report", kept)) from None
+        except KeyboardInterrupt as error:
+            reason = f"{str(error) or 'SIGINT'} while writing the report"
+            raise KeyboardInterrupt(compare_interrupted(reason, kept, command_line(args))) from None
     kept.discard()
     with pd.option_context("display.width", 200, "display.max_columns", 12):
         print(table.T.to_string())

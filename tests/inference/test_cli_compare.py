@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -61,7 +63,8 @@ def interrupt_and_rerun(tmp_path, monkeypatch, capsys):
     monkeypatch.undo()
     kept = tmp_path / "report.partial-fits"
     assert code == 130 and err.startswith("interrupted: compare stopped (SIGTERM); the finished fits 01-svi are kept in ")
-    assert err.rstrip().endswith("run the same command again to reuse them") and not out.exists()
+    assert err.rstrip().endswith(f"run the same command again to reuse them: bnn {shlex.join([*COMMAND, '--out', str(out)])}")
+    assert not out.exists()
     code, printed, _ = run([*COMMAND, "--out", str(out)], capsys)
     assert code == 0 and "reusing the finished svi fit of an earlier run of this command" in printed
     assert "reusing the finished laplace" not in printed and not kept.exists()  # kept fits go once the report is written
@@ -112,6 +115,17 @@ def test_ctrl_c_during_a_fit_keeps_the_fits_before_it(tmp_path, monkeypatch, cap
     monkeypatch.setattr(cli, "fit", fit)
     code, _, err = run([*COMMAND, "--out", str(tmp_path / "report")], capsys)
     assert code == 130 and "compare stopped (SIGINT); the finished fits 01-svi are kept" in err
+
+
+def test_an_interrupted_chain_fit_ends_compare_and_is_not_kept_as_finished(tmp_path, monkeypatch, capsys):
+    original = cli.fit
+    stopped = SimpleNamespace(record=SimpleNamespace(incomplete=True, incomplete_reason="interrupted (SIGTERM) after 12 draws"))
+    monkeypatch.setattr(cli, "fit", lambda model, data, method, **options: stopped if method == "laplace"
+                        else original(model, data, method, **options))
+    code, _, err = run([*COMMAND, "--out", str(tmp_path / "report")], capsys)
+    assert code == 130 and "compare stopped (laplace: interrupted (SIGTERM) after 12 draws); the finished fits 01-svi are" in err
+    kept = next((tmp_path / "report.partial-fits").iterdir())
+    assert sorted(p.name for p in kept.iterdir()) == ["01-svi", "fingerprint.json"]
 
 
 @pytest.mark.parametrize("out", ["/proc/bnn-report", "/sys/bnn/report"])
