@@ -1,15 +1,37 @@
-"""Atomic writes: a crash leaves either the old result or the new one, never half of one."""
+"""Atomic writes: a crash or a kill leaves either the old result or the new one, never half of one, never neither.
+
+A result folder is written into a staging folder beside it and swapped in when complete. On Linux the swap is one
+``renameat2(..., RENAME_EXCHANGE)`` call: at every instant the target holds the old or the new folder. Elsewhere (or
+on a file system without the exchange) it is two renames, the old folder first moved aside to a ``.old`` name; a
+kill between them is repaired by the next write to the same target, which puts the old folder back. Staging names
+carry the writer's process id: a later write removes the staging folders of processes that are gone, and only them.
+
+Every folder written here holds a marker, :data:`MARKER`, that lists its entries and its state (``complete``,
+``stopped`` or ``checkpoint``). Only an empty folder or one the marker recognises (every entry listed) is ever
+replaced: a folder with files this package did not write is refused, whatever ``overwrite`` says.
+"""
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import json
 import os
+import secrets
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
+
+MARKER = ".bnn-result.json"
+"""The file that makes a folder recognisably ours: ``{"written_by": "bnn", "state": ..., "files": [...]}``."""
+STATES = ("complete", "stopped", "checkpoint")
+"""What a marked folder holds: a complete result, the result of a stopped fit, or only a run's checkpoint."""
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+_NO_EXCHANGE = (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP)
 
 
 @contextmanager
@@ -37,16 +59,56 @@ def write_json(path: str | Path, payload: Any) -> None:
         json.dump(payload, handle, indent=2, sort_keys=True, default=float)
 
 
-@contextmanager
-def atomic_directory(target: str | Path, *, overwrite: bool = False) -> Iterator[Path]:
-    """Yield a fresh staging folder; on success it replaces ``target`` in one rename.
+def result_state(folder: str | Path) -> str | None:
+    """The state its marker gives a folder this package wrote (one of :data:`STATES`); ``None`` for a folder that
+    is absent, unmarked, or holds an entry its marker does not list (a file someone else put there)."""
+    folder = Path(folder)
+    try:
+        marker = json.loads((folder / MARKER).read_text())
+        entries = {path.name for path in folder.iterdir()} - {MARKER}
+    except (OSError, ValueError):
+        return None
+    if not isinstance(marker, dict) or marker.get("written_by") != "bnn" or marker.get("state") not in STATES:
+        return None
+    listed = marker.get("files")
+    return marker["state"] if isinstance(listed, list) and entries <= set(listed) else None
 
-    On an exception the staging folder is removed and ``target`` is untouched.
+
+def mark(folder: str | Path, state: str, files: Iterable[str] | None = None) -> None:
+    """Write the marker of ``folder``: ``state`` and ``files`` (default: its entries now)."""
+    folder = Path(folder)
+    if state not in STATES:
+        raise ValueError(f"state must be one of {STATES}, got {state!r}")
+    names = sorted({path.name for path in folder.iterdir()} - {MARKER} if files is None else set(files))
+    write_json(folder / MARKER, {"written_by": "bnn", "state": state, "files": names})
+
+
+def claim_entry(folder: str | Path, name: str) -> None:
+    """Record in the marker of ``folder`` that its entry ``name`` (a run's checkpoint folder) is ours.
+
+    An absent or empty ``folder`` is created and marked ``checkpoint`` (it holds only a run's checkpoint so far);
+    a folder of ours keeps its state and gains ``name``; any other folder is refused by
+    :func:`check_replaceable` first.
+    """
+    folder = Path(folder)
+    check_replaceable(folder, overwrite=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    state = result_state(folder)
+    if state is None:
+        mark(folder, "checkpoint", [name])
+        return
+    listed = json.loads((folder / MARKER).read_text())["files"]
+    mark(folder, state, {*listed, name})
+
+
+def check_replaceable(target: str | Path, *, overwrite: bool) -> None:
+    """Refuse a ``target`` that a write must not replace, before any work.
 
     Raises
     ------
     ValueError
-        When ``target`` or a folder above it is a file, or ``target`` exists and is not empty and
+        When ``target`` or a folder above it is a file; when ``target`` holds entries this package did not write
+        (:func:`result_state` is ``None``), whatever ``overwrite`` says; when it holds a result of ours and
         ``overwrite`` is false.
     """
     target = Path(target)
@@ -54,19 +116,163 @@ def atomic_directory(target: str | Path, *, overwrite: bool = False) -> Iterator
     if blocking is not None:
         below = "" if blocking == target else f", so the folder {target} cannot be made"
         raise ValueError(f"{blocking} is a file, not a folder{below}; choose another folder path")
-    if target.exists() and any(target.iterdir()) and not overwrite:
+    if not target.exists() or not any(target.iterdir()):
+        return
+    if result_state(target) is None:
+        stranger = sorted(path.name for path in target.iterdir())[:3]
+        raise ValueError(f"{target} holds files this tool did not write ({', '.join(stranger)}, ...); it replaces only an "
+                         "empty folder or a result it wrote, so nothing there is touched: choose another folder")
+    if not overwrite:
         raise ValueError(f"{target} exists and is not empty; choose another folder or pass overwrite=True (--overwrite)")
+
+
+def check_writable(target: str | Path) -> None:
+    """Create and remove a probe file in the nearest existing folder at or above ``target``'s parent.
+
+    Raises
+    ------
+    ValueError
+        When that folder cannot be written (read-only, ``/proc``, no permission), naming it.
+    """
+    parent = Path(target).absolute().parent
+    existing = next(path for path in (parent, *parent.parents) if path.exists())
+    try:
+        with tempfile.NamedTemporaryFile(dir=existing, prefix=".bnn-probe-"):
+            pass
+    except OSError as error:
+        raise ValueError(f"cannot write into {existing} ({error.strerror or error}), where {target} would go; choose "
+                         "an --out in a folder you can write") from None
+
+
+def check_apart(target: str | Path, inputs: dict[str, Path | None]) -> None:
+    """Refuse an output folder that is, contains or lies inside an input, or is or contains the current folder, the
+    home folder or the root.
+
+    Parameters
+    ----------
+    target : str or Path
+        The output folder.
+    inputs : dict of str to Path or None
+        Each input folder by the option that names it (``{"--uci-dir": ...}``); ``None`` entries are skipped.
+
+    Raises
+    ------
+    ValueError
+        Naming the input and the option.
+    """
+    out = Path(target).resolve()
+    for option, folder in inputs.items():
+        if folder is None:
+            continue
+        where = Path(folder).resolve()
+        if out == where or out in where.parents or where in out.parents:
+            relation = "is" if out == where else "contains" if out in where.parents else "lies inside"
+            raise ValueError(f"--out {target} {relation} the {option} folder {folder}, an input that is never replaced; "
+                             "choose an --out apart from it")
+    for name, folder in (("the current folder", Path.cwd()), ("your home folder", Path.home()), ("the root", Path("/"))):
+        if out == folder.resolve() or out in folder.resolve().parents:
+            raise ValueError(f"--out {target} is or contains {name} ({folder}), which is never replaced; choose a folder "
+                             "of its own, such as results/run")
+
+
+def _exchange(first: Path, second: Path) -> bool:
+    """Swap two paths in one step (Linux ``renameat2`` with ``RENAME_EXCHANGE``); ``False`` where unsupported."""
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    if renameat2(_AT_FDCWD, os.fsencode(first), _AT_FDCWD, os.fsencode(second), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in _NO_EXCHANGE:
+        return False
+    raise OSError(code, os.strerror(code), str(first), None, str(second))
+
+
+def _replace(staging: Path, target: Path, retired: Path) -> None:
+    """Put ``staging`` at ``target``: one rename, one exchange, or (no exchange) two renames via ``retired``."""
+    if not target.exists():
+        os.replace(staging, target)
+    elif _exchange(staging, target):
+        shutil.rmtree(staging)  # it now holds the old folder
+    else:
+        os.replace(target, retired)
+        try:
+            os.replace(staging, target)
+        except BaseException:
+            os.replace(retired, target)
+            raise
+        shutil.rmtree(retired)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _staging_name(target: Path, kind: str, token: str) -> Path:
+    return target.with_name(f".{target.name}.{kind}-{os.getpid()}-{token}")
+
+
+def _dead_staging(target: Path, kind: str) -> list[Path]:
+    """The ``kind`` (``partial`` or ``old``) staging folders of ``target`` whose writer process is gone."""
+    dead = []
+    for path in target.parent.glob(f".{target.name}.{kind}-*-*"):
+        pid = path.name[len(f".{target.name}.{kind}-"):].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            dead.append(path)
+    return dead
+
+
+def recover(target: str | Path) -> None:
+    """Repair what killed writers of ``target`` left: put back an old folder moved aside by a writer killed between
+    its two renames (when ``target`` is missing), and remove the staging folders of writers that are gone."""
+    target = Path(target)
+    if not target.parent.is_dir():
+        return
+    for old in _dead_staging(target, "old"):
+        if not target.exists():
+            os.replace(old, target)
+        else:
+            shutil.rmtree(old, ignore_errors=True)
+    for partial in _dead_staging(target, "partial"):
+        shutil.rmtree(partial, ignore_errors=True)
+
+
+@contextmanager
+def atomic_directory(target: str | Path, *, overwrite: bool = False) -> Iterator[Path]:
+    """Yield a fresh staging folder; on success it is marked (``complete`` unless the block called :func:`mark`) and
+    replaces ``target`` in one step.
+
+    On an exception the staging folder is removed and ``target`` is untouched; after a kill, the next call for the
+    same ``target`` repairs and cleans (:func:`recover`).
+
+    Raises
+    ------
+    ValueError
+        Before any work, as :func:`check_replaceable` and :func:`check_writable` say; and at the end when files
+        this package did not write appeared at ``target`` meanwhile.
+    """
+    target = Path(target)
+    recover(target)
+    check_replaceable(target, overwrite=overwrite)
+    check_writable(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent))
+    token = secrets.token_hex(4)
+    staging, retired = _staging_name(target, "partial", token), _staging_name(target, "old", token)
+    staging.mkdir()
     try:
         yield staging
+        if not (staging / MARKER).exists():
+            mark(staging, "complete")
+        check_replaceable(target, overwrite=True)
+        _replace(staging, target, retired)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    if target.exists():
-        retired = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent))
-        os.replace(target, retired / target.name)
-        os.replace(staging, target)
-        shutil.rmtree(retired, ignore_errors=True)
-    else:
-        os.replace(staging, target)

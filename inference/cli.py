@@ -3,7 +3,9 @@
 Every run writes into ``--out`` atomically: the folder appears complete or not at all. An SVI ``fit``
 checkpoints into ``<out>/checkpoint`` (every ``DEFAULT_CHECKPOINT_EVERY`` steps and on Ctrl-C/SIGTERM) until the
 completed result replaces it; Ctrl-C ends the command with status 130 and a line saying what was kept; an SVI fit
-stopped by a non-finite ELBO leaves its last finite posterior in ``--out`` (``metrics.json`` says ``stopped``).
+stopped by a non-finite ELBO leaves its last finite posterior in ``--out`` (``metrics.json`` says ``stopped``), or
+beside it in ``<out>-stopped`` when ``--out`` holds a complete result. ``--overwrite`` replaces only a folder this tool
+wrote (:mod:`bnn.inference.atomic`), and ``--out`` keeps apart from the inputs.
 """
 
 from __future__ import annotations
@@ -11,16 +13,30 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import shutil
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 from bnn.datasets import DATASETS, load_dataset
 from bnn.guides import GUIDES
-from bnn.inference.atomic import atomic_directory, write_json
+from bnn.inference.atomic import (
+    MARKER,
+    atomic_directory,
+    check_apart,
+    check_replaceable,
+    check_writable,
+    claim_entry,
+    mark,
+    result_state,
+    write_json,
+)
 from bnn.inference.ensemble.options import MemberMethod
 from bnn.inference.evaluation.compare import label_fits
+from bnn.inference.evaluation.finished_fits import FinishedFits, run_fingerprint
 from bnn.inference.evaluation.metrics import evaluate
 from bnn.inference.evaluation.plots import plot_fit
 from bnn.inference.evaluation.report import write_comparison
@@ -28,6 +44,7 @@ from bnn.inference.fit import METHODS, fit
 from bnn.inference.laplace.curvature import HessianType, Structure
 from bnn.inference.nuts import ChainMethod, Engine, InitStrategy
 from bnn.inference.sgmcmc import Preconditioner, StepSchedule
+from bnn.inference.stop_signals import sigterm_as_keyboard_interrupt
 from bnn.inference.svi.checkpoint import CHECKPOINT_FILE, DEFAULT_CHECKPOINT_EVERY
 from bnn.inference.svi.kl_weights import KLWeighting
 from bnn.inference.svi.nonfinite import KEPT_POSTERIOR, NonFiniteELBOError
@@ -238,39 +255,110 @@ def run_metrics(args: argparse.Namespace, dataset, model: BayesianMLP, posterior
     }
 
 
+def move_stopped_checkpoint(error: NonFiniteELBOError, args: argparse.Namespace, staging: Path) -> bool:
+    """Move the checkpoint of a fit stopped by a non-finite ELBO into ``staging`` when it lives in ``--out``; return
+    whether it did."""
+    if error.checkpoint is None or error.checkpoint.parent != args.out / CHECKPOINT_FOLDER:
+        return False
+    os.replace(error.checkpoint.parent, staging / CHECKPOINT_FOLDER)
+    return True
+
+
 def keep_stopped_fit(error: NonFiniteELBOError, args: argparse.Namespace, staging: Path) -> str:
-    """Move the checkpoint of a fit stopped by a non-finite ELBO into ``staging`` when it lives in ``--out`` (which
-    ``staging`` replaces); return the message that names what ``--out`` holds."""
+    """Move the checkpoint of a fit stopped by a non-finite ELBO into ``staging``, which replaces ``--out``; return
+    the message that names what ``--out`` holds."""
+    move_stopped_checkpoint(error, args, staging)
     kept = f"{args.out} holds the posterior with the parameters before that step (metrics.json says why it stopped)"
-    if error.checkpoint is not None and error.checkpoint.parent == args.out / CHECKPOINT_FOLDER:
-        os.replace(error.checkpoint.parent, staging / CHECKPOINT_FOLDER)
     return str(error).replace(KEPT_POSTERIOR, kept)
+
+
+def resumes_own_checkpoint(args: argparse.Namespace) -> bool:
+    """Whether ``--resume`` names ``<out>/checkpoint``, the checkpoint of an earlier run into the same ``--out``."""
+    resume = getattr(args, "resume", None)
+    return resume is not None and resume.resolve() == (args.out / CHECKPOINT_FOLDER).resolve()
+
+
+def check_out_folder(args: argparse.Namespace) -> None:
+    """Refuse, before any work, an ``--out`` that is, holds or lies in an input (``--uci-dir``, a ``--resume`` folder
+    other than ``<out>/checkpoint``; see :func:`~bnn.inference.atomic.check_apart`), and one that holds only the
+    checkpoint of an unfinished run when neither ``--resume`` nor ``--overwrite`` says what to do with it."""
+    resume = None if resumes_own_checkpoint(args) else getattr(args, "resume", None)
+    check_apart(args.out, {"--uci-dir": args.uci_dir, "--resume": resume})
+    if result_state(args.out) == "checkpoint" and not args.overwrite and not resumes_own_checkpoint(args):
+        raise ValueError(f"{args.out} holds the checkpoint of an unfinished run; continue it with the same options and "
+                         f"--resume {args.out / CHECKPOINT_FOLDER}, or pass --overwrite to start again")
+
+
+@contextmanager
+def claimed_checkpoint_folder(args: argparse.Namespace) -> Iterator[None]:
+    """Within the block ``<out>/checkpoint`` is ours (:func:`~bnn.inference.atomic.claim_entry`), for an SVI fit to
+    write there; under ``--overwrite`` the checkpoint of an earlier run there is dropped, since this run starts again.
+    A run refused (``ValueError``) before its first checkpoint leaves ``--out`` as it found it."""
+    existed, ours = args.out.exists(), result_state(args.out) is not None
+    claim_entry(args.out, CHECKPOINT_FOLDER)
+    if args.overwrite:
+        shutil.rmtree(args.out / CHECKPOINT_FOLDER, ignore_errors=True)
+    try:
+        yield
+    except ValueError as error:
+        if not ours and not isinstance(error, NonFiniteELBOError) and not (args.out / CHECKPOINT_FOLDER).exists():
+            (args.out / MARKER).unlink()
+            if not existed:
+                args.out.rmdir()
+        raise
+
+
+def write_result(args: argparse.Namespace, dataset, model: BayesianMLP, posterior, folder: Path, stopped: bool) -> dict:
+    """Write ``metrics.json``, the posterior and (a completed fit) ``predictive.png`` into ``folder``; mark a stopped
+    fit's folder ``stopped``. Return the metrics."""
+    metrics = run_metrics(args, dataset, model, posterior)
+    posterior.write_into(folder)
+    if not stopped:
+        label = args.method if metrics["guide"] is None else f"{args.method} ({metrics['guide']})"
+        plot_fit({label: posterior}, dataset, folder / "predictive.png")
+    write_json(folder / "metrics.json", metrics)
+    if stopped:
+        mark(folder, "stopped")
+    return metrics
+
+
+def stopped_beside(args: argparse.Namespace, error: NonFiniteELBOError, dataset, model: BayesianMLP) -> str:
+    """Write a stopped fit into ``<out>-stopped``, beside the complete result in ``--out`` that it must not replace;
+    return the message."""
+    beside = args.out.with_name(f"{args.out.name}-stopped")
+    with atomic_directory(beside, overwrite=True) as staging:
+        moved = move_stopped_checkpoint(error, args, staging)
+        write_result(args, dataset, model, error.posterior, staging, stopped=True)
+    kept = (f"{args.out} keeps its complete earlier result; this stopped fit, with the parameters before that step, is in "
+            f"{beside} (metrics.json says why it stopped)")
+    message = str(error).replace(KEPT_POSTERIOR, kept)
+    return message.replace(str(error.checkpoint), str(beside / CHECKPOINT_FOLDER / error.checkpoint.name)) if moved else message
 
 
 def run_fit(args: argparse.Namespace) -> dict[str, Any]:
     """Fit one model and write ``metrics.json``, ``posterior.nc`` (+ ``fit.json``) and ``predictive.png``.
 
     An SVI fit stopped by a non-finite ELBO writes its last finite posterior and ``metrics.json`` (with
-    ``stopped``, no test metrics) and then raises ``ValueError`` naming the folder.
+    ``stopped``, no test metrics) and then raises ``ValueError`` naming the folder: ``--out``, or ``<out>-stopped``
+    when ``--out`` holds a complete result (a stopped fit never replaces one).
     """
+    check_out_folder(args)
     dataset = load_dataset(args.dataset, uci_dir=args.uci_dir, split=uci_split(args), seed=args.seed)
     model = build_model(args, dataset)
     options = {**fit_options(args), **checkpoint_options(args)}
-    resuming_inside_out = args.resume is not None and args.out.resolve() in args.resume.resolve().parents
     stopped = None
-    with atomic_directory(args.out, overwrite=args.overwrite or resuming_inside_out) as staging:
+    with atomic_directory(args.out, overwrite=args.overwrite or resumes_own_checkpoint(args)) as staging:
         try:
-            posterior = fit(model, dataset, args.method, **options)
+            with claimed_checkpoint_folder(args) if "checkpoint_dir" in options else nullcontext():
+                posterior = fit(model, dataset, args.method, **options)
         except NonFiniteELBOError as error:
-            if error.posterior is None:
-                raise ValueError(str(error)) from None  # nothing valid to keep: --out is not written
+            if error.posterior is None:  # nothing valid to keep: --out is not written
+                raise ValueError(f"{error}. {args.out} keeps this run's checkpoint beside anything it held before; to "
+                                 "start again, run the command with the change the hint suggests and --overwrite") from None
+            if result_state(args.out) == "complete":
+                raise ValueError(stopped_beside(args, error, dataset, model)) from None
             posterior, stopped = error.posterior, keep_stopped_fit(error, args, staging)
-        metrics = run_metrics(args, dataset, model, posterior)
-        posterior.write_into(staging)
-        if stopped is None:
-            label = args.method if metrics["guide"] is None else f"{args.method} ({metrics['guide']})"
-            plot_fit({label: posterior}, dataset, staging / "predictive.png")
-        write_json(staging / "metrics.json", metrics)
+        metrics = write_result(args, dataset, model, posterior, staging, stopped is not None)
     if stopped is not None:
         raise ValueError(stopped)
     for key, value in metrics.items():
@@ -317,17 +405,60 @@ def options_per_method(specs: list[tuple[str, str | None]], options: dict[str, A
     return routed
 
 
+def fit_or_reuse(model, dataset, specs, routed, kept: FinishedFits, command: str) -> list:
+    """Each fit of ``compare``: reused from ``kept`` when an earlier run of the same ``command`` finished it, else run
+    and kept there as soon as it finishes. Ctrl-C or SIGTERM (a Markov-chain, MC dropout or ensemble fit returns
+    ``incomplete``) ends the loop with ``KeyboardInterrupt`` naming what was kept and how to go on."""
+    fits = []
+    try:
+        for index, ((method, _), options) in enumerate(zip(specs, routed)):
+            posterior = kept.load(index, method)
+            if posterior is not None:
+                print(f"reusing the finished {method} fit of an earlier run of this command: {kept.path(index, method)}")
+            else:
+                posterior = fit(model, dataset, method, **options)
+                if getattr(posterior.record, "incomplete", False):
+                    raise KeyboardInterrupt(f"{method}: {posterior.record.incomplete_reason}")
+                kept.save(index, method, posterior)
+            fits.append(posterior)
+    except KeyboardInterrupt as error:
+        raise KeyboardInterrupt(compare_interrupted(str(error) or "SIGINT", kept, command)) from None
+    return fits
+
+
+def compare_interrupted(reason: str, kept: FinishedFits, command: str) -> str:
+    """What an interrupted ``compare`` says: why, which finished fits are on disk, and the command that reuses them."""
+    saved = [path.name for path in kept.saved()]
+    if not saved:
+        return f"compare stopped ({reason}) before any fit finished; nothing was kept"
+    return (f"compare stopped ({reason}); the finished fits {', '.join(saved)} are kept in {kept.folder}: run the same "
+            f"command again to reuse them: {command}")
+
+
 def run_compare(args: argparse.Namespace) -> pd.DataFrame:
-    """Fit every method on the same model and data, then write the comparison report into ``--out``."""
-    if not args.overwrite and args.out.exists() and any(args.out.iterdir()):  # found before minutes of fitting
-        raise ValueError(f"{args.out} exists and is not empty; choose another --out or pass --overwrite")
-    dataset = load_dataset(args.dataset, uci_dir=args.uci_dir, split=uci_split(args), seed=args.seed)
-    model = build_model(args, dataset)
-    specs = method_specs(args.methods)
-    routed = options_per_method(specs, fit_options(args))
-    fits = [fit(model, dataset, method, **options) for (method, _), options in zip(specs, routed)]
-    posteriors = label_fits(fits)
-    table = write_comparison(posteriors, dataset, args.out, command=command_line(args), overwrite=args.overwrite)
+    """Fit every method on the same model and data, then write the comparison report into ``--out``.
+
+    Each finished fit is kept on disk at once (:class:`~bnn.inference.evaluation.finished_fits.FinishedFits`) and a
+    rerun of the same command reuses it; ``--out`` appears complete or not at all.
+    """
+    check_apart(args.out, {"--uci-dir": args.uci_dir})  # all found before minutes of fitting
+    check_replaceable(args.out, overwrite=args.overwrite)
+    check_writable(args.out)
+    with sigterm_as_keyboard_interrupt():  # SIGTERM ends the command as Ctrl-C does: status 130, saying what was kept
+        dataset = load_dataset(args.dataset, uci_dir=args.uci_dir, split=uci_split(args), seed=args.seed)
+        model = build_model(args, dataset)
+        specs = method_specs(args.methods)
+        routed = options_per_method(specs, fit_options(args))
+        methods = [method for method, _ in specs]
+        kept = FinishedFits(args.out, run_fingerprint(model, dataset, list(zip(methods, routed))))
+        posteriors = label_fits(fit_or_reuse(model, dataset, specs, routed, kept, command_line(args)))
+        try:
+            table = write_comparison(posteriors, dataset, args.out, command=command_line(args), overwrite=args.overwrite,
+                                     progress=not args.quiet)
+        except KeyboardInterrupt as error:
+            reason = f"{str(error) or 'SIGINT'} while writing the report"
+            raise KeyboardInterrupt(compare_interrupted(reason, kept, command_line(args))) from None
+    kept.discard()
     with pd.option_context("display.width", 200, "display.max_columns", 12):
         print(table.T.to_string())
     print(f"report: {Path(args.out) / 'report.md'}")

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 import pyro
 import torch
 from bnn.guides.flat_weights import join_sites, split_flat
+from bnn.inference.progress import progress_bar
 from bnn.inference.record import FitRecord
-from tqdm.auto import tqdm
 
 from bnn.stacklevel import user_stacklevel
 
@@ -188,7 +188,7 @@ def _find_map(model, x, y, steps: int, lr: float, tolerance: float, progress: bo
         return -(log_likelihood(model, x, y, weights, latents) + log_prior(model, weights, distributions)) / n
 
     adam = torch.optim.Adam([theta, *log_noise.values()], lr=lr)
-    bar = tqdm(range(steps), desc="MAP (Adam)", disable=not progress, leave=False)
+    bar = progress_bar(range(steps), desc="MAP (Adam)", enabled=progress, leave=False)
     for step in bar:
         adam.zero_grad()
         loss = objective(theta)
@@ -200,7 +200,7 @@ def _find_map(model, x, y, steps: int, lr: float, tolerance: float, progress: bo
             bar.set_postfix(loss=f"{loss.item():.4g}")
     bar.close()
 
-    evaluations = tqdm(desc="MAP (L-BFGS)", unit="eval", disable=not progress, leave=False)
+    evaluations = progress_bar(desc="MAP (L-BFGS)", unit="eval", enabled=progress, leave=False)
 
     def polish(block: torch.Tensor, assemble) -> int:
         lbfgs = torch.optim.LBFGS(

@@ -36,11 +36,12 @@ from bnn.inference.ensemble.options import EnsembleOptions, MemberMethod
 from bnn.inference.ensemble.record import EnsembleRecord
 from bnn.inference.map_estimate import find_map
 from bnn.inference.posterior import Posterior
+from bnn.inference.progress import progress_bar
 from bnn.inference.seeding import seeded
 from bnn.inference.stop_signals import sigterm_as_keyboard_interrupt
 from bnn.inference.workers import available_cores, one_torch_thread, start_worker
 from loky import ProcessPoolExecutor
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 WORKING_DTYPE = torch.float64  # the L-BFGS polish needs it
 
@@ -139,7 +140,7 @@ def run_members(model, x: torch.Tensor, y: torch.Tensor, jobs: list[MemberJob], 
     """Every member's outcome, in ``workers`` processes (``workers > 1``) or in sequence; Ctrl-C and SIGTERM
     keep the members finished and go into :attr:`MemberOutcomes.interrupt`."""
     outcomes = MemberOutcomes()
-    done = tqdm(total=len(jobs), desc="ensemble members", unit="member", disable=not progress, leave=False)
+    done = progress_bar(total=len(jobs), desc="ensemble members", unit="member", enabled=progress, leave=False)
     try:
         with sigterm_as_keyboard_interrupt():
             if workers > 1:

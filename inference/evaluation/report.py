@@ -19,6 +19,7 @@ from bnn.inference.evaluation.compare import compare, rank
 from bnn.inference.evaluation.plots import plot_fit, plot_predictive_overlay, plot_std_vs_error
 from bnn.inference.evaluation.posterior_plots import plot_forest, plot_marginals_vs_prior, plot_trace
 from bnn.inference.posterior import Posterior
+from bnn.inference.progress import stages
 
 PACKAGES = ("torch", "pyro-ppl", "nutpie", "arviz", "numpy", "pandas", "matplotlib", "scikit-learn")
 TABLE_COLUMNS = (
@@ -95,8 +96,14 @@ def environment_lines() -> list[str]:
     ]
 
 
+def report_stages(posteriors: Mapping[str, Posterior]) -> int:
+    """How many stages :func:`write_comparison` shows: a table row per fit, the ranking, the files, the plots (a
+    trace per fit) and ``report.md``."""
+    return 2 * len(posteriors) + 5
+
+
 def write_comparison(posteriors: Mapping[str, Posterior], dataset: Dataset, out: str | Path, *, command: str,
-                     overwrite: bool = False) -> pd.DataFrame:
+                     overwrite: bool = False, progress: bool = True) -> pd.DataFrame:
     """Write ``report.md``, ``comparison.csv``, ``ranking.csv``, PNGs and ``posterior-<fit>.nc`` into ``out``.
 
     Parameters
@@ -111,7 +118,9 @@ def write_comparison(posteriors: Mapping[str, Posterior], dataset: Dataset, out:
     command : str
         The command that made the report, quoted in it.
     overwrite : bool
-        Replace an existing, non-empty ``out``.
+        Replace an existing ``out`` that holds a result of this package (:mod:`bnn.inference.atomic`).
+    progress : bool
+        Show each stage as it starts (:func:`~bnn.inference.progress.stages`).
 
     Returns
     -------
@@ -121,24 +130,36 @@ def write_comparison(posteriors: Mapping[str, Posterior], dataset: Dataset, out:
     Raises
     ------
     ValueError
-        When ``out`` exists, is not empty and ``overwrite`` is false (before any work).
+        When ``out`` exists, is not empty and ``overwrite`` is false, or holds files this package did not write
+        (before any work).
     """
-    with atomic_directory(out, overwrite=overwrite) as staging:
-        table = compare(posteriors, dataset)
+    with atomic_directory(out, overwrite=overwrite) as staging, \
+            stages(report_stages(posteriors), desc="report", enabled=progress) as start:
+        rows = {}
+        for label, posterior in posteriors.items():
+            start(f"metrics, LOO and WAIC of {label}")
+            rows[label] = compare({label: posterior}, dataset).loc[label].to_dict()
+        table = pd.DataFrame.from_dict(rows, orient="index")
+        start("ranking (az.compare)")
         ranking = rank(posteriors)
+        start("tables and netCDF posteriors")
         table.to_csv(staging / "comparison.csv")
         ranking.to_csv(staging / "ranking.csv")
         for label, posterior in posteriors.items():
             posterior.to_inference_data().to_netcdf(str(staging / f"posterior-{slug(label)}.nc"))
+        start("predictive plots")
         figures = {"Predictive distributions": plot_fit(posteriors, dataset, staging / "predictive.png")}
         if dataset.task == "regression" and dataset.in_features == 1:
             figures["All methods overlaid"] = plot_predictive_overlay(posteriors, dataset, staging / "overlay.png")
         if dataset.task == "regression":
             figures["Predictive sd against test error"] = plot_std_vs_error(posteriors, dataset, staging / "std_vs_error.png")
+        start("forest and marginal plots")
         figures["Weights across methods (forest)"] = plot_forest(posteriors, staging / "forest.png")
         figures["Marginals of a few weights against the prior"] = plot_marginals_vs_prior(posteriors, staging / "marginals.png")
         for label, posterior in posteriors.items():
+            start(f"trace plot of {label}")
             figures[f"Trace: {label}"] = plot_trace(posterior, staging / f"trace-{slug(label)}.png")
+        start("report.md")
         shown = [c for c in TABLE_COLUMNS if c in table.columns and not table[c].isna().all()]
         sections = [
             f"# {', '.join(posteriors)} on {dataset.name}",

@@ -32,6 +32,7 @@ from enum import Enum
 
 import torch
 from bnn.guides.flat_weights import num_weights, split_flat
+from bnn.inference.progress import progress_bar
 from bnn.models.likelihoods import (
     BernoulliLikelihood,
     CategoricalLikelihood,
@@ -40,7 +41,6 @@ from bnn.models.likelihoods import (
     Likelihood,
 )
 from torch.func import hessian, jacrev, vmap
-from tqdm.auto import tqdm
 
 JACOBIAN_BUDGET_BYTES = 256 * 2**20
 FULL_MATRICES_AT_PEAK = 5
@@ -223,7 +223,7 @@ def likelihood_curvature(
     rows = rows_per_chunk(model, covered, theta.element_size())
     full_values = split_flat(model.sites, theta.detach())
     chunks = range(0, x.shape[0], rows)
-    for begin in tqdm(chunks, desc=f"{hessian_type.value} curvature", disable=not progress, leave=False):
+    for begin in progress_bar(chunks, desc=f"{hessian_type.value} curvature", enabled=progress, leave=False):
         x_chunk, y_chunk = x[begin : begin + rows], y[begin : begin + rows]
         if hessian_type is HessianType.EXACT:
             total += _exact_hessian(model, x_chunk, y_chunk, theta, latents, start)

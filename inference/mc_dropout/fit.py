@@ -53,11 +53,11 @@ from bnn.inference.map_estimate import prior_distributions
 from bnn.inference.mc_dropout.options import MCDropoutOptions
 from bnn.inference.mc_dropout.record import MCDropoutRecord
 from bnn.inference.posterior import Posterior
+from bnn.inference.progress import progress_bar
 from bnn.inference.seeding import seeded
 from bnn.inference.stop_signals import deferred_stop_signals
 from bnn.models.activations import ACTIVATIONS
 from pyro.distributions.transforms import biject_to
-from tqdm.auto import tqdm
 
 
 class IncompleteTrainingWarning(UserWarning):
@@ -116,7 +116,7 @@ def _train(model, x: torch.Tensor, y: torch.Tensor, options: MCDropoutOptions, b
     rate, steps, n = options.dropout_rate, options.steps, x.shape[0]
     optimiser = torch.optim.Adam([*weights.values(), *unconstrained.values()], lr=options.lr)
     batches, history = _batches(n, batch_size), []
-    bar = tqdm(range(steps), desc="MC dropout", disable=not options.progress, leave=False)
+    bar = progress_bar(range(steps), desc="MC dropout", enabled=options.progress, leave=False)
     with deferred_stop_signals() as stop, bar:
         for step in bar:
             index = next(batches)

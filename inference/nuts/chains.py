@@ -40,12 +40,12 @@ import torch
 from bnn.inference.nuts.chain import ChainDraws, ChainJob
 from bnn.inference.nuts.engines import ENGINES
 from bnn.inference.nuts.outcomes import ChainInterrupted, ChainOutcomes
+from bnn.inference.progress import progress_bar
 from bnn.inference.stop_signals import sigterm_as_keyboard_interrupt
 from bnn.inference.workers import available_cores, one_torch_thread, start_worker
 from loky.backend import get_context
 from loky.backend.reduction import dumps as loky_dumps
 from loky.process_executor import TerminatedWorkerError
-from tqdm.auto import tqdm
 
 PROGRESS_POLL_SECONDS = 0.2
 WORKER_ENV = {"OMP_NUM_THREADS": "1"}  # set before the worker imports anything
@@ -77,8 +77,8 @@ class _ProgressBars:
     """One tqdm bar per chain, moved by the ``(chain, stage, n_steps)`` reports."""
 
     def __init__(self, jobs: list[ChainJob], enabled: bool) -> None:
-        self.bars = [tqdm(total=job.num_warmup + job.num_samples, desc=f"NUTS chain {job.chain}", position=job.chain,
-                          disable=not enabled, leave=False) for job in jobs]
+        self.bars = [progress_bar(total=job.num_warmup + job.num_samples, desc=f"NUTS chain {job.chain}", position=job.chain,
+                                  enabled=enabled, leave=False) for job in jobs]
 
     def __call__(self, message: tuple) -> None:
         chain, stage, n_steps = message

@@ -42,6 +42,7 @@ from bnn.inference.convergence import (
     chain_diagnostics,
 )
 from bnn.inference.posterior import Posterior
+from bnn.inference.progress import progress_bar
 from bnn.inference.seeding import seeded
 from bnn.inference.sgmcmc.kernels import SGHMCKernel, SGLDKernel, step_size_at
 from bnn.inference.sgmcmc.options import MIN_SAMPLES, Preconditioner, SGLDOptions, SGMCMCOptions, StepSchedule
@@ -49,7 +50,6 @@ from bnn.inference.sgmcmc.potential import MinibatchLogJoint
 from bnn.inference.sgmcmc.record import SGHMCRecord, SGLDRecord
 from bnn.inference.stop_signals import sigterm_as_keyboard_interrupt
 from bnn.inference.workers import one_torch_thread
-from tqdm.auto import tqdm
 
 PROGRESS_EVERY = 50  # steps between updates of the progress bar
 
@@ -80,7 +80,7 @@ def _sample(name: str, log_joint: MinibatchLogJoint, kernel, options: SGMCMCOpti
     total = warmup + options.num_samples * thin
     z = log_joint.prior_draw(num_chains)
     kernel.start(z, options.step_size)
-    with tqdm(total=total, desc=f"{name} ({num_chains} chains)", disable=not options.progress, leave=False) as bar:
+    with progress_bar(total=total, desc=f"{name} ({num_chains} chains)", enabled=options.progress, leave=False) as bar:
         for step in range(total):
             step_size = step_size_at(step, options.step_size, polynomial=polynomial, offset=options.decay_offset,
                                      power=options.decay_power)

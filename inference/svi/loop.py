@@ -21,6 +21,7 @@ import pyro
 import torch
 from bnn.inference.guide_draws import sample_guide
 from bnn.inference.posterior import Posterior
+from bnn.inference.progress import progress_bar
 from bnn.inference.stop_signals import StopRequest
 from bnn.inference.svi.checkpoint import DEFAULT_CHECKPOINT_EVERY, CheckpointFolder, TrainingState, fit_fingerprint
 from bnn.inference.svi.draw_checks import likelihood_refusal
@@ -35,7 +36,6 @@ from bnn.inference.svi.record import SVIRecord
 from pyro import poutine
 from pyro.infer.util import zero_grads
 from pyro.optim import PyroLRScheduler
-from tqdm.auto import tqdm
 
 RECENT = 50
 """The ELBOs averaged into the record's ``final_elbo`` and the progress bar."""
@@ -120,8 +120,8 @@ class SVILoop:
         """Take the steps from :attr:`start_step` to :math:`T`, then write the ``finished`` checkpoint."""
         total = self.plan.total_steps
         self.start = time.perf_counter()
-        bar = tqdm(range(self.start_step, total), initial=self.start_step, total=total, desc=f"SVI ({self.guide_name})",
-                   disable=not self.options.progress, leave=False)
+        bar = progress_bar(range(self.start_step, total), initial=self.start_step, total=total, desc=f"SVI ({self.guide_name})",
+                           enabled=self.options.progress, leave=False)
         for step in bar:
             self.step(step)
             if step == self.start_step:

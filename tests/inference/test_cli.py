@@ -8,12 +8,13 @@ import sys
 import pytest
 from bnn.inference import Posterior
 from bnn.inference import cli as cli_module
+from bnn.inference.atomic import MARKER
 from bnn.inference.cli import main, options_per_method
 from bnn.inference.svi.checkpoint import CHECKPOINT_FILE
 
 from tests.inference.svi.test_checkpoint import signal_at_step
 
-RESULT_FILES = {"metrics.json", "posterior.nc", "fit.json", "predictive.png"}
+RESULT_FILES = {"metrics.json", "posterior.nc", "fit.json", "predictive.png", MARKER}
 
 
 def test_fit_writes_the_three_files_and_records_its_own_command(tmp_path):
@@ -109,7 +110,7 @@ def test_ctrl_c_keeps_a_checkpoint_by_default_and_says_how_to_resume(monkeypatch
     message = capsys.readouterr().err
     assert message.startswith("interrupted: SVI stopped by SIGINT after step 7 of 40") and message.count("\n") == 1
     assert f"--resume {out / 'checkpoint'}" in message
-    assert [p.name for p in out.iterdir()] == ["checkpoint"] and (out / "checkpoint" / CHECKPOINT_FILE).is_file()
+    assert {p.name for p in out.iterdir()} == {"checkpoint", MARKER} and (out / "checkpoint" / CHECKPOINT_FILE).is_file()
     main([*arguments, "--resume", str(out / "checkpoint")])
     assert {p.name for p in out.iterdir()} == RESULT_FILES and Posterior.load(out).record.resumed_from_step == 7
 
@@ -135,7 +136,7 @@ def test_a_non_finite_elbo_keeps_the_last_finite_posterior_in_the_out_folder(tmp
     message = capsys.readouterr().err
     assert message.startswith("error: SVI stopped at step 1") and "error.posterior" not in message
     assert f"{out} holds the posterior with the parameters before that step" in message
-    assert {p.name for p in out.iterdir()} == {"metrics.json", "posterior.nc", "fit.json", "checkpoint"}
+    assert {p.name for p in out.iterdir()} == {"metrics.json", "posterior.nc", "fit.json", "checkpoint", MARKER}
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["stopped"] == "non-finite ELBO at step 1" and "test_rmse" not in metrics
     kept = Posterior.load(out)

@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from bnn.inference.atomic import MARKER
 from bnn.inference.cli import main
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
@@ -48,8 +49,8 @@ OPTIONS = st.lists(st.sampled_from(sorted(VALUES)), max_size=3, unique=True).fla
 """Up to three options at once, so that runs with only good values are common."""
 BUDGET = {"svi": ["--steps", "2", "--num-samples", "4"], "laplace": ["--map-steps", "3", "--num-samples", "4"]}
 """A tiny run of each method (NUTS is left out: even a short run takes seconds)."""
-FILES = {"svi": {"metrics.json", "posterior.nc", "fit.json", "predictive.png"},
-         "laplace": {"metrics.json", "posterior.nc", "fit.json", "predictive.png", "linearization.pt"}}
+FILES = {"svi": {"metrics.json", "posterior.nc", "fit.json", "predictive.png", MARKER},
+         "laplace": {"metrics.json", "posterior.nc", "fit.json", "predictive.png", "linearization.pt", MARKER}}
 
 
 def run_cli(arguments: list[str], capsys) -> tuple[int, str]:

@@ -4,6 +4,7 @@ import pandas as pd
 import pytest
 from bnn.datasets import load_toy1d
 from bnn.inference import fit
+from bnn.inference.atomic import MARKER
 from bnn.inference.cli import main
 from bnn.inference.evaluation.report import markdown_table, method_problems, slug, write_comparison
 from bnn.models import BayesianMLP
@@ -18,7 +19,7 @@ def test_compare_command_writes_the_report_of_all_three_methods(tmp_path):
     main(argv)
     fits = ["svi-autonormal", "nuts", "laplace"]
     names = {p.name for p in out.iterdir()}
-    assert {"report.md", "comparison.csv", "ranking.csv", "predictive.png", "overlay.png", "forest.png", "marginals.png",
+    assert {"report.md", "comparison.csv", "ranking.csv", "predictive.png", "overlay.png", "forest.png", "marginals.png", MARKER,
             "std_vs_error.png", *(f"trace-{fit}.png" for fit in fits), *(f"posterior-{fit}.nc" for fit in fits)} == names
     report = (out / "report.md").read_text()
     assert f"Command: `bnn {' '.join(argv)}`" in report
@@ -36,10 +37,11 @@ def test_an_existing_report_folder_is_refused_before_any_fit(tmp_path, capsys):
     out = tmp_path / "report"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
-    with pytest.raises(SystemExit) as exit_info:
-        main(["compare", "--methods", "svi", "--steps", "100000", "--out", str(out), "--quiet"])
-    assert exit_info.value.code == 2
-    assert f"{out} exists and is not empty; choose another --out or pass --overwrite" in capsys.readouterr().err
+    for overwrite in ([], ["--overwrite"]):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["compare", "--methods", "svi", "--steps", "100000", "--out", str(out), "--quiet", *overwrite])
+        assert exit_info.value.code == 2
+        assert f"{out} holds files this tool did not write (notes.txt, ...)" in capsys.readouterr().err
     assert [p.name for p in out.iterdir()] == ["notes.txt"]
 
 

@@ -20,6 +20,7 @@ import pyro.distributions as dist
 import pytest
 import torch
 from bnn.inference import Posterior, fit
+from bnn.inference.atomic import MARKER
 from bnn.inference.cli import main
 from bnn.inference.convergence import predictive_r_hat, r_hat_over_points
 from bnn.inference.nuts import ConvergenceWarning, InitStrategy, SequentialChainsWarning
@@ -170,7 +171,7 @@ def test_command_line_writes_the_three_files_with_diagnostics(tmp_path, capsys):
     out = tmp_path / "run"
     main(["fit", "--method", "nuts", "--dataset", "toy1d", "--hidden", "3", "--num-warmup", "10", "--num-samples",
           "10", "--num-chains", "1", "--max-tree-depth", "4", "--init", "map", "--quiet", "--out", str(out)])
-    assert {p.name for p in out.iterdir()} == {"metrics.json", "posterior.nc", "fit.json", "predictive.png"}
+    assert {p.name for p in out.iterdir()} == {"metrics.json", "posterior.nc", "fit.json", "predictive.png", MARKER}
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["method"] == "nuts" and metrics["r_hat_max"] is None  # one chain: no R-hat
     assert {"ess_bulk_min", "ess_tail_min", "divergences", "converged"} <= set(metrics)

@@ -15,6 +15,7 @@ import pytest
 import torch
 from bnn.datasets import load_toy1d
 from bnn.inference import Posterior, fit
+from bnn.inference.atomic import MARKER
 from bnn.inference.cli import main
 from bnn.inference.svi import loop as svi_loop
 from bnn.inference.svi.checkpoint import CHECKPOINT_FILE, FORMAT, SCHEMA_VERSION
@@ -223,9 +224,9 @@ def test_command_line_checkpoints_inside_the_out_folder_and_resumes(monkeypatch,
         main([*arguments, "--checkpoint-every", "10", "--out", str(out)])
     assert exit_info.value.code == 130 and f"--resume {out / 'checkpoint'}" in capsys.readouterr().err
     monkeypatch.undo()
-    assert [path.name for path in out.iterdir()] == ["checkpoint"]  # no half-written result
+    assert {path.name for path in out.iterdir()} == {"checkpoint", MARKER}  # no half-written result
     main([*arguments, "--resume", str(out / "checkpoint"), "--out", str(out)])
-    assert {path.name for path in out.iterdir()} == {"metrics.json", "posterior.nc", "fit.json", "predictive.png"}
+    assert {path.name for path in out.iterdir()} == {"metrics.json", "posterior.nc", "fit.json", "predictive.png", MARKER}
     resumed, reference = Posterior.load(out), Posterior.load(tmp_path / "reference")
     assert resumed.record.elbo == reference.record.elbo and resumed.record.resumed_from_step == 25
     for name, value in reference.samples.items():
