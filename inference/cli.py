@@ -276,7 +276,16 @@ def run_fit(args: argparse.Namespace) -> dict[str, Any]:
     for key, value in metrics.items():
         if key != "command":
             print(f"{key}: {value:.4g}" if isinstance(value, float) else f"{key}: {value}")
+    stop_if_interrupted(posterior, f"{args.out} holds what it kept, marked incomplete in metrics.json")
     return metrics
+
+
+def stop_if_interrupted(posterior, kept: str) -> None:
+    """Raise ``KeyboardInterrupt`` (the command then exits with status 130) when Ctrl-C or SIGTERM cut the fit
+    short and it returned what it had made; the message says what the fit kept and ``kept`` where it is."""
+    reason = posterior.record.interrupted
+    if reason is not None:
+        raise KeyboardInterrupt(f"{posterior.record.method} {reason}; {kept}")
 
 
 def method_specs(text: str) -> list[tuple[str, str | None]]:
@@ -325,7 +334,10 @@ def run_compare(args: argparse.Namespace) -> pd.DataFrame:
     model = build_model(args, dataset)
     specs = method_specs(args.methods)
     routed = options_per_method(specs, fit_options(args))
-    fits = [fit(model, dataset, method, **options) for (method, _), options in zip(specs, routed)]
+    fits = []
+    for (method, _), options in zip(specs, routed):
+        fits.append(fit(model, dataset, method, **options))
+        stop_if_interrupted(fits[-1], f"compare stopped there and wrote no report into {args.out}")
     posteriors = label_fits(fits)
     table = write_comparison(posteriors, dataset, args.out, command=command_line(args), overwrite=args.overwrite)
     with pd.option_context("display.width", 200, "display.max_columns", 12):
@@ -378,14 +390,17 @@ def check_data_arguments(args: argparse.Namespace) -> None:
 
 
 def interrupted_message(args: argparse.Namespace, error: KeyboardInterrupt) -> str:
-    """One line on what a Ctrl-C kept: SVI's own account (the checkpoint and how to ``--resume``), else the
-    checkpoint folder if it holds one, else nothing."""
-    if str(error):
+    """One line on what a Ctrl-C or SIGTERM kept: the fit's own account (SVI's checkpoint and how to ``--resume``,
+    the draws NUTS kept), else the checkpoint folder if it holds one, else nothing. A bare ``KeyboardInterrupt``
+    (Ctrl-C) or ``KeyboardInterrupt("SIGTERM")`` (:mod:`bnn.console`) carries no account."""
+    if str(error) not in ("", "SIGTERM"):
         return f"interrupted: {error}"
+    by = " by SIGTERM" if str(error) else ""
     folder = checkpoint_folder(args)
     if folder is not None and (folder / CHECKPOINT_FILE).exists():
-        return f"interrupted: {folder} holds the last SVI checkpoint; continue with the same options and --resume {folder}"
-    return f"interrupted: nothing was kept; {args.out} is as it was before the command"
+        return (f"interrupted{by}: {folder} holds the last SVI checkpoint; continue with the same options and "
+                f"--resume {folder}")
+    return f"interrupted{by}: nothing was kept; {args.out} is as it was before the command"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -401,7 +416,8 @@ def main(argv: list[str] | None = None) -> int:
     -------
     int
         0 on success. Bad input exits with status 2 and a one-line ``error: ...`` (argparse's own usage
-        errors too), Ctrl-C with status 130 and a line saying what was kept.
+        errors too); Ctrl-C or SIGTERM (:mod:`bnn.console` turns SIGTERM into ``KeyboardInterrupt``), even one a
+        fit survived by keeping its draws, with status 130 and a line saying what was kept.
     """
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -47,6 +47,12 @@ class FitRecord:
         """The method's own verdict on its result (``None`` where the method has no check)."""
         return None
 
+    @property
+    def interrupted(self) -> str | None:
+        """What an interrupt (Ctrl-C, SIGTERM) that the fit survived, keeping what it had made, cut short; ``None``
+        when none did (a method that cannot keep partial work raises ``KeyboardInterrupt`` instead)."""
+        return None
+
     def problems(self) -> list[str]:
         """The method's own warnings about this fit, one sentence each, for reports (empty when all is well); the
         convergence of Markov chains is judged from their :class:`~bnn.inference.convergence.ChainDiagnostics` instead."""

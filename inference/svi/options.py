@@ -68,7 +68,7 @@ class SVIOptions(Options):
     checkpoint_dir : str or Path, optional
         Folder for checkpoints (:mod:`bnn.inference.svi.checkpoint`), written every ``checkpoint_every``
         steps, at the end, and on Ctrl-C or SIGTERM, which then end the fit after the current step
-        (``KeyboardInterrupt`` or ``SystemExit``, with the folder named); must not hold another
+        (``KeyboardInterrupt``, naming the signal and the folder); must not hold another
         fit's checkpoint.
     checkpoint_every : int, optional
         Steps between checkpoints (default 1000 when there is a checkpoint folder).

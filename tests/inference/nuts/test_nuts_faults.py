@@ -137,14 +137,18 @@ def test_in_processes_a_failing_chain_and_ctrl_c_keep_the_other_chains_draws(con
     assert 10 <= posterior.num_draws < 5000
 
 
-def test_command_line_marks_an_interrupted_run_incomplete_in_metrics(monkeypatch, tmp_path):
+def test_command_line_marks_an_interrupted_run_incomplete_in_metrics_and_exits_130(monkeypatch, tmp_path, capsys):
     interrupt_at_report(monkeypatch, 20 + 10)
     out = tmp_path / "run"
-    with pytest.warns(IncompleteSamplingWarning):
+    with pytest.warns(IncompleteSamplingWarning), pytest.raises(SystemExit) as exit_info:
         main(["fit", "--method", "nuts", "--dataset", "toy1d", "--hidden", "2", "--num-chains", "1", "--num-warmup", "20",
               "--num-samples", "500", "--max-tree-depth", "4", "--quiet", "--out", str(out)])
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["incomplete"] is True and metrics["incomplete_reason"].startswith("interrupted (KeyboardInterrupt)")
+    assert exit_info.value.code == 130
+    message = capsys.readouterr().err
+    assert message.startswith("interrupted: nuts interrupted (KeyboardInterrupt); kept chains [0] with ")
+    assert message.endswith(f"{out} holds what it kept, marked incomplete in metrics.json\n") and message.count("\n") == 1
 
 
 SAMPLING_RUN = """
