@@ -7,6 +7,7 @@ import json
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -192,3 +193,60 @@ def test_sigterm_keeps_the_draws_made_like_ctrl_c(num_chains, chain_method):
     result = json.loads(stdout)
     assert result["incomplete"] is True and result["incomplete_reason"].startswith("interrupted (KeyboardInterrupt: SIGTERM)")
     assert 10 <= result["draws"] < 100_000
+
+
+class SlowOnceMarked(BayesianMLP):
+    """A model whose every run of the program, so every gradient of Pyro's potential, takes ``SLOW_SECONDS`` once
+    the file ``marker`` exists (importable, so it reaches worker processes): then one iteration takes longer than
+    :data:`~bnn.inference.nuts.chains.STOP_GRACE_SECONDS`."""
+
+    marker: Path
+
+    def __call__(self, *args, **kwargs):
+        if self.marker.exists():
+            time.sleep(SLOW_SECONDS)
+        return super().__call__(*args, **kwargs)
+
+
+SLOW_SECONDS = 10.0
+SLOW_RUN = """
+import sys, torch
+from pathlib import Path
+from bnn.inference import fit
+from bnn.inference.nuts import chains
+from tests.conjugate import conjugate_problem
+from tests.inference.nuts.test_nuts_faults import SlowOnceMarked
+
+torch.set_default_dtype(torch.float64)
+problem, show = conjugate_problem(), chains._ProgressBars.__call__
+
+def announcing(self, message):  # tell the test once an iteration is done
+    show(self, message)
+    print("sampling", flush=True)
+
+chains._ProgressBars.__call__ = announcing
+model = SlowOnceMarked.from_config(problem.model.config())
+model.marker = Path(sys.argv[1])
+fit(model, (problem.x, problem.y), "nuts", num_warmup=100, num_samples=100, num_chains=2, chain_method="parallel",
+    max_tree_depth=4, progress=False, jit_compile=False, engine="pyro", seed=5)
+"""
+
+
+@pytest.mark.slow  # 45 s: two workers start, import and compile
+@pytest.mark.skipif(chains.available_cores() < 2, reason="needs two cores to run two chains at once")
+def test_sigterm_acts_within_seconds_when_an_iteration_takes_longer(tmp_path):
+    marker = tmp_path / "slow"
+    process = subprocess.Popen([sys.executable, "-c", SLOW_RUN, str(marker)], cwd=ROOT, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        announced = process.stdout.readline()
+        assert announced == "sampling\n", process.communicate(timeout=60)[1]
+        marker.touch()  # from now on each gradient takes SLOW_SECONDS
+        process.send_signal(signal.SIGTERM)
+        sent = time.monotonic()
+        stdout, stderr = process.communicate(timeout=120)
+        took = time.monotonic() - sent
+    finally:
+        process.kill()
+    assert took < chains.STOP_GRACE_SECONDS + 5, f"SIGTERM took {took:.1f} s to end the run"
+    assert "KeyboardInterrupt: SIGTERM\n" in stderr, stderr  # no draw after warmup yet: nothing to keep
