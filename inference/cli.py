@@ -50,9 +50,20 @@ FIT_OPTIONS = {
 }
 
 
+NO_HIDDEN_LAYER = "none"
+"""``--hidden none``: a network without hidden layers (Bayesian linear or logistic regression)."""
+
+
 def _widths(text: str) -> tuple[int, ...]:
+    """``--hidden``: comma-separated positive widths, or ``none``; an empty text or an empty width is an error."""
+    if text.strip().lower() == NO_HIDDEN_LAYER:
+        return ()
+    parts = [part.strip() for part in text.split(",")]
+    if not all(parts):
+        raise argparse.ArgumentTypeError(f"--hidden takes comma-separated widths like 50,50 with no empty one, got "
+                                         f"{text!r}; write --hidden {NO_HIDDEN_LAYER} for a network without hidden layers")
     try:
-        widths = tuple(int(part) for part in text.split(",") if part.strip())
+        widths = tuple(int(part) for part in parts)
     except ValueError:
         raise argparse.ArgumentTypeError(f"--hidden takes comma-separated widths like 50,50, got {text!r}") from None
     if any(w < 1 for w in widths):
@@ -90,7 +101,8 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                       "with data/data.txt and the split index files")
     data.add_argument("--split", type=int, help="UCI split number (default 0); needs --uci-dir")
     model = parser.add_argument_group("model")
-    model.add_argument("--hidden", type=_widths, default=(50,), help="hidden widths, comma-separated (default 50)")
+    model.add_argument("--hidden", type=_widths, default=(50,),
+                       help=f"hidden widths, comma-separated (default 50); '{NO_HIDDEN_LAYER}' for no hidden layer")
     model.add_argument("--activation", choices=ACTIVATIONS.names(), default="tanh")
     model.add_argument("--prior", choices=PRIORS.names(), default="gaussian")
     model.add_argument("--prior-option", type=_key_value, action="append", default=[], metavar="KEY=VALUE",

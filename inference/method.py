@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from bnn.inference.memory import check_memory, network_needs
 from bnn.inference.posterior import Posterior
 
 from bnn.options import Options
@@ -31,5 +32,8 @@ class Method:
     run: Callable[[Any, torch.Tensor, torch.Tensor, Options], Posterior]
 
     def __call__(self, model, x: torch.Tensor, y: torch.Tensor, **options: Any) -> Posterior:
-        """Parse ``options`` (``ValueError`` for unknown or bad ones), then run."""
-        return self.run(model, x, y, self.options.parse(self.name, options))
+        """Parse ``options`` (``ValueError`` for unknown or bad ones), check that the machine has the memory the fit
+        needs (:mod:`bnn.inference.memory`; ``ValueError`` with the numbers), then run."""
+        parsed = self.options.parse(self.name, options)
+        check_memory(self.name, {**network_needs(model, x.shape[0]), **parsed.memory_needs(model)})
+        return self.run(model, x, y, parsed)
