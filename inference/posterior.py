@@ -298,8 +298,9 @@ class Posterior:
 def _checked_saved_data(path: Path, model: BayesianMLP, samples: dict[str, torch.Tensor], x: torch.Tensor,
                         y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The training data read from ``path``, checked as ``fit`` checks it, after checking that every site's draws
-    have the shape ``(chains, draws, *site_shape)`` of the model and are finite; ``ValueError`` names the file and the
-    site or the data's problem."""
+    have the shape ``(chains, draws, *site_shape)`` of the model and hold no NaN (an infinite draw can be a value a
+    fit kept, such as the noise scale of an SVI fit stopped by a non-finite ELBO); ``ValueError`` names the file and
+    the site or the data's problem."""
     from bnn.datasets.validation import check_inputs_targets
 
     for name, value in samples.items():
@@ -307,10 +308,10 @@ def _checked_saved_data(path: Path, model: BayesianMLP, samples: dict[str, torch
         if value.dim() != 2 + len(shape) or tuple(value.shape[2:]) != shape:
             raise ValueError(f"{path}: the draws of {name!r} have shape {tuple(value.shape)}; the model in {FIT_FILE} "
                              f"needs (chains, draws, *{shape}); the files are from different fits")
-        bad = int((~torch.isfinite(value)).sum())
+        bad = int(value.isnan().sum())
         if bad:
-            raise ValueError(f"{path}: the draws of {name!r} hold {bad} NaN or infinite values of {value.numel()}; "
-                             "the file is damaged: fit and save the posterior again")
+            raise ValueError(f"{path}: the draws of {name!r} hold {bad} NaN of {value.numel()} values; the file is "
+                             "damaged: fit and save the posterior again")
     try:
         return check_inputs_targets(x, y)
     except ValueError as error:

@@ -14,11 +14,13 @@ found before any worker starts) or a worker dies, ``chain_method="auto"`` runs t
 with a :class:`SequentialChainsWarning` saying why, and ``"parallel"`` raises ``ValueError``.
 
 Workers report each iteration to this process through a queue (the progress bars), ignore SIGINT
-and SIGTERM, and stop at the next iteration once this process sets a shared stop event (on
-Ctrl-C or SIGTERM, which :func:`~bnn.inference.stop_signals.sigterm_as_keyboard_interrupt` turns
-into ``KeyboardInterrupt("SIGTERM")``); the chains' outcomes, the
-draws made included, then come back as :class:`~bnn.inference.nuts.outcomes.ChainOutcomes`. The
-executor is shut down, its workers killed, on every way out; a worker whose parent died without
+and SIGTERM from their first line (:mod:`bnn.worker_process`), and stop at the next iteration once this process
+sets a shared stop event (on Ctrl-C or SIGTERM, which
+:func:`~bnn.inference.stop_signals.sigterm_as_keyboard_interrupt` turns into ``KeyboardInterrupt("SIGTERM")``);
+the chains' outcomes, the draws made included, then come back as
+:class:`~bnn.inference.nuts.outcomes.ChainOutcomes`. A chain whose iteration outlasts
+:data:`STOP_GRACE_SECONDS` is not waited for: its worker is killed and its draws are lost (``failed_chains`` says
+so). The executor is shut down, its workers killed, on every way out; a worker whose parent died without
 shutting it down (``kill -9``) ends itself.
 """
 

@@ -144,7 +144,7 @@ def _cut_site(idata):
     (lambda run: _write_fit_json(run, {**json.loads((run / "fit.json").read_text()), "extra": 1}),
      r"fit.json has unknown entries \['extra'\]; it holds \['model', 'record', 'schema_version'\]"),
     (lambda run: _damage_netcdf(run, _nan_draw),
-     r"posterior.nc: the draws of 'layers.0.weight' hold 3 NaN or infinite values of 30; the file is damaged"),
+     r"posterior.nc: the draws of 'layers.0.weight' hold 3 NaN of 30 values; the file is damaged"),
     (lambda run: _damage_netcdf(run, _nan_target),
      r"posterior.nc: its training data \(constant_data 'x', observed_data 'obs'\) is damaged: targets y contains NaN"),
     (lambda run: _damage_netcdf(run, _short_targets),
@@ -157,6 +157,11 @@ def test_loading_checks_every_draw_and_the_data_naming_the_file(saved, damage, m
     damage(saved)
     with pytest.raises(ValueError, match=message):
         Posterior.load(saved)
+
+
+def test_predicting_at_inputs_off_the_cpu_says_how_to_move_them(posterior):
+    with pytest.raises(ValueError, match=r"inputs x is on the 'meta' device; the collection runs on the CPU .* x.cpu\(\)"):
+        posterior.predict(torch.ones(3, 1, device="meta"))
 
 
 def test_saving_where_a_file_stands_names_the_file(posterior, tmp_path):

@@ -152,6 +152,16 @@ def test_command_line_marks_an_interrupted_run_incomplete_in_metrics_and_exits_1
     assert message.endswith(f"{out} holds what it kept, marked incomplete in metrics.json\n") and message.count("\n") == 1
 
 
+def test_compare_stops_at_an_interrupted_fit_and_exits_130(monkeypatch, tmp_path, capsys):
+    interrupt_at_report(monkeypatch, 20 + 10)
+    out = tmp_path / "report"
+    with pytest.warns(IncompleteSamplingWarning), pytest.raises(SystemExit) as exit_info:
+        main(["compare", "--methods", "nuts,laplace", "--dataset", "toy1d", "--hidden", "2", "--num-chains", "1",
+              "--num-warmup", "20", "--num-samples", "500", "--max-tree-depth", "4", "--quiet", "--out", str(out)])
+    assert exit_info.value.code == 130 and not out.exists()  # Laplace did not start, no report was written
+    assert capsys.readouterr().err.endswith(f"compare stopped there and wrote no report into {out}\n")
+
+
 SAMPLING_RUN = """
 import json, sys, torch
 from bnn.inference import fit
