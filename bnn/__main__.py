@@ -1,7 +1,7 @@
-"""``python -m bnn``: the command line of :mod:`bnn.inference.cli`."""
+"""``python -m bnn``: the ``bnn`` command (:mod:`bnn.console`)."""
 
 import sys
 
-from bnn.inference.cli import main
+from bnn.console import main
 
 sys.exit(main())

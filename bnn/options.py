@@ -164,6 +164,11 @@ class Options:
     def check(self) -> None:
         """Checks across options (one option that only makes sense with another); raise ``ValueError``."""
 
+    def memory_needs(self, model) -> dict[str, int]:
+        """The bytes the method holds at once for ``model`` besides the network on the data, by what holds them
+        (``bnn.inference.memory`` checks their sum against the machine before any work); none by default."""
+        return {}
+
     @classmethod
     def names(cls) -> list[str]:
         """The options this set takes."""

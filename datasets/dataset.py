@@ -39,23 +39,37 @@ class Dataset:
 
     @classmethod
     def from_arrays(cls, name: str, task: str, x_train, y_train, x_test, y_test) -> Dataset:
-        """Validate raw arrays, then standardise inputs (and regression targets) with training statistics."""
+        """Validate raw arrays, then standardise inputs (and regression targets) with training statistics, computed
+        in float64 and stored in torch's default dtype.
+
+        Raises
+        ------
+        ValueError
+            For bad arrays (:func:`~bnn.datasets.validation.check_inputs_targets`), an unknown task, a single training
+            row (no spread to standardise by) or a constant regression target (zero variance: nothing to learn).
+        """
         if task not in TASKS:
             raise ValueError(f"unknown task {task!r}; choose from {list(TASKS)}")
         x_train, y_train = check_inputs_targets(x_train, y_train)
         x_test, y_test = check_inputs_targets(x_test, y_test)
         if x_test.shape[1] != x_train.shape[1]:
             raise ValueError(f"test inputs have {x_test.shape[1]} features, training inputs {x_train.shape[1]}")
-        x_scaler = Standardizer.fit(x_train)
-        if task == "regression":  # labels stay exact float64 until the likelihood checks and casts them
-            y_train, y_test = y_train.to(x_train.dtype), y_test.to(x_train.dtype)
-        y_scaler = Standardizer.fit(y_train) if task == "regression" else Standardizer.identity(y_train)
-        return cls(
-            name, task,
-            x_scaler.transform(x_train), y_scaler.transform(y_train),
-            x_scaler.transform(x_test), y_scaler.transform(y_test),
-            x_scaler, y_scaler,
-        )
+        if x_train.shape[0] < 2:
+            raise ValueError(f"data set {name!r} has a single training row: it cannot be standardised (a standard "
+                             "deviation needs two rows) and a fit would learn nothing; give more training rows")
+        dtype, work = x_train.dtype, torch.float64  # y is float64 already
+        x_scaler = Standardizer.fit(x_train.to(work))
+        x_train, x_test = (x_scaler.transform(x.to(work)).to(dtype) for x in (x_train, x_test))
+        if task == "regression":
+            if bool((y_train == y_train[0]).all()):
+                raise ValueError(f"data set {name!r} has a constant regression target ({y_train[0].item()} in every "
+                                 "training row): zero variance, nothing to learn; check the target column")
+            y_scaler = Standardizer.fit(y_train)
+            y_train, y_test = (y_scaler.transform(y).to(dtype) for y in (y_train, y_test))
+            y_scaler = y_scaler.to(dtype)
+        else:  # labels stay exact float64 until the likelihood checks and casts them
+            y_scaler = Standardizer.identity(y_train)
+        return cls(name, task, x_train, y_train, x_test, y_test, x_scaler.to(dtype), y_scaler)
 
     @property
     def in_features(self) -> int:

@@ -1,7 +1,8 @@
 r"""Standardisation with training statistics: :math:`z = (v - \mu) / s`.
 
 A column that is constant on the training split gets :math:`s = 1` (it becomes zero)
-instead of a division by zero, as happens with the naval data set.
+instead of a division by zero, as happens with the naval data set. Fit and apply it in float64: in float32 the mean
+of values near its largest number (3.4e38) overflows to infinity.
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ class Standardizer:
     def identity(cls, like: torch.Tensor) -> Standardizer:
         """The do-nothing standardiser for data of ``like``'s column shape."""
         return cls(torch.zeros(like.shape[1:]), torch.ones(like.shape[1:]))
+
+    def to(self, dtype: torch.dtype) -> Standardizer:
+        """These statistics in ``dtype``."""
+        return Standardizer(self.mean.to(dtype), self.std.to(dtype))
 
     def transform(self, values: torch.Tensor) -> torch.Tensor:
         return (values - self.mean) / self.std

@@ -8,6 +8,7 @@ A data set folder holds ``data.txt`` (whitespace-separated rows), ``index_featur
 from __future__ import annotations
 
 import re
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -17,10 +18,20 @@ SPLIT_FILE = re.compile(r"index_train_(\d+)\.txt")
 """The name of split K's training index file; other files that start alike are not splits."""
 
 
+def _not_a_file(path: Path) -> str:
+    """What ``path`` is when it is not a regular file: missing, a folder, a FIFO, ... (not read: a FIFO would block)."""
+    if not path.exists():
+        return "does not exist"
+    mode = path.stat().st_mode
+    kinds = [(stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")]
+    return "is " + next((kind for test, kind in kinds if test(mode)), "not a regular file") + ", not a file"
+
+
 def _read_numbers(path: Path, what: str) -> np.ndarray:
     """The whitespace-separated numbers of ``path``, one row per non-blank line, checked to be a finite table."""
     if not path.is_file():
-        raise ValueError(f"missing {what}: {path} does not exist; is this a UCI data set folder?")
+        raise ValueError(f"missing {what}: {path} {_not_a_file(path)}; is this a UCI data set folder?")
     try:
         text = path.read_text()
     except UnicodeDecodeError:

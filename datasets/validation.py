@@ -12,12 +12,15 @@ def as_float_tensor(array, what: str, dtype: torch.dtype | None = None) -> torch
     Raises
     ------
     ValueError
-        For non-numeric data, an empty array, NaN or infinite entries (the message names ``what``
+        For a tensor that is not on the CPU, non-numeric data, an empty array, NaN or infinite entries (the message names ``what``
         and the first offending row), or values beyond the largest number of torch's default dtype,
         which the model computes in (float32: about 3.4e38), even when ``dtype`` is wider.
     """
     if isinstance(array, torch.Tensor):
-        array = array.detach().cpu().numpy()
+        if array.device.type != "cpu":
+            raise ValueError(f"{what} is on the {array.device.type!r} device; the collection runs on the CPU (there is no "
+                             "device option yet): move it there first, for example x.cpu()")
+        array = array.detach().numpy()
     try:
         values = np.asarray(array)
     except ValueError as error:  # ragged nested lists

@@ -16,6 +16,8 @@ from __future__ import annotations
 import ctypes
 import errno
 import json
+import math
+import numbers
 import os
 import secrets
 import shutil
@@ -53,10 +55,23 @@ def atomic_file(path: str | Path, mode: str = "w") -> Iterator[IO]:
     os.replace(handle.name, path)
 
 
+def finite_or_null(value: Any) -> Any:
+    """``value`` with every NaN or infinite number (Python or NumPy), however deep in dicts and lists, made ``None``:
+    JSON has no such numbers, and Python's ``json`` would write ``NaN``, which strict parsers refuse."""
+    if isinstance(value, dict):
+        return {key: finite_or_null(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_or_null(item) for item in value]
+    if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral) and not math.isfinite(value):
+        return None
+    return value
+
+
 def write_json(path: str | Path, payload: Any) -> None:
-    """Write ``payload`` as JSON to ``path`` atomically (see :func:`atomic_file`)."""
+    """Write ``payload`` as strict JSON to ``path`` atomically (see :func:`atomic_file`): NaN and infinities as
+    ``null`` (:func:`finite_or_null`), NumPy numbers as plain ones."""
     with atomic_file(path) as handle:
-        json.dump(payload, handle, indent=2, sort_keys=True, default=float)
+        json.dump(finite_or_null(payload), handle, indent=2, sort_keys=True, default=float, allow_nan=False)
 
 
 def result_state(folder: str | Path) -> str | None:

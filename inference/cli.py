@@ -67,9 +67,20 @@ FIT_OPTIONS = {
 }
 
 
+NO_HIDDEN_LAYER = "none"
+"""``--hidden none``: a network without hidden layers (Bayesian linear or logistic regression)."""
+
+
 def _widths(text: str) -> tuple[int, ...]:
+    """``--hidden``: comma-separated positive widths, or ``none``; an empty text or an empty width is an error."""
+    if text.strip().lower() == NO_HIDDEN_LAYER:
+        return ()
+    parts = [part.strip() for part in text.split(",")]
+    if not all(parts):
+        raise argparse.ArgumentTypeError(f"--hidden takes comma-separated widths like 50,50 with no empty one, got "
+                                         f"{text!r}; write --hidden {NO_HIDDEN_LAYER} for a network without hidden layers")
     try:
-        widths = tuple(int(part) for part in text.split(",") if part.strip())
+        widths = tuple(int(part) for part in parts)
     except ValueError:
         raise argparse.ArgumentTypeError(f"--hidden takes comma-separated widths like 50,50, got {text!r}") from None
     if any(w < 1 for w in widths):
@@ -107,7 +118,8 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                       "with data/data.txt and the split index files")
     data.add_argument("--split", type=int, help="UCI split number (default 0); needs --uci-dir")
     model = parser.add_argument_group("model")
-    model.add_argument("--hidden", type=_widths, default=(50,), help="hidden widths, comma-separated (default 50)")
+    model.add_argument("--hidden", type=_widths, default=(50,),
+                       help=f"hidden widths, comma-separated (default 50); '{NO_HIDDEN_LAYER}' for no hidden layer")
     model.add_argument("--activation", choices=ACTIVATIONS.names(), default="tanh")
     model.add_argument("--prior", choices=PRIORS.names(), default="gaussian")
     model.add_argument("--prior-option", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
@@ -364,7 +376,16 @@ def run_fit(args: argparse.Namespace) -> dict[str, Any]:
     for key, value in metrics.items():
         if key != "command":
             print(f"{key}: {value:.4g}" if isinstance(value, float) else f"{key}: {value}")
+    stop_if_interrupted(posterior, f"{args.out} holds what it kept, marked incomplete in metrics.json")
     return metrics
+
+
+def stop_if_interrupted(posterior, kept: str) -> None:
+    """Raise ``KeyboardInterrupt`` (the command then exits with status 130) when Ctrl-C or SIGTERM cut the fit
+    short and it returned what it had made; the message says what the fit kept and ``kept`` where it is."""
+    reason = posterior.record.interrupted
+    if reason is not None:
+        raise KeyboardInterrupt(f"{posterior.record.method} {reason}; {kept}")
 
 
 def method_specs(text: str) -> list[tuple[str, str | None]]:
@@ -417,8 +438,8 @@ def fit_or_reuse(model, dataset, specs, routed, kept: FinishedFits, command: str
                 print(f"reusing the finished {method} fit of an earlier run of this command: {kept.path(index, method)}")
             else:
                 posterior = fit(model, dataset, method, **options)
-                if getattr(posterior.record, "incomplete", False):
-                    raise KeyboardInterrupt(f"{method}: {posterior.record.incomplete_reason}")
+                if posterior.record.interrupted is not None:
+                    raise KeyboardInterrupt(f"{method}: {posterior.record.interrupted}")
                 kept.save(index, method, posterior)
             fits.append(posterior)
     except KeyboardInterrupt as error:
@@ -509,14 +530,17 @@ def check_data_arguments(args: argparse.Namespace) -> None:
 
 
 def interrupted_message(args: argparse.Namespace, error: KeyboardInterrupt) -> str:
-    """One line on what a Ctrl-C kept: SVI's own account (the checkpoint and how to ``--resume``), else the
-    checkpoint folder if it holds one, else nothing."""
-    if str(error):
+    """One line on what a Ctrl-C or SIGTERM kept: the fit's own account (SVI's checkpoint and how to ``--resume``,
+    the draws NUTS kept), else the checkpoint folder if it holds one, else nothing. A bare ``KeyboardInterrupt``
+    (Ctrl-C) or ``KeyboardInterrupt("SIGTERM")`` (:mod:`bnn.console`) carries no account."""
+    if str(error) not in ("", "SIGTERM"):
         return f"interrupted: {error}"
+    by = " by SIGTERM" if str(error) else ""
     folder = checkpoint_folder(args)
     if folder is not None and (folder / CHECKPOINT_FILE).exists():
-        return f"interrupted: {folder} holds the last SVI checkpoint; continue with the same options and --resume {folder}"
-    return f"interrupted: nothing was kept; {args.out} is as it was before the command"
+        return (f"interrupted{by}: {folder} holds the last SVI checkpoint; continue with the same options and "
+                f"--resume {folder}")
+    return f"interrupted{by}: nothing was kept; {args.out} is as it was before the command"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -532,7 +556,8 @@ def main(argv: list[str] | None = None) -> int:
     -------
     int
         0 on success. Bad input exits with status 2 and a one-line ``error: ...`` (argparse's own usage
-        errors too), Ctrl-C with status 130 and a line saying what was kept.
+        errors too); Ctrl-C or SIGTERM (:mod:`bnn.console` turns SIGTERM into ``KeyboardInterrupt``), even one a
+        fit survived by keeping its draws, with status 130 and a line saying what was kept.
     """
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -142,6 +142,10 @@ class ChainRecord(FitRecord):
         """The chains' own verdict (:attr:`ChainDiagnostics.converged`)."""
         return self.diagnostics.converged
 
+    @property
+    def interrupted(self) -> str | None:
+        return self.incomplete_reason if self.incomplete else None
+
     def problems(self) -> list[str]:
         return [f"{self.method} was interrupted: {self.incomplete_reason}"] if self.incomplete else []
 

@@ -15,6 +15,7 @@ from bnn.datasets.validation import check_inputs_targets
 from bnn.inference import ensemble, laplace, map, mc_dropout, nuts, sgmcmc, svi
 from bnn.inference.method import Method
 from bnn.inference.posterior import Posterior
+from bnn.models import BayesianMLP
 
 from bnn.registry import Registry
 
@@ -25,8 +26,23 @@ METHODS.register(sgmcmc.SGLD.name, sgmcmc.SGLD)
 METHODS.register(sgmcmc.SGHMC.name, sgmcmc.SGHMC)
 
 
+def check_model(model) -> None:
+    """Refuse what is not a :class:`~bnn.models.BayesianMLP` (``TypeError``), and a model whose prior or likelihood
+    holds a tensor that is not on the CPU (``ValueError``), before any work."""
+    if not isinstance(model, BayesianMLP):
+        raise TypeError(f"model must be a BayesianMLP (from bnn.models), got {type(model).__name__}: build one with "
+                        "BayesianMLP(in_features, out_features, hidden=...)")
+    for part in (*model.prior.values(), model.likelihood):
+        for name, value in vars(part).items():
+            if isinstance(value, torch.Tensor) and value.device.type != "cpu":
+                raise ValueError(f"the model's {type(part).__name__} holds {name} on the {value.device.type!r} device; "
+                                 "the collection runs on the CPU (there is no device option yet): build it from CPU "
+                                 f"tensors, for example {name}.cpu()")
+
+
 def prepare_data(model, data) -> tuple[torch.Tensor, torch.Tensor]:
     """Validate ``data`` (a :class:`Dataset` or ``(x, y)``) for ``model``; return training tensors."""
+    check_model(model)
     if isinstance(data, Dataset):
         x, y = data.x_train, data.y_train
     elif isinstance(data, (tuple, list)) and len(data) == 2:
@@ -66,8 +82,12 @@ def fit(model, data, method: str = "svi", **options: Any) -> Posterior:
 
     Raises
     ------
+    TypeError
+        For a ``model`` that is not a :class:`~bnn.models.BayesianMLP`, before any work starts.
     ValueError
-        For bad data, an unknown method or option, or a model that cannot be copied, before any work starts.
+        For bad data, data or a model not on the CPU, an unknown method or option, a fit that needs more memory
+        than the machine has available (:mod:`bnn.inference.memory`), or a model that cannot be copied, before any
+        work starts.
     """
     chosen: Method = METHODS.get(method)
     x, y = prepare_data(model, data)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from bnn.inference.memory import check_memory, network_needs
 from bnn.inference.model_snapshot import snapshot_model
 from bnn.inference.posterior import Posterior
 
@@ -32,7 +33,9 @@ class Method:
     run: Callable[[Any, torch.Tensor, torch.Tensor, Options], Posterior]
 
     def __call__(self, model, x: torch.Tensor, y: torch.Tensor, **options: Any) -> Posterior:
-        """Parse ``options`` (``ValueError`` for unknown or bad ones), then run on a copy of ``model``
+        """Parse ``options`` (``ValueError`` for unknown or bad ones), check that the machine has the memory the fit
+        needs (:mod:`bnn.inference.memory`; ``ValueError`` with the numbers), then run on a copy of ``model``
         (:func:`~bnn.inference.model_snapshot.snapshot_model`: changing ``model`` later leaves the fit alone)."""
         parsed = self.options.parse(self.name, options)
+        check_memory(self.name, {**network_needs(model, x.shape[0]), **parsed.memory_needs(model)})
         return self.run(snapshot_model(model), x, y, parsed)

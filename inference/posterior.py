@@ -30,6 +30,7 @@ SCHEMA_VERSION = 2  # 2: the typed fit record under "record" (1 had an untyped "
 POSTERIOR_FILE = "posterior.nc"
 FIT_FILE = "fit.json"
 LINEARIZATION_FILE = "linearization.pt"
+FIT_ENTRIES = {"schema_version", "model", "record"}  # the entries of fit.json
 
 
 class LinearizedPredictive(Protocol):
@@ -261,6 +262,9 @@ class Posterior:
         if not isinstance(meta, dict) or meta.get("schema_version") != SCHEMA_VERSION:
             found = meta.get("schema_version") if isinstance(meta, dict) else None
             raise ValueError(f"{fit_file} has schema version {found!r}; this version reads {SCHEMA_VERSION}")
+        unknown = sorted(set(meta) - FIT_ENTRIES)
+        if unknown:
+            raise ValueError(f"{fit_file} has unknown entries {unknown}; it holds {sorted(FIT_ENTRIES)}: {again}")
         try:
             model = BayesianMLP.from_config(meta["model"])
             record = read_record(meta["record"])
@@ -279,6 +283,7 @@ class Posterior:
         except (AttributeError, KeyError) as error:  # a group or variable is missing
             raise ValueError(f"{posterior_file} does not hold the draws and data of the model in {fit_file} "
                              f"({type(error).__name__}: {error}); it is damaged or from another fit: {again}") from None
+        x, y = _checked_saved_data(posterior_file, model, samples, x, y)
         y = model.likelihood.check_targets(y, model.out_features)
         stats = {k: v.values for k, v in idata.sample_stats.data_vars.items()} if "sample_stats" in idata.groups() else None
         linearization = record.load_linearization(directory / LINEARIZATION_FILE, model)
@@ -290,3 +295,27 @@ class Posterior:
             f"Posterior(method={self.method!r}, guide={self.record.guide!r}, chains={self.num_chains}, "
             f"draws={self.num_draws}, model={self.model!r})"
         )
+
+
+def _checked_saved_data(path: Path, model: BayesianMLP, samples: dict[str, torch.Tensor], x: torch.Tensor,
+                        y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The training data read from ``path``, checked as ``fit`` checks it, after checking that every site's draws
+    have the shape ``(chains, draws, *site_shape)`` of the model and hold no NaN (an infinite draw can be a value a
+    fit kept, such as the noise scale of an SVI fit stopped by a non-finite ELBO); ``ValueError`` names the file and
+    the site or the data's problem."""
+    from bnn.datasets.validation import check_inputs_targets
+
+    for name, value in samples.items():
+        shape = tuple(model.latent_shapes[name])
+        if value.dim() != 2 + len(shape) or tuple(value.shape[2:]) != shape:
+            raise ValueError(f"{path}: the draws of {name!r} have shape {tuple(value.shape)}; the model in {FIT_FILE} "
+                             f"needs (chains, draws, *{shape}); the files are from different fits")
+        bad = int(value.isnan().sum())
+        if bad:
+            raise ValueError(f"{path}: the draws of {name!r} hold {bad} NaN of {value.numel()} values; the file is "
+                             "damaged: fit and save the posterior again")
+    try:
+        return check_inputs_targets(x, y)
+    except ValueError as error:
+        raise ValueError(f"{path}: its training data (constant_data 'x', observed_data {OBSERVED_SITE!r}) is damaged: "
+                         f"{error}") from None

@@ -11,6 +11,7 @@ Downstream code (the comparison table, ``metrics.json``, the report) reads the r
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from dataclasses import dataclass
@@ -45,6 +46,12 @@ class FitRecord:
     @property
     def converged(self) -> bool | None:
         """The method's own verdict on its result (``None`` where the method has no check)."""
+        return None
+
+    @property
+    def interrupted(self) -> str | None:
+        """What an interrupt (Ctrl-C, SIGTERM) that the fit survived, keeping what it had made, cut short; ``None``
+        when none did (a method that cannot keep partial work raises ``KeyboardInterrupt`` instead)."""
         return None
 
     def problems(self) -> list[str]:
@@ -89,12 +96,25 @@ def _matches(kind: Any, value: Any) -> bool:
 
 
 def _value(name: str, annotation: Any, value: Any) -> Any:
-    """``value`` read as ``annotation``: nested dataclasses are built (strictly), plain JSON values checked for type."""
+    """``value`` read as ``annotation``: nested dataclasses are built (strictly), plain JSON values checked for type.
+    A ``null`` where a number (or a list of numbers) must be is NaN: JSON has no NaN, so it was written as ``null``
+    (:func:`~bnn.inference.atomic.finite_or_null`)."""
     options = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else (annotation,)
     if value is None:
-        if type(None) not in options:
-            raise ValueError(f"field {name!r} is null but must hold a value")
-        return None
+        if type(None) in options:
+            return None
+        if float in options:
+            return math.nan
+        raise ValueError(f"field {name!r} is null but must hold a value")
+    if list[float] in options and isinstance(value, list):
+        value = [math.nan if item is None else item for item in value]
+    for kind in options:
+        items = typing.get_args(kind) if typing.get_origin(kind) is list else ()
+        if isinstance(value, list) and len(items) == 1 and items[0] in JSON_TYPES:
+            wrong = next((item for item in value if not _matches(items[0], item)), None)
+            if wrong is not None:
+                raise ValueError(f"field {name!r} must be a list whose every item is {JSON_TYPES[items[0]]}, got the "
+                                 f"item {wrong!r}")
     for option in options:
         if dataclasses.is_dataclass(option):
             return build(option, value, name)

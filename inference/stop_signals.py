@@ -32,12 +32,10 @@ class StopRequest:
             self.signal = signum
 
     def stop(self, message: str) -> NoReturn:
-        """End the loop: ``KeyboardInterrupt(message)`` for SIGINT, ``SystemExit(message)`` for SIGTERM
-        (exit status 1; ``finally`` blocks and context managers still clean up)."""
+        """End the loop with ``KeyboardInterrupt(message)``, for SIGINT and SIGTERM alike (the message names the
+        signal; the command line exits with status 130; ``finally`` blocks and context managers still clean up)."""
         self.handled = True
-        if self.signal == signal.SIGINT:
-            raise KeyboardInterrupt(message)
-        raise SystemExit(message)
+        raise KeyboardInterrupt(message)
 
 
 @contextmanager

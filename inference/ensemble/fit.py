@@ -39,9 +39,11 @@ from bnn.inference.posterior import Posterior
 from bnn.inference.progress import progress_bar
 from bnn.inference.seeding import seeded
 from bnn.inference.stop_signals import sigterm_as_keyboard_interrupt
-from bnn.inference.workers import available_cores, one_torch_thread, start_worker
+from bnn.inference.workers import WORKER_ENV, available_cores, one_torch_thread
 from loky import ProcessPoolExecutor
 from tqdm import tqdm
+
+from bnn.worker_process import start_worker, stop_signals_held
 
 WORKING_DTYPE = torch.float64  # the L-BFGS polish needs it
 
@@ -111,7 +113,8 @@ def _in_sequence(model, x, y, jobs: list[MemberJob], outcomes: MemberOutcomes, d
 
 
 def _in_processes(model, x, y, jobs: list[MemberJob], outcomes: MemberOutcomes, done: tqdm, workers: int) -> None:
-    pool = ProcessPoolExecutor(max_workers=workers, initializer=start_worker, initargs=(os.getpid(),))
+    with stop_signals_held():  # the first queue starts loky's resource trackers
+        pool = ProcessPoolExecutor(max_workers=workers, env=WORKER_ENV, initializer=start_worker, initargs=(os.getpid(),))
     futures = {}
 
     def collect(future) -> None:
@@ -123,7 +126,8 @@ def _in_processes(model, x, y, jobs: list[MemberJob], outcomes: MemberOutcomes, 
         done.update()
 
     try:
-        futures = {pool.submit(_fit_member_in_worker, model, x, y, job): job.member for job in jobs}
+        with stop_signals_held():  # the first submit starts the workers
+            futures = {pool.submit(_fit_member_in_worker, model, x, y, job): job.member for job in jobs}
         for future in as_completed(futures):
             collect(future)
     except BaseException:  # Ctrl-C, SIGTERM: keep the members finished since the last one collected, end the rest

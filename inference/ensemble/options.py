@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+import torch
+from bnn.inference.memory import parameter_count, value_bytes
+
 from bnn.options import Options, choice, flag, integer, option, positive_int, positive_number, seed
 
 
@@ -46,3 +49,8 @@ class EnsembleOptions(Options):
     member_method: MemberMethod = option("auto", choice(MemberMethod))
     seed: int = option(0, seed)
     progress: bool = option(True, flag)
+
+    def memory_needs(self, model) -> dict[str, int]:
+        parameters = parameter_count(model)
+        return {f"{self.num_members} members' Adam states and draws (5 D each, float64)":
+                value_bytes(5 * self.num_members * parameters, torch.float64)}

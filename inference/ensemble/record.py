@@ -68,6 +68,10 @@ class EnsembleRecord(FitRecord):
             found.append(f"the ensemble was interrupted: {self.incomplete_reason}")
         return found
 
+    @property
+    def interrupted(self) -> str | None:
+        return self.incomplete_reason if self.incomplete else None
+
     def metrics(self) -> dict[str, Any]:
         entries = {"members": len(self.members_kept), "map_converged": self.converged, "map_grad_norm": max(self.map_grad_norms)}
         if self.failed_members:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bnn.inference.laplace.curvature import HessianType, Structure, check_combination
+import torch
+from bnn.inference.laplace.curvature import HessianType, Structure, check_combination, covered_from, required_bytes
+from bnn.inference.memory import parameter_count, value_bytes
 
 from bnn.options import Options, choice, flag, option, positive_int, positive_number, seed
 
@@ -47,6 +49,13 @@ class LaplaceOptions(Options):
     num_samples: int = option(1000, positive_int)
     seed: int = option(0, seed)
     progress: bool = option(True, flag)
+
+    def memory_needs(self, model) -> dict[str, int]:
+        parameters = parameter_count(model)
+        random = parameters - covered_from(model, self.structure)
+        return {"the MAP fit: Adam's state (4 D, float64)": value_bytes(4 * parameters, torch.float64),
+                f"the {self.structure.value} curvature (float64)": required_bytes(self.structure, random, 8),
+                f"{self.num_samples} posterior draws": value_bytes(self.num_samples * parameters)}
 
     def check(self) -> None:
         check_combination(self.hessian, self.structure)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bnn.inference.memory import parameter_count, value_bytes
+
 from bnn.options import Options, flag, integer, option, optional, positive_int, positive_number, probability, seed
 
 
@@ -36,3 +38,8 @@ class MCDropoutOptions(Options):
     num_samples: int = option(1000, positive_int)
     seed: int = option(0, seed)
     progress: bool = option(True, flag)
+
+    def memory_needs(self, model) -> dict[str, int]:
+        parameters = parameter_count(model)
+        return {"Adam's state (4 D)": value_bytes(4 * parameters),
+                f"{self.num_samples} posterior draws": value_bytes(self.num_samples * parameters)}

@@ -14,11 +14,13 @@ found before any worker starts) or a worker dies, ``chain_method="auto"`` runs t
 with a :class:`SequentialChainsWarning` saying why, and ``"parallel"`` raises ``ValueError``.
 
 Workers report each iteration to this process through a queue (the progress bars), ignore SIGINT
-and SIGTERM, and stop at the next iteration once this process sets a shared stop event (on
-Ctrl-C or SIGTERM, which :func:`~bnn.inference.stop_signals.sigterm_as_keyboard_interrupt` turns
-into ``KeyboardInterrupt("SIGTERM")``); the chains' outcomes, the
-draws made included, then come back as :class:`~bnn.inference.nuts.outcomes.ChainOutcomes`. The
-executor is shut down, its workers killed, on every way out; a worker whose parent died without
+and SIGTERM from their first line (:mod:`bnn.worker_process`), and stop at the next iteration once this process
+sets a shared stop event (on Ctrl-C or SIGTERM, which
+:func:`~bnn.inference.stop_signals.sigterm_as_keyboard_interrupt` turns into ``KeyboardInterrupt("SIGTERM")``);
+the chains' outcomes, the draws made included, then come back as
+:class:`~bnn.inference.nuts.outcomes.ChainOutcomes`. A chain whose iteration outlasts
+:data:`STOP_GRACE_SECONDS` is not waited for: its worker is killed and its draws are lost (``failed_chains`` says
+so). The executor is shut down, its workers killed, on every way out; a worker whose parent died without
 shutting it down (``kill -9``) ends itself.
 """
 
@@ -33,7 +35,6 @@ from concurrent.futures import Future
 from concurrent.futures import wait as wait_for
 from concurrent.futures.process import BrokenProcessPool
 from enum import Enum
-from typing import Any
 
 import loky
 import torch
@@ -42,13 +43,16 @@ from bnn.inference.nuts.engines import ENGINES
 from bnn.inference.nuts.outcomes import ChainInterrupted, ChainOutcomes
 from bnn.inference.progress import progress_bar
 from bnn.inference.stop_signals import sigterm_as_keyboard_interrupt
-from bnn.inference.workers import available_cores, one_torch_thread, start_worker
+from bnn.inference.workers import WORKER_ENV, available_cores, one_torch_thread
 from loky.backend import get_context
 from loky.backend.reduction import dumps as loky_dumps
 from loky.process_executor import TerminatedWorkerError
 
+from bnn.worker_process import start_worker, stop_signals_held, worker_shared
+
 PROGRESS_POLL_SECONDS = 0.2
-WORKER_ENV = {"OMP_NUM_THREADS": "1"}  # set before the worker imports anything
+STOP_GRACE_SECONDS = 3.0
+"""After Ctrl-C or SIGTERM, how long the running chains have to hand back their draws before their workers are killed."""
 
 
 class SequentialChainsWarning(UserWarning):
@@ -91,26 +95,18 @@ class _ProgressBars:
 
 
 # ------------------------------------------------------------------ in a worker process
-_worker_messages: Any = None  # the worker's end of the progress queue and stop event
-_worker_stop: Any = None
-
-
-def _start_worker(messages, stop, parent: int) -> None:
-    global _worker_messages, _worker_stop
-    start_worker(parent)  # the parent stops the workers through `stop`
-    messages.cancel_join_thread()  # exit without flushing progress messages nobody reads any more
-    _worker_messages, _worker_stop = messages, stop
-
-
 def _report_to_parent(message: tuple) -> None:
-    if _worker_stop.is_set():
+    messages, stop = worker_shared()  # the progress queue and the stop event the parent started the worker with
+    if stop.is_set():
         raise InterruptedError("the parent process stopped the sampling")
-    _worker_messages.put(message)
+    messages.put(message)
 
 
 def _run_chain_in_worker(problem: bytes, job: ChainJob) -> ChainDraws:
-    if _worker_stop.is_set():
+    messages, stop = worker_shared()
+    if stop.is_set():
         raise InterruptedError("the parent process stopped the sampling before this chain began")
+    messages.cancel_join_thread()  # exit without flushing progress messages nobody reads any more
     model, x, y = pickle.loads(problem)
     torch.set_default_dtype(job.dtype)
     return ENGINES[job.engine](model, x, y, job, _report_to_parent)
@@ -140,15 +136,17 @@ def _show_progress(futures: dict[int, Future], messages, show: Callable[[tuple],
 
 def _run_in_processes(model, x, y, jobs: list[ChainJob], show: _ProgressBars) -> ChainOutcomes:
     problem = _pickled(model, x, y)
-    context = get_context("loky")
-    messages, stop = context.Queue(), context.Event()
     outcomes = ChainOutcomes(len(jobs), jobs[0].num_samples)
-    executor = loky.ProcessPoolExecutor(
-        max_workers=min(len(jobs), available_cores()), context=context, env=WORKER_ENV,
-        initializer=_start_worker, initargs=(messages, stop, os.getpid()),
-    )
+    with stop_signals_held():  # the first queue starts loky's resource trackers
+        context = get_context("loky")
+        messages, stop = context.Queue(), context.Event()
+        executor = loky.ProcessPoolExecutor(
+            max_workers=min(len(jobs), available_cores()), context=context, env=WORKER_ENV,
+            initializer=start_worker, initargs=(os.getpid(), messages, stop),
+        )
     try:
-        futures = {job.chain: executor.submit(_run_chain_in_worker, problem, job) for job in jobs}
+        with stop_signals_held():  # the first submit starts the workers
+            futures = {job.chain: executor.submit(_run_chain_in_worker, problem, job) for job in jobs}
         try:
             _show_progress(futures, messages, show)
         except BaseException as interrupt:
@@ -158,7 +156,12 @@ def _run_in_processes(model, x, y, jobs: list[ChainJob], show: _ProgressBars) ->
             outcomes.interrupt = interrupt
             for future in futures.values():
                 future.cancel()  # the chains no worker has begun
-            wait_for(futures.values())  # the running ones, with the draws they made
+            _, late = wait_for(futures.values(), timeout=STOP_GRACE_SECONDS)  # the running ones, with their draws
+            for chain, future in futures.items():
+                if future in late:
+                    outcomes.failures[chain] = TimeoutError(
+                        f"its worker did not stop within {STOP_GRACE_SECONDS:g} s of the interrupt (one iteration "
+                        "takes longer) and was killed; its draws are lost")
     finally:
         executor.shutdown(wait=True, kill_workers=True)
     return _collect(futures, outcomes)
@@ -166,6 +169,7 @@ def _run_in_processes(model, x, y, jobs: list[ChainJob], show: _ProgressBars) ->
 
 def _collect(futures: dict[int, Future], outcomes: ChainOutcomes) -> ChainOutcomes:
     """``outcomes`` with each chain's draws or error; :class:`_NoProcesses` when a worker died."""
+    futures = {chain: future for chain, future in futures.items() if chain not in outcomes.failures}  # late: lost
     errors = {chain: None if future.cancelled() else future.exception() for chain, future in futures.items()}
     broken = [error for error in errors.values() if isinstance(error, BrokenProcessPool)]
     if broken and outcomes.interrupt is None:  # a worker died: no chain's outcome is its own

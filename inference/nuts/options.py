@@ -6,9 +6,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+from bnn.inference.memory import parameter_count, value_bytes
 from bnn.inference.nuts.chain import Engine, InitStrategy
 from bnn.inference.nuts.chains import ChainMethod
 from bnn.inference.nuts.engines import DEFAULT_ENGINE
+from bnn.inference.workers import available_cores
 
 from bnn.options import Options, choice, flag, integer, option, optional, probability, seed
 
@@ -79,6 +82,14 @@ class NUTSOptions(Options):
     engine: Engine = option(DEFAULT_ENGINE, choice(Engine))
     seed: int = option(0, seed)
     progress: bool = option(True, flag)
+
+    def memory_needs(self, model) -> dict[str, int]:
+        parameters, chains = parameter_count(model), self.num_chains or min(2, available_cores())
+        needs = {f"{chains} chains x {self.num_warmup + self.num_samples} draws (warmup included, float64)":
+                 value_bytes(chains * (self.num_warmup + self.num_samples) * parameters, torch.float64)}
+        if self.dense_mass:
+            needs[f"{chains} dense mass matrices (D^2)"] = value_bytes(chains * parameters**2, torch.float64)
+        return needs
 
     def check(self) -> None:
         if self.engine is Engine.NUTPIE and self.dense_mass:

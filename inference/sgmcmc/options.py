@@ -25,6 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from bnn.inference.memory import parameter_count, value_bytes
+
 from bnn.options import Options, choice, flag, integer, number, option, optional, positive_number, probability, seed
 
 MIN_SAMPLES = 4  # split R-hat and ESS need at least 4 draws per chain
@@ -90,6 +92,12 @@ class SGMCMCOptions(Options):
     batch_size: int | None = option(None, optional(integer(minimum=1)))
     seed: int = option(0, seed)
     progress: bool = option(True, flag)
+
+    def memory_needs(self, model) -> dict[str, int]:
+        parameters = parameter_count(model)
+        return {f"{self.num_chains} chains' states (4 D each)": value_bytes(4 * self.num_chains * parameters),
+                f"{self.num_chains} chains x {self.num_samples} draws": value_bytes(
+                    self.num_chains * self.num_samples * parameters)}
 
 
 @dataclass(frozen=True)

@@ -176,7 +176,7 @@ class SVILoop:
 
     def checkpoint_after(self, steps_done: int, stop: StopRequest) -> None:
         """Write a checkpoint after ``steps_done`` steps when one is due or a stop signal came; on a signal, end
-        the run (``KeyboardInterrupt`` or ``SystemExit``, naming the folder to resume from)."""
+        the run (``KeyboardInterrupt``, naming the signal and the folder to resume from)."""
         every = DEFAULT_CHECKPOINT_EVERY if self.options.checkpoint_every is None else self.options.checkpoint_every
         received = stop.signal  # read once: a signal during the write below is handled after the next step
         if self.checkpoints is None or (received is None and steps_done % every != 0):

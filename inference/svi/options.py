@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from bnn.inference.memory import parameter_count, value_bytes
 from bnn.inference.svi.kl_weights import KLWeighting
 from bnn.inference.svi.optimiser import ADAM_BETAS
 from bnn.inference.svi.schedules import LRSchedule
@@ -68,7 +69,7 @@ class SVIOptions(Options):
     checkpoint_dir : str or Path, optional
         Folder for checkpoints (:mod:`bnn.inference.svi.checkpoint`), written every ``checkpoint_every``
         steps, at the end, and on Ctrl-C or SIGTERM, which then end the fit after the current step
-        (``KeyboardInterrupt`` or ``SystemExit``, with the folder named); must not hold another
+        (``KeyboardInterrupt``, naming the signal and the folder); must not hold another
         fit's checkpoint.
     checkpoint_every : int, optional
         Steps between checkpoints (default 1000 when there is a checkpoint folder).
@@ -110,6 +111,12 @@ class SVIOptions(Options):
     def warmup_fraction(self) -> float:
         """The KL warm-up fraction in force (its default where none was given)."""
         return DEFAULT_KL_WARMUP_FRACTION if self.kl_warmup_fraction is None else self.kl_warmup_fraction
+
+    def memory_needs(self, model) -> dict[str, int]:
+        parameters = parameter_count(model)
+        return {"guide, its gradients and Adam's moments (8 D)": value_bytes(8 * parameters),
+                f"{self.num_particles} particle draws": value_bytes(self.num_particles * parameters),
+                f"{self.num_samples} posterior draws": value_bytes(self.num_samples * parameters)}
 
 
 def check_lr(lr: float) -> None:

@@ -41,8 +41,22 @@ def test_unknown_dataset_names_the_choices():
         (np.zeros((0, 2)), np.zeros(0), "is empty"),
         ([["a"], ["b"]], [1.0, 2.0], "must be numeric"),
         ([[1.0], [2.0]], np.zeros((2, 1, 1)), r"targets y must have shape \(n,\)"),
+        ([[1.0]], [1.0], "a single training row: it cannot be standardised"),
+        ([[1.0], [2.0], [3.0]], [4.0, 4.0, 4.0], r"constant regression target \(4.0 in every training row\): zero variance"),
+        ([[1.0], [4e38]], [1.0, 2.0], "inputs x has values too large for torch.float32"),
+        (torch.ones(2, 1, device="meta"), [1.0, 2.0], "inputs x is on the 'meta' device; the collection runs on the CPU"),
     ],
 )
 def test_bad_arrays_are_refused(x, y, message):
     with pytest.raises(ValueError, match=message):
         Dataset.from_arrays("bad", "regression", x, y, [[0.0]], [0.0])
+
+
+def test_values_near_the_float32_limit_are_standardised_in_float64():
+    x = np.array([[3e38], [3e38], [1e38]])  # in float32 their sum, and so the mean, overflows to infinity
+    data = Dataset.from_arrays("large", "regression", x, -x[:, 0], [[2e38]], [-2e38])
+    z = (x[:, 0] - x.mean()) / x.std()  # NumPy's float64 standardisation
+    assert data.x_train.dtype == torch.get_default_dtype()
+    np.testing.assert_allclose(data.x_train[:, 0].numpy(), z, rtol=1e-6)
+    np.testing.assert_allclose(data.y_train.numpy(), -z, rtol=1e-6)
+    np.testing.assert_allclose(data.x_scaler.inverse(data.x_test).numpy(), [[2e38]], rtol=1e-6)

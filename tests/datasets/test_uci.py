@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -100,3 +101,15 @@ def test_missing_files_and_splits(tmp_path):
         load_uci(folder, "fake", 3)
     with pytest.raises(ValueError, match=r"no UCI data set 'boston' in .*; found \['fake'\]"):
         load_uci(folder, "boston", 0)
+
+
+@pytest.mark.parametrize("make, what", [
+    (lambda path: path.mkdir(), "is a folder, not a file"),
+    (lambda path: os.mkfifo(path), r"is a FIFO \(named pipe\), not a file"),  # never opened: reading would block
+])
+def test_a_data_file_that_is_not_a_file_says_what_it_is(tmp_path, make, what):
+    folder = write_uci(tmp_path, GOOD)
+    (folder / "fake" / "data.txt").unlink()
+    make(folder / "fake" / "data.txt")
+    with pytest.raises(ValueError, match=f"missing data file: .*data.txt {what}; is this a UCI data set folder"):
+        load_uci(folder, "fake", 0)

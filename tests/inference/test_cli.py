@@ -53,6 +53,12 @@ def test_classification_and_prior_options(tmp_path):
         (["--hidden", "5,x"], "comma-separated widths"),
         (["--noise", "0"], "scale must be a positive"),
         (["--steps", "5", "--epochs", "2"], "give steps or epochs, not both"),
+        (["--hidden", ""], "comma-separated widths like 50,50 with no empty one, got ''; write --hidden none"),
+        (["--hidden", "5,,5"], "with no empty one, got '5,,5'"),
+        (["--hidden", "4000000000"], "method 'svi' needs at least"),
+        (["--hidden", "99999999999999999999"], "method 'svi' needs at least"),
+        (["--method", "nuts", "--max-tree-depth", "1000"], "max_tree_depth must be an integer >= 1 and <= 20, got 1000"),
+        (["--method", "nuts", "--max-tree-depth", "0"], "max_tree_depth must be an integer >= 1"),
     ],
 )
 def test_bad_arguments_exit_with_a_clear_message(tmp_path, capsys, arguments, message):
@@ -61,6 +67,11 @@ def test_bad_arguments_exit_with_a_clear_message(tmp_path, capsys, arguments, me
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+def test_hidden_none_asks_for_a_network_without_hidden_layers():
+    arguments = cli_module.build_parser().parse_args(["fit", "--out", "x", "--hidden", "none"])
+    assert arguments.hidden == ()
 
 
 def test_module_entry_point_runs(tmp_path):

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from bnn.inference import fit
-from bnn.models import BayesianMLP
+from bnn.models import BayesianMLP, GaussianPrior
 
 X = torch.randn(10, 2)
 Y = torch.randn(10)
@@ -30,3 +31,37 @@ Y = torch.randn(10)
 def test_bad_data_and_names(model, data, method, message):
     with pytest.raises(ValueError, match=message):
         fit(model, data, method, progress=False)
+
+
+class PriorOffTheCPU(GaussianPrior):
+    """A Gaussian prior holding a tensor on another device than the CPU (``meta``: this machine has no GPU)."""
+
+    def __init__(self, scale: float) -> None:
+        super().__init__(scale)
+        self.loc = torch.tensor(0.0, device="meta")
+
+
+@pytest.mark.parametrize(
+    "model, data, options, error, message",
+    [
+        (None, (X, Y), {}, TypeError, "model must be a BayesianMLP .* got NoneType"),
+        ("BayesianMLP(2, 1)", (X, Y), {}, TypeError, "model must be a BayesianMLP .* got str"),
+        (BayesianMLP(2, 1), (X, Y), {"guide_options": [1]}, ValueError, r"guide_options must be a mapping .* got \[1\]"),
+        (BayesianMLP(2, 1), (X, Y), {"steps": np.float64(2)}, ValueError, r"steps must be a positive integer, got np.float64"),
+        (BayesianMLP(2, 1), (X.to("meta"), Y), {}, ValueError, "inputs x is on the 'meta' device; .* x.cpu()"),
+        (BayesianMLP(2, 1), (X, Y.to("meta")), {}, ValueError, "targets y is on the 'meta' device"),
+        (BayesianMLP(2, 1, prior=PriorOffTheCPU(1.0)), (X, Y), {},
+         ValueError, "the model's PriorOffTheCPU holds loc on the 'meta' device; .* loc.cpu()"),
+    ],
+    ids=["model None", "model a string", "guide_options a list", "steps a float", "x on another device",
+         "y on another device", "a prior on another device"],
+)
+def test_bad_arguments_are_named_before_any_work(model, data, options, error, message):
+    with pytest.raises(error, match=message):
+        fit(model, data, "svi", progress=False, **options)
+
+
+def test_numpy_integers_are_taken_where_integers_are(monkeypatch):
+    posterior = fit(BayesianMLP(2, 1, hidden=(2,)), (X, Y), "svi", steps=np.int64(2), num_samples=np.int32(5),
+                    seed=np.uint8(3), progress=False)
+    assert posterior.record.steps == 2 and posterior.num_draws == 5 and posterior.record.seed == 3

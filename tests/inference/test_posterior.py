@@ -115,6 +115,55 @@ def test_each_damaged_file_is_named_with_what_to_do(saved, damage, message):
     assert "weights_only" not in str(error.value)  # torch's advice to unpickle with code execution is not passed on
 
 
+def _damage_netcdf(folder, change):
+    """Rewrite ``posterior.nc`` in ``folder`` after ``change(idata)``."""
+    idata = az.from_netcdf(str(folder / "posterior.nc"))
+    idata.load()
+    change(idata)
+    (folder / "posterior.nc").unlink()
+    idata.to_netcdf(str(folder / "posterior.nc"))
+
+
+def _nan_draw(idata):
+    idata.posterior["layers.0.weight"].values[0, 1] = float("nan")
+
+
+def _nan_target(idata):
+    idata.observed_data["obs"].values[4] = float("nan")
+
+
+def _short_targets(idata):
+    idata.observed_data = idata.observed_data.isel({idata.observed_data["obs"].dims[0]: slice(0, 5)})
+
+
+def _cut_site(idata):
+    idata.posterior = idata.posterior.isel({idata.posterior["layers.0.weight"].dims[2]: slice(0, 2)})
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda run: _write_fit_json(run, {**json.loads((run / "fit.json").read_text()), "extra": 1}),
+     r"fit.json has unknown entries \['extra'\]; it holds \['model', 'record', 'schema_version'\]"),
+    (lambda run: _damage_netcdf(run, _nan_draw),
+     r"posterior.nc: the draws of 'layers.0.weight' hold 3 NaN of 30 values; the file is damaged"),
+    (lambda run: _damage_netcdf(run, _nan_target),
+     r"posterior.nc: its training data \(constant_data 'x', observed_data 'obs'\) is damaged: targets y contains NaN"),
+    (lambda run: _damage_netcdf(run, _short_targets),
+     r"posterior.nc: its training data .* is damaged: inputs and targets differ in length: x has 30 rows, y has 5"),
+    (lambda run: _damage_netcdf(run, _cut_site),
+     r"posterior.nc: the draws of 'layers.0.weight' have shape \(1, 10, 2, 1\); the model in fit.json needs "
+     r"\(chains, draws, \*\(3, 1\)\)"),
+], ids=["unknown fit.json entry", "NaN draw", "NaN target", "fewer targets than inputs", "draws of another shape"])
+def test_loading_checks_every_draw_and_the_data_naming_the_file(saved, damage, message):
+    damage(saved)
+    with pytest.raises(ValueError, match=message):
+        Posterior.load(saved)
+
+
+def test_predicting_at_inputs_off_the_cpu_says_how_to_move_them(posterior):
+    with pytest.raises(ValueError, match=r"inputs x is on the 'meta' device; the collection runs on the CPU .* x.cpu\(\)"):
+        posterior.predict(torch.ones(3, 1, device="meta"))
+
+
 def test_saving_where_a_file_stands_names_the_file(posterior, tmp_path):
     (tmp_path / "taken").write_text("")
     with pytest.raises(ValueError, match=r"taken is a file, not a folder; choose another folder path"):

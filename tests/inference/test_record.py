@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
+from bnn.inference.atomic import write_json
 from bnn.inference.convergence import ChainDiagnostics
 from bnn.inference.laplace import LaplaceRecord
 from bnn.inference.nuts import NUTSRecord
@@ -50,6 +52,9 @@ def test_records_give_their_verdicts_problems_and_metrics():
     (lambda d: d.update(dense_mass=0), r"field 'the nuts record.dense_mass' must be true or false, got 0"),
     (lambda d: d.update(chain_seeds=None), r"field 'the nuts record.chain_seeds' is null but must hold a value"),
     (lambda d: d["diagnostics"].pop("converged"), r"the nuts record.diagnostics lacks the field\(s\) \['converged'\]"),
+    (lambda d: d.update(chain_seeds=[3, "4"]), r"field 'the nuts record.chain_seeds' must be a list whose every item "
+                                               r"is an integer, got the item '4'"),
+    (lambda d: d.update(chain_seconds=[1.0, "slow"]), r"'the nuts record.chain_seconds' must be a list whose every item is a"),
 ])
 def test_a_damaged_record_names_what_is_wrong(change, message):
     data = NUTS.to_json()
@@ -61,3 +66,19 @@ def test_a_damaged_record_names_what_is_wrong(change, message):
 def test_a_nan_survives_the_round_trip():
     data = json.loads(json.dumps({**SVI.to_json(), "final_elbo": math.nan}))
     assert math.isnan(read_record(data).final_elbo)
+
+
+def test_null_numbers_read_back_as_nan_and_json_stays_strict(tmp_path):
+    record = SVIRecord(**{**vars(SVI), "final_elbo": math.nan, "elbo": [-5.0, math.inf, math.nan]})
+    write_json(tmp_path / "fit.json", record.to_json())
+    text = (tmp_path / "fit.json").read_text()
+    data = json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} is not JSON"))  # a strict parser
+    assert data["final_elbo"] is None and data["elbo"] == [-5.0, None, None]
+    again = read_record(data)
+    assert math.isnan(again.final_elbo) and again.elbo[0] == -5.0 and all(math.isnan(v) for v in again.elbo[1:])
+
+
+def test_numpy_and_non_finite_numbers_are_written_as_strict_json(tmp_path):
+    write_json(tmp_path / "m.json", {"a": np.float32("nan"), "b": [np.float64(1.5), -math.inf], "c": {"d": np.int64(3)}})
+    text = (tmp_path / "m.json").read_text()
+    assert json.loads(text, parse_constant=lambda name: pytest.fail(name)) == {"a": None, "b": [1.5, None], "c": {"d": 3}}

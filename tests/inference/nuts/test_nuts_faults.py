@@ -7,6 +7,7 @@ import json
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -137,14 +138,28 @@ def test_in_processes_a_failing_chain_and_ctrl_c_keep_the_other_chains_draws(con
     assert 10 <= posterior.num_draws < 5000
 
 
-def test_command_line_marks_an_interrupted_run_incomplete_in_metrics(monkeypatch, tmp_path):
+def test_command_line_marks_an_interrupted_run_incomplete_in_metrics_and_exits_130(monkeypatch, tmp_path, capsys):
     interrupt_at_report(monkeypatch, 20 + 10)
     out = tmp_path / "run"
-    with pytest.warns(IncompleteSamplingWarning):
+    with pytest.warns(IncompleteSamplingWarning), pytest.raises(SystemExit) as exit_info:
         main(["fit", "--method", "nuts", "--dataset", "toy1d", "--hidden", "2", "--num-chains", "1", "--num-warmup", "20",
               "--num-samples", "500", "--max-tree-depth", "4", "--quiet", "--out", str(out)])
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["incomplete"] is True and metrics["incomplete_reason"].startswith("interrupted (KeyboardInterrupt)")
+    assert exit_info.value.code == 130
+    message = capsys.readouterr().err
+    assert message.startswith("interrupted: nuts interrupted (KeyboardInterrupt); kept chains [0] with ")
+    assert message.endswith(f"{out} holds what it kept, marked incomplete in metrics.json\n") and message.count("\n") == 1
+
+
+def test_compare_stops_at_an_interrupted_fit_and_exits_130(monkeypatch, tmp_path, capsys):
+    interrupt_at_report(monkeypatch, 20 + 10)
+    out = tmp_path / "report"
+    with pytest.warns(IncompleteSamplingWarning), pytest.raises(SystemExit) as exit_info:
+        main(["compare", "--methods", "nuts,laplace", "--dataset", "toy1d", "--hidden", "2", "--num-chains", "1",
+              "--num-warmup", "20", "--num-samples", "500", "--max-tree-depth", "4", "--quiet", "--out", str(out)])
+    assert exit_info.value.code == 130 and not out.exists()  # Laplace did not start, no report was written
+    assert capsys.readouterr().err.endswith(f"compare stopped there and wrote no report into {out}\n")
 
 
 SAMPLING_RUN = """
@@ -188,3 +203,60 @@ def test_sigterm_keeps_the_draws_made_like_ctrl_c(num_chains, chain_method):
     result = json.loads(stdout)
     assert result["incomplete"] is True and result["incomplete_reason"].startswith("interrupted (KeyboardInterrupt: SIGTERM)")
     assert 10 <= result["draws"] < 100_000
+
+
+class SlowOnceMarked(BayesianMLP):
+    """A model whose every run of the program, so every gradient of Pyro's potential, takes ``SLOW_SECONDS`` once
+    the file ``marker`` exists (importable, so it reaches worker processes): then one iteration takes longer than
+    :data:`~bnn.inference.nuts.chains.STOP_GRACE_SECONDS`."""
+
+    marker: Path
+
+    def __call__(self, *args, **kwargs):
+        if self.marker.exists():
+            time.sleep(SLOW_SECONDS)
+        return super().__call__(*args, **kwargs)
+
+
+SLOW_SECONDS = 10.0
+SLOW_RUN = """
+import sys, torch
+from pathlib import Path
+from bnn.inference import fit
+from bnn.inference.nuts import chains
+from tests.conjugate import conjugate_problem
+from tests.inference.nuts.test_nuts_faults import SlowOnceMarked
+
+torch.set_default_dtype(torch.float64)
+problem, show = conjugate_problem(), chains._ProgressBars.__call__
+
+def announcing(self, message):  # tell the test once an iteration is done
+    show(self, message)
+    print("sampling", flush=True)
+
+chains._ProgressBars.__call__ = announcing
+model = SlowOnceMarked.from_config(problem.model.config())
+model.marker = Path(sys.argv[1])
+fit(model, (problem.x, problem.y), "nuts", num_warmup=100, num_samples=100, num_chains=2, chain_method="parallel",
+    max_tree_depth=4, progress=False, jit_compile=False, engine="pyro", seed=5)
+"""
+
+
+@pytest.mark.slow  # 45 s: two workers start, import and compile
+@pytest.mark.skipif(chains.available_cores() < 2, reason="needs two cores to run two chains at once")
+def test_sigterm_acts_within_seconds_when_an_iteration_takes_longer(tmp_path):
+    marker = tmp_path / "slow"
+    process = subprocess.Popen([sys.executable, "-c", SLOW_RUN, str(marker)], cwd=ROOT, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        announced = process.stdout.readline()
+        assert announced == "sampling\n", process.communicate(timeout=60)[1]
+        marker.touch()  # from now on each gradient takes SLOW_SECONDS
+        process.send_signal(signal.SIGTERM)
+        sent = time.monotonic()
+        stdout, stderr = process.communicate(timeout=120)
+        took = time.monotonic() - sent
+    finally:
+        process.kill()
+    assert took < chains.STOP_GRACE_SECONDS + 5, f"SIGTERM took {took:.1f} s to end the run"
+    assert "KeyboardInterrupt: SIGTERM\n" in stderr, stderr  # no draw after warmup yet: nothing to keep

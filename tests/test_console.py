@@ -1,0 +1,77 @@
+"""The ``bnn`` command under Ctrl-C and SIGTERM: status 130 and one line saying what was kept, never a traceback,
+whether the signal comes while it imports, while its workers import, or in the middle of a fit."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+
+import psutil
+import pytest
+from bnn.inference.workers import available_cores
+
+from bnn.console import INTERRUPTED
+from tests.processes import kill_all, loky_workers, start_bnn
+
+FIT = ["fit", "--dataset", "toy1d", "--hidden", "3", "--quiet"]
+# per method: its options (long enough never to finish), where its work starts, and what the last line says was kept
+INTERRUPTED_FITS = {
+    "svi": (["--method", "svi", "--steps", "1000000"], "bnn.inference.svi.loop:guarded_step",
+            r"interrupted: SVI stopped by {signal} after step \d+ of 1000000; .* --resume .*checkpoint"),
+    "nuts": (["--method", "nuts", "--num-warmup", "20", "--num-samples", "100000", "--max-tree-depth", "4"],
+             "bnn.inference.nuts.chains:_ProgressBars.__call__",
+             r"interrupted(: nuts interrupted \(KeyboardInterrupt(: SIGTERM)?\); kept chains .* marked incomplete in "
+             r"metrics.json| by SIGTERM: nothing was kept; .*| ?: nothing was kept; .*)"),
+    "laplace": (["--method", "laplace", "--map-steps", "10000000"], "bnn.inference.map_estimate:log_prior",
+                r"interrupted( by SIGTERM)?: nothing was kept; .* is as it was before the command"),
+}
+
+
+def interrupt(process, signum: int) -> tuple[str, str]:
+    """Send ``signum`` to the process group of ``process`` (a terminal's Ctrl-C reaches every process of the
+    foreground job: the workers too) and return its output."""
+    os.killpg(process.pid, signum)
+    return process.communicate(timeout=120)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("method", INTERRUPTED_FITS)
+def test_an_interrupted_fit_exits_130_with_one_line_saying_what_was_kept(method, signum, tmp_path):
+    options, working, kept = INTERRUPTED_FITS[method]
+    process = start_bnn(*FIT, *options, "--out", str(tmp_path / "run"), announce=working)
+    try:
+        assert process.stdout.readline() == "working\n", process.communicate(timeout=60)[1]
+        stdout, stderr = interrupt(process, signum)
+    finally:
+        kill_all(process)
+    assert process.returncode == INTERRUPTED, stderr
+    assert "Traceback" not in stderr
+    last = stderr.rstrip("\n").split("\n")[-1]
+    assert re.fullmatch(kept.format(signal=signal.Signals(signum).name), last), last
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_during_the_imports_exits_130_quietly(signum, tmp_path):
+    process = start_bnn(*FIT, "--out", str(tmp_path / "run"))
+    try:
+        time.sleep(0.5)  # the interpreter is up and bnn.console has run; torch takes seconds more
+        assert "torch" not in " ".join(m.path for m in psutil.Process(process.pid).memory_maps()), "imports done: too late"
+        stdout, stderr = interrupt(process, signum)
+    finally:
+        kill_all(process)
+    assert (process.returncode, stderr, stdout) == (INTERRUPTED, "interrupted while starting: nothing was done\n", "")
+
+
+@pytest.mark.skipif(available_cores() < 2, reason="chains run in processes only with two cores")
+def test_ctrl_c_while_the_nuts_workers_import_exits_130_without_their_tracebacks(tmp_path):
+    options = INTERRUPTED_FITS["nuts"][0]
+    process = start_bnn(*FIT, *options, "--num-chains", "2", "--out", str(tmp_path / "run"))
+    try:
+        loky_workers(process, 2)  # just started: they import torch for seconds
+        stdout, stderr = interrupt(process, signal.SIGINT)
+    finally:
+        kill_all(process)
+    assert process.returncode == INTERRUPTED and "Traceback" not in stderr and "KeyboardInterrupt\n" not in stderr, stderr
+    assert stderr == f"interrupted: nothing was kept; {tmp_path / 'run'} is as it was before the command\n"
