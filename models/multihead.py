@@ -30,6 +30,11 @@ from bnn.models.priors import Prior
 from bnn.models.sites import WeightSite
 
 
+def task_inputs(features: torch.Tensor, task: int) -> torch.Tensor:
+    """``features`` ``(n, d)`` with the column ``task`` appended: the ``x`` that sends every row to head ``task``."""
+    return torch.cat([features, torch.full((features.shape[0], 1), float(task), dtype=features.dtype)], dim=1)
+
+
 class MultiHeadMLP(BayesianMLP):
     r"""Shared hidden layers and ``num_heads`` output heads; ``x`` carries the task index in its last column.
 
@@ -87,19 +92,16 @@ class MultiHeadMLP(BayesianMLP):
         """``(n, num_heads)``: 1 where the row's task (the last column of ``x``) is the head, else 0.
 
         Checked to be an integer in ``0..num_heads - 1`` except inside torch's function transforms (``vmap``,
-        ``jacrev``: the Laplace curvature), which allow no data-dependent check; the data were checked there before.
+        ``jacrev``: the Laplace curvature) and JIT tracing, which allow no data-dependent check (the same data were
+        checked outside them first).
         """
         task = x[:, -1]
-        if not torch._C._functorch.is_functorch_wrapped_tensor(x):
+        if not (torch._C._functorch.is_functorch_wrapped_tensor(x) or torch.jit.is_tracing()):
             valid = (task == task.round()) & (task >= 0) & (task < self.num_heads)
             if not bool(valid.all()):
                 raise ValueError(f"the last column of x must hold the task index, an integer in 0..{self.num_heads - 1}; "
                                  f"got values from {task.min().item():g} to {task.max().item():g}")
         return (task.unsqueeze(-1) == torch.arange(self.num_heads, dtype=task.dtype)).to(x.dtype)
-
-    def with_task(self, features: torch.Tensor, task: int) -> torch.Tensor:
-        """``features`` ``(n, num_features)`` with the task column ``task`` appended: the ``x`` of that task's head."""
-        return torch.cat([features, torch.full((features.shape[0], 1), float(task), dtype=features.dtype)], dim=1)
 
     def forward(self, x: torch.Tensor, weights: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """Output ``(*sample, n, out_features)`` of each row's own head (``weights`` as in the base class)."""
