@@ -79,6 +79,12 @@ class ContinualBenchmark:
     def is_classification(self) -> bool:
         return self.likelihood == "categorical"
 
+    def first_tasks(self, count: int) -> ContinualBenchmark:
+        """The same benchmark cut to its first ``count`` tasks (a short run)."""
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= len(self.tasks):
+            raise ValueError(f"count must be an integer in 1..{len(self.tasks)}, got {count!r}")
+        return ContinualBenchmark(self.name, self.tasks[:count], self.likelihood, self.out_features, self.multi_head)
+
 
 def _digits_split(seed: int, test_fraction: float):
     x, y = load_digits(return_X_y=True)
