@@ -189,3 +189,16 @@ def test_moment_matching_is_refused_without_spread_and_with_a_non_bool():
         frozen.as_prior(moment_matching=True)
     with pytest.raises(ValueError, match="moment_matching must be True or False"):
         posterior.as_prior(moment_matching="yes")
+
+
+def test_an_autonormal_guide_gives_its_own_means_and_scales():
+    """AutoNormal is mean-field too: its 4,000 draws have the prior's means within 4 standard errors (sd/sqrt(S))
+    and its standard deviations within 4 of theirs (sd sqrt(1/(2(S-1))))."""
+    posterior = fit(linear_model(), orthogonal_half(1), guide="autonormal", steps=50, seed=0, progress=False,
+                    num_samples=4000)
+    prior = posterior.as_prior()
+    assert prior.source == "autonormal" and not list(pyro.get_param_store().keys())  # read in the fit's own store
+    draws = posterior.draws()
+    for name in prior.loc:
+        assert ((draws[name].mean(0) - prior.loc[name]).abs() < 4 * prior.scale[name] / 4000**0.5).all()
+        assert ((draws[name].std(0) / prior.scale[name] - 1).abs() < 4 * (1 / 7998) ** 0.5).all()
