@@ -87,7 +87,7 @@ def build_from(spec: Any, registry: Registry, base: type) -> Any:
     if isinstance(spec, base):
         return spec
     if isinstance(spec, str):
-        return registry.get(spec)()
+        spec = {"name": spec}  # a name alone: the entry's defaults, or an error naming the options it needs
     if isinstance(spec, Mapping) and "name" in spec:
         options = {k: v for k, v in spec.items() if k != "name"}
         entry = registry.get(spec["name"])

@@ -38,7 +38,7 @@ from bnn.guides.flat_normal import FlatNormalGuide, check_finite, normal_log_pro
 from bnn.guides.kl import KLEstimator, gaussian_kl, site_estimators
 from bnn.guides.registry import register_guide
 from bnn.models.activations import ACTIVATIONS
-from bnn.models.mlp import OBSERVED_SITE
+from bnn.models.mlp import OBSERVED_SITE, BayesianMLP
 from pyro.nn import PyroParam, pyro_method
 from pyro.poutine.messenger import Messenger
 
@@ -102,16 +102,22 @@ class MeanFieldGuide(FlatNormalGuide):
                 f"sites {monte_carlo} use the Monte Carlo KL (priors {priors}, or kl='monte-carlo'): "
                 "use a Gaussian prior with kl='auto', or local_reparameterisation=False"
             )
+        if local_reparameterisation and type(model) is not BayesianMLP:
+            raise ValueError(f"local reparameterisation writes out the plain BayesianMLP layer by layer, not a "
+                             f"{type(model).__name__}; use local_reparameterisation=False")
         self.local_reparameterisation = local_reparameterisation
         init_rho = check_finite("init_rho", init_rho)
         self.analytic_sites = tuple(name for name, e in self.estimators.items() if e is KLEstimator.CLOSED_FORM)
-        closed_form, prior_scale = [], []
+        closed_form, prior_loc, prior_scale = [], [], []
         for name, site in self.weight_sites.items():
             closed = name in self.analytic_sites
+            loc, scale = self.priors[name].site_loc_scale(site) if closed else (torch.zeros(site.shape), torch.ones(site.shape))
             closed_form += [closed] * site.numel
-            prior_scale += [self.priors[name].site_scale(site) if closed else 1.0] * site.numel
+            prior_loc.append(torch.as_tensor(loc, dtype=torch.get_default_dtype()).reshape(-1))
+            prior_scale.append(torch.as_tensor(scale, dtype=torch.get_default_dtype()).reshape(-1))
         self._closed_form = torch.tensor(closed_form)
-        self._prior_scale = torch.tensor(prior_scale)
+        self._prior_loc = torch.cat(prior_loc)
+        self._prior_scale = torch.cat(prior_scale)
         # one parameter tensor, rows (mu, rho): one Adam update per step instead of two
         loc = self.flatten(self._initial_values(init_loc))
         self.loc_rho = PyroParam(torch.stack([loc, torch.full_like(loc, init_rho)]))
@@ -163,7 +169,7 @@ class MeanFieldGuide(FlatNormalGuide):
         z, loc, scale = z[..., :w], params["loc"][:w], params["scale"][:w]
         if not self.analytic_sites:
             return normal_log_prob(z, loc, scale).sum(-1)
-        kl = gaussian_kl(loc, scale, self._prior_scale)
+        kl = gaussian_kl(loc, scale, self._prior_scale, self._prior_loc)
         if len(self.analytic_sites) == len(self.weight_sites):
             return kl.sum()
         return torch.where(self._closed_form, kl, normal_log_prob(z, loc, scale)).sum(-1)

@@ -1,6 +1,8 @@
-"""Command line: ``bnn fit ...``, ``bnn compare ...`` (or ``python -m bnn ...``); choices come from the registries.
+"""Command line: ``bnn fit ...``, ``bnn compare ...``, ``bnn continual ...`` (or ``python -m bnn ...``); choices come
+from the registries.
 
-Every run writes into ``--out`` atomically: the folder appears complete or not at all. An SVI ``fit``
+Every run writes into ``--out`` atomically: the folder appears complete or not at all (``continual``: each
+finished task's folder, so that the same command resumes). An SVI ``fit``
 checkpoints into ``<out>/checkpoint`` (every ``DEFAULT_CHECKPOINT_EVERY`` steps and on Ctrl-C/SIGTERM) until the
 completed result replaces it; Ctrl-C ends the command with status 130 and a line saying what was kept; an SVI fit
 stopped by a non-finite ELBO leaves its last finite posterior in ``--out`` (``metrics.json`` says ``stopped``), or
@@ -34,6 +36,7 @@ from bnn.inference.atomic import (
     result_state,
     write_json,
 )
+from bnn.inference.continual.command import add_continual_parser
 from bnn.inference.ensemble.options import MemberMethod
 from bnn.inference.evaluation.compare import label_fits
 from bnn.inference.evaluation.finished_fits import FinishedFits, run_fingerprint
@@ -514,12 +517,13 @@ def build_parser() -> argparse.ArgumentParser:
     compare_parser.add_argument("--out", type=Path, default=Path("results/compare"), help="report folder")
     compare_parser.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")
     compare_parser.set_defaults(run=run_compare)
+    add_continual_parser(commands)
     return parser
 
 
 def check_data_arguments(args: argparse.Namespace) -> None:
     """Refuse a ``--dataset`` that is not built in (without ``--uci-dir``) and a ``--split`` without ``--uci-dir``."""
-    if args.uci_dir is not None:
+    if "dataset" not in args or args.uci_dir is not None:  # bnn continual reads no --dataset
         return
     if args.dataset not in DATASETS:
         raise ValueError(f"unknown dataset {args.dataset!r}; choose a built-in one from {DATASETS.names()}, or pass "

@@ -22,7 +22,9 @@ from bnn.inference.draws_summary import draws_summary
 from bnn.inference.prediction import Prediction, PredictiveType, log_predictive_density, summarise
 from bnn.inference.record import FitRecord, read_record
 from bnn.inference.seeding import seeded
+from bnn.inference.weight_gaussians import weight_gaussians
 from bnn.models.mlp import OBSERVED_SITE, BayesianMLP
+from bnn.models.posterior_prior import PosteriorPrior
 
 from bnn.options import parse_option
 
@@ -192,6 +194,16 @@ class Posterior:
                                predictive: PredictiveType | str | None = None) -> torch.Tensor:
         r"""Per point :math:`\log p(y_i \mid x_i, \mathcal{D})`, the Monte Carlo mixture over all draws."""
         return log_predictive_density(self.pointwise_log_likelihood(x, y, predictive).flatten(0, 1))
+
+    def as_prior(self, *, moment_matching: bool = False) -> PosteriorPrior:
+        r"""This posterior as a prior :math:`\prod_k \mathcal{N}(m_k, s_k^2)` over the weights, for the next task.
+
+        From a mean-field guide its own means and scales, from a Laplace posterior the diagonal of its precision,
+        from any draws their moments when ``moment_matching`` (:mod:`bnn.inference.weight_gaussians`); assign it
+        with ``model.prior = posterior.as_prior()``. Raises ``ValueError`` for a posterior without a Gaussian guide
+        unless ``moment_matching``.
+        """
+        return weight_gaussians(self, moment_matching=moment_matching)
 
     # ------------------------------------------------------------------ ArviZ
     def to_inference_data(self) -> az.InferenceData:

@@ -10,7 +10,18 @@ from bnn.models.likelihoods import (
     get_likelihood,
 )
 from bnn.models.mlp import DATA_PLATE, OBSERVED_SITE, BayesianMLP
-from bnn.models.priors import PRIORS, GaussianPrior, LaplacePrior, Prior, ScaleMixturePrior, get_prior, register_prior
+from bnn.models.multihead import MultiHeadMLP
+from bnn.models.posterior_prior import PosteriorPrior
+from bnn.models.priors import (
+    PRIORS,
+    GaussianPrior,
+    LaplacePrior,
+    NormalPrior,
+    Prior,
+    ScaleMixturePrior,
+    get_prior,
+    register_prior,
+)
 from bnn.models.scale_mixture import ScaleMixtureNormal
 from bnn.models.sites import WeightSite
 
@@ -19,6 +30,7 @@ from bnn.registry import Registry
 __all__ = [
     "ACTIVATIONS", "LIKELIHOODS", "PRIORS", "DATA_PLATE", "OBSERVED_SITE",
     "BayesianMLP", "BernoulliLikelihood", "CategoricalLikelihood", "GaussianLikelihood",
-    "GaussianPrior", "LaplacePrior", "Likelihood", "Prior", "Registry", "ScaleMixtureNormal",
+    "GaussianPrior", "LaplacePrior", "Likelihood", "MultiHeadMLP", "NormalPrior",
+    "PosteriorPrior", "Prior", "Registry", "ScaleMixtureNormal",
     "ScaleMixturePrior", "WeightSite", "get_likelihood", "get_prior", "register_prior",
 ]

@@ -41,6 +41,10 @@ from bnn.models.likelihoods import Likelihood, get_likelihood
 from bnn.models.priors import Prior, get_prior
 from bnn.models.sites import WeightSite
 
+from bnn.registry import Registry
+
+ARCHITECTURES: Registry[type] = Registry("architecture")
+"""Network classes by the ``"architecture"`` entry of their config (``mlp`` when it has none)."""
 DATA_PLATE = "data"
 OBSERVED_SITE = "obs"
 MAX_PLATE_NESTING = 1  # the data plate; inference methods put their own sample plates left of it
@@ -52,6 +56,15 @@ def _sample_dims_first(value: torch.Tensor, event_shape: torch.Size) -> torch.Te
     if len(lead) > 0 and lead[-1] == 1:
         lead = lead[:-1]
     return value.reshape(lead + event_shape)
+
+
+def layer_sites(widths: Sequence[int], group: str = "layers", first_layer: int = 0) -> tuple[WeightSite, ...]:
+    """The sites ``{group}.{l}.weight`` ``(d_{l+1}, d_l)`` and ``{group}.{l}.bias`` of dense layers of ``widths``."""
+    return tuple(
+        WeightSite(f"{group}.{first_layer + index}.{kind}", first_layer + index, torch.Size(shape), fan_in)
+        for index, (fan_in, fan_out) in enumerate(zip(widths[:-1], widths[1:]))
+        for kind, shape in (("weight", (fan_out, fan_in)), ("bias", (fan_out,)))
+    )
 
 
 class BayesianMLP:
@@ -70,7 +83,9 @@ class BayesianMLP:
     prior : Prior, str or mapping
         One prior for every site, or a mapping whose keys are site names
         (``"layers.1.weight"``), layer names (``"layers.1"``) or ``"*"`` (every other
-        site); the most specific key wins. Change it later with ``model.prior = ...``.
+        site); the most specific key wins. Each prior is asked for its sites' distributions
+        here, so one that cannot serve a site (a posterior prior of another model) fails now.
+        Change it later with ``model.prior = ...``.
     likelihood : Likelihood or str
         The observation model, see :mod:`bnn.models.likelihoods`.
 
@@ -104,13 +119,12 @@ class BayesianMLP:
         self._activation_fn = ACTIVATIONS.get(activation)
         self.likelihood = get_likelihood(likelihood)
         self.likelihood.check_out_features(out_features)
-        widths = (in_features, *hidden, out_features)
-        self.sites: tuple[WeightSite, ...] = tuple(
-            WeightSite(f"layers.{layer}.{kind}", layer, torch.Size(shape), fan_in)
-            for layer, (fan_in, fan_out) in enumerate(zip(widths[:-1], widths[1:]))
-            for kind, shape in (("weight", (fan_out, fan_in)), ("bias", (fan_out,)))
-        )
+        self.sites: tuple[WeightSite, ...] = self._weight_sites()
         self.prior = prior
+
+    def _weight_sites(self) -> tuple[WeightSite, ...]:
+        """The weight sites, weight then bias of each layer from the inputs to the outputs."""
+        return layer_sites((self.in_features, *self.hidden, self.out_features))
 
     # ----------------------------------------------------------------- priors
     @property
@@ -122,7 +136,7 @@ class BayesianMLP:
     def prior(self, spec: Prior | str | Mapping[str, Any]) -> None:
         is_per_site = isinstance(spec, Mapping) and "name" not in spec
         table = {key: get_prior(value) for key, value in spec.items()} if is_per_site else {"*": get_prior(spec)}
-        layer_names = {f"layers.{site.layer}" for site in self.sites}
+        layer_names = {site.group for site in self.sites}
         site_names = {site.name for site in self.sites}
         unknown = set(table) - layer_names - site_names - {"*"}
         if unknown:
@@ -132,12 +146,13 @@ class BayesianMLP:
             )
         resolved = {}
         for site in self.sites:
-            for key in (site.name, f"layers.{site.layer}", "*"):
+            for key in (site.name, site.group, "*"):
                 if key in table:
                     resolved[site.name] = table[key]
                     break
             else:
                 raise ValueError(f"no prior given for site {site.name!r}; add a '*' entry for the rest")
+            resolved[site.name].distribution(site)  # a prior that cannot serve the site (wrong shape) fails here
         self._prior_table = table
         self._site_priors = resolved
 
@@ -209,7 +224,10 @@ class BayesianMLP:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> BayesianMLP:
-        """Inverse of :meth:`config`."""
+        """Inverse of :meth:`config`; a config with an ``"architecture"`` entry builds that registered class."""
+        architecture = ARCHITECTURES.get(config.get("architecture", "mlp"))
+        if architecture is not cls:
+            return architecture.from_config(config)
         return cls(
             config["in_features"],
             config["out_features"],
@@ -223,3 +241,6 @@ class BayesianMLP:
         widths = "-".join(map(str, (self.in_features, *self.hidden, self.out_features)))
         priors = ", ".join(f"{k}: {type(p).__name__}" for k, p in self._prior_table.items())
         return f"BayesianMLP({widths}, {self.activation}, prior={{{priors}}}, likelihood={type(self.likelihood).__name__})"
+
+
+ARCHITECTURES.register("mlp", BayesianMLP)

@@ -28,6 +28,11 @@ The built-in priors:
 ``laplace``
     :math:`w \sim \text{Laplace}(0, b)`, density :math:`\frac{1}{2b}e^{-|w|/b}`; the MAP
     view is L1 regularisation with strength :math:`1/b`.
+``posterior``
+    :math:`w_k \sim \mathcal{N}(m_k, s_k^2)`, each weight with its own mean and scale: a fitted
+    posterior made into the prior of the next task (:mod:`bnn.models.posterior_prior`).
+
+The Gaussian ones are :class:`NormalPrior` subclasses: a mean-field guide's KL to them has a closed form.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyro.distributions as dist
+import torch
 from bnn.models.scale_mixture import ScaleMixtureNormal
 from bnn.models.sites import WeightSite
 
@@ -72,9 +78,21 @@ class Prior(abc.ABC):
         return config_of(self, PRIORS)
 
 
+class NormalPrior(Prior):
+    r"""Base class of the Gaussian priors :math:`w_k \sim \mathcal{N}(m_k, s_k^2)`, independent over weights."""
+
+    @abc.abstractmethod
+    def site_loc_scale(self, site: WeightSite) -> tuple[torch.Tensor, torch.Tensor]:
+        """The mean :math:`m` and standard deviation :math:`s` of every entry of ``site``, each shaped like the site."""
+
+    def distribution(self, site: WeightSite) -> dist.Distribution:
+        loc, scale = self.site_loc_scale(site)
+        return dist.Normal(loc, scale)
+
+
 @register_prior("gaussian")
 @dataclass(frozen=True)
-class GaussianPrior(Prior):
+class GaussianPrior(NormalPrior):
     r""":math:`\mathcal{N}(0, s^2)` with :math:`s` = ``scale`` (divided by
     :math:`\sqrt{\text{fan\_in}}` when ``fan_in_scaling``)."""
 
@@ -90,6 +108,9 @@ class GaussianPrior(Prior):
     def site_scale(self, site: WeightSite) -> float:
         """The standard deviation used for ``site``."""
         return self.scale / math.sqrt(site.fan_in) if self.fan_in_scaling else self.scale
+
+    def site_loc_scale(self, site: WeightSite) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.zeros(site.shape), torch.full(site.shape, self.site_scale(site))
 
     def distribution(self, site: WeightSite) -> dist.Distribution:
         return dist.Normal(0.0, self.site_scale(site)).expand(site.shape)

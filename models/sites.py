@@ -14,7 +14,8 @@ class WeightSite:
     Attributes
     ----------
     name : str
-        The Pyro site name, ``layers.{layer}.weight`` or ``layers.{layer}.bias``.
+        The Pyro site name, ``<group>.weight`` or ``<group>.bias`` with the group ``layers.{layer}``
+        (or ``heads.{task}`` for the output heads of :class:`~bnn.models.multihead.MultiHeadMLP`).
     layer : int
         Index of the layer, 0 for the layer that reads the inputs.
     shape : torch.Size
@@ -33,3 +34,8 @@ class WeightSite:
     def numel(self) -> int:
         """Number of scalar weights in the site."""
         return self.shape.numel()
+
+    @property
+    def group(self) -> str:
+        """The layer (or head) the site belongs to, its name without ``.weight``/``.bias``: ``layers.1``."""
+        return self.name.rsplit(".", 1)[0]

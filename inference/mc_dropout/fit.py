@@ -57,6 +57,7 @@ from bnn.inference.progress import progress_bar
 from bnn.inference.seeding import seeded
 from bnn.inference.stop_signals import deferred_stop_signals
 from bnn.models.activations import ACTIVATIONS
+from bnn.models.mlp import BayesianMLP
 from pyro.distributions.transforms import biject_to
 
 
@@ -156,6 +157,9 @@ def run_mc_dropout(model, x: torch.Tensor, y: torch.Tensor, options: MCDropoutOp
     ValueError
         When the objective becomes non-finite (lower ``lr``).
     """
+    if type(model) is not BayesianMLP:
+        raise ValueError(f"mc-dropout writes out the plain BayesianMLP layer by layer, not a {type(model).__name__}; "
+                         "use another method (svi, laplace, ensemble, sgld, sghmc, nuts)")
     rate, steps, n = options.dropout_rate, options.steps, x.shape[0]
     batch_size = n if options.batch_size is None else min(options.batch_size, n)
     latent_priors = model.likelihood.latent_priors()

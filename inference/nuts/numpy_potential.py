@@ -27,7 +27,7 @@ responsibilities). For a learned noise with prior :math:`\text{HalfNormal}(c)`,
 A gradient here costs a dozen small NumPy calls, where torch autograd's fixed cost per call
 dominates on a small network (``benchmarks/results/nuts_speed.md``): this is what lets nutpie
 run the model at the speed of its Rust sampler. It covers the collection's own parts (the
-priors ``gaussian``, ``laplace``, ``scale-mixture``; every likelihood; the activations in
+priors ``gaussian``, ``laplace``, ``scale-mixture``, ``posterior``; every likelihood; the activations in
 :data:`ACTIVATION_DERIVATIVES`); for anything else, :class:`Unsupported` says which part, and
 :class:`~bnn.inference.nuts.potential.FlatPotential` falls back to torch.
 """
@@ -40,6 +40,8 @@ from collections.abc import Callable
 import numpy as np
 import torch
 from bnn.models.likelihoods import BernoulliLikelihood, CategoricalLikelihood, GaussianLikelihood
+from bnn.models.mlp import BayesianMLP
+from bnn.models.posterior_prior import PosteriorPrior
 from bnn.models.priors import GaussianPrior, LaplacePrior, ScaleMixturePrior
 
 HALF_LOG_TWO_PI = 0.5 * math.log(2.0 * math.pi)
@@ -80,6 +82,12 @@ def _gaussian_prior(prior: GaussianPrior, site, w: Array) -> tuple[float, Array]
     return float(-0.5 * np.dot(w.ravel(), w.ravel()) / s**2 - w.size * (math.log(s) + HALF_LOG_TWO_PI)), -w / s**2
 
 
+def _posterior_prior(prior: PosteriorPrior, site, w: Array) -> tuple[float, Array]:
+    loc, scale = (value.double().numpy() for value in prior.site_loc_scale(site))
+    z = (w - loc) / scale
+    return float(-0.5 * np.dot(z.ravel(), z.ravel()) - np.log(scale).sum() - w.size * HALF_LOG_TWO_PI), -z / scale
+
+
 def _laplace_prior(prior: LaplacePrior, site, w: Array) -> tuple[float, Array]:
     b = prior.scale
     return float(-np.sum(np.abs(w)) / b - w.size * math.log(2.0 * b)), -np.sign(w) / b
@@ -96,6 +104,7 @@ def _scale_mixture_prior(prior: ScaleMixturePrior, site, w: Array) -> tuple[floa
 
 PRIOR_GRADIENTS: dict[type, Callable] = {
     GaussianPrior: _gaussian_prior,
+    PosteriorPrior: _posterior_prior,
     LaplacePrior: _laplace_prior,
     ScaleMixturePrior: _scale_mixture_prior,
 }
@@ -126,6 +135,8 @@ class NumpyLogDensity:
 
     def __init__(self, potential) -> None:
         model = potential.model
+        if type(model) is not BayesianMLP:
+            raise Unsupported(f"the gradient is written out for the plain BayesianMLP, not a {type(model).__name__}")
         self.activation, self.activation_derivative = self._activation(model.activation)
         self.sites = list(model.sites)
         self.priors = [(model.prior[site.name], self._prior_gradient(model.prior[site.name], site)) for site in self.sites]

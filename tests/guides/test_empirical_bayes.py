@@ -19,6 +19,7 @@ from bnn.models import PRIORS, BayesianMLP, GaussianPrior
 from pyro.infer import JitTrace_ELBO, Trace_ELBO
 
 from tests.conjugate import CHAIN_LOC_LR, NOISE, PRIOR_SCALE, batch_means, stationary_sgd_chain
+from tests.prior_examples import BY_NAME
 
 
 @pytest.fixture(autouse=True)
@@ -204,7 +205,7 @@ def test_cli_fits_with_a_gaussian_prior_and_saves_the_prior_variances(tmp_path):
     assert bool((idata.constant_data["prior_variance.layers.1.bias"] > 0).all())
 
 
-NON_GAUSSIAN = [name for name in PRIORS.names() if not issubclass(PRIORS.get(name), GaussianPrior)]
+NON_GAUSSIAN = [name for name in BY_NAME if not issubclass(PRIORS.get(name), GaussianPrior)]
 REFUSAL = ("needs a Gaussian prior; sites .*{prior}.* use prior 'gaussian' .*its scale plays no part because the "
            "variance is learned")
 

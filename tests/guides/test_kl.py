@@ -75,3 +75,12 @@ def test_closed_form_guide_contributes_exactly_the_analytic_kl():
         terms = weight_kl_terms(guide, m, 50, x, y)
         exact = sum(gaussian_kl(loc, scale, 0.7).sum() for loc, scale in guide.site_loc_scale().values())
     torch.testing.assert_close(terms, exact.expand(50), rtol=1e-5, atol=1e-4)
+
+
+def test_the_closed_form_kl_with_a_prior_mean_is_torchs():
+    generator = torch.Generator().manual_seed(0)
+    loc, prior_loc = torch.randn(5, generator=generator), torch.randn(5, generator=generator)
+    scale, prior_scale = torch.rand(5, generator=generator) + 0.1, torch.rand(5, generator=generator) + 0.1
+    expected = torch.distributions.kl_divergence(torch.distributions.Normal(loc, scale),
+                                                 torch.distributions.Normal(prior_loc, prior_scale))
+    torch.testing.assert_close(gaussian_kl(loc, scale, prior_scale, prior_loc), expected)

@@ -11,19 +11,21 @@ from bnn.models.priors import register_prior
 from bnn.models.scale_mixture import ScaleMixtureNormal
 from bnn.models.sites import WeightSite
 
+from tests.prior_examples import example_prior
+
 SITE = WeightSite("layers.1.weight", 1, torch.Size([3, 4]), fan_in=4)
 
 
 @pytest.mark.parametrize("name", PRIORS.names())
 def test_registered_priors_give_site_shaped_distributions(name):
-    d = get_prior(name).distribution(SITE)
+    d = example_prior(name, [SITE]).distribution(SITE)
     assert d.batch_shape == SITE.shape and d.event_shape == ()
     assert torch.isfinite(d.log_prob(torch.randn(SITE.shape))).all()
 
 
 @pytest.mark.parametrize("name", PRIORS.names())
 def test_config_round_trips(name):
-    prior = get_prior(name)
+    prior = example_prior(name, [SITE])
     assert get_prior(prior.config()) == prior
 
 

@@ -10,6 +10,8 @@ from bnn.inference import fit
 from bnn.inference.prediction import MIN_OBSERVATION_DRAWS
 from bnn.models import LIKELIHOODS, PRIORS, BayesianMLP
 
+from tests.prior_examples import example_prior
+
 TARGETS = {
     "gaussian": (1, lambda n, g: torch.randn(n, generator=g)),
     "bernoulli": (1, lambda n, g: torch.randint(0, 2, (n,), generator=g).float()),
@@ -25,7 +27,8 @@ def test_a_few_svi_steps(hidden, prior, likelihood):
     out, make_y = TARGETS[likelihood]
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(24, 2, generator=generator)
-    model = BayesianMLP(2, out, hidden=hidden, prior=prior, likelihood=likelihood)
+    model = BayesianMLP(2, out, hidden=hidden, likelihood=likelihood)
+    model.prior = example_prior(prior, model.sites)
     posterior = fit(model, (x, make_y(24, generator)), steps=5, num_particles=2, num_samples=7, progress=False)
     assert all(math.isfinite(e) for e in posterior.record.elbo)
     prediction = posterior.predict(x[:5])

@@ -17,6 +17,8 @@ from bnn.models import LIKELIHOODS, PRIORS, BayesianMLP, Prior
 from bnn.models.activations import ACTIVATIONS
 from pyro.infer.mcmc.util import initialize_model
 
+from tests.prior_examples import example_prior
+
 LIKELIHOOD_SPECS = {
     "gaussian": {"name": "gaussian", "scale": 0.3},
     "gaussian-learned-noise": {"name": "gaussian", "scale": None, "noise_prior_scale": 0.5},
@@ -85,7 +87,8 @@ def check_against_pyro(model, x, y, backend=Backend.EAGER, points: int = 3):
 @pytest.mark.parametrize("prior", PRIORS.names())
 def test_equals_pyros_potential_for_every_prior_and_likelihood(prior, likelihood, hidden, backend):
     out_features = OUT_FEATURES.get(likelihood, 1)
-    model = BayesianMLP(2, out_features, hidden=hidden, prior=prior, likelihood=LIKELIHOOD_SPECS[likelihood])
+    model = BayesianMLP(2, out_features, hidden=hidden, likelihood=LIKELIHOOD_SPECS[likelihood])
+    model.prior = example_prior(prior, model.sites)
     if backend is Backend.NUMPY and likelihood in NO_HAND_DERIVED_GRADIENT:
         with pytest.raises(Unsupported, match="has no hand-derived gradient"):
             check_against_pyro(model, *data_for(likelihood, out_features), backend=backend)
@@ -194,7 +197,8 @@ class PositiveWeights(Prior):
 @pytest.mark.parametrize("likelihood", sorted(LIKELIHOOD_SPECS))
 def test_the_collections_models_match_their_programs(prior, likelihood):
     out_features = OUT_FEATURES.get(likelihood, 1)
-    model = BayesianMLP(2, out_features, hidden=(3,), prior=prior, likelihood=LIKELIHOOD_SPECS[likelihood])
+    model = BayesianMLP(2, out_features, hidden=(3,), likelihood=LIKELIHOOD_SPECS[likelihood])
+    model.prior = example_prior(prior, model.sites)
     x, y = data_for(likelihood, out_features)
     assert flat_potential_mismatch(model, x, model.likelihood.check_targets(y, out_features)) is None
 

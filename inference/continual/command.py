@@ -1,0 +1,51 @@
+"""``bnn continual``: the continual benchmark from the command line (resumable: rerun the same command)."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from pathlib import Path
+
+from bnn.datasets.continual import CONTINUAL_BENCHMARKS
+from bnn.inference.continual.report import markdown_tables, write_continual_report
+from bnn.inference.continual.run import CONTINUAL_METHODS, run_continual
+
+OPTION_ARGUMENTS = ("hidden", "prior_scale", "steps", "lr", "init_rho", "num_samples", "coreset_size", "seed")
+
+
+def _widths(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(width) for width in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--hidden takes comma-separated widths such as 100 or 100,100, got {text!r}") from None
+
+
+def add_continual_parser(commands) -> None:
+    """Add the subcommand ``continual`` to ``bnn``'s subparsers ``commands``."""
+    parser = commands.add_parser(
+        "continual", help="learn a sequence of tasks with several methods; the score on every task seen so far",
+        description="Each method learns the tasks in order; after each task it is scored on every task seen so far. "
+                    "Finished tasks are kept in --out: the same command resumes at the next task.")
+    parser.add_argument("--benchmark", choices=CONTINUAL_BENCHMARKS.names(), default="split-digits")
+    parser.add_argument("--methods", default=",".join(CONTINUAL_METHODS.names()),
+                        help=f"comma-separated, from {CONTINUAL_METHODS.names()} (default all)")
+    parser.add_argument("--out", type=Path, required=True, help="run folder (resumable)")
+    parser.add_argument("--hidden", type=_widths, help="shared hidden widths, comma-separated (default 100)")
+    parser.add_argument("--prior-scale", type=float, help="scale of the first prior N(0, s^2) (default 1)")
+    parser.add_argument("--steps", type=int, help="Adam steps per fit (default 1500)")
+    parser.add_argument("--lr", type=float, help="Adam's rate (default 0.01)")
+    parser.add_argument("--init-rho", type=float, help="initial rho of the mean-field guide (default -5)")
+    parser.add_argument("--num-samples", type=int, help="posterior draws for prediction (default 100)")
+    parser.add_argument("--coreset-size", type=int, help="coreset examples per task, vcl-coreset (default 40)")
+    parser.add_argument("--seed", type=int, help="seed of the fits and the coreset (default 0)")
+    parser.add_argument("--quiet", action="store_true", help="no line per finished task")
+    parser.set_defaults(run=run_continual_command)
+
+
+def run_continual_command(args: argparse.Namespace) -> None:
+    """Run the benchmark, write ``report.md``, ``continual.png`` and ``continual.json`` into ``--out``, print the tables."""
+    methods = [name.strip() for name in args.methods.split(",") if name.strip()]
+    options = {name: getattr(args, name) for name in OPTION_ARGUMENTS if getattr(args, name) is not None}
+    result = run_continual(args.benchmark, methods, args.out, report=None if args.quiet else print, **options)
+    report = write_continual_report(result, args.out, shlex.join(["bnn", *args.argv]))
+    print(markdown_tables(result) + f"\nwritten: {report}")

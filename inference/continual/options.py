@@ -1,0 +1,50 @@
+"""The options of a continual-learning run, validated when they are built."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bnn.options import Options, option, positive_int, positive_number, seed
+
+
+def _widths(option_name: str, value) -> tuple[int, ...]:
+    widths = tuple(value) if isinstance(value, (list, tuple)) else None
+    if not widths or any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in widths):
+        raise ValueError(f"{option_name} must be a non-empty sequence of positive integers (the shared hidden widths), "
+                         f"got {value!r}")
+    return widths
+
+
+@dataclass(frozen=True)
+class ContinualOptions(Options):
+    """Options of :func:`~bnn.inference.continual.run_continual`, the same for every method of a run.
+
+    Attributes
+    ----------
+    hidden : tuple of int
+        Widths of the hidden layers (shared by the heads of a multi-head benchmark).
+    prior_scale : float
+        :math:`s` of the first task's prior :math:`\\mathcal{N}(0, s^2)` on every weight, and of every new head's.
+    steps : int
+        Adam steps per fit: each SVI fit (VCL), each MAP fit (fine-tuning, joint training, the Laplace MAP).
+    lr : float
+        Adam's rate for every fit.
+    init_rho : float
+        Initial :math:`\\rho` of the mean-field guide, :math:`\\sigma = \\operatorname{softplus}(\\rho)`; its means start
+        at the previous task's posterior means (at small draws for the first task).
+    num_samples : int
+        Posterior draws kept for prediction.
+    coreset_size : int
+        Examples of each task kept in the coreset (``vcl-coreset``), chosen at random.
+    seed : int
+        Seeds every fit and the coreset choice (task ``t`` uses ``seed + t``).
+    """
+
+    hidden: tuple[int, ...] = option((100,), _widths)
+    prior_scale: float = option(1.0, positive_number)
+    steps: int = option(1500, positive_int)
+    lr: float = option(0.01, positive_number)
+    init_rho: float = option(-5.0)
+    num_samples: int = option(100, positive_int)
+    coreset_size: int = option(40, positive_int)
+    seed: int = option(0, seed)

@@ -1,0 +1,89 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from bnn.datasets.continual import ContinualBenchmark, load_moving_regression, load_split_digits
+from bnn.inference import Posterior
+from bnn.inference.cli import main
+from bnn.inference.continual import CONTINUAL_METHODS, ContinualOptions, ContinualSetup, forgetting, run_continual
+from bnn.models import GaussianPrior, MultiHeadMLP, PosteriorPrior
+
+TINY = {"hidden": (4,), "steps": 10, "num_samples": 3, "coreset_size": 4}
+
+
+def small(benchmark: ContinualBenchmark, tasks: int = 2, rows: int = 30) -> ContinualBenchmark:
+    """The first ``tasks`` tasks with ``rows`` training rows each: a run of seconds."""
+    first = benchmark.first_tasks(tasks)
+    kept = tuple(type(task)(task.name, task.x_train[:rows], task.y_train[:rows], task.x_test, task.y_test)
+                 for task in first.tasks)
+    return ContinualBenchmark(first.name, kept, first.likelihood, first.out_features, first.multi_head)
+
+
+def test_every_method_learns_two_tasks_and_a_rerun_resumes(tmp_path):
+    benchmark = small(load_split_digits())
+    first = run_continual(benchmark, CONTINUAL_METHODS.names(), tmp_path, **TINY)
+    for method, scores in first.scores.items():
+        assert [len(row) for row in scores] == [1, 2], method
+        assert all(0 <= s <= 1 for row in scores for s in row)
+    (tmp_path / "vcl" / "task-1" / "metrics.json").unlink()  # as if the run had stopped during task 1
+    lines = []
+    again = run_continual(benchmark, ["vcl", "finetune"], tmp_path, report=lines.append, **TINY)
+    assert lines[0].startswith("vcl: task 0 kept") and lines[1].startswith("vcl: task 1 learnt")
+    assert again.scores["vcl"] == first.scores["vcl"] and again.scores["finetune"] == first.scores["finetune"]
+    saved = Posterior.load(tmp_path / "vcl" / "task-1" / "posterior")
+    assert isinstance(saved.model, MultiHeadMLP)
+    prior = saved.model.prior
+    assert isinstance(prior["layers.0.weight"], PosteriorPrior) and prior["heads.1.weight"] == GaussianPrior(1.0)
+    carry = json.loads((tmp_path / "vcl-coreset" / "task-1" / "carry.json").read_text())
+    assert {key: len(rows) for key, rows in carry["coreset"].items()} == {"0": 4, "1": 4}
+
+
+def test_a_rerun_with_other_options_or_a_bad_method_is_refused_before_any_work(tmp_path):
+    benchmark = small(load_split_digits(), tasks=1)
+    run_continual(benchmark, ["finetune"], tmp_path, **TINY)
+    with pytest.raises(ValueError, match="other settings.*resume it with those"):
+        run_continual(benchmark, ["finetune"], tmp_path, **{**TINY, "steps": 11})
+    with pytest.raises(ValueError, match="unknown continual method 'ewc'"):
+        run_continual(benchmark, ["vcl", "ewc"], tmp_path / "other", **TINY)
+    with pytest.raises(ValueError, match="takes no option.*'step'"):
+        run_continual(benchmark, ["vcl"], tmp_path / "other", step=3)
+    with pytest.raises(ValueError, match="hidden must be a non-empty sequence"):
+        ContinualOptions(hidden=())
+    assert not (tmp_path / "other").exists()
+
+
+def test_the_coreset_must_leave_data_to_propagate(tmp_path):
+    with pytest.raises(ValueError, match="coreset_size=30 leaves none of the 30"):
+        run_continual(small(load_split_digits(), tasks=1), ["vcl-coreset"], tmp_path, **{**TINY, "coreset_size": 30})
+
+
+def test_regression_is_scored_by_rmse_and_new_heads_get_the_first_prior():
+    setup = ContinualSetup(small(load_moving_regression()), ContinualOptions(**TINY))
+    assert setup.score(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 4.0])) == pytest.approx(2**0.5)
+    multi = ContinualSetup(load_split_digits(), ContinualOptions(**TINY))
+    carried = PosteriorPrior({s.name: torch.zeros(s.shape) for s in multi.model().sites},
+                             {s.name: torch.ones(s.shape) for s in multi.model().sites})
+    prior = multi.prior_for(2, carried.config())
+    assert set(prior) == {"*", "heads.2", "heads.3", "heads.4"} and prior["*"] == carried
+
+
+def test_forgetting_and_tables():
+    scores = [[0.9], [0.7, 0.8]]
+    assert forgetting(scores, "accuracy") == pytest.approx(0.2)
+    assert forgetting([[0.1], [0.3, 0.2]], "rmse") == pytest.approx(0.2)
+    assert forgetting([[0.9]], "accuracy") is None
+
+
+def test_command_line_writes_the_report(tmp_path, capsys):
+    main(["continual", "--benchmark", "moving-regression", "--methods", "finetune,online-laplace", "--hidden", "8",
+          "--steps", "20", "--num-samples", "5", "--out", str(tmp_path), "--quiet"])
+    report = (tmp_path / "report.md").read_text()
+    assert "bnn continual --benchmark moving-regression" in report and "| online-laplace |" in report
+    assert (tmp_path / "continual.png").stat().st_size > 0
+    assert json.loads((tmp_path / "continual.json").read_text())["metric"] == "rmse"
+    assert "forgetting" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_info:
+        main(["continual", "--methods", "vcl,nope", "--out", str(tmp_path / "x"), "--quiet"])
+    assert exit_info.value.code == 2 and "unknown continual method 'nope'" in capsys.readouterr().err
