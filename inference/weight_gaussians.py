@@ -54,6 +54,7 @@ def weight_gaussians(posterior, *, moment_matching: bool = False) -> PosteriorPr
         raise ValueError(f"moment_matching must be True or False, got {moment_matching!r}")
     sites = [site.name for site in posterior.model.sites]
     guide = posterior.extras.get("guide")
+    guide = getattr(guide, "guide", guide)  # SVI hands out its guide bound to its parameters (svi.fitted_guide)
     if isinstance(guide, (FlatNormalGuide, AutoNormal)):
         with torch.no_grad(), pyro.get_param_store().scope(posterior.extras.get("param_state")):
             if isinstance(guide, FlatNormalGuide):
