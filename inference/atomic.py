@@ -141,6 +141,20 @@ def check_replaceable(target: str | Path, *, overwrite: bool) -> None:
         raise ValueError(f"{target} exists and is not empty; choose another folder or pass overwrite=True (--overwrite)")
 
 
+def _probe(folder: Path) -> None:
+    """Create and remove a file in ``folder``: an unnamed one (Linux ``O_TMPFILE``), which a kill cannot leave
+    behind, where the file system allows; else a named one."""
+    if hasattr(os, "O_TMPFILE"):
+        try:
+            os.close(os.open(folder, os.O_TMPFILE | os.O_WRONLY, 0o600))
+            return
+        except OSError as error:
+            if error.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+                raise
+    with tempfile.NamedTemporaryFile(dir=folder, prefix=".bnn-probe-"):
+        pass
+
+
 def check_writable(target: str | Path) -> None:
     """Create and remove a probe file in the nearest existing folder at or above ``target``'s parent.
 
@@ -152,8 +166,7 @@ def check_writable(target: str | Path) -> None:
     parent = Path(target).absolute().parent
     existing = next(path for path in (parent, *parent.parents) if path.exists())
     try:
-        with tempfile.NamedTemporaryFile(dir=existing, prefix=".bnn-probe-"):
-            pass
+        _probe(existing)
     except OSError as error:
         raise ValueError(f"cannot write into {existing} ({error.strerror or error}), where {target} would go; choose "
                          "an --out in a folder you can write") from None

@@ -38,7 +38,7 @@ generation = 1
 while True:
     with atomic.atomic_directory(sys.argv[2], overwrite=True) as staging:
         for name in {FILES!r}:
-            (staging / name).write_text(str(generation) * 2000)
+            (staging / name).write_text(f"{{generation}} " * 2000)
         (staging / "sub").mkdir()
         (staging / "sub" / "d.txt").write_text(str(generation))
     generation += 1
@@ -50,7 +50,7 @@ from the file, without the package, so that it starts in milliseconds)."""
 def write_generation(target: Path, generation: int) -> None:
     with atomic_directory(target, overwrite=True) as staging:
         for name in FILES:
-            (staging / name).write_text(str(generation) * 2000)
+            (staging / name).write_text(f"{generation} " * 2000)
         (staging / "sub").mkdir()
         (staging / "sub" / "d.txt").write_text(str(generation))
 
@@ -61,7 +61,7 @@ def complete_generation(target: Path) -> int:
     assert {p.name for p in target.iterdir()} == {*FILES, "sub", MARKER}
     generations = {(target / name).read_text() for name in FILES}
     assert len(generations) == 1
-    generation = int(generations.pop()[0])
+    generation = int(generations.pop().split()[0])
     assert (target / "sub" / "d.txt").read_text() == str(generation)
     return generation
 
