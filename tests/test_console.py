@@ -10,10 +10,9 @@ import time
 
 import psutil
 import pytest
-from bnn.inference.workers import available_cores
 
 from bnn.console import INTERRUPTED
-from tests.processes import kill_all, loky_workers, start_bnn
+from tests.processes import kill_all, start_bnn
 
 FIT = ["fit", "--dataset", "toy1d", "--hidden", "3", "--quiet"]
 # per method: its options (long enough never to finish), where its work starts, and what the last line says was kept
@@ -62,16 +61,3 @@ def test_a_signal_during_the_imports_exits_130_quietly(signum, tmp_path):
     finally:
         kill_all(process)
     assert (process.returncode, stderr, stdout) == (INTERRUPTED, "interrupted while starting: nothing was done\n", "")
-
-
-@pytest.mark.skipif(available_cores() < 2, reason="chains run in processes only with two cores")
-def test_ctrl_c_while_the_nuts_workers_import_exits_130_without_their_tracebacks(tmp_path):
-    options = INTERRUPTED_FITS["nuts"][0]
-    process = start_bnn(*FIT, *options, "--num-chains", "2", "--out", str(tmp_path / "run"))
-    try:
-        loky_workers(process, 2)  # just started: they import torch for seconds
-        stdout, stderr = interrupt(process, signal.SIGINT)
-    finally:
-        kill_all(process)
-    assert process.returncode == INTERRUPTED and "Traceback" not in stderr and "KeyboardInterrupt\n" not in stderr, stderr
-    assert stderr == f"interrupted: nothing was kept; {tmp_path / 'run'} is as it was before the command\n"

@@ -63,7 +63,7 @@ def test_the_wheel_holds_every_subpackage_and_no_tests_or_benchmarks(wheel):
 
 def test_the_wheel_declares_the_console_script(wheel):
     (entry_points,) = [name for name in wheel.namelist() if name.endswith(".dist-info/entry_points.txt")]
-    assert "bnn = bnn.inference.cli:main" in wheel.read(entry_points).decode()
+    assert "bnn = bnn.console:main" in wheel.read(entry_points).decode()
 
 
 @pytest.mark.parametrize("name", OLD_IMPORT_NAMES)
