@@ -46,8 +46,9 @@ def check_svi(conjugate, posterior):
     elbo = JitTrace_ELBO(num_particles=64, vectorize_particles=True, max_plate_nesting=1,
                          ignore_jit_warnings=True)
     fitted = loc_and_variance()
-    chain = stationary_sgd_chain(lambda: elbo.differentiable_loss(conjugate.model, guide, conjugate.x, conjugate.y),
-                                 locs + rhos, log_scale_step(locs + rhos, masks), loc_and_variance)
+    with guide.own_parameters():  # Pyro's JIT loss reads the parameters from the store by name, outside the guide
+        chain = stationary_sgd_chain(lambda: elbo.differentiable_loss(conjugate.model, guide.guide, conjugate.x, conjugate.y),
+                                     locs + rhos, log_scale_step(locs + rhos, masks), loc_and_variance)
     mean, standard_error = check_meanfield_optimum(conjugate, chain, fitted)
     # mean field underestimates: the variances lie below the full posterior's S_kk (2.7-9% above 1/Lambda_kk);
     # 64 particles make the standard errors small enough (~0.4%) for the check to tell the two apart
