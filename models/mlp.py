@@ -224,9 +224,10 @@ class BayesianMLP:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> BayesianMLP:
-        """Inverse of :meth:`config`; a config with an ``"architecture"`` entry builds that registered class."""
+        """Inverse of :meth:`config`; a config with an ``"architecture"`` entry that ``cls`` is not (a subclass of)
+        builds that registered class."""
         architecture = ARCHITECTURES.get(config.get("architecture", "mlp"))
-        if architecture is not cls:
+        if not issubclass(cls, architecture):
             return architecture.from_config(config)
         return cls(
             config["in_features"],
