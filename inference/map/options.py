@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+from bnn.inference.memory import parameter_count, value_bytes
+
 from bnn.options import Options, flag, option, positive_int, positive_number, seed
 
 
@@ -28,3 +31,6 @@ class MapOptions(Options):
     map_tolerance: float = option(1e-2, positive_number)
     seed: int = option(0, seed)
     progress: bool = option(True, flag)
+
+    def memory_needs(self, model) -> dict[str, int]:
+        return {"the MAP fit: Adam's state (4 D, float64)": value_bytes(4 * parameter_count(model), torch.float64)}

@@ -119,7 +119,7 @@ def test_ctrl_c_during_a_fit_keeps_the_fits_before_it(tmp_path, monkeypatch, cap
 
 def test_an_interrupted_chain_fit_ends_compare_and_is_not_kept_as_finished(tmp_path, monkeypatch, capsys):
     original = cli.fit
-    stopped = SimpleNamespace(record=SimpleNamespace(incomplete=True, incomplete_reason="interrupted (SIGTERM) after 12 draws"))
+    stopped = SimpleNamespace(record=SimpleNamespace(interrupted="interrupted (SIGTERM) after 12 draws"))
     monkeypatch.setattr(cli, "fit", lambda model, data, method, **options: stopped if method == "laplace"
                         else original(model, data, method, **options))
     code, _, err = run([*COMMAND, "--out", str(tmp_path / "report")], capsys)

@@ -67,7 +67,7 @@ def test_each_fits_own_warnings_reach_the_report(tmp_path):
     svi = fit(model, data, "svi", steps=5, num_samples=10, progress=False)
     assert method_problems({"svi": svi}) == []
     [line] = method_problems({"svi": svi, "laplace": laplace})
-    assert line.startswith("**Warning: laplace**: the MAP did not converge (largest gradient entry ")
+    assert line.startswith("**Warning: laplace**: the MAP did not converge (gradient norm ")
     write_comparison({"svi": svi, "laplace": laplace}, data, tmp_path / "report", command="test")
     report = (tmp_path / "report" / "report.md").read_text()
     assert report.startswith("# svi, laplace on toy1d") and line in report

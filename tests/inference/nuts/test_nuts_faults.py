@@ -159,7 +159,9 @@ def test_compare_stops_at_an_interrupted_fit_and_exits_130(monkeypatch, tmp_path
         main(["compare", "--methods", "nuts,laplace", "--dataset", "toy1d", "--hidden", "2", "--num-chains", "1",
               "--num-warmup", "20", "--num-samples", "500", "--max-tree-depth", "4", "--quiet", "--out", str(out)])
     assert exit_info.value.code == 130 and not out.exists()  # Laplace did not start, no report was written
-    assert capsys.readouterr().err.endswith(f"compare stopped there and wrote no report into {out}\n")
+    err = capsys.readouterr().err
+    assert err.startswith("interrupted: compare stopped (nuts: interrupted (KeyboardInterrupt); kept chains [0] with ")
+    assert err.endswith("before any fit finished; nothing was kept\n")
 
 
 SAMPLING_RUN = """
