@@ -124,7 +124,8 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--hidden", type=_widths, default=(50,),
                        help=f"hidden widths, comma-separated (default 50); '{NO_HIDDEN_LAYER}' for no hidden layer")
     model.add_argument("--activation", choices=ACTIVATIONS.names(), default="tanh")
-    model.add_argument("--prior", choices=PRIORS.names(), default="gaussian")
+    # the posterior prior holds a mean and a scale per weight: it comes from a fit (posterior.as_prior()), not a flag
+    model.add_argument("--prior", choices=[name for name in PRIORS.names() if name != "posterior"], default="gaussian")
     model.add_argument("--prior-option", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
                        help="prior option, repeatable, for example scale=0.5")
     model.add_argument("--likelihood", choices=[name for name in LIKELIHOODS.names()
