@@ -112,6 +112,11 @@ class BayesianMLP:
         ]:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{what} must be a positive integer, got {value!r}")
+        widths = (in_features, *hidden, out_features)
+        largest = max(a * b for a, b in zip(widths, widths[1:]))
+        if largest >= 2**63:  # torch indexes tensors with int64: such a weight matrix cannot exist
+            raise ValueError(f"a weight matrix of these widths would hold {largest} weights, more than a tensor can index "
+                             "(2^63 - 1); use smaller hidden widths")
         self.in_features = in_features
         self.out_features = out_features
         self.hidden = hidden
