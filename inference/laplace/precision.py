@@ -18,11 +18,10 @@ from collections.abc import Mapping
 import torch
 from bnn.guides.flat_weights import join_sites
 from bnn.inference.laplace.curvature import HessianType, Structure, covered_from, likelihood_curvature
+from bnn.inference.laplace.fit import WORKING_DTYPE
 from bnn.inference.laplace.prior_curvature import prior_curvature
 
 from bnn.options import parse_option
-
-WORKING_DTYPE = torch.float64
 
 
 def posterior_precision(model, x: torch.Tensor, y: torch.Tensor, values: Mapping[str, torch.Tensor], *,
