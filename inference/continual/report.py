@@ -72,7 +72,8 @@ def plot_continual(result: ContinualResult, path: str | Path) -> None:
     axes[-1].legend(fontsize=7)
     figure.suptitle(result.benchmark)
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
+    with atomic_file(path, "wb") as handle:
+        figure.savefig(handle, format="png", dpi=110)
     plt.close(figure)
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bnn.datasets.continual import ContinualBenchmark, load_continual_benchmark
-from bnn.inference.atomic import atomic_directory, write_json
+from bnn.inference.atomic import atomic_directory, check_writable, write_json
 from bnn.inference.continual.bayesian import online_laplace, vcl, vcl_coreset
 from bnn.inference.continual.learned import Learned
 from bnn.inference.continual.map_training import finetune, joint
@@ -64,6 +64,9 @@ class ContinualResult:
 
 
 def _check_run_file(out: Path, description: dict[str, Any]) -> None:
+    """Resume the run in ``out`` when its settings are ``description``, or start one in a new or empty ``out``; refuse
+    anything else (other settings, a file, a folder holding files of something else, a folder that cannot be written)
+    before any work."""
     run_file = out / RUN_FILE
     if run_file.is_file():
         found = json.loads(run_file.read_text())
@@ -71,6 +74,13 @@ def _check_run_file(out: Path, description: dict[str, Any]) -> None:
             raise ValueError(f"{out} holds a continual run with other settings ({found}); resume it with those, or "
                              f"choose another --out for {description}")
         return
+    blocking = next((path for path in (out, *out.parents) if path.exists() and not path.is_dir()), None)
+    if blocking is not None:
+        raise ValueError(f"{blocking} is a file, not a folder; choose another --out")
+    if out.is_dir() and any(out.iterdir()):
+        raise ValueError(f"{out} holds files that are not a continual run (no {RUN_FILE}); a run writes only into a new "
+                         "or empty folder, or resumes its own: choose another --out")
+    check_writable(run_file)
     out.mkdir(parents=True, exist_ok=True)
     write_json(run_file, description)
 

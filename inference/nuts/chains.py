@@ -3,9 +3,10 @@ r"""Running the chains of a NUTS fit: in worker processes or one after the other
 Chains run in separate *processes* when more than one core is free (:class:`ChainMethod`), and one
 after the other in this process otherwise; either way every chain runs its engine
 (:data:`bnn.inference.nuts.engines.ENGINES`) on one torch thread with its own seed, so both give the
-same draws. The processes come from a dedicated :class:`loky.ProcessPoolExecutor`: its workers start
-a fresh interpreter (they work from scripts and from Jupyter, where Pyro's own multi-chain MCMC hangs,
-and need no ``if __name__ == "__main__":`` guard, since they do not re-run the main module), start
+same draws. The processes come from a :class:`loky.ProcessPoolExecutor`
+(:mod:`~bnn.inference.nuts.warm_workers`): its workers start a fresh interpreter (they work from scripts and from
+Jupyter, where Pyro's own multi-chain MCMC hangs, and need no ``if __name__ == "__main__":`` guard, since they do
+not re-run the main module), start
 with ``OMP_NUM_THREADS=1`` and one torch thread, and receive the model and data pickled by loky's
 pickler, cloudpickle, which sends the classes of ``__main__`` and those defined inside a function by
 value: priors, likelihoods and models defined in a notebook or a ``python -c`` script run in processes
@@ -20,13 +21,13 @@ sets a shared stop event (on Ctrl-C or SIGTERM, which
 the chains' outcomes, the draws made included, then come back as
 :class:`~bnn.inference.nuts.outcomes.ChainOutcomes`. A chain whose iteration outlasts
 :data:`STOP_GRACE_SECONDS` is not waited for: its worker is killed and its draws are lost (``failed_chains`` says
-so). The executor is shut down, its workers killed, on every way out; a worker whose parent died without
-shutting it down (``kill -9``) ends itself.
+so). After a clean run the workers wait, warm, for the next fit of this process
+(:mod:`~bnn.inference.nuts.warm_workers`); on every other way out the pool is shut down and its workers killed. A
+worker whose parent died without shutting it down (``kill -9``) ends itself.
 """
 
 from __future__ import annotations
 
-import os
 import pickle
 import queue
 import warnings
@@ -36,19 +37,18 @@ from concurrent.futures import wait as wait_for
 from concurrent.futures.process import BrokenProcessPool
 from enum import Enum
 
-import loky
 import torch
 from bnn.inference.nuts.chain import ChainDraws, ChainJob
 from bnn.inference.nuts.engines import ENGINES
 from bnn.inference.nuts.outcomes import ChainInterrupted, ChainOutcomes
+from bnn.inference.nuts.warm_workers import ChainWorkers, chain_workers, close_chain_workers
 from bnn.inference.progress import progress_bar
 from bnn.inference.stop_signals import sigterm_as_keyboard_interrupt
-from bnn.inference.workers import WORKER_ENV, available_cores, one_torch_thread
-from loky.backend import get_context
+from bnn.inference.workers import available_cores, one_torch_thread
 from loky.backend.reduction import dumps as loky_dumps
-from loky.process_executor import TerminatedWorkerError
+from loky.process_executor import ShutdownExecutorError, TerminatedWorkerError
 
-from bnn.worker_process import start_worker, stop_signals_held, worker_shared
+from bnn.worker_process import worker_shared
 
 PROGRESS_POLL_SECONDS = 0.2
 STOP_GRACE_SECONDS = 3.0
@@ -137,20 +137,13 @@ def _show_progress(futures: dict[int, Future], messages, show: Callable[[tuple],
 def _run_in_processes(model, x, y, jobs: list[ChainJob], show: _ProgressBars) -> ChainOutcomes:
     problem = _pickled(model, x, y)
     outcomes = ChainOutcomes(len(jobs), jobs[0].num_samples)
-    with stop_signals_held():  # the first queue starts loky's resource trackers
-        context = get_context("loky")
-        messages, stop = context.Queue(), context.Event()
-        executor = loky.ProcessPoolExecutor(
-            max_workers=min(len(jobs), available_cores()), context=context, env=WORKER_ENV,
-            initializer=start_worker, initargs=(os.getpid(), messages, stop),
-        )
+    clean = False
     try:
-        with stop_signals_held():  # the first submit starts the workers
-            futures = {job.chain: executor.submit(_run_chain_in_worker, problem, job) for job in jobs}
+        workers, futures = _submit(min(len(jobs), available_cores()), problem, jobs)
         try:
-            _show_progress(futures, messages, show)
+            _show_progress(futures, workers.messages, show)
         except BaseException as interrupt:
-            stop.set()  # the workers stop at their next iteration
+            workers.stop.set()  # the workers stop at their next iteration
             if not isinstance(interrupt, KeyboardInterrupt):
                 raise
             outcomes.interrupt = interrupt
@@ -162,9 +155,26 @@ def _run_in_processes(model, x, y, jobs: list[ChainJob], show: _ProgressBars) ->
                     outcomes.failures[chain] = TimeoutError(
                         f"its worker did not stop within {STOP_GRACE_SECONDS:g} s of the interrupt (one iteration "
                         "takes longer) and was killed; its draws are lost")
+        outcomes = _collect(futures, outcomes)
+        clean = outcomes.interrupt is None and not outcomes.failures
+        return outcomes
     finally:
-        executor.shutdown(wait=True, kill_workers=True)
-    return _collect(futures, outcomes)
+        if not clean:  # only the workers of a clean run wait for the next fit
+            close_chain_workers()
+
+
+def _submit(size: int, problem: bytes, jobs: list[ChainJob]) -> tuple[ChainWorkers, dict[int, Future]]:
+    """A pool of ``size`` workers and each job's future there; a warm pool that broke while it waited (one of its
+    workers killed meanwhile) is replaced by a new one."""
+    try:
+        return _submitted(chain_workers(size), problem, jobs)
+    except (BrokenProcessPool, ShutdownExecutorError):
+        close_chain_workers()
+        return _submitted(chain_workers(size), problem, jobs)
+
+
+def _submitted(workers: ChainWorkers, problem: bytes, jobs: list[ChainJob]) -> tuple[ChainWorkers, dict[int, Future]]:
+    return workers, {job.chain: workers.submit(_run_chain_in_worker, problem, job) for job in jobs}
 
 
 def _collect(futures: dict[int, Future], outcomes: ChainOutcomes) -> ChainOutcomes:

@@ -87,3 +87,26 @@ def test_command_line_writes_the_report(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["continual", "--methods", "vcl,nope", "--out", str(tmp_path / "x"), "--quiet"])
     assert exit_info.value.code == 2 and "unknown continual method 'nope'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("occupant", ["notes.txt", "data/"])
+def test_an_out_holding_files_of_something_else_is_refused_and_left_as_it_was(tmp_path, occupant):
+    (tmp_path / occupant.rstrip("/")).mkdir() if occupant.endswith("/") else (tmp_path / occupant).write_text("mine")
+    before = sorted(path.name for path in tmp_path.iterdir())
+    with pytest.raises(ValueError, match=r"holds files that are not a continual run.*choose another --out"):
+        run_continual(small(load_split_digits(), tasks=1), ["finetune"], tmp_path, **TINY)
+    assert sorted(path.name for path in tmp_path.iterdir()) == before
+
+
+@pytest.mark.parametrize("out", ["file", "file/run"])
+def test_an_out_that_is_or_lies_under_a_file_is_refused(tmp_path, out):
+    (tmp_path / "file").write_text("mine")
+    with pytest.raises(ValueError, match=r"file is a file, not a folder; choose another --out"):
+        run_continual(small(load_split_digits(), tasks=1), ["finetune"], tmp_path / out, **TINY)
+    assert (tmp_path / "file").read_text() == "mine"
+
+
+def test_an_unwritable_out_is_refused_before_any_work(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["continual", "--methods", "finetune", "--out", "/proc/bnn-continual", "--quiet"])
+    assert exit_info.value.code == 2 and "cannot write into /proc" in capsys.readouterr().err

@@ -1,0 +1,88 @@
+"""The chain workers wait, warm, between clean NUTS fits of one process, and only then."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import loky.process_executor
+import psutil
+import pytest
+import torch
+from bnn.inference import fit
+from bnn.inference.convergence import IncompleteSamplingWarning
+from bnn.inference.nuts import chains, warm_workers
+
+from tests.inference.nuts.test_nuts_faults import interrupt_at_report
+from tests.processes import LOKY_WORKER, still_running
+
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::bnn.inference.convergence.ConvergenceWarning"),  # short runs
+    pytest.mark.skipif(chains.available_cores() < 2, reason="chains run in processes only with two cores"),
+]
+
+
+def in_processes(conjugate, seed: int = 5, num_samples: int = 20):
+    posterior = fit(conjugate.model, (conjugate.x, conjugate.y), "nuts", num_warmup=20, num_samples=num_samples,
+                    num_chains=2, chain_method="parallel", max_tree_depth=4, progress=False, engine="nutpie", seed=seed)
+    assert posterior.record.chain_method == "parallel"
+    return posterior
+
+
+def worker_pids() -> set[int]:
+    return {child.pid for child in psutil.Process().children() if LOKY_WORKER in " ".join(child.cmdline())}
+
+
+@pytest.fixture(autouse=True)
+def no_warm_workers():
+    warm_workers.close_chain_workers()
+    yield
+    warm_workers.close_chain_workers()
+
+
+def test_a_clean_fit_leaves_its_workers_for_the_next_which_gives_the_draws_fresh_workers_give(conjugate):
+    in_processes(conjugate, seed=6)
+    workers = worker_pids()
+    assert len(workers) == 2
+    warm = in_processes(conjugate, seed=5)
+    assert worker_pids() == workers  # the same processes ran the second fit
+    warm_workers.close_chain_workers()
+    assert worker_pids() == set()
+    fresh = in_processes(conjugate, seed=5)
+    for site, draws in fresh.samples.items():
+        assert torch.equal(warm.samples[site], draws), site
+
+
+def test_an_interrupted_fit_kills_its_workers(conjugate, monkeypatch):
+    in_processes(conjugate)
+    workers = [psutil.Process(pid) for pid in worker_pids()]
+    interrupt_at_report(monkeypatch, 5)
+    with pytest.warns(IncompleteSamplingWarning):
+        posterior = in_processes(conjugate, num_samples=5000)
+    assert posterior.record.incomplete is True
+    assert warm_workers._warm is None and still_running(workers, within=5) == [] and worker_pids() == set()
+
+
+def test_idle_workers_end_after_the_idle_time_and_the_next_fit_starts_new_ones(conjugate, monkeypatch):
+    monkeypatch.setattr(warm_workers, "IDLE_SECONDS", 1)
+    in_processes(conjugate)
+    idle = [psutil.Process(pid) for pid in worker_pids()]
+    assert len(idle) == 2 and still_running(idle, within=15) == []
+    assert in_processes(conjugate).num_draws == 20
+
+
+def test_a_warm_worker_killed_while_it_waits_is_replaced(conjugate):
+    in_processes(conjugate)
+    victim = psutil.Process(min(worker_pids()))
+    victim.kill()
+    victim.wait(5)
+    time.sleep(0.5)  # loky's manager thread notices the dead worker and marks the pool broken
+    posterior = in_processes(conjugate)
+    assert posterior.num_draws == 20 and victim.pid not in worker_pids()
+
+
+def test_idle_workers_are_killed_at_exit_before_loky_waits_for_them(conjugate):
+    in_processes(conjugate)
+    hooks = [getattr(hook, "func", hook) for hook in threading._threading_atexits]  # noqa: SLF001
+    # threading runs its exit hooks last registered first: ours must come after loky's, which waits for workers
+    assert hooks.index(warm_workers.close_chain_workers) > hooks.index(loky.process_executor._python_exit)
