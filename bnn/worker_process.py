@@ -34,11 +34,26 @@ def stop_signals_held() -> Iterator[None]:
     This process loses nothing: a signal sent to it meanwhile reaches another of its threads (Python runs the
     handler in the main thread), or this one when the block ends.
     """
+    _start_resource_tracker()
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _start_resource_tracker() -> None:
+    """Start the standard library's multiprocessing resource tracker now, if it is not running.
+
+    Its first start unblocks SIGINT and SIGTERM in the calling thread (Python 3.11's
+    ``multiprocessing.resource_tracker.ensure_running`` blocks them while it spawns the tracker, then unblocks them
+    rather than restoring the mask). A pool starts it with its first worker; inside :func:`stop_signals_held` that
+    would release the signals, and the next workers would begin with Ctrl-C live while they import.
+    """
+    if os.name == "posix":
+        from multiprocessing import resource_tracker
+
+        resource_tracker.ensure_running()
 
 
 def _exit_with_parent(parent: int) -> None:
