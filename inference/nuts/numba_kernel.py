@@ -25,7 +25,7 @@ included, so that the gradients are torch's.
 
 The loops run over the output units innermost (weights transposed into the work space first), so that LLVM
 vectorises them without reassociating a sum (``fastmath=False``: the sums keep their order). ``tanh`` and the
-sigmoid come from :func:`expm1_nonpositive`, a Cody-Waite reduction and a degree-13 polynomial that vectorises
+sigmoid come from :func:`reduced_exponential`, a Cody-Waite reduction and a degree-13 polynomial that vectorises
 where the C library's ``tanh`` is a call per element; it is accurate to a few units in the last place.
 
 :func:`nutpie_log_density` and :func:`nutpie_expand` are the C callbacks nutpie's sampler calls directly (the
@@ -84,11 +84,11 @@ def c_callback(signature):
 
 
 @jit
-def expm1_nonpositive(x: float) -> float:
-    r""":math:`e^x - 1` for :math:`x \le 0`, accurate near 0; below -708 it is :math:`e^{-708} - 1`.
+def reduced_exponential(x: float) -> tuple[float, float]:
+    r""":math:`(2^k, \mathrm{expm1}(r))` with :math:`e^x = 2^k e^r` for :math:`x \le 0` (clamped at -708).
 
-    :math:`x = k \ln 2 + r`, :math:`|r| \le \ln 2 / 2`, :math:`e^x - 1 = 2^k\,\mathrm{expm1}(r) + (2^k - 1)`
-    with :math:`\mathrm{expm1}(r) = \sum_{i=1}^{13} r^i / i!` (truncation below :math:`10^{-17}`).
+    :math:`x = k \ln 2 + r`, :math:`|r| \le \ln 2 / 2` (Cody-Waite), and
+    :math:`\mathrm{expm1}(r) = \sum_{i=1}^{13} r^i / i!` (truncation below :math:`10^{-17}`).
     """
     x = max(x, SMALLEST_EXPONENT)
     k = math.floor(x * LOG2E + 0.5)
@@ -96,17 +96,22 @@ def expm1_nonpositive(x: float) -> float:
     p = EXPM1_COEFFICIENTS[0]
     for c in EXPM1_COEFFICIENTS[1:]:
         p = p * r + c
-    q = r + r * r * p
-    scale = POW2_NEGATIVE[int(-k)]
+    return POW2_NEGATIVE[int(-k)], r + r * r * p
+
+
+@jit
+def expm1_nonpositive(x: float) -> float:
+    r""":math:`e^x - 1 = 2^k\,\mathrm{expm1}(r) + (2^k - 1)` for :math:`x \le 0`, accurate near 0."""
+    scale, q = reduced_exponential(x)
     return scale * q + (scale - 1.0)
 
 
 @jit
 def sigmoid(a: float) -> float:
-    r""":math:`1 / (1 + e^{-a})` from :math:`m = e^{-|a|} - 1`: :math:`1/(2 + m)` for :math:`a \ge 0`,
-    else :math:`(1 + m)/(2 + m)`."""
-    m = expm1_nonpositive(-abs(a))
-    return 1.0 / (2.0 + m) if a >= 0.0 else (1.0 + m) / (2.0 + m)
+    r""":math:`1 / (1 + e^{-a})` from :math:`e = e^{-|a|}`: :math:`1/(1 + e)` for :math:`a \ge 0`, else :math:`e/(1 + e)`."""
+    scale, q = reduced_exponential(-abs(a))
+    e = scale * (1.0 + q)
+    return 1.0 / (1.0 + e) if a >= 0.0 else e / (1.0 + e)
 
 
 @jit
