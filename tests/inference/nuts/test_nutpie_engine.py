@@ -18,6 +18,7 @@ import pytest
 import torch
 from bnn.inference import fit
 from bnn.inference.nuts import DEFAULT_ENGINE, Engine
+from bnn.inference.nuts.potential import Backend, FlatPotential
 from bnn.models import BayesianMLP, Prior
 
 from tests.conjugate import NOISE, PRIOR_SCALE
@@ -85,6 +86,16 @@ def test_same_seed_same_draws_in_processes_and_in_sequence(conjugate):
             np.testing.assert_array_equal(runs[name].sample_stats[stat], value)
     assert runs["processes"].record.chain_method == "parallel"
     assert not torch.equal(runs["other seed"].samples["layers.0.bias"], reference.samples["layers.0.bias"])
+
+
+def test_the_compiled_kernel_gives_the_eager_potentials_draws(conjugate):
+    """On the linear model both potentials round alike, so nutpie's trajectories, hence its draws, are the same."""
+    assert FlatPotential(conjugate.model, conjugate.x, conjugate.y).backend is Backend.NUMBA
+    compiled, eager = quick(conjugate, jit_compile=True), quick(conjugate)
+    for site, value in eager.samples.items():
+        assert torch.equal(compiled.samples[site], value), site
+    for stat, value in eager.sample_stats.items():
+        np.testing.assert_array_equal(compiled.sample_stats[stat], value)
 
 
 def test_learned_noise_comes_back_positive_and_near_the_truth():
