@@ -89,13 +89,13 @@ def test_same_seed_same_draws_in_processes_and_in_sequence(conjugate):
 
 
 def test_the_compiled_kernel_gives_the_eager_potentials_draws(conjugate):
-    """On the linear model both potentials round alike, so nutpie's trajectories, hence its draws, are the same."""
+    """On the linear model the two potentials differ by rounding only, too little to change a trajectory: the same
+    tree sizes and the same draws to rounding (with a hidden layer, the chaos of the trajectories amplifies it)."""
     assert FlatPotential(conjugate.model, conjugate.x, conjugate.y).backend is Backend.NUMBA
     compiled, eager = quick(conjugate, jit_compile=True), quick(conjugate)
     for site, value in eager.samples.items():
-        assert torch.equal(compiled.samples[site], value), site
-    for stat, value in eager.sample_stats.items():
-        np.testing.assert_array_equal(compiled.sample_stats[stat], value)
+        torch.testing.assert_close(compiled.samples[site], value, rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(compiled.sample_stats["n_steps"], eager.sample_stats["n_steps"])
 
 
 def test_learned_noise_comes_back_positive_and_near_the_truth():
