@@ -16,7 +16,9 @@ Printed per engine: wall seconds, gradient evaluations (the sum of leapfrog step
 mean tree depth, divergences, and the bulk ESS per second of the latents (median and minimum
 over latents; the weights of a BNN are not identifiable, so the minimum is noisy), then each
 engine's ratio to NumPyro. Runs repeat ``--repeats`` times, engines alternating, and the table
-shows medians. Before that, the time per gradient of each backend of the flat potential on toy1d.
+shows medians. Before that, the time per gradient of each backend of the flat potential on toy1d, and the
+seconds a fresh process takes to build the ``numba`` potential with an empty numba cache (compilation) and with
+the cache that run left (what every chain process pays once the cache exists), when ``--backends`` has ``numba``.
 The last line is ``ess_per_s_ratio=<default engine (nutpie) / numpyro, median bulk ESS/s, toy1d>``.
 
 NumPyro and JAX are in the optional ``bench`` extra (``pip install -e ".[bench]"``); the package
@@ -25,7 +27,7 @@ never needs them.
 Usage::
 
     python -m benchmarks.nuts_speed [--uci-dir UCI_DIR] [--engines nutpie,numpyro]
-        [--warmup 300] [--draws 300] [--repeats 3] [--backends numpy,trace,eager,compile]
+        [--warmup 300] [--draws 300] [--repeats 3] [--backends numba,numpy,trace,eager,compile]
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -158,6 +163,24 @@ def backend_gradient_times(dataset: Dataset, backends: list[Backend], calls: int
     return times
 
 
+BUILD_NUMBA_POTENTIAL = (
+    "import time; start = time.perf_counter(); from benchmarks.nuts_speed import FlatPotential, build_model, load_dataset; "
+    "toy = load_dataset('toy1d'); FlatPotential(build_model(toy), toy.x_train, toy.y_train, backend='numba'); "
+    "print(time.perf_counter() - start)"
+)
+
+
+def numba_build_seconds() -> tuple[float, float]:
+    """Seconds a fresh process takes to import the package and build the ``numba`` potential on toy1d: with an
+    empty numba cache (the kernel compiles), then with the cache that run left."""
+    with tempfile.TemporaryDirectory() as cache:
+        environment = {**os.environ, "NUMBA_CACHE_DIR": cache}
+        runs = [subprocess.run([sys.executable, "-c", BUILD_NUMBA_POTENTIAL], env=environment, capture_output=True,
+                               text=True, check=True) for _ in range(2)]
+    cold, warm = (float(run.stdout.strip().splitlines()[-1]) for run in runs)
+    return cold, warm
+
+
 def print_table(title: str, rows: dict[str, dict[str, float]]) -> None:
     """Print ``rows`` (engine -> column -> value) as a Markdown table under ``title``."""
     columns = list(next(iter(rows.values())))
@@ -198,7 +221,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--warmup", type=int, default=300)
     parser.add_argument("--draws", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--backends", default="numpy,trace,eager,compile", help="flat-potential backends to time")
+    parser.add_argument("--backends", default="numba,numpy,trace,eager,compile", help="flat-potential backends to time")
     args = parser.parse_args(argv)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -216,6 +239,9 @@ def _run(args: argparse.Namespace) -> dict:
     backends = [Backend(name.strip()) for name in args.backends.split(",")]
     for backend, (built, micro) in backend_gradient_times(toy, backends).items():
         print(f"  {backend:8s} build {built:6.2f} s   {micro:8.1f} us")
+    if Backend.NUMBA in backends:
+        cold, warm = numba_build_seconds()
+        print(f"numba potential in a fresh process (imports included): {cold:.2f} s with an empty cache, {warm:.2f} s cached")
     ratios = benchmark("toy1d 1-50-1", toy, engines, args.warmup, args.draws, args.repeats)
     if args.uci_dir:
         boston = load_dataset("bostonHousing", uci_dir=args.uci_dir, split=0)

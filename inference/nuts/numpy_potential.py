@@ -111,7 +111,7 @@ PRIOR_GRADIENTS: dict[type, Callable] = {
 """Prior class -> ``(prior, site, w) -> (log p(w), d log p / dw)``; exact classes only (a subclass may change the density)."""
 
 
-def _is_exp(transform) -> bool:
+def is_exp(transform) -> bool:
     """Whether ``transform`` is :math:`u \\mapsto e^u` (``biject_to`` may compose it with an identity affine map)."""
     u = torch.linspace(-3.0, 3.0, 7, dtype=torch.float64)
     value = transform(u)
@@ -144,7 +144,7 @@ class NumpyLogDensity:
         if type(self.likelihood) not in (GaussianLikelihood, BernoulliLikelihood, CategoricalLikelihood):
             raise Unsupported(f"likelihood {type(self.likelihood).__name__} has no hand-derived gradient")
         for name, transform in potential.transforms.items():
-            if not _is_exp(transform):
+            if not is_exp(transform):
                 raise Unsupported(f"latent {name!r} is mapped by {transform}, not sigma = exp(u)")
         self.offsets = np.cumsum([0, *potential.sizes])
         self.shapes = [tuple(shape) for shape in potential.shapes.values()]

@@ -37,6 +37,7 @@ import numpy as np
 import pyro
 import torch
 from bnn.inference.jit_deprecation import torch_jit_deprecation_ignored
+from bnn.inference.nuts.numba_potential import NumbaLogDensity
 from bnn.inference.nuts.numpy_potential import NumpyLogDensity
 from bnn.models.mlp import MAX_PLATE_NESTING
 from pyro.infer.mcmc.util import initialize_model
@@ -67,8 +68,12 @@ class Backend(str, Enum):
     """
 
     AUTO = "auto"
-    """The first of ``numpy``, ``trace``, ``eager`` that builds and reproduces the eager value and gradient.
-    ``compile`` is left out: its build, repeated in every chain process, outweighs its gain on the collection's runs."""
+    """The first of ``numba``, ``numpy``, ``trace``, ``eager`` that builds and reproduces the eager value and
+    gradient. ``compile`` is left out: its build, repeated in every chain process, outweighs its gain on the
+    collection's runs."""
+    NUMBA = "numba"
+    """The compiled kernel of :mod:`bnn.inference.nuts.numba_kernel` (the collection's own priors, likelihoods and
+    activations only); the nutpie engine calls it from Rust without entering Python."""
     NUMPY = "numpy"
     """The hand-derived gradient of :mod:`bnn.inference.nuts.numpy_potential`: the collection's own priors,
     likelihoods and activations only."""
@@ -138,6 +143,9 @@ class FlatPotential(FlatLayout):
         The latent sites in the order of ``z`` (``model.latent_shapes``).
     dim : int
         Length of ``z``.
+    evaluator : callable
+        ``z -> (value, gradient)`` of the chosen backend (a
+        :class:`~bnn.inference.nuts.numba_potential.NumbaLogDensity` for ``numba``).
     """
 
     def __init__(self, model, x: torch.Tensor, y: torch.Tensor, *, backend: Backend | str = Backend.AUTO) -> None:
@@ -150,7 +158,8 @@ class FlatPotential(FlatLayout):
         for name, transform in self.transforms.items():
             if transform.inverse_shape(self.shapes[name]) != self.shapes[name]:
                 raise ValueError(f"latent {name!r}: transforms that change the shape are not supported")
-        self.backend, self._value_and_grad = self._build(backend)
+        self.backend, self.evaluator = self._build(backend)
+        self._value_and_grad = self.evaluator
 
     def log_density(self, z: torch.Tensor) -> torch.Tensor:
         r""":math:`\log\pi(z)` for one point ``z`` of shape ``(dim,)``, as a 0-d tensor (eager)."""
@@ -169,7 +178,7 @@ class FlatPotential(FlatLayout):
     def _build(self, backend: Backend):
         """The first working evaluator of the backends to try, checked against the eager value and gradient
         at a fixed point away from zero (where activations and priors are least generic)."""
-        candidates = [Backend.NUMPY, Backend.TRACE, Backend.EAGER] if backend is Backend.AUTO else [backend]
+        candidates = [Backend.NUMBA, Backend.NUMPY, Backend.TRACE, Backend.EAGER] if backend is Backend.AUTO else [backend]
         probe = torch.linspace(-1.5, 1.0, self.dim, dtype=torch.float64)
         expected_value, expected_gradient = torch_evaluator(self.log_density)(probe.numpy())
         failures = []
@@ -189,6 +198,8 @@ class FlatPotential(FlatLayout):
         raise RuntimeError("no backend could evaluate the potential: " + "; ".join(failures))
 
     def _evaluator(self, backend: Backend, probe: torch.Tensor) -> Callable[[np.ndarray], tuple[float, np.ndarray]]:
+        if backend is Backend.NUMBA:
+            return NumbaLogDensity(self)
         if backend is Backend.NUMPY:
             return NumpyLogDensity(self)
         if backend is Backend.COMPILE:

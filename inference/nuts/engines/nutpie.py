@@ -34,11 +34,14 @@ from collections.abc import Callable
 import numpy as np
 import nutpie
 import torch
+from bnn.inference.nuts import numba_kernel
 from bnn.inference.nuts.chain import ChainDraws, ChainJob, sampler_stats
 from bnn.inference.nuts.engines.pyro import initial_point
+from bnn.inference.nuts.numba_potential import NumbaLogDensity
 from bnn.inference.nuts.outcomes import ChainInterrupted
 from bnn.inference.nuts.potential import Backend, FlatLayout, FlatPotential, PotentialKind, TracePotential
 from bnn.inference.seeding import seeded
+from nutpie.compile_pymc import CompiledPyMCModel
 from nutpie.compiled_pyfunc import from_pyfunc
 
 POLL_SECONDS = 0.25
@@ -65,8 +68,11 @@ def on_one_torch_thread(function: Callable[[np.ndarray], tuple]) -> Callable[[np
 
 
 def compiled_model(potential: FlatLayout, start: np.ndarray):
-    """nutpie's model around ``potential`` (on one torch thread, :func:`on_one_torch_thread`), starting every
-    chain at ``start`` (unconstrained)."""
+    """nutpie's model around ``potential``, starting every chain at ``start`` (unconstrained): the compiled
+    kernel's C callbacks for the ``numba`` backend (:func:`numba_model`), else the potential as a Python
+    function (on one torch thread, :func:`on_one_torch_thread`)."""
+    if getattr(potential, "backend", None) is Backend.NUMBA:
+        return numba_model(potential.evaluator, start)
     value_and_grad = on_one_torch_thread(potential.value_and_grad)
     return from_pyfunc(
         potential.dim,
@@ -76,6 +82,19 @@ def compiled_model(potential: FlatLayout, start: np.ndarray):
         [(potential.dim,)],
         [DRAWS],
         make_initial_point_fn=lambda seed: start,
+    )
+
+
+def numba_model(density: NumbaLogDensity, start: np.ndarray) -> CompiledPyMCModel:
+    """nutpie's model of the C callbacks :func:`~bnn.inference.nuts.numba_kernel.nutpie_log_density` and
+    ``nutpie_expand`` on ``density``'s buffer, as nutpie's own numba backend builds it: the sampler calls the
+    kernel directly, with neither the GIL nor a Python call per leapfrog step."""
+    dim = density.dim
+    return CompiledPyMCModel(
+        dims={}, compiled_logp_func=numba_kernel.nutpie_log_density, compiled_expand_func=numba_kernel.nutpie_expand,
+        initial_point_func=lambda seed: start, shared_data={}, user_data=density.buffer, n_expanded=dim,
+        shape_info=([DRAWS], [slice(0, dim)], [(dim,)]), logp_func=None, expand_func=None, _n_dim=dim,
+        _shapes={DRAWS: (dim,)}, _coords={},
     )
 
 

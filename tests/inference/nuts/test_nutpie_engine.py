@@ -18,6 +18,7 @@ import pytest
 import torch
 from bnn.inference import fit
 from bnn.inference.nuts import DEFAULT_ENGINE, Engine
+from bnn.inference.nuts.potential import Backend, FlatPotential
 from bnn.models import BayesianMLP, Prior
 
 from tests.conjugate import NOISE, PRIOR_SCALE
@@ -85,6 +86,16 @@ def test_same_seed_same_draws_in_processes_and_in_sequence(conjugate):
             np.testing.assert_array_equal(runs[name].sample_stats[stat], value)
     assert runs["processes"].record.chain_method == "parallel"
     assert not torch.equal(runs["other seed"].samples["layers.0.bias"], reference.samples["layers.0.bias"])
+
+
+def test_the_compiled_kernel_gives_the_eager_potentials_draws(conjugate):
+    """On the linear model the two potentials differ by rounding only, too little to change a trajectory: the same
+    tree sizes and the same draws to rounding (with a hidden layer, the chaos of the trajectories amplifies it)."""
+    assert FlatPotential(conjugate.model, conjugate.x, conjugate.y).backend is Backend.NUMBA
+    compiled, eager = quick(conjugate, jit_compile=True), quick(conjugate)
+    for site, value in eager.samples.items():
+        torch.testing.assert_close(compiled.samples[site], value, rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(compiled.sample_stats["n_steps"], eager.sample_stats["n_steps"])
 
 
 def test_learned_noise_comes_back_positive_and_near_the_truth():

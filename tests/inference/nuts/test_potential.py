@@ -81,7 +81,7 @@ def check_against_pyro(model, x, y, backend=Backend.EAGER, points: int = 3):
     return potential
 
 
-@pytest.mark.parametrize("backend", [Backend.EAGER, Backend.NUMPY])
+@pytest.mark.parametrize("backend", [Backend.EAGER, Backend.NUMPY, Backend.NUMBA])
 @pytest.mark.parametrize("hidden", [(), (3,), (4, 3)], ids=["glm", "hidden", "deep"])
 @pytest.mark.parametrize("likelihood", sorted(LIKELIHOOD_SPECS))
 @pytest.mark.parametrize("prior", PRIORS.names())
@@ -103,18 +103,27 @@ def test_hand_derived_gradient_for_every_activation_it_covers(activation):
     check_against_pyro(model, *data_for("gaussian", 1), backend=Backend.NUMPY)
 
 
-def test_auto_prefers_the_hand_derived_gradient_and_says_why_it_cannot():
+@pytest.mark.parametrize("activation", sorted(ACTIVATIONS.names()))
+def test_compiled_kernel_for_every_activation(activation):
+    model = BayesianMLP(2, 1, hidden=(4, 3), activation=activation, prior={"*": "gaussian", "layers.1": "scale-mixture"},
+                        likelihood={"name": "gaussian", "scale": None})
+    check_against_pyro(model, *data_for("gaussian", 1), backend=Backend.NUMBA)
+
+
+def test_auto_prefers_the_compiled_kernel_and_says_why_it_cannot():
     data = data_for("gaussian", 1)
-    assert FlatPotential(BayesianMLP(2, 1, hidden=(3,)), *data).backend is Backend.NUMPY
+    assert FlatPotential(BayesianMLP(2, 1, hidden=(3,)), *data).backend is Backend.NUMBA
+    student_t = BayesianMLP(2, 1, hidden=(3,), prior={"*": "gaussian", "layers.1.weight": StudentTPrior()})
+    with pytest.raises(Unsupported, match=re.escape("prior StudentTPrior of site 'layers.1.weight' is not compiled")):
+        FlatPotential(student_t, *data, backend="numba")
     uncovered = set(ACTIVATIONS.names()) - set(ACTIVATION_DERIVATIVES)
     for model, part in [
-        (BayesianMLP(2, 1, hidden=(3,), prior={"*": "gaussian", "layers.1.weight": StudentTPrior()}),
-         "prior StudentTPrior of site 'layers.1.weight'"),
+        (student_t, "prior StudentTPrior of site 'layers.1.weight'"),
         *[(BayesianMLP(2, 1, hidden=(3,), activation=name), f"activation '{name}'") for name in sorted(uncovered)],
     ]:
         with pytest.raises(Unsupported, match=re.escape(part)):
             FlatPotential(model, *data, backend="numpy")
-        assert check_against_pyro(model, *data, backend="auto").backend is Backend.TRACE
+    assert check_against_pyro(student_t, *data, backend="auto").backend is Backend.TRACE
 
 
 def test_the_collection_is_covered():
@@ -152,6 +161,8 @@ def test_auto_falls_back_when_compilation_fails(monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("no compiler here")
 
+    monkeypatch.setattr(potential_module, "NumbaLogDensity", broken)
+    assert FlatPotential(model, *data, backend="auto").backend is Backend.NUMPY
     monkeypatch.setattr(potential_module, "NumpyLogDensity", broken)
     assert FlatPotential(model, *data, backend="auto").backend is Backend.TRACE
     monkeypatch.setattr(torch.jit, "trace", broken)
@@ -162,7 +173,8 @@ def test_auto_falls_back_when_compilation_fails(monkeypatch):
 
 
 def test_unknown_backend_is_refused():
-    with pytest.raises(ValueError, match=r"unknown backend 'jax'; choose from \['auto', 'numpy', 'compile', 'trace', 'eager'\]"):
+    choices = r"\['auto', 'numba', 'numpy', 'compile', 'trace', 'eager'\]"
+    with pytest.raises(ValueError, match=r"unknown backend 'jax'; choose from " + choices):
         FlatPotential(BayesianMLP(2, 1), *data_for("gaussian", 1), backend="jax")
 
 
