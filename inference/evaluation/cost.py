@@ -11,8 +11,8 @@ method              gradients
                     maximum depth :math:`d` (a BNN's posterior often gets there); ``C`` chains, ``W`` warm-up and
                     ``S`` kept draws per chain; chains in parallel processes divide the wall time by
                     :math:`\min(C, \text{cores})`
-``svi``             :math:`T \cdot P` on a minibatch (the guide's sampling and Pyro's trace come on top, so
-                    this is a floor): ``T`` steps, ``P`` particles
+``svi``             :math:`T` steps, each timed as a whole: :data:`SVI_TIMED_STEPS` steps of the fit itself
+                    (its guide, particles and minibatch; without JIT, so a JIT run is faster)
 ``laplace``,        :math:`A + L` on the full data: ``A`` Adam steps and at most ``L`` L-BFGS iterations of at
 ``map``             least one gradient each (Laplace's curvature comes on top); an ensemble ``M`` times that
 ``ensemble``        (members in parallel processes as cores allow)
@@ -28,12 +28,13 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 import pyro
 import torch
 from bnn.guides.flat_weights import join_sites
+from bnn.inference.fit import METHODS
 from bnn.inference.map_estimate import LBFGS_MAX_ITERATIONS, log_likelihood, log_prior, prior_distributions
 from bnn.inference.nuts.potential import FlatPotential
 from bnn.inference.seeding import seeded
@@ -43,6 +44,7 @@ from bnn.inference.workers import available_cores
 from bnn.options import Options
 
 GRADIENT_REPEATS = 9
+SVI_TIMED_STEPS = 11
 FULL_DATA_METHODS = ("nuts", "laplace", "map", "ensemble")
 
 
@@ -57,11 +59,11 @@ class CostEstimate:
     gradients : int
         Value-and-gradient evaluations the fit needs (per process when ``parallel`` > 1).
     seconds_per_gradient : float
-        The measured time of one, on the data the method steps on.
+        The measured time of one, on the data the method steps on (an SVI step: the whole step).
     parallel : int
         Processes sharing the work (chains or members run side by side).
     bound : str
-        ``"worst case"`` (an upper bound) or ``"floor"`` (a lower bound).
+        ``"worst case"`` (an upper bound), ``"floor"`` (a lower bound) or ``"measured steps"``.
     how : str
         The count spelled out, for the user.
     """
@@ -80,8 +82,9 @@ class CostEstimate:
 
     def describe(self) -> str:
         """One line: the method, the estimated time and how it was counted."""
+        unit = "steps" if self.method == "svi" else "gradients"
         return (f"{self.method}: about {format_seconds(self.seconds)} ({self.bound}): {self.how} = {self.gradients:,} "
-                f"gradients x {self.seconds_per_gradient * 1e6:.0f} us"
+                f"{unit} x {self.seconds_per_gradient * 1e6:.0f} us"
                 + (f" / {self.parallel} processes" if self.parallel > 1 else ""))
 
 
@@ -128,6 +131,16 @@ def nuts_potential_gradient(model, x: torch.Tensor, y: torch.Tensor) -> Callable
     return lambda: potential.value_and_grad(z)
 
 
+def svi_step_seconds(model, x: torch.Tensor, y: torch.Tensor, options: Options) -> float:
+    """Mean wall time of an SVI step of ``options`` (without JIT, checkpoints or a progress bar), from a fit of
+    :data:`SVI_TIMED_STEPS` steps, its first step (which sets up the guide) left out."""
+    given = {entry.name: getattr(options, entry.name) for entry in fields(options)}
+    short = {**given, "steps": SVI_TIMED_STEPS, "epochs": None, "num_samples": 1, "jit": False, "progress": False,
+             "checkpoint_dir": None, "checkpoint_every": None, "resume": None}
+    record = METHODS.get("svi")(model, x, y, **short).record
+    return (record.train_seconds - record.first_step_seconds) / (SVI_TIMED_STEPS - 1)
+
+
 def _minibatch(options: Options, n: int) -> int:
     batch_size = getattr(options, "batch_size", None)
     return n if batch_size is None else min(batch_size, n)
@@ -145,10 +158,8 @@ def gradient_count(method: str, options: Options, n: int) -> tuple[int, int, str
                 f"{chains} chains x ({options.num_warmup} + {options.num_samples}) draws x {leapfrogs} leapfrog steps "
                 f"(tree depth {options.max_tree_depth})")
     if method == "svi":
-        steps = options.steps
-        if steps is None:
-            steps = StepPlan.of(n, options).total_steps
-        return (steps * options.num_particles, 1, "floor", f"{steps} steps x {options.num_particles} particles")
+        steps = StepPlan.of(n, options).total_steps
+        return steps, 1, "measured steps", f"{steps} steps"
     if method in ("laplace", "map", "ensemble"):
         members = getattr(options, "num_members", 1)
         parallel = min(members, cores) if method == "ensemble" else 1
@@ -174,9 +185,12 @@ def estimate_cost(method: str, options: Options, model, x: torch.Tensor, y: torc
         return None
     gradients, parallel, bound, how = count
     rows = x.shape[0] if method in FULL_DATA_METHODS else _minibatch(options, x.shape[0])
-    key = ("potential" if method == "nuts" else "log joint", rows)
+    key = (method if method in ("nuts", "svi") else "log joint", rows)
     timings = {} if timings is None else timings
     if key not in timings:
-        gradient = nuts_potential_gradient if method == "nuts" else log_joint_gradient
-        timings[key] = median_seconds(gradient(model, x[:rows], y[:rows]))
+        if method == "svi":
+            timings[key] = svi_step_seconds(model, x, y, options)
+        else:
+            gradient = nuts_potential_gradient if method == "nuts" else log_joint_gradient
+            timings[key] = median_seconds(gradient(model, x[:rows], y[:rows]))
     return CostEstimate(method, gradients, timings[key], parallel, bound, how)
