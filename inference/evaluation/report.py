@@ -160,7 +160,7 @@ def write_comparison(posteriors: Mapping[str, Posterior], dataset: Dataset, out:
         table.to_csv(staging / "comparison.csv")
         ranking.to_csv(staging / "ranking.csv")
         for label, posterior in posteriors.items():
-            posterior.to_inference_data().to_netcdf(str(staging / f"posterior-{slug(label)}.nc"))
+            posterior.to_netcdf(staging / f"posterior-{slug(label)}.nc")
         start("predictive plots")
         figures = {"Predictive distributions": plot_fit(posteriors, dataset, staging / "predictive.png")}
         if dataset.task == "regression" and dataset.in_features == 1:
