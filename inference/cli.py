@@ -473,7 +473,9 @@ def run_compare(args: argparse.Namespace) -> pd.DataFrame:
     """Fit every method on the same model and data, then write the comparison report into ``--out``.
 
     Each finished fit is kept on disk at once (:class:`~bnn.inference.evaluation.finished_fits.FinishedFits`) and a
-    rerun of the same command reuses it; ``--out`` appears complete or not at all.
+    rerun of the same command reuses it; ``--out`` appears complete or not at all. Before any fit, each method's cost
+    is estimated and printed, and ``--time-budget`` lowers draws and steps or leaves methods out
+    (:mod:`bnn.inference.evaluation.time_budget`); a rerun under a budget may choose other draws, and then refits.
     """
     check_apart(args.out, {"--uci-dir": args.uci_dir})  # all found before minutes of fitting
     check_replaceable(args.out, overwrite=args.overwrite)

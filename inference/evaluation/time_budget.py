@@ -32,6 +32,9 @@ FLOORS: dict[str, dict[str, int]] = {
 }
 """The options a budget may lower, per method, and the least value it lowers each to."""
 
+LONG_RUN = 15 * 60
+"""Seconds of estimated fitting above which ``compare`` without a budget warns and suggests one."""
+
 UNITS = {"s": 1, "m": 60, "h": 3600}
 DURATION = re.compile(r"(?:\d+(?:\.\d+)?[hms])+")
 
@@ -152,4 +155,8 @@ def cost_lines(choices: list[Choice], budget: float | None) -> list[str]:
     for choice in choices:
         said = choice.estimate.describe() if choice.estimate is not None else f"{choice.method}: no estimate"
         lines.append(f"- {said}" + (f"; {choice.note}" if choice.note else ""))
+    total = sum(_seconds(choice) for choice in choices)
+    if budget is None and total > LONG_RUN:
+        lines.append(f"Warning: these fits may take up to about {format_seconds(total)}; to bound them, stop this run "
+                     "(Ctrl-C; finished fits are kept) and give --time-budget, for example --time-budget 30m.")
     return lines

@@ -4,7 +4,7 @@ import pytest
 from bnn.datasets import load_toy1d
 from bnn.inference.cli import main
 from bnn.inference.evaluation.cost import CostEstimate, gradient_count
-from bnn.inference.evaluation.time_budget import REPORT_SHARE, Choice, choose_fits, parse_duration, plan
+from bnn.inference.evaluation.time_budget import REPORT_SHARE, Choice, choose_fits, cost_lines, parse_duration, plan
 from bnn.inference.fit import METHODS
 from bnn.models import BayesianMLP
 
@@ -96,3 +96,12 @@ def test_compare_refuses_a_budget_no_method_fits_in_before_any_fit(tmp_path, cap
     with pytest.raises(SystemExit) as exit_info:
         main(["compare", "--time-budget", "ten", "--out", str(out)])
     assert exit_info.value.code == 2 and "takes a duration such as 90s" in capsys.readouterr().err
+
+
+def test_a_long_run_without_a_budget_is_announced_with_the_fix():
+    choices, _ = fake_choices({"nuts": {"num_warmup": 1000, "num_samples": 1000, "num_chains": 2}})  # 204.6 s
+    assert cost_lines(choices, None)[-1].startswith("- nuts: about 3.4 min (worst case)")
+    choices, _ = fake_choices({"nuts": {"num_warmup": 5000, "num_samples": 5000, "num_chains": 2}})  # 17 min
+    assert cost_lines(choices, None)[-1] == ("Warning: these fits may take up to about 17.1 min; to bound them, stop this "
+                                            "run (Ctrl-C; finished fits are kept) and give --time-budget, for example "
+                                            "--time-budget 30m.")
