@@ -2,15 +2,20 @@ r"""What a fit will cost, said before it is spent: gradients it needs times the 
 
 The time of one value-and-gradient of the log joint :math:`\log p(y \mid x, \theta) + \log p(\theta)` over the
 flat weights is measured on the model and data at hand (``repeats`` calls after one untimed call, the median
-kept), on the full training set and, for methods that step on minibatches, on one minibatch. A fit then needs
+kept), on the full training set and, for methods that step on minibatches, on one minibatch; NUTS by the
+sampler's own potential, SVI by a short run of the method itself. Free cores are the cores less the machine's load
+(:func:`free_cores`).
+A fit then needs
 
 ==================  ==========================================================================================
 method              gradients
 ==================  ==========================================================================================
 ``nuts``            :math:`C (W + S) (2^d - 1)` on the full data, worst case: every draw's tree at the
-                    maximum depth :math:`d` (a BNN's posterior often gets there); ``C`` chains, ``W`` warm-up and
-                    ``S`` kept draws per chain; chains in parallel processes divide the wall time by
-                    :math:`\min(C, \text{cores})`
+                    maximum depth :math:`d` (a BNN's posterior often gets there: toy1d's does); ``C`` chains,
+                    ``W`` warm-up and ``S`` kept draws per chain, each a call of the sampler's potential; the
+                    sampler's own work between calls is not counted (on toy1d it about doubles the time per
+                    gradient); chains in parallel processes divide the wall time by :math:`\min(C, \text{free
+                    cores})`
 ``svi``             :math:`T` steps, each timed as a whole: :data:`SVI_TIMED_STEPS` steps of the fit itself
                     (its guide, particles and minibatch; without JIT, so a JIT run is faster)
 ``laplace``,        :math:`A + L` on the full data: ``A`` Adam steps and at most ``L`` L-BFGS iterations of at
@@ -25,6 +30,8 @@ Each estimate says which figure it is (worst case or floor).
 
 from __future__ import annotations
 
+import math
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -63,7 +70,8 @@ class CostEstimate:
     parallel : int
         Processes sharing the work (chains or members run side by side).
     bound : str
-        ``"worst case"`` (an upper bound), ``"floor"`` (a lower bound) or ``"measured steps"``.
+        ``"worst case"`` (an upper bound), ``"floor"`` (a lower bound), ``"measured steps"``, or NUTS's ``"every
+        tree at full depth"`` (the most gradients; the sampler's work between them comes on top).
     how : str
         The count spelled out, for the user.
     """
@@ -141,6 +149,13 @@ def svi_step_seconds(model, x: torch.Tensor, y: torch.Tensor, options: Options) 
     return (record.train_seconds - record.first_step_seconds) / (SVI_TIMED_STEPS - 1)
 
 
+def free_cores() -> int:
+    """Cores the fit's processes can count on: those this process may use, less the load other work puts on them
+    (the one-minute load average, this process's own share left out), at least one."""
+    cores = available_cores()
+    return max(1, min(cores, math.floor(cores - os.getloadavg()[0] + 1)))
+
+
 def _minibatch(options: Options, n: int) -> int:
     batch_size = getattr(options, "batch_size", None)
     return n if batch_size is None else min(batch_size, n)
@@ -149,12 +164,12 @@ def _minibatch(options: Options, n: int) -> int:
 def gradient_count(method: str, options: Options, n: int) -> tuple[int, int, str, str] | None:
     """``(gradients, parallel processes, bound, how)`` of ``method`` under ``options`` on ``n`` examples (see the
     module docstring), or ``None`` for a method without a count here."""
-    cores = available_cores()
+    cores = free_cores()
     if method == "nuts":
-        chains = options.num_chains or min(2, cores)
+        chains = options.num_chains or min(2, available_cores())
         leapfrogs = 2**options.max_tree_depth - 1
         iterations = options.num_warmup + options.num_samples
-        return (chains * iterations * leapfrogs, min(chains, cores), "worst case",
+        return (chains * iterations * leapfrogs, min(chains, cores), "every tree at full depth",
                 f"{chains} chains x ({options.num_warmup} + {options.num_samples}) draws x {leapfrogs} leapfrog steps "
                 f"(tree depth {options.max_tree_depth})")
     if method == "svi":

@@ -7,7 +7,9 @@ SG-MCMC) share what is left, each scaled by the same factor :math:`f = \text{lef
 :math:`f < 1`, but never below the floors of :data:`FLOORS` (nor below what the user asked for): NUTS keeps two
 chains and at least 100 warm-up and 100 kept draws per chain, so that split R-hat and bulk ESS still mean something;
 SVI at least 1,000 steps. A method whose smallest run does not fit is left out, most expensive first, with the
-reason. Since the NUTS estimate is a worst case (every tree at full depth), a NUTS run chosen here usually ends early.
+reason. The NUTS estimate counts every tree at full depth (the most gradients) but not the sampler's work between them:
+on toy1d, whose trees do reach full depth, that work about doubles the time per gradient, so a NUTS run chosen here
+can overrun its share; leave that margin in the budget.
 """
 
 from __future__ import annotations

@@ -12,6 +12,13 @@ ROWS = 100
 SECONDS_PER_GRADIENT = {"nuts": 1e-4, "svi": 2e-3, "laplace": 1e-3}  # a fake clock: the plan sees only these
 
 
+@pytest.fixture(autouse=True)
+def two_free_cores(monkeypatch):
+    """The fake clock's machine: two cores, both free (whatever the load of the machine running the tests)."""
+    monkeypatch.setattr("bnn.inference.evaluation.cost.free_cores", lambda: 2)
+    monkeypatch.setattr("bnn.inference.evaluation.cost.available_cores", lambda: 2)
+
+
 @pytest.mark.parametrize("text, seconds", [("90s", 90), ("10m", 600), ("1h", 3600), ("1h30m", 5400), (" 2.5M ", 150)])
 def test_durations_parse(text, seconds):
     assert parse_duration(text) == seconds
@@ -100,7 +107,7 @@ def test_compare_refuses_a_budget_no_method_fits_in_before_any_fit(tmp_path, cap
 
 def test_a_long_run_without_a_budget_is_announced_with_the_fix():
     choices, _ = fake_choices({"nuts": {"num_warmup": 1000, "num_samples": 1000, "num_chains": 2}})  # 204.6 s
-    assert cost_lines(choices, None)[-1].startswith("- nuts: about 3.4 min (worst case)")
+    assert cost_lines(choices, None)[-1].startswith("- nuts: about 3.4 min (every tree at full depth)")
     choices, _ = fake_choices({"nuts": {"num_warmup": 5000, "num_samples": 5000, "num_chains": 2}})  # 17 min
     assert cost_lines(choices, None)[-1] == ("Warning: these fits may take up to about 17.1 min; to bound them, stop this "
                                             "run (Ctrl-C; finished fits are kept) and give --time-budget, for example "
