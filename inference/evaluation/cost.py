@@ -18,7 +18,7 @@ method              gradients
                     cores})`
 ``svi``             :math:`T` steps, each timed as a whole: :data:`SVI_TIMED_STEPS` steps of the fit itself
                     (its guide, particles and minibatch; without JIT, so a JIT run is faster)
-``laplace``,        :math:`A + L` on the full data: ``A`` Adam steps and at most ``L`` L-BFGS iterations of at
+``laplace``,        :math:`A + L` on the full data: ``A`` Adam steps and at most ``L`` polish iterations of at
 ``map``             least one gradient each (Laplace's curvature comes on top); an ensemble ``M`` times that
 ``ensemble``        (members in parallel processes as cores allow)
 ``mc-dropout``      :math:`T` on a minibatch
@@ -41,8 +41,9 @@ import numpy as np
 import pyro
 import torch
 from bnn.guides.flat_weights import join_sites
+from bnn.inference import map_estimate
 from bnn.inference.fit import METHODS
-from bnn.inference.map_estimate import LBFGS_MAX_ITERATIONS, log_likelihood, log_prior, prior_distributions
+from bnn.inference.map_estimate import log_likelihood, log_prior, prior_distributions
 from bnn.inference.nuts.potential import FlatPotential
 from bnn.inference.seeding import seeded
 from bnn.inference.svi.minibatches import StepPlan
@@ -178,9 +179,10 @@ def gradient_count(method: str, options: Options, n: int) -> tuple[int, int, str
     if method in ("laplace", "map", "ensemble"):
         members = getattr(options, "num_members", 1)
         parallel = min(members, cores) if method == "ensemble" else 1
-        each = options.map_steps + LBFGS_MAX_ITERATIONS
-        return (members * each, parallel, "worst case",
-                f"{members} x ({options.map_steps} Adam steps + at most {LBFGS_MAX_ITERATIONS} L-BFGS iterations)")
+        # the polish's iteration limit: an option where the method has one, else the MAP fit's fixed limit
+        polish = getattr(options, "map_max_iter", None) or map_estimate.LBFGS_MAX_ITERATIONS
+        return (members * (options.map_steps + polish), parallel, "worst case",
+                f"{members} x ({options.map_steps} Adam steps + at most {polish} polish iterations)")
     if method == "mc-dropout":
         return options.steps, 1, "floor", f"{options.steps} steps"
     if method in ("sgld", "sghmc"):
