@@ -39,10 +39,12 @@ from bnn.inference.atomic import (
 from bnn.inference.continual.command import add_continual_parser
 from bnn.inference.ensemble.options import MemberMethod
 from bnn.inference.evaluation.compare import label_fits
+from bnn.inference.evaluation.cost import format_seconds
 from bnn.inference.evaluation.finished_fits import FinishedFits, run_fingerprint
 from bnn.inference.evaluation.metrics import evaluate
 from bnn.inference.evaluation.plots import plot_fit
 from bnn.inference.evaluation.report import write_comparison
+from bnn.inference.evaluation.time_budget import choose_fits, cost_lines, parse_duration
 from bnn.inference.fit import METHODS, fit
 from bnn.inference.laplace.curvature import HessianType, Structure
 from bnn.inference.nuts import ChainMethod, Engine, InitStrategy
@@ -101,6 +103,13 @@ def _key_value(text: str) -> tuple[str, Any]:
         except ValueError:
             pass
     return key, {"true": True, "false": False}.get(value.lower(), value)
+
+
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _noise(text: str) -> float | None:
@@ -464,7 +473,9 @@ def run_compare(args: argparse.Namespace) -> pd.DataFrame:
     """Fit every method on the same model and data, then write the comparison report into ``--out``.
 
     Each finished fit is kept on disk at once (:class:`~bnn.inference.evaluation.finished_fits.FinishedFits`) and a
-    rerun of the same command reuses it; ``--out`` appears complete or not at all.
+    rerun of the same command reuses it; ``--out`` appears complete or not at all. Before any fit, each method's cost
+    is estimated and printed, and ``--time-budget`` lowers draws and steps or leaves methods out
+    (:mod:`bnn.inference.evaluation.time_budget`); a rerun under a budget may choose other draws, and then refits.
     """
     check_apart(args.out, {"--uci-dir": args.uci_dir})  # all found before minutes of fitting
     check_replaceable(args.out, overwrite=args.overwrite)
@@ -474,18 +485,27 @@ def run_compare(args: argparse.Namespace) -> pd.DataFrame:
         model = build_model(args, dataset)
         specs = method_specs(args.methods)
         routed = options_per_method(specs, fit_options(args))
+        choices = choose_fits(model, dataset, [method for method, _ in specs], routed, args.time_budget)
+        cost_notes = cost_lines(choices, args.time_budget)
+        print("\n".join(cost_notes))
+        if all(choice.skipped for choice in choices):
+            raise ValueError(f"no method fits in --time-budget {format_seconds(args.time_budget)}: raise it, or ask for "
+                             "fewer draws or steps (see the estimates above)")
+        specs = [spec for spec, choice in zip(specs, choices) if not choice.skipped]
+        routed = [choice.options for choice in choices if not choice.skipped]
         methods = [method for method, _ in specs]
         kept = FinishedFits(args.out, run_fingerprint(model, dataset, list(zip(methods, routed))))
         posteriors = label_fits(fit_or_reuse(model, dataset, specs, routed, kept, command_line(args)))
         try:
             table = write_comparison(posteriors, dataset, args.out, command=command_line(args), overwrite=args.overwrite,
-                                     progress=not args.quiet)
+                                     progress=not args.quiet, cost_notes=cost_notes)
         except KeyboardInterrupt as error:
             reason = f"{str(error) or 'SIGINT'} while writing the report"
             raise KeyboardInterrupt(compare_interrupted(reason, kept, command_line(args))) from None
     kept.discard()
     with pd.option_context("display.width", 200, "display.max_columns", 12):
         print(table.T.to_string())
+    print("\n".join(line.replace("**", "") for line in table.attrs["warnings"]))
     print(f"report: {Path(args.out) / 'report.md'}")
     return table
 
@@ -517,6 +537,9 @@ def build_parser() -> argparse.ArgumentParser:
                                 help="comma-separated methods, optionally with a guide: svi:meanfield (default svi,nuts,laplace)")
     compare_parser.add_argument("--out", type=Path, default=Path("results/compare"), help="report folder")
     compare_parser.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")
+    compare_parser.add_argument("--time-budget", type=_duration, metavar="DURATION",
+                                help="for example 90s, 10m, 1h30m: lower draws and steps, or leave a method out, to fit "
+                                "within it by each method's cost, estimated (and printed) before any fit")
     compare_parser.set_defaults(run=run_compare)
     add_continual_parser(commands)
     return parser

@@ -10,7 +10,7 @@ so it is method-agnostic.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -33,6 +33,9 @@ POSTERIOR_FILE = "posterior.nc"
 FIT_FILE = "fit.json"
 LINEARIZATION_FILE = "linearization.pt"
 FIT_ENTRIES = {"schema_version", "model", "record"}  # the entries of fit.json
+VALUES_PER_BATCH = 2**24
+"""The most network activations (draws x rows x width) computed at once for the log-likelihood and predictive draws:
+64 MiB in float32."""
 
 
 class LinearizedPredictive(Protocol):
@@ -177,17 +180,26 @@ class Posterior:
         with torch.no_grad():
             return self.model.forward(x, values)
 
-    def _observation(self, x: torch.Tensor, predictive: PredictiveType | str | None = None):
+    def _observations(self, x: torch.Tensor, predictive: PredictiveType | str | None = None) -> Iterator:
+        r"""The likelihood's distribution of :math:`y \mid x` at the draws, a batch of draws at a time: each batch's
+        network holds at most :data:`VALUES_PER_BATCH` activations (draws :math:`\times n \times` the widest layer),
+        so that memory stays bounded however many draws and rows there are."""
         values = {name: v.reshape(-1, *v.shape[2:]) for name, v in self.samples.items()}
-        f = self.function_draws(x, values, predictive)
-        return self.model.likelihood.distribution(f, self.model.likelihood_latents(values))
+        total = self.num_chains * self.num_draws
+        widest = max(self.model.in_features, *self.model.hidden, self.model.out_features)
+        per_batch = max(1, VALUES_PER_BATCH // max(1, x.shape[0] * widest))
+        for start in range(0, total, per_batch):
+            batch = {name: value[start:start + per_batch] for name, value in values.items()}
+            f = self.function_draws(x, batch, predictive)
+            yield self.model.likelihood.distribution(f, self.model.likelihood_latents(batch))
 
     def pointwise_log_likelihood(self, x: torch.Tensor, y: torch.Tensor,
                                  predictive: PredictiveType | str | None = None) -> torch.Tensor:
         r""":math:`\log p(y_i \mid x_i, W_{c,d})` of shape ``(chains, draws, n)`` (``predictive`` as in
         :meth:`function_draws`)."""
         with torch.no_grad():
-            log_lik = self._observation(x, predictive).log_prob(y)
+            log_lik = torch.cat([observation.log_prob(y).reshape(-1, x.shape[0])
+                                 for observation in self._observations(x, predictive)])
         return log_lik.reshape(self.num_chains, self.num_draws, -1)
 
     def log_predictive_density(self, x: torch.Tensor, y: torch.Tensor,
@@ -210,9 +222,11 @@ class Posterior:
         """ArviZ InferenceData with posterior, posterior_predictive, log_likelihood,
         observed_data, constant_data (the inputs) and, where the method has them, sample_stats."""
         with torch.no_grad(), seeded(self.record.seed):
-            observation = self._observation(self.x)
-            predictive = observation.sample()
-            log_lik = observation.log_prob(self.y)
+            predictive, log_lik = [], []
+            for observation in self._observations(self.x):
+                predictive.append(observation.sample())
+                log_lik.append(observation.log_prob(self.y))
+            predictive, log_lik = torch.cat(predictive), torch.cat(log_lik)
         chains_draws = (self.num_chains, self.num_draws)
 
         def as_numpy(tensor: torch.Tensor) -> np.ndarray:
@@ -244,9 +258,20 @@ class Posterior:
             self.write_into(staging)
         return Path(directory)
 
+    def to_netcdf(self, path: str | Path) -> None:
+        """Write :meth:`to_inference_data` to the netCDF file ``path`` without what can be remade from the draws:
+        not the ``posterior_predictive`` draws (one simulated data set per draw), and the pointwise log-likelihood
+        (which PSIS-LOO and WAIC read) in float32. :meth:`load` remakes both; ArviZ reading the file directly should
+        cast it first, ``idata.log_likelihood = idata.log_likelihood.astype("float64")`` (PSIS in float32 can divide
+        by zero)."""
+        idata = self.to_inference_data()
+        kept = {group: getattr(idata, group) for group in idata.groups() if group != "posterior_predictive"}
+        kept["log_likelihood"] = kept["log_likelihood"].astype(np.float32)
+        az.InferenceData(**kept).to_netcdf(str(path))
+
     def write_into(self, folder: Path) -> None:
         """Write the files of :meth:`save` into an existing ``folder`` (used inside atomic writes)."""
-        self.to_inference_data().to_netcdf(str(folder / POSTERIOR_FILE))
+        self.to_netcdf(folder / POSTERIOR_FILE)
         write_json(folder / FIT_FILE, {"schema_version": SCHEMA_VERSION, "model": self.model.config(),
                                        "record": self.record.to_json()})
         if self.linearization is not None:

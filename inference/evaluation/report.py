@@ -7,7 +7,7 @@ import os
 import platform
 import re
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib.metadata import version
 from pathlib import Path
 
@@ -18,6 +18,13 @@ from bnn.inference.convergence import R_HAT_THRESHOLD
 from bnn.inference.evaluation.compare import compare, rank
 from bnn.inference.evaluation.plots import plot_fit, plot_predictive_overlay, plot_std_vs_error
 from bnn.inference.evaluation.posterior_plots import plot_forest, plot_marginals_vs_prior, plot_trace
+from bnn.inference.evaluation.reliability import (
+    fit_warnings,
+    pareto_k_lines,
+    ranking_verdict,
+    units_lines,
+    warning_column_line,
+)
 from bnn.inference.posterior import Posterior
 from bnn.inference.progress import stages
 
@@ -49,6 +56,14 @@ def markdown_table(frame: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+CHAIN_ADVICE = {
+    "nuts": "raise --num-warmup and --num-samples, raise --target-accept (fewer divergences), or --init map.",
+    "sgld": "raise --num-warmup and --num-samples (or --thin), or tune --step-size.",
+    "sghmc": "raise --num-warmup and --num-samples (or --thin), or tune --step-size or --friction.",
+}
+"""What a Markov-chain method that did not converge should try, in command-line options."""
+
+
 def convergence_warnings(table: pd.DataFrame) -> list[str]:
     """One Markdown line per Markov-chain fit of ``table`` (from :func:`~bnn.inference.evaluation.compare.compare`) that
     did not converge, with its R-hat, ESS and divergences and, since label switching makes weight R-hat overstate a
@@ -68,13 +83,6 @@ def convergence_warnings(table: pd.DataFrame) -> list[str]:
             f"predictive R-hat of f(x) at the training inputs: {verdict}."
         )
     return lines
-
-
-def method_problems(posteriors: Mapping[str, Posterior]) -> list[str]:
-    """One Markdown line per warning a fit's record gives about itself (:meth:`~bnn.inference.record.FitRecord.problems`:
-    a MAP that did not converge, an SVI run stopped early, chains that failed or were interrupted)."""
-    return [f"**Warning: {label}**: {problem}." for label, posterior in posteriors.items()
-            for problem in posterior.record.problems()]
 
 
 def _commit() -> str:
@@ -103,7 +111,7 @@ def report_stages(posteriors: Mapping[str, Posterior]) -> int:
 
 
 def write_comparison(posteriors: Mapping[str, Posterior], dataset: Dataset, out: str | Path, *, command: str,
-                     overwrite: bool = False, progress: bool = True) -> pd.DataFrame:
+                     overwrite: bool = False, progress: bool = True, cost_notes: Sequence[str] = ()) -> pd.DataFrame:
     """Write ``report.md``, ``comparison.csv``, ``ranking.csv``, PNGs and ``posterior-<fit>.nc`` into ``out``.
 
     Parameters
@@ -121,11 +129,16 @@ def write_comparison(posteriors: Mapping[str, Posterior], dataset: Dataset, out:
         Replace an existing ``out`` that holds a result of this package (:mod:`bnn.inference.atomic`).
     progress : bool
         Show each stage as it starts (:func:`~bnn.inference.progress.stages`).
+    cost_notes : sequence of str
+        What the fits were estimated to cost and what a time budget changed or left out
+        (:mod:`bnn.inference.evaluation.time_budget`), for the report's section on cost.
 
     Returns
     -------
     pandas.DataFrame
-        The table of :func:`~bnn.inference.evaluation.compare.compare` (``comparison.csv``).
+        The table of :func:`~bnn.inference.evaluation.compare.compare` (``comparison.csv``), with
+        ``attrs["warnings"]``: the report's warnings (each fit's own, unreliable LOO, the ranking's verdict), one
+        line each, for the command to print.
 
     Raises
     ------
@@ -142,11 +155,12 @@ def write_comparison(posteriors: Mapping[str, Posterior], dataset: Dataset, out:
         table = pd.DataFrame.from_dict(rows, orient="index")
         start("ranking (az.compare)")
         ranking = rank(posteriors)
+        ranking = ranking.assign(loo_bad_k=table.loc[ranking.index, "loo_bad_k"], test_ll=table.loc[ranking.index, "test_ll"])
         start("tables and netCDF posteriors")
         table.to_csv(staging / "comparison.csv")
         ranking.to_csv(staging / "ranking.csv")
         for label, posterior in posteriors.items():
-            posterior.to_inference_data().to_netcdf(str(staging / f"posterior-{slug(label)}.nc"))
+            posterior.to_netcdf(staging / f"posterior-{slug(label)}.nc")
         start("predictive plots")
         figures = {"Predictive distributions": plot_fit(posteriors, dataset, staging / "predictive.png")}
         if dataset.task == "regression" and dataset.in_features == 1:
@@ -161,16 +175,23 @@ def write_comparison(posteriors: Mapping[str, Posterior], dataset: Dataset, out:
             figures[f"Trace: {label}"] = plot_trace(posterior, staging / f"trace-{slug(label)}.png")
         start("report.md")
         shown = [c for c in TABLE_COLUMNS if c in table.columns and not table[c].isna().all()]
+        warnings = [*convergence_warnings(table), *fit_warnings(posteriors), *pareto_k_lines(table, len(dataset.x_train))]
+        verdict = ranking_verdict(ranking, table) if len(ranking) else []
+        scale = float(dataset.y_scaler.std.mean()) if dataset.task == "regression" else None
+        draws = [p.num_chains * p.num_draws for p in posteriors.values() if p.num_chains * p.num_draws > 1]
         sections = [
             f"# {', '.join(posteriors)} on {dataset.name}",
             f"Command: `{command}`",
             f"Model: `{next(iter(posteriors.values())).model!r}`; {len(dataset.x_train)} training and "
-            f"{len(dataset.x_test)} test examples. Metrics on the test split in the target's original units; "
-            "LOO and WAIC on the training data.",
-            "## Comparison", *convergence_warnings(table), *method_problems(posteriors), markdown_table(table[shown]),
-            "## ArviZ ranking (az.compare, PSIS-LOO)", markdown_table(ranking),
+            f"{len(dataset.x_test)} test examples. Metrics on the test split; LOO and WAIC on the training data.",
+            *units_lines(scale),
+            *(["## Cost", "\n".join(cost_notes)] if cost_notes else []),
+            "## Comparison", *warnings, markdown_table(table[shown]),
+            "## ArviZ ranking (az.compare, PSIS-LOO)", *verdict, markdown_table(ranking),
+            *([warning_column_line(min(draws))] if draws else []),
             *[f"## {title}\n\n![{title}]({path.name})" for title, path in figures.items()],
             "## Environment", *environment_lines(),
         ]
         (staging / "report.md").write_text("\n\n".join(sections) + "\n")
+    table.attrs["warnings"] = [*warnings, *verdict]
     return table

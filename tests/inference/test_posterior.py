@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 
 import arviz as az
+import numpy as np
 import pytest
 import torch
 from bnn.datasets import load_dataset, load_toy1d
@@ -225,3 +226,33 @@ def test_intervals_of_a_posterior_with_few_draws_come_from_many_observation_draw
     f = prediction.f[0, :, 0]
     torch.testing.assert_close(low, f - 1.645 * 0.3, atol=4 * 0.067 * 0.3, rtol=0)
     torch.testing.assert_close(high, f + 1.645 * 0.3, atol=4 * 0.067 * 0.3, rtol=0)
+
+
+def test_the_saved_file_keeps_the_draws_and_a_float32_log_likelihood_and_no_predictive_draws(posterior, tmp_path):
+    posterior.save(tmp_path / "run")
+    saved = az.from_netcdf(str(tmp_path / "run" / "posterior.nc"))
+    assert "posterior_predictive" not in saved.groups()
+    assert saved.log_likelihood["obs"].dtype == "float32"
+    torch.testing.assert_close(torch.as_tensor(saved.log_likelihood["obs"].values),
+                               posterior.pointwise_log_likelihood(posterior.x, posterior.y))
+
+
+def test_each_saved_draw_costs_its_weights_and_one_float32_log_likelihood_per_row(tmp_path):
+    data = load_toy1d(n_train=200, n_test=10)
+    model = BayesianMLP(1, 1, hidden=(6,), likelihood={"name": "gaussian", "scale": None})
+    sizes = {}
+    for draws in (100, 1100):
+        fit(model, data, steps=5, num_samples=draws, progress=False).save(tmp_path / str(draws))
+        sizes[draws] = (tmp_path / str(draws) / "posterior.nc").stat().st_size
+    per_draw = 4 * (200 + 6 + 6 + 6 + 1 + 1)  # float32: a log-likelihood per row, then the weights and sigma
+    # with the predictive draws (float32) and a float64 log-likelihood each draw would cost 4 * 200 + 8 * 200 more
+    assert 0.8 * per_draw < (sizes[1100] - sizes[100]) / 1000 < 1.25 * per_draw
+
+
+def test_log_likelihood_does_not_depend_on_the_batch_of_draws(posterior, monkeypatch):
+    whole = posterior.to_inference_data()
+    widest = max(posterior.model.hidden)
+    monkeypatch.setattr("bnn.inference.posterior.VALUES_PER_BATCH", 7 * posterior.x.shape[0] * widest)  # 7 draws a batch
+    batched = posterior.to_inference_data()
+    np.testing.assert_array_equal(batched.log_likelihood["obs"].values, whole.log_likelihood["obs"].values)
+    assert batched.posterior_predictive["obs"].shape == whole.posterior_predictive["obs"].shape

@@ -6,7 +6,8 @@ from bnn.datasets import load_toy1d
 from bnn.inference import fit
 from bnn.inference.atomic import MARKER
 from bnn.inference.cli import main
-from bnn.inference.evaluation.report import markdown_table, method_problems, slug, write_comparison
+from bnn.inference.evaluation.reliability import fit_warnings
+from bnn.inference.evaluation.report import markdown_table, slug, write_comparison
 from bnn.models import BayesianMLP
 
 
@@ -65,8 +66,8 @@ def test_each_fits_own_warnings_reach_the_report(tmp_path):
     with pytest.warns(RuntimeWarning, match="the MAP polish stopped"):
         laplace = fit(model, data, "laplace", map_steps=1, map_tolerance=1e-12, num_samples=10, progress=False)
     svi = fit(model, data, "svi", steps=5, num_samples=10, progress=False)
-    assert method_problems({"svi": svi}) == []
-    [line] = method_problems({"svi": svi, "laplace": laplace})
+    assert fit_warnings({"svi": svi}) == []
+    [line] = fit_warnings({"svi": svi, "laplace": laplace})
     assert line.startswith("**Warning: laplace**: the MAP did not converge (gradient norm ")
     write_comparison({"svi": svi, "laplace": laplace}, data, tmp_path / "report", command="test")
     report = (tmp_path / "report" / "report.md").read_text()

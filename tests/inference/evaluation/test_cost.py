@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+import pytest
+from bnn.datasets import load_toy1d
+from bnn.inference import fit
+from bnn.inference.evaluation.cost import estimate_cost, format_seconds, free_cores
+from bnn.inference.fit import METHODS, prepare_data
+from bnn.models import BayesianMLP
+
+
+@pytest.fixture(scope="module")
+def problem():
+    data = load_toy1d(n_train=50, n_test=10)
+    model = BayesianMLP(1, 1, hidden=(10,), likelihood={"name": "gaussian", "scale": None})
+    return model, data
+
+
+def _estimate(method, options, model, data):
+    x, y = prepare_data(model, data)
+    return estimate_cost(method, METHODS.get(method).options.parse(method, options), model, x, y)
+
+
+@pytest.mark.filterwarnings("ignore::bnn.inference.convergence.ConvergenceWarning")  # 30 + 30 draws need not converge
+def test_nuts_worst_case_bounds_the_gradients_of_a_short_run_and_times_them_to_an_order_of_magnitude(problem):
+    model, data = problem
+    options = dict(num_warmup=30, num_samples=30, num_chains=1, max_tree_depth=5, chain_method="sequential", progress=False)
+    estimate = _estimate("nuts", options, model, data)
+    record = fit(model, data, "nuts", **options).record
+    assert estimate.gradients == 1 * (30 + 30) * (2**5 - 1) >= record.gradient_evaluations
+    measured = record.chain_seconds[0] / record.gradient_evaluations  # the sampler's own time per gradient, tree included
+    assert 0.1 < measured / estimate.seconds_per_gradient < 10
+
+
+def test_svi_estimate_is_within_an_order_of_magnitude_of_a_measured_run(problem):
+    model, data = problem
+    options = dict(steps=200, num_samples=10, progress=False)
+    estimate = _estimate("svi", options, model, data)
+    record = fit(model, data, "svi", **options).record
+    assert estimate.gradients == 200
+    assert 0.1 < (record.train_seconds - record.first_step_seconds) / 199 / estimate.seconds_per_gradient < 10
+
+
+def test_map_based_methods_count_adam_steps_and_lbfgs_iterations(problem):
+    model, data = problem
+    laplace = _estimate("laplace", {"map_steps": 300}, model, data)
+    ensemble = _estimate("ensemble", {"map_steps": 300, "num_members": 3, "member_method": "sequential"}, model, data)
+    assert (laplace.gradients, ensemble.gradients) == (300 + 1000, 3 * (300 + 1000))
+    assert laplace.bound == "worst case" and "300 Adam steps" in laplace.describe()
+
+
+def test_minibatch_methods_time_a_minibatch_gradient(problem):
+    model, data = problem
+    sgld = _estimate("sgld", {"num_warmup": 100, "num_samples": 10, "thin": 2, "num_chains": 2, "batch_size": 10},
+                     model, data)
+    assert sgld.gradients == 2 * (100 + 10 * 2) and sgld.bound == "floor"
+    assert sgld.seconds == pytest.approx(sgld.gradients * sgld.seconds_per_gradient / sgld.parallel)
+
+
+def test_free_cores_are_the_cores_less_the_load_of_other_work(monkeypatch):
+    monkeypatch.setattr("bnn.inference.evaluation.cost.available_cores", lambda: 4)
+    for load, free in ((0.2, 4), (1.0, 4), (2.5, 2), (3.0, 2), (9.0, 1)):
+        monkeypatch.setattr("os.getloadavg", lambda load=load: (load, 0.0, 0.0))
+        assert free_cores() == free
+
+
+def test_seconds_read_as_seconds_minutes_or_hours():
+    assert [format_seconds(s) for s in (42, 750, 3 * 3600)] == ["42 s", "12.5 min", "3.0 h"]
