@@ -51,6 +51,7 @@ from bnn.inference.stop_signals import sigterm_as_keyboard_interrupt
 from bnn.inference.svi.checkpoint import CHECKPOINT_FILE, DEFAULT_CHECKPOINT_EVERY
 from bnn.inference.svi.kl_weights import KLWeighting
 from bnn.inference.svi.nonfinite import KEPT_POSTERIOR, NonFiniteELBOError
+from bnn.inference.uci.command import add_uci_parser
 from bnn.models import ACTIVATIONS, LIKELIHOODS, PRIORS, BayesianMLP, get_likelihood
 
 CHECKPOINT_FOLDER = "checkpoint"
@@ -519,6 +520,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare_parser.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")
     compare_parser.set_defaults(run=run_compare)
     add_continual_parser(commands)
+    add_uci_parser(commands)
     return parser
 
 
