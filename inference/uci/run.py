@@ -23,7 +23,7 @@ from bnn.inference.progress import progress_bar
 from bnn.inference.stop_signals import sigterm_as_keyboard_interrupt
 from bnn.inference.uci.grid import Cell, find_datasets, hidden_units, splits_of
 from bnn.inference.uci.local import run_local
-from bnn.inference.uci.protocol import DROPOUT_RATES, PROTOCOL_OPTIONS
+from bnn.inference.uci.protocol import DROPOUT_RATES, PROTOCOL_OPTIONS, failed_row
 from bnn.inference.uci.ray_cluster import import_ray, run_ray
 from bnn.inference.uci.store import RunFolder, fingerprint
 from bnn.inference.uci.table import write_tables
@@ -178,4 +178,5 @@ def run_uci(uci_dir: str | Path, datasets: str, methods: Sequence[str], splits: 
                                 f"cells are kept in {out}; the same command runs the rest") from None
     finally:
         bar.close()
-    return write_tables([results[cell] for cell in cells], out, command)
+    missing = "no result came back from the executor"
+    return write_tables([results[cell] or failed_row(cell, missing, 0) for cell in cells], out, command)
