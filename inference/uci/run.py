@@ -10,7 +10,8 @@ Cell ``(d, m, k)`` fits with seed ``seed + k``: the same numbers on every execut
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +83,18 @@ def validation_grid(method: str, options: dict[str, Any], folder: Path) -> dict[
     if not rates or not all(0 < rate < 1 for rate in rates):
         raise ValueError(f"{path} must list dropout rates in (0, 1), got {rates}")
     return {"dropout_rate": rates}
+
+
+def execute(executor: str, tables: dict[str, UCITable], cells: list[Cell], workers: int, address: str | None,
+            max_retries: int) -> Iterator[dict[str, Any]]:
+    """The results of ``cells`` as the executor finishes them (nothing started when there are none); closing it
+    ends the cells in flight."""
+    if not cells:
+        return
+    if executor == "local":
+        yield from run_local(tables, cells, workers)
+    else:
+        yield from run_ray(tables, cells, workers, address, max_retries)
 
 
 def run_uci(uci_dir: str | Path, datasets: str, methods: Sequence[str], splits: Sequence[int], out: str | Path, *,
@@ -164,15 +177,15 @@ def run_uci(uci_dir: str | Path, datasets: str, methods: Sequence[str], splits: 
     bar = progress_bar(total=len(cells), initial=len(cells) - len(todo), desc="uci grid", unit="cell", enabled=progress)
     try:
         with sigterm_as_keyboard_interrupt():
-            stream = (run_local(tables, todo, workers) if executor == "local" else
-                      run_ray(tables, todo, workers, address, max_retries))
+            stream = execute(executor, tables, todo, workers, address, max_retries)
             by_key = {(cell.dataset, cell.method, cell.split): cell for cell in todo}
-            for result in stream:
-                cell = by_key[result["dataset"], result["method"], result["split"]]
-                folder.write(cell, prints[cell], result)
-                results[cell] = result
-                bar.set_postfix_str(f"{cell.name} {result['status']}", refresh=False)
-                bar.update()
+            with closing(stream):  # closed on any exit: the executor ends the cells in flight
+                for result in stream:
+                    cell = by_key[result["dataset"], result["method"], result["split"]]
+                    folder.write(cell, prints[cell], result)
+                    results[cell] = result
+                    bar.set_postfix_str(f"{cell.name} {result['status']}", refresh=False)
+                    bar.update()
     except KeyboardInterrupt as interrupt:
         raise KeyboardInterrupt(f"{interrupt or 'Ctrl-C'}: the {sum(r is not None for r in results.values())} finished "
                                 f"cells are kept in {out}; the same command runs the rest") from None

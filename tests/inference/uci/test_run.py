@@ -61,7 +61,12 @@ def test_a_failed_cell_is_reported_and_run_again(tiny_uci, tmp_path, monkeypatch
     assert "- tiny / svi / split 1, after 1 attempt(s): RuntimeError: lost" in table
     assert "| tiny | svi | ELBO: weights and noise scale by the ELBO; prior N(0, 1) fixed | 1 | 1 | 0 of 1 |" in table
     rerun = []
-    monkeypatch.setattr(uci_run, "run_local", lambda tables, cells, workers: rerun.extend(cells) or iter(()))
+
+    def records_what_it_is_given(tables, cells, workers):
+        rerun.extend(cells)
+        yield from ()
+
+    monkeypatch.setattr(uci_run, "run_local", records_what_it_is_given)
     results = run_uci(tiny_uci, "tiny", ["svi"], [0, 1], out, overrides=FAST_SVI, progress=False)
     assert [cell.split for cell in rerun] == [1]
     assert results["problems"].iloc[1] == "no result came back from the executor"  # never dropped silently
