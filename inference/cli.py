@@ -1,8 +1,8 @@
-"""Command line: ``bnn fit ...``, ``bnn compare ...``, ``bnn continual ...`` (or ``python -m bnn ...``); choices come
-from the registries.
+"""Command line: ``bnn fit ...``, ``bnn compare ...``, ``bnn continual ...``, ``bnn uci ...`` (or ``python -m bnn ...``);
+choices come from the registries.
 
 Every run writes into ``--out`` atomically: the folder appears complete or not at all (``continual``: each
-finished task's folder, so that the same command resumes). An SVI ``fit``
+finished task's folder; ``uci``: each finished cell's file; so that the same command resumes). An SVI ``fit``
 checkpoints into ``<out>/checkpoint`` (every ``DEFAULT_CHECKPOINT_EVERY`` steps and on Ctrl-C/SIGTERM) until the
 completed result replaces it; Ctrl-C ends the command with status 130 and a line saying what was kept; an SVI fit
 stopped by a non-finite ELBO leaves its last finite posterior in ``--out`` (``metrics.json`` says ``stopped``), or

@@ -187,7 +187,7 @@ def run_uci(uci_dir: str | Path, datasets: str, methods: Sequence[str], splits: 
                     bar.set_postfix_str(f"{cell.name} {result['status']}", refresh=False)
                     bar.update()
     except KeyboardInterrupt as interrupt:
-        raise KeyboardInterrupt(f"{interrupt or 'Ctrl-C'}: the {sum(r is not None for r in results.values())} finished "
+        raise KeyboardInterrupt(f"{str(interrupt) or 'Ctrl-C'}: the {sum(r is not None for r in results.values())} finished "
                                 f"cells are kept in {out}; the same command runs the rest") from None
     finally:
         bar.close()

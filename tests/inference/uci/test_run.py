@@ -102,3 +102,30 @@ def test_mc_dropout_chooses_its_rate_on_the_folders_grid_unless_fixed(tiny_uci):
     (tiny_uci / "tiny" / "dropout_rates.txt").write_text("0.01\n1.5\n")
     with pytest.raises(ValueError, match=r"must list dropout rates in \(0, 1\)"):
         uci_run.validation_grid("mc-dropout", {}, tiny_uci / "tiny")
+
+
+def test_an_interruption_keeps_the_finished_cells_and_the_rerun_runs_the_rest(tiny_uci, tmp_path, monkeypatch):
+    out, closed = tmp_path / "run", []
+
+    def one_then_ctrl_c(tables, cells, workers):
+        try:
+            yield {**failed_row(cells[0], "", 1), "status": "ok", "rmse": 1.0, "test_ll": -1.0, "seconds": 1.0}
+            raise KeyboardInterrupt
+        finally:
+            closed.append(True)  # the executor's clean-up ran: its cells in flight are ended
+
+    monkeypatch.setattr(uci_run, "run_local", one_then_ctrl_c)
+    with pytest.raises(KeyboardInterrupt, match="Ctrl-C: the 1 finished cells are kept in .*; the same command runs"):
+        run_uci(tiny_uci, "tiny", ["svi"], [0, 1], out, overrides=FAST_SVI, progress=False)
+    assert closed == [True]
+    assert (out / CELLS_FOLDER / "tiny" / "svi" / "split-0.json").is_file()
+    assert not (out / CELLS_FOLDER / "tiny" / "svi" / "split-1.json").exists()
+    rerun = []
+
+    def records_what_it_is_given(tables, cells, workers):
+        rerun.extend(cell.split for cell in cells)
+        yield from ()
+
+    monkeypatch.setattr(uci_run, "run_local", records_what_it_is_given)
+    run_uci(tiny_uci, "tiny", ["svi"], [0, 1], out, overrides=FAST_SVI, progress=False)
+    assert rerun == [1]
