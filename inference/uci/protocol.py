@@ -48,7 +48,9 @@ FIXED = "fixed: the method's defaults; prior N(0, 1), noise scale learned by the
 """What :data:`SELECTION` says for a method it does not name, and for a validated option the user fixed."""
 COLUMNS = ("dataset", "method", "split", "status", "rmse", "test_ll", "seconds", "verdict", "selection", "chosen",
            "problems", "attempts")
-"""The fields of a cell's result, in the order of ``results.csv``."""
+"""The fields of a cell's result, in the order of ``results.csv``. ``status`` is ``ok`` or ``failed``; ``attempts``
+is the number of tries of a failed cell (1 + Ray's retries) and 1 for a finished one (Ray does not say how many tries a
+success took); ``problems`` holds the method's own warnings, or a failed cell's error."""
 
 
 def selection(method: str, validation: dict[str, list[float]]) -> str:

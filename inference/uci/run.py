@@ -153,6 +153,8 @@ def run_uci(uci_dir: str | Path, datasets: str, methods: Sequence[str], splits: 
     workers = available_cores() if workers is None else workers
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+        raise ValueError(f"max_retries must be a whole number >= 0 (retries of a failed Ray task), got {max_retries!r}")
     if isinstance(methods, str) or not methods:
         raise ValueError(f"methods must be a non-empty list of names from {METHODS.names()}, got {methods!r}")
     if not splits or any(isinstance(k, bool) or not isinstance(k, int) or k < 0 for k in splits):

@@ -76,6 +76,7 @@ def test_a_failed_cell_is_reported_and_run_again(tiny_uci, tmp_path, monkeypatch
     ({"executor": "spark"}, "unknown executor 'spark'"),
     ({"address": "127.0.0.1:6379"}, "--address names a Ray cluster; pass --executor ray"),
     ({"workers": 0}, "workers must be a positive integer"),
+    ({"max_retries": -1}, "max_retries must be a whole number >= 0"),
     ({"methods": "svi"}, "methods must be a non-empty list"),
     ({"methods": ["svy"]}, "svy"),
     ({"splits": []}, "splits must be a non-empty list"),
