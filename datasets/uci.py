@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -71,8 +72,51 @@ def _read_indices(path: Path, what: str, limit: int) -> np.ndarray:
     return indices
 
 
-def load_uci(directory: str | Path, name: str, split: int = 0) -> Dataset:
-    """Load UCI data set ``name`` from ``directory`` with its standard split number ``split``.
+@dataclass(frozen=True)
+class UCITable:
+    """One UCI data set folder read whole: the table, its input and target columns, and the chosen splits.
+
+    Small enough to ship to a worker process or a cluster's object store once; :meth:`split` makes the
+    :class:`~bnn.datasets.Dataset` of one split from it.
+
+    Attributes
+    ----------
+    name : str
+        The folder's name.
+    data : numpy.ndarray
+        The table of ``data.txt``, one row per example.
+    features : numpy.ndarray
+        0-based input columns.
+    target : int
+        0-based target column.
+    splits : dict of int to (numpy.ndarray, numpy.ndarray)
+        ``splits[k]``: the training and test rows of split ``k``.
+    """
+
+    name: str
+    data: np.ndarray
+    features: np.ndarray
+    target: int
+    splits: dict[int, tuple[np.ndarray, np.ndarray]]
+
+    def arrays(self, split: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The raw ``x_train, y_train, x_test, y_test`` of split ``split``."""
+        train, test = self.splits[split]
+        x, y = self.data[:, self.features], self.data[:, self.target]
+        return x[train], y[train], x[test], y[test]
+
+    def split(self, split: int) -> Dataset:
+        """The :class:`~bnn.datasets.Dataset` of split ``split``, standardised with its training rows."""
+        return Dataset.from_arrays(self.name, "regression", *self.arrays(split))
+
+
+def available_splits(folder: Path) -> list[int]:
+    """The split numbers whose training index file ``folder`` holds."""
+    return sorted(int(match[1]) for p in folder.glob("index_train_*.txt") if (match := SPLIT_FILE.fullmatch(p.name)))
+
+
+def read_uci_table(directory: str | Path, name: str, splits: list[int]) -> UCITable:
+    """Read UCI data set ``name`` from ``directory`` with the standard splits ``splits``, every file checked.
 
     Raises
     ------
@@ -91,14 +135,26 @@ def load_uci(directory: str | Path, name: str, split: int = 0) -> Dataset:
     target = _read_indices(folder / "index_target.txt", "target index file", columns)
     if len(target) != 1 or target[0] in features:
         raise ValueError(f"{folder} must name one target column that is not a feature")
-    train_file = folder / f"index_train_{split}.txt"
-    if not train_file.is_file():
-        splits = sorted(int(match[1]) for p in folder.glob("index_train_*.txt") if (match := SPLIT_FILE.fullmatch(p.name)))
-        raise ValueError(f"split {split} does not exist for {name}; available splits: {splits}")
-    train = _read_indices(train_file, "train index file", len(data))
-    test = _read_indices(folder / f"index_test_{split}.txt", "test index file", len(data))
-    overlap = np.intersect1d(train, test)
-    if overlap.size:
-        raise ValueError(f"split {split} of {name} is invalid: {overlap.size} rows are in both train and test")
-    x, y = data[:, features], data[:, target[0]]
-    return Dataset.from_arrays(name, "regression", x[train], y[train], x[test], y[test])
+    rows = {}
+    for split in splits:
+        train_file = folder / f"index_train_{split}.txt"
+        if not train_file.is_file():
+            raise ValueError(f"split {split} does not exist for {name}; available splits: {available_splits(folder)}")
+        train = _read_indices(train_file, "train index file", len(data))
+        test = _read_indices(folder / f"index_test_{split}.txt", "test index file", len(data))
+        overlap = np.intersect1d(train, test)
+        if overlap.size:
+            raise ValueError(f"split {split} of {name} is invalid: {overlap.size} rows are in both train and test")
+        rows[split] = (train, test)
+    return UCITable(name, data, features, int(target[0]), rows)
+
+
+def load_uci(directory: str | Path, name: str, split: int = 0) -> Dataset:
+    """Load UCI data set ``name`` from ``directory`` with its standard split number ``split``.
+
+    Raises
+    ------
+    ValueError
+        As :func:`read_uci_table`.
+    """
+    return read_uci_table(directory, name, [split]).split(split)

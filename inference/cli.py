@@ -1,8 +1,8 @@
-"""Command line: ``bnn fit ...``, ``bnn compare ...``, ``bnn continual ...`` (or ``python -m bnn ...``); choices come
-from the registries.
+"""Command line: ``bnn fit ...``, ``bnn compare ...``, ``bnn continual ...``, ``bnn uci ...`` (or ``python -m bnn ...``);
+choices come from the registries.
 
 Every run writes into ``--out`` atomically: the folder appears complete or not at all (``continual``: each
-finished task's folder, so that the same command resumes). An SVI ``fit``
+finished task's folder; ``uci``: each finished cell's file; so that the same command resumes). An SVI ``fit``
 checkpoints into ``<out>/checkpoint`` (every ``DEFAULT_CHECKPOINT_EVERY`` steps and on Ctrl-C/SIGTERM) until the
 completed result replaces it; Ctrl-C ends the command with status 130 and a line saying what was kept; an SVI fit
 stopped by a non-finite ELBO leaves its last finite posterior in ``--out`` (``metrics.json`` says ``stopped``), or
@@ -53,6 +53,7 @@ from bnn.inference.stop_signals import sigterm_as_keyboard_interrupt
 from bnn.inference.svi.checkpoint import CHECKPOINT_FILE, DEFAULT_CHECKPOINT_EVERY
 from bnn.inference.svi.kl_weights import KLWeighting
 from bnn.inference.svi.nonfinite import KEPT_POSTERIOR, NonFiniteELBOError
+from bnn.inference.uci.command import add_uci_parser
 from bnn.models import ACTIVATIONS, LIKELIHOODS, PRIORS, BayesianMLP, get_likelihood
 
 CHECKPOINT_FOLDER = "checkpoint"
@@ -542,6 +543,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 "within it by each method's cost, estimated (and printed) before any fit")
     compare_parser.set_defaults(run=run_compare)
     add_continual_parser(commands)
+    add_uci_parser(commands)
     return parser
 
 

@@ -1,0 +1,50 @@
+"""The local executor: the cells of a UCI run in worker processes on this machine (loky), results as they finish.
+
+Each worker starts with :func:`bnn.worker_process.start_worker` (Ctrl-C and SIGTERM are the parent's; it ends once
+the parent is gone) on one torch thread. A cell that raises, or whose worker dies, comes back as a failed result
+(the rerun runs it again); Ctrl-C or SIGTERM ends the workers and loses only the cells in flight.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from concurrent.futures import as_completed
+from typing import Any
+
+from bnn.datasets.uci import UCITable
+from bnn.inference.uci.grid import Cell
+from bnn.inference.uci.protocol import failed_row, run_cell
+from bnn.inference.workers import WORKER_ENV
+from loky import ProcessPoolExecutor
+
+from bnn.worker_process import start_worker, stop_signals_held
+
+
+def run_local(tables: dict[str, UCITable], cells: list[Cell], workers: int,
+              task: Callable[[UCITable, Cell], dict[str, Any]] = run_cell) -> Iterator[dict[str, Any]]:
+    """Yield the result of every cell of ``cells`` as it finishes, ``workers`` at a time in processes.
+
+    Parameters
+    ----------
+    tables : dict of str to UCITable
+        The data set of each cell, by name.
+    cells : list of Cell
+        The cells to run.
+    workers : int
+        Processes at once.
+    task : callable
+        What runs one cell (:func:`~bnn.inference.uci.protocol.run_cell`).
+    """
+    with stop_signals_held():  # the first queue starts loky's resource trackers
+        pool = ProcessPoolExecutor(max_workers=workers, env=WORKER_ENV, initializer=start_worker, initargs=(os.getpid(),))
+    try:
+        with stop_signals_held():  # the first submit starts the workers
+            futures = {pool.submit(task, tables[cell.dataset], cell): cell for cell in cells}
+        for future in as_completed(futures):
+            error = future.exception()
+            yield failed_row(futures[future], f"{type(error).__name__}: {error}", 1) if error else future.result()
+    except BaseException:  # Ctrl-C, SIGTERM, or the caller stopped: end the cells in flight
+        pool.shutdown(wait=True, kill_workers=True)
+        raise
+    pool.shutdown(wait=True)

@@ -1,0 +1,130 @@
+r"""The papers' protocol for one cell of the grid, and how each method's hyper-parameters are chosen.
+
+Hernández-Lobato & Adams (2015), Gal & Ghahramani (2016) and Lakshminarayanan et al. (2017): one hidden layer of
+50 ReLU units (100 for protein: the folder's ``n_hidden.txt``), inputs and target standardised with the training
+split's mean and standard deviation, and on the test split
+
+.. math::
+
+    \mathrm{RMSE} = s_y \sqrt{\tfrac{1}{n}\textstyle\sum_i (\hat y_i - y_i)^2}, \qquad
+    \mathrm{LL} = \tfrac{1}{n}\textstyle\sum_i \log p(y_i \mid x_i, \mathcal{D}) - \log s_y,
+
+both in the target's original units (:math:`s_y` its training standard deviation). The prior is
+:math:`\mathcal{N}(0, 1)` on every weight in standardised units and the noise scale is learned. Nothing is chosen
+on the test split: :data:`SELECTION` says, per method, what chooses its hyper-parameters.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from typing import Any
+
+import numpy as np
+from bnn.datasets.dataset import Dataset
+from bnn.datasets.uci import UCITable
+from bnn.inference.evaluation.metrics import evaluate
+from bnn.inference.fit import fit
+from bnn.inference.uci.grid import Cell
+from bnn.inference.workers import one_torch_thread
+from bnn.models import BayesianMLP
+
+ACTIVATION = "relu"
+VALIDATION_FRACTION = 0.2
+"""The share of a training split held out to choose hyper-parameters on (the papers' choice)."""
+DROPOUT_RATES = (0.005, 0.01, 0.05, 0.1)
+"""The dropout rates tried when the data set folder has no ``dropout_rates.txt`` (the shipped sets' own grid)."""
+PROTOCOL_OPTIONS: dict[str, dict[str, Any]] = {"laplace": {"tune_prior_precision": True}}
+"""Options the protocol sets for a method (the user's ``--set`` wins)."""
+SELECTION = {
+    "svi": "ELBO: weights and noise scale by the ELBO; prior N(0, 1) fixed",
+    "laplace": "evidence: prior precision by the marginal likelihood; weights and noise scale by the MAP",
+    "nuts": "posterior: weights and noise scale sampled; prior N(0, 1) fixed",
+    "mc-dropout": f"validation: dropout rate on a random {VALIDATION_FRACTION:.0%} of the training split (highest "
+                  "mean log-likelihood), then refit on the whole training split",
+}
+FIXED = "fixed: the method's defaults; prior N(0, 1), noise scale learned by the fit"
+"""What :data:`SELECTION` says for a method it does not name, and for a validated option the user fixed."""
+COLUMNS = ("dataset", "method", "split", "status", "rmse", "test_ll", "seconds", "verdict", "selection", "chosen",
+           "problems", "attempts")
+"""The fields of a cell's result, in the order of ``results.csv``. ``status`` is ``ok`` or ``failed``; ``attempts``
+is the number of tries of a failed cell (1 + Ray's retries) and 1 for a finished one (Ray does not say how many tries a
+success took); ``problems`` holds the method's own warnings, or a failed cell's error."""
+
+
+def selection(method: str, validation: dict[str, list[float]]) -> str:
+    """How ``method``'s hyper-parameters are chosen in a run that validates ``validation``."""
+    if method in SELECTION and (method != "mc-dropout" or validation):
+        return SELECTION[method]
+    return FIXED
+
+
+def uci_model(in_features: int, hidden: int) -> BayesianMLP:
+    """The papers' network: one hidden layer of ``hidden`` ReLU units, N(0, 1) priors, a learned noise scale."""
+    return BayesianMLP(in_features, 1, hidden=(hidden,), activation=ACTIVATION, prior="gaussian",
+                       likelihood={"name": "gaussian", "scale": None})
+
+
+def validation_part(table: UCITable, split: int, seed: int) -> Dataset:
+    """A random :data:`VALIDATION_FRACTION` of split ``split``'s training rows as the test part, the rest to train on
+    (standardised with the rest's statistics); the test rows are not touched."""
+    x, y, _, _ = table.arrays(split)
+    order = np.random.default_rng(seed).permutation(len(y))
+    held = max(1, round(VALIDATION_FRACTION * len(y)))
+    train, valid = order[held:], order[:held]
+    return Dataset.from_arrays(f"{table.name}-validation", "regression", x[train], y[train], x[valid], y[valid])
+
+
+def choose_on_validation(table: UCITable, cell: Cell) -> dict[str, float]:
+    """For each option of ``cell.validation`` (one at a time), the candidate with the highest mean validation
+    log-likelihood, every other option at ``cell.options``."""
+    data = validation_part(table, cell.split, cell.options.get("seed", 0))
+    chosen = {}
+    for option, candidates in cell.validation.items():
+        scores = []
+        for candidate in candidates:
+            posterior = fit(uci_model(data.in_features, cell.hidden), data, method=cell.method,
+                            **{**cell.options, **chosen, option: candidate})
+            scores.append(evaluate(posterior, data)["test_ll"])
+        chosen[option] = candidates[int(np.nanargmax(np.where(np.isfinite(scores), scores, np.nan)))]
+    return chosen
+
+
+def verdict(record) -> str:
+    """The method's own check on its fit: ``converged``, ``not converged`` or ``no check``."""
+    return {True: "converged", False: "not converged", None: "no check"}[record.converged]
+
+
+def run_cell(table: UCITable, cell: Cell) -> dict[str, Any]:
+    """Fit ``cell.method`` on split ``cell.split`` of ``table`` under the protocol (module notes) and score it.
+
+    Runs on one torch thread (the same arithmetic in every process, so the same numbers); the warnings it raises
+    go into the result's ``problems`` (a worker's warnings would be lost).
+
+    Raises
+    ------
+    FloatingPointError
+        For a test RMSE or log-likelihood that is not finite.
+    """
+    began = time.perf_counter()
+    with one_torch_thread(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        chosen = choose_on_validation(table, cell) if cell.validation else {}
+        data = table.split(cell.split)
+        posterior = fit(uci_model(data.in_features, cell.hidden), data, method=cell.method, **{**cell.options, **chosen})
+        metrics = evaluate(posterior, data)
+    if not (math.isfinite(metrics["test_rmse"]) and math.isfinite(metrics["test_ll"])):
+        raise FloatingPointError(f"{cell.name}: test RMSE {metrics['test_rmse']}, log-likelihood {metrics['test_ll']}")
+    problems = list(dict.fromkeys(posterior.record.problems() + [str(w.message) for w in caught]))
+    return {"dataset": cell.dataset, "method": cell.method, "split": cell.split, "status": "ok",
+            "rmse": metrics["test_rmse"], "test_ll": metrics["test_ll"], "seconds": time.perf_counter() - began,
+            "verdict": verdict(posterior.record), "selection": selection(cell.method, cell.validation),
+            "chosen": ", ".join(f"{k}={v}" for k, v in chosen.items()), "problems": "; ".join(problems), "attempts": 1}
+
+
+def failed_row(cell: Cell, reason: str, attempts: int) -> dict[str, Any]:
+    """The result of a cell that failed ``attempts`` times, the last for ``reason``."""
+    return {"dataset": cell.dataset, "method": cell.method, "split": cell.split, "status": "failed", "rmse": None,
+            "test_ll": None, "seconds": None, "verdict": "failed", "selection": selection(cell.method, cell.validation),
+            "chosen": "", "problems": reason, "attempts": attempts}

@@ -1,0 +1,197 @@
+"""``run_uci``: the UCI benchmark grid (data sets x methods x splits) under the papers' protocol, resumable.
+
+Every check comes before any work: the methods and their options, the data set folders and every file of the
+chosen splits, the run folder's earlier cells (made with the same settings, else refused), Ray when it is asked for.
+Each cell's result is written as it finishes (:class:`~bnn.inference.uci.store.RunFolder`); a rerun of the same
+command runs only the cells not finished (missing or failed), so an interruption loses only the cells in flight.
+Cell ``(d, m, k)`` fits with seed ``seed + k``: the same numbers on every executor.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from bnn.datasets.uci import UCITable, read_uci_table
+from bnn.inference.atomic import check_apart
+from bnn.inference.fit import METHODS
+from bnn.inference.progress import progress_bar
+from bnn.inference.stop_signals import sigterm_as_keyboard_interrupt
+from bnn.inference.uci.grid import Cell, find_datasets, hidden_units, splits_of
+from bnn.inference.uci.local import run_local
+from bnn.inference.uci.protocol import DROPOUT_RATES, PROTOCOL_OPTIONS, failed_row
+from bnn.inference.uci.ray_cluster import import_ray, run_ray
+from bnn.inference.uci.store import RunFolder, fingerprint
+from bnn.inference.uci.table import write_tables
+from bnn.inference.workers import available_cores
+
+from bnn.stacklevel import user_stacklevel
+
+EXECUTORS = ("local", "ray")
+
+
+def constant_columns(table: UCITable, split: int) -> list[int]:
+    """The inputs that do not vary over split ``split``'s training rows (the standardiser's threshold)."""
+    x = table.arrays(split)[0]
+    spread, centre = x.std(axis=0), x.mean(axis=0)
+    return [int(c) for c in np.flatnonzero(spread <= 1e-12 * (1 + np.abs(centre)))]
+
+
+def warn_constant_columns(table: UCITable) -> None:
+    """Warn, once per data set, about inputs constant on a training split: they are standardised to 0, not divided
+    by their zero spread, and carry no information on that split."""
+    found = {split: constant_columns(table, split) for split in table.splits}
+    found = {split: columns for split, columns in found.items() if columns}
+    if found:
+        where = "; ".join(f"split {split}: input column(s) {columns}" for split, columns in found.items())
+        warnings.warn(f"{table.name}: inputs constant on the training rows ({where}) are set to 0 after standardising "
+                      "(scale 1 instead of their zero spread), so they carry nothing on those splits", UserWarning,
+                      stacklevel=user_stacklevel())
+
+
+def method_options(methods: Sequence[str], overrides: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each method's fit options: the protocol's, then the user's; checked by the method's own parser now.
+
+    Raises
+    ------
+    ValueError
+        For an unknown method, options given for a method not in the run, or an option the method refuses.
+    """
+    stray = sorted(set(overrides) - set(methods))
+    if stray:
+        raise ValueError(f"--set names method(s) {stray} that are not in --methods {list(methods)}")
+    options = {}
+    for method in methods:
+        chosen = {**PROTOCOL_OPTIONS.get(method, {}), **overrides.get(method, {}), "progress": False}
+        METHODS.get(method).options.parse(method, chosen)
+        options[method] = chosen
+    return options
+
+
+def validation_grid(method: str, options: dict[str, Any], folder: Path) -> dict[str, list[float]]:
+    """The options ``method`` chooses on a validation part: MC dropout's rate from the folder's ``dropout_rates.txt``
+    (else :data:`~bnn.inference.uci.protocol.DROPOUT_RATES`), unless the user fixed it."""
+    if method != "mc-dropout" or "dropout_rate" in options:
+        return {}
+    path = folder / "dropout_rates.txt"
+    rates = [float(v) for v in path.read_text().split()] if path.is_file() else list(DROPOUT_RATES)
+    if not rates or not all(0 < rate < 1 for rate in rates):
+        raise ValueError(f"{path} must list dropout rates in (0, 1), got {rates}")
+    return {"dropout_rate": rates}
+
+
+def execute(executor: str, tables: dict[str, UCITable], cells: list[Cell], workers: int, address: str | None,
+            max_retries: int) -> Iterator[dict[str, Any]]:
+    """The results of ``cells`` as the executor finishes them (nothing started when there are none); closing it
+    ends the cells in flight."""
+    if not cells:
+        return
+    if executor == "local":
+        yield from run_local(tables, cells, workers)
+    else:
+        yield from run_ray(tables, cells, workers, address, max_retries)
+
+
+def run_uci(uci_dir: str | Path, datasets: str, methods: Sequence[str], splits: Sequence[int], out: str | Path, *,
+            executor: str = "local", address: str | None = None, workers: int | None = None,
+            overrides: dict[str, dict[str, Any]] | None = None, seed: int = 0, max_retries: int = 2,
+            progress: bool = True, command: str | None = None) -> pd.DataFrame:
+    """Run the grid, keeping each cell as it finishes, and write ``results.csv`` and ``table.md`` into ``out``.
+
+    Parameters
+    ----------
+    uci_dir : str or Path
+        A folder of data set folders in the benchmark's standard layout.
+    datasets : str
+        Comma-separated folder names, or ``"all"``.
+    methods : sequence of str
+        Names in :data:`~bnn.inference.fit.METHODS`.
+    splits : sequence of int
+        Split numbers; a data set with fewer runs those it has (with a warning).
+    out : str or Path
+        The run folder (resumable).
+    executor : {"local", "ray"}
+        Processes on this machine (loky), or tasks on a Ray cluster.
+    address : str, optional
+        The Ray cluster's address (``executor="ray"``); without it a local Ray cluster of ``workers`` cores starts.
+    workers : int, optional
+        Cells at once (local) or the local Ray cluster's cores (default: the cores this process may use).
+    overrides : dict of str to dict, optional
+        Fit options per method (``{"svi": {"steps": 500}}``); they win over the protocol's.
+    seed : int
+        Cell of split ``k`` fits with seed ``seed + k``.
+    max_retries : int
+        Ray only: retries of a failed or lost task before its cell is reported failed.
+    progress : bool
+        A progress bar over the grid (:mod:`bnn.inference.progress`'s policy).
+    command : str, optional
+        The command line, written into ``table.md``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``results.csv``: one row per cell of the grid.
+
+    Raises
+    ------
+    ValueError
+        For anything wrong with the arguments, the data or ``out`` (module notes), before any work.
+    ImportError
+        For ``executor="ray"`` without Ray installed.
+    """
+    if executor not in EXECUTORS:
+        raise ValueError(f"unknown executor {executor!r}; choose from {list(EXECUTORS)}")
+    if address is not None and executor != "ray":
+        raise ValueError("--address names a Ray cluster; pass --executor ray too")
+    if executor == "ray":
+        import_ray()
+    workers = available_cores() if workers is None else workers
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+        raise ValueError(f"max_retries must be a whole number >= 0 (retries of a failed Ray task), got {max_retries!r}")
+    if isinstance(methods, str) or not methods:
+        raise ValueError(f"methods must be a non-empty list of names from {METHODS.names()}, got {methods!r}")
+    if not splits or any(isinstance(k, bool) or not isinstance(k, int) or k < 0 for k in splits):
+        raise ValueError(f"splits must be a non-empty list of split numbers (>= 0), got {splits!r}")
+    uci_dir, out = Path(uci_dir), Path(out)
+    check_apart(out, {"--uci-dir": uci_dir})
+    options = method_options(list(dict.fromkeys(methods)), overrides or {})
+    tables, cells = {}, []
+    for name in find_datasets(uci_dir, datasets):
+        chosen = splits_of(uci_dir, name, sorted(set(splits)))
+        tables[name] = read_uci_table(uci_dir, name, chosen)
+        warn_constant_columns(tables[name])
+        hidden = hidden_units(uci_dir / name)
+        for method, fit_options in options.items():
+            validation = validation_grid(method, fit_options, uci_dir / name)
+            cells += [Cell(name, method, split, hidden, {**fit_options, "seed": seed + split}, validation) for split in chosen]
+    folder = RunFolder(out)
+    prints = {cell: fingerprint(tables[cell.dataset], cell) for cell in cells}
+    results = {cell: folder.finished(cell, prints[cell]) for cell in cells}
+    todo = [cell for cell in cells if results[cell] is None]
+    out.mkdir(parents=True, exist_ok=True)
+    bar = progress_bar(total=len(cells), initial=len(cells) - len(todo), desc="uci grid", unit="cell", enabled=progress)
+    try:
+        with sigterm_as_keyboard_interrupt():
+            stream = execute(executor, tables, todo, workers, address, max_retries)
+            by_key = {(cell.dataset, cell.method, cell.split): cell for cell in todo}
+            with closing(stream):  # closed on any exit: the executor ends the cells in flight
+                for result in stream:
+                    cell = by_key[result["dataset"], result["method"], result["split"]]
+                    folder.write(cell, prints[cell], result)
+                    results[cell] = result
+                    bar.set_postfix_str(f"{cell.name} {result['status']}", refresh=False)
+                    bar.update()
+    except KeyboardInterrupt as interrupt:
+        raise KeyboardInterrupt(f"{str(interrupt) or 'Ctrl-C'}: the {sum(r is not None for r in results.values())} finished "
+                                f"cells are kept in {out}; the same command runs the rest") from None
+    finally:
+        bar.close()
+    missing = "no result came back from the executor"
+    return write_tables([results[cell] or failed_row(cell, missing, 0) for cell in cells], out, command)

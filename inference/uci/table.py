@@ -1,0 +1,109 @@
+r"""A UCI run's results as ``results.csv`` (one row per cell) and ``table.md`` (ours beside the published numbers).
+
+Per data set and method, over the :math:`n` splits that finished, the mean and its standard error
+
+.. math::
+
+    \bar m = \frac{1}{n}\sum_k m_k, \qquad \mathrm{s.e.} = \sqrt{\frac{1}{n(n - 1)}\sum_k (m_k - \bar m)^2},
+
+for the test RMSE and the test log-likelihood (no s.e. for one split). A cell of ours is bold where it beats every
+published number of its row: a lower RMSE, a higher log-likelihood.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from bnn.inference.atomic import atomic_file
+from bnn.inference.uci.protocol import COLUMNS
+from bnn.inference.uci.published import MC_DROPOUT, PUBLISHED
+
+RESULTS_FILE, TABLE_FILE = "results.csv", "table.md"
+METRICS = {"rmse": ("Test RMSE (original units; lower is better)", 0, -1.0),
+           "test_ll": ("Test log-likelihood (mean per test point, original units; higher is better)", 2, 1.0)}
+"""Each metric: its heading, its index in a published entry, and the sign that makes larger better."""
+
+
+def summary(results: pd.DataFrame) -> pd.DataFrame:
+    """Per data set and method: the finished splits ``n``, failed cells, converged cells, and each metric's mean and
+    standard error over the finished splits (module notes)."""
+    rows = []
+    for (dataset, method), cells in results.groupby(["dataset", "method"], sort=False):
+        ok = cells[cells["status"] == "ok"]
+        row: dict[str, Any] = {"dataset": dataset, "method": method, "n": len(ok), "failed": int((cells["status"] != "ok").sum()),
+                               "converged": int((ok["verdict"] == "converged").sum()), "selection": cells["selection"].iloc[0]}
+        for metric in METRICS:
+            values = ok[metric].astype(float)
+            row[metric] = values.mean() if len(values) else math.nan
+            row[f"{metric}_se"] = values.std(ddof=1) / math.sqrt(len(values)) if len(values) > 1 else math.nan
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _ours(mean: float, se: float, n: int, best_published: float | None, sign: float) -> str:
+    if n == 0:
+        return "failed"
+    text = f"{mean:.3f}" + ("" if math.isnan(se) else f" ± {se:.3f}") + f" ({n})"
+    return f"**{text}**" if best_published is not None and sign * mean > sign * best_published else text
+
+
+def metric_table(table: pd.DataFrame, metric: str) -> list[str]:
+    """The markdown lines of one metric: a row per data set, a column per method of ours, then the published ones."""
+    heading, index, sign = METRICS[metric]
+    methods = list(dict.fromkeys(table["method"]))
+    lines = [f"## {heading}", "", "| data set | " + " | ".join(methods + [p.label for p in PUBLISHED]) + " |",
+             "|---|" + "---|" * (len(methods) + len(PUBLISHED))]
+    for dataset, rows in table.groupby("dataset", sort=False):
+        published = [p.results.get(dataset) for p in PUBLISHED]
+        known = [sign * entry[index] for entry in published if entry is not None]
+        best = sign * max(known) if known else None
+        ours = {row.method: _ours(getattr(row, metric), getattr(row, f"{metric}_se"), row.n, best, sign)
+                for row in rows.itertuples()}
+        theirs = ["" if entry is None else f"{entry[index]:.2f} ± {entry[index + 1]:.2f}" for entry in published]
+        lines.append(f"| {dataset} | " + " | ".join([ours.get(m, "") for m in methods] + theirs) + " |")
+    return lines + [""]
+
+
+def beats_dropout(table: pd.DataFrame) -> list[str]:
+    """One line per method of ours: on which data sets its mean test log-likelihood beats MC dropout's published one."""
+    lines = []
+    for method, rows in table.groupby("method", sort=False):
+        rated = rows[rows["dataset"].isin(list(MC_DROPOUT.results)) & (rows["n"] > 0)]
+        wins = [row.dataset for row in rated.itertuples() if row.test_ll > MC_DROPOUT.results[row.dataset][2]]
+        lines.append(f"- {method}: {len(wins)} of {len(rated)} data sets" + (f" ({', '.join(wins)})" if wins else ""))
+    return lines
+
+
+def markdown(results: pd.DataFrame, command: str | None = None) -> str:
+    """``table.md``: the two metric tables, the comparison with MC dropout, how each method chose its
+    hyper-parameters with its cells' verdicts, and every failed cell with its reason."""
+    table = summary(results)
+    lines = ["# UCI regression benchmark", ""] + ([f"`{command}`", ""] if command else []) + [
+        "Ours: mean ± standard error over the splits that finished (their number in brackets); published: as printed "
+        "in the papers (cited in `bnn.inference.uci.published`). **Bold**: ours beats every published number of the row.",
+        ""]
+    lines += metric_table(table, "rmse") + metric_table(table, "test_ll")
+    lines += [f"Mean test log-likelihood above {MC_DROPOUT.label}'s published one:", ""] + beats_dropout(table) + [""]
+    lines += ["## Methods", "", "| data set | method | hyper-parameters chosen by | splits finished | failed | converged |",
+              "|---|---|---|---|---|---|"]
+    lines += [f"| {row.dataset} | {row.method} | {row.selection} | {row.n} | {row.failed} | {row.converged} of {row.n} |"
+              for row in table.itertuples()]
+    failed = results[results["status"] != "ok"]
+    if len(failed):
+        lines += ["", "## Failed cells (a rerun of the same command runs them again)", ""]
+        lines += [f"- {row.dataset} / {row.method} / split {row.split}, after {row.attempts} attempt(s): {row.problems}"
+                  for row in failed.itertuples()]
+    return "\n".join(lines) + "\n"
+
+
+def write_tables(results: list[dict[str, Any]], out: Path, command: str | None = None) -> pd.DataFrame:
+    """Write ``results.csv`` and ``table.md`` of ``results`` (one dict per cell) into ``out``; return the rows."""
+    frame = pd.DataFrame(results, columns=list(COLUMNS)).sort_values(["dataset", "method", "split"], kind="stable")
+    with atomic_file(out / RESULTS_FILE) as handle:
+        frame.to_csv(handle, index=False)
+    with atomic_file(out / TABLE_FILE) as handle:
+        handle.write(markdown(frame, command))
+    return frame

@@ -1,0 +1,39 @@
+import numpy as np
+import pytest
+from bnn.datasets.uci import read_uci_table
+from bnn.inference.uci.grid import Cell
+from bnn.inference.uci.protocol import choose_on_validation, run_cell, selection, validation_part
+
+
+def test_the_validation_part_comes_from_the_training_rows_only(tiny_uci):
+    table = read_uci_table(tiny_uci, "tiny", [0])
+    part = validation_part(table, 0, seed=0)
+    train, test = table.splits[0]
+    assert len(part.x_train) + len(part.x_test) == len(train)
+    held = round(0.2 * len(train))
+    assert len(part.x_test) == held
+    raw_valid = part.x_test * part.x_scaler.std + part.x_scaler.mean
+    test_inputs = table.data[test][:, table.features]
+    assert not np.isclose(raw_valid.numpy()[:, None, :], test_inputs[None], atol=1e-5).all(-1).any()
+
+
+def test_mc_dropout_chooses_its_rate_on_validation_and_says_so(tiny_uci):
+    table = read_uci_table(tiny_uci, "tiny", [0])
+    cell = Cell("tiny", "mc-dropout", 0, 10, {"steps": 20, "num_samples": 10, "progress": False, "seed": 0},
+                {"dropout_rate": [0.01, 0.2]})
+    chosen = choose_on_validation(table, cell)
+    assert set(chosen) == {"dropout_rate"} and chosen["dropout_rate"] in (0.01, 0.2)
+    result = run_cell(table, cell)
+    assert result["chosen"] == f"dropout_rate={chosen['dropout_rate']}"
+    assert result["selection"].startswith("validation: dropout rate on a random 20% of the training split")
+    assert selection("mc-dropout", {}).startswith("fixed: the method's defaults")
+
+
+@pytest.mark.parametrize("method", ["svi", "laplace"])
+def test_a_cell_gives_the_same_numbers_twice(tiny_uci, method):
+    table = read_uci_table(tiny_uci, "tiny", [1])
+    options = {"svi": {"steps": 20, "num_samples": 10}, "laplace": {"map_steps": 50, "num_samples": 10}}[method]
+    cell = Cell("tiny", method, 1, 10, {**options, "progress": False, "seed": 1})
+    first, second = run_cell(table, cell), run_cell(table, cell)
+    assert (first["rmse"], first["test_ll"]) == (second["rmse"], second["test_ll"])
+    assert first["verdict"] in ("converged", "not converged", "no check")

@@ -1,0 +1,51 @@
+import math
+
+import pandas as pd
+from bnn.inference.uci.published import MC_DROPOUT, PUBLISHED
+from bnn.inference.uci.table import markdown, summary, write_tables
+
+from tests.datasets.test_uci import UCI
+
+
+def rows(dataset, method, rmses, lls, status=None):
+    status = status or ["ok"] * len(rmses)
+    return [{"dataset": dataset, "method": method, "split": k, "status": s, "rmse": r, "test_ll": ll, "seconds": 1.0,
+             "verdict": "converged" if k == 0 else "not converged", "selection": "ELBO", "chosen": "", "problems": "",
+             "attempts": 1} for k, (r, ll, s) in enumerate(zip(rmses, lls, status))]
+
+
+def test_summary_is_the_mean_and_its_standard_error_over_finished_splits():
+    frame = pd.DataFrame(rows("yacht", "svi", [1.0, 2.0, 4.0, None], [-1.0, -2.0, -3.0, None],
+                              ["ok", "ok", "ok", "failed"]))
+    row = summary(frame).iloc[0]
+    assert (row.n, row.failed, row.converged) == (3, 1, 1)
+    assert math.isclose(row.rmse, 7 / 3)
+    assert math.isclose(row.rmse_se, math.sqrt(((1 - 7 / 3) ** 2 + (2 - 7 / 3) ** 2 + (4 - 7 / 3) ** 2) / (3 * 2)))
+    assert math.isclose(row.test_ll, -2.0) and math.isclose(row.test_ll_se, math.sqrt(2 / 6))
+
+
+def test_bold_where_ours_beats_every_published_number_and_the_count_against_mc_dropout(tmp_path):
+    best_rmse = min(p.results["yacht"][0] for p in PUBLISHED)
+    dropout_ll = MC_DROPOUT.results["yacht"][2]
+    results = rows("yacht", "laplace", [best_rmse - 0.5, best_rmse - 0.5], [dropout_ll + 0.1, dropout_ll + 0.1])
+    results += rows("yacht", "svi", [best_rmse + 0.5], [dropout_ll - 0.1])
+    frame = write_tables(results, tmp_path, "bnn uci ...")
+    text = (tmp_path / "table.md").read_text()
+    assert f"**{best_rmse - 0.5:.3f} ± 0.000 (2)**" in text  # lower than every published RMSE
+    assert f"| {best_rmse + 0.5:.3f} (1) |" in text  # one split: no standard error, not bold
+    assert f"{dropout_ll + 0.1:.3f} ± 0.000 (2) |" in text and f"**{dropout_ll + 0.1:.3f}" not in text  # deep ens. better
+    assert "- laplace: 1 of 1 data sets (yacht)\n- svi: 0 of 1 data sets\n" in text
+    assert pd.read_csv(tmp_path / "results.csv").shape == (3, 12) and len(frame) == 3
+
+
+def test_a_data_set_nobody_published_has_empty_published_cells():
+    text = markdown(pd.DataFrame(rows("unseen", "svi", [1.0, 2.0], [-1.0, -2.0])))
+    assert "| unseen | 1.500 ± 0.500 (2) |  |  |  |  |" in text
+    assert "- svi: 0 of 0 data sets" in text
+
+
+def test_published_tables_cover_the_shipped_data_sets_with_a_mean_and_its_spread():
+    shipped = sorted(p.name for p in UCI.iterdir() if p.is_dir()) if UCI.is_dir() else []
+    for method in PUBLISHED:
+        assert set(shipped) <= set(method.results), method.label
+        assert all(len(entry) == 4 and entry[1] >= 0 and entry[3] >= 0 for entry in method.results.values())
