@@ -11,11 +11,12 @@ with :math:`H` the curvature of :math:`-\log p(y \mid x, \theta)` at :math:`\the
 Gaussian prior :math:`\mathcal{N}(0, \sigma_w^2 I)` and the GGN, this is the source
 material's :math:`\Lambda = J^\top J / \sigma_y^2 + I / \sigma_w^2`.
 
-Steps: (1) :math:`\theta_{MAP}` by Adam then L-BFGS (:mod:`bnn.inference.map_estimate`), a learned
-noise set to its maximum-likelihood value there and then held fixed; (2) :math:`H` and
-:math:`P` over the structure's weights; (3) optionally the prior precision multiplier
-:math:`\alpha` (:math:`P \to \alpha P`) maximising the Laplace evidence at fixed
-:math:`\theta_{MAP}` (:mod:`bnn.inference.laplace.evidence`); (4) the covariance factor of
+Steps: (1) :math:`\theta_{MAP}` by Adam then a Levenberg-Marquardt polish (:mod:`bnn.inference.map_estimate`), a
+learned noise set to its maximum-likelihood value there and then held fixed; (2) :math:`H` and
+:math:`P` over the structure's weights; (3) by default, wherever the covered priors are Gaussian and the curvature
+is the GGN, the prior precision multiplier :math:`\alpha` (:math:`P \to \alpha P`) maximising the Laplace evidence
+at fixed :math:`\theta_{MAP}` (:mod:`bnn.inference.laplace.evidence`; laplace-torch's post-hoc
+``optimize_prior_precision``); (4) the covariance factor of
 :math:`\Lambda^{-1}`; (5) draws from the :class:`~bnn.guides.laplace.LaplaceGuide`.
 """
 
@@ -98,15 +99,16 @@ def covariance_factor(precision: torch.Tensor, hessian_type: HessianType, grad_n
     return torch.linalg.solve_triangular(upper, identity, upper=True).T, logdet
 
 
-def _check_tunable(model, start: int, hessian_type: HessianType) -> None:
+def _tunable_problem(model, start: int, hessian_type: HessianType) -> str | None:
+    """Why the prior precision cannot be tuned by the evidence for this model and curvature, or ``None``."""
     if hessian_type is HessianType.EXACT:
-        raise ValueError("tune_prior_precision needs a positive semi-definite curvature for a unique optimum; "
-                         "use hessian='ggn'")
+        return "tune_prior_precision needs a positive semi-definite curvature for a unique optimum; use hessian='ggn'"
     priors = [model.prior[site.name] for site in covered_sites(model, start)]
     others = sorted({type(prior).__name__ for prior in priors if not isinstance(prior, GaussianPrior)})
     if others:
-        raise ValueError(f"tune_prior_precision scales a Gaussian prior's precision; the covered weights have "
-                         f"{others}: use a Gaussian prior (or tune_prior_precision=False)")
+        return (f"tune_prior_precision scales a Gaussian prior's precision; the covered weights have {others}: use a "
+                "Gaussian prior (or tune_prior_precision=False)")
+    return None
 
 
 def _covered_log_prior(model, theta: torch.Tensor, start: int) -> float:
@@ -166,8 +168,10 @@ def run_laplace(model, x: torch.Tensor, y: torch.Tensor, options: LaplaceOptions
     if hessian_type is HessianType.GGN:
         check_ggn_supported(model.likelihood)
     start = covered_from(model, structure)
-    if tune_prior_precision:
-        _check_tunable(model, start, hessian_type)
+    if tune_prior_precision is None:  # the default: tuned wherever it can be
+        tune_prior_precision = _tunable_problem(model, start, hessian_type) is None
+    if tune_prior_precision and (problem := _tunable_problem(model, start, hessian_type)):
+        raise ValueError(problem)
     check_memory(model, structure, WORKING_DTYPE.itemsize, max_memory_gib)
     x_work = x.to(WORKING_DTYPE)
     y_work = y.to(WORKING_DTYPE) if y.is_floating_point() else y
@@ -177,7 +181,7 @@ def run_laplace(model, x: torch.Tensor, y: torch.Tensor, options: LaplaceOptions
     with seeded(seed):
         began = time.perf_counter()
         estimate = find_map(model, x_work, y_work, steps=map_steps, lr=map_lr, tolerance=map_tolerance,
-                            progress=progress, judged_from=start)
+                            max_iter=options.map_max_iter, progress=progress, judged_from=start)
         map_seconds = time.perf_counter() - began
         scale, evidence, multiplier = _approximate(model, x_work, y_work, estimate, start, hessian_type, structure,
                                                    tune_prior_precision, progress)
@@ -189,7 +193,8 @@ def run_laplace(model, x: torch.Tensor, y: torch.Tensor, options: LaplaceOptions
         guide="laplace", seed=seed, train_seconds=train_seconds, map_seconds=map_seconds, hessian=hessian_type.value,
         structure=structure.value, num_weights_covered=scale.shape[0], map_steps=map_steps,
         map_lbfgs_iterations=estimate.lbfgs_iterations, map_grad_norm=estimate.grad_norm,
-        map_converged=estimate.converged, log_marginal_likelihood=evidence,
+        map_converged=estimate.converged, map_newton_decrement=estimate.newton_decrement, map_polish=estimate.polish,
+        log_marginal_likelihood=evidence,
         prior_precision=_gaussian_precisions(model, start, multiplier), prior_precision_multiplier=multiplier,
         tune_prior_precision=tune_prior_precision,
         noise=estimate.latents["sigma"].item() if "sigma" in estimate.latents else None,
