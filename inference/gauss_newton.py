@@ -37,7 +37,10 @@ from bnn.inference.output_curvature import OUTPUT_HESSIANS, gauss_newton_matrix
 
 GAUSS_NEWTON_MAX_WEIGHTS = 4096
 r"""Above this many weights the polish is L-BFGS and :math:`\delta` uses the diagonal of :math:`\Lambda` (a dense
-:math:`\Lambda` would cost :math:`n D^2` per step and :math:`D^2` memory)."""
+:math:`\Lambda` takes :math:`D^2` memory)."""
+GAUSS_NEWTON_MAX_WORK = 1e10
+r"""Above this many multiply-adds per step, :math:`n K D^2` for forming :math:`G`, the polish is L-BFGS too (a step
+would take seconds: 41,157 rows and 1,101 weights, protein's, cost 5e10)."""
 JITTER = 1e-10
 r"""Added to :math:`\Lambda`'s diagonal, times its mean, so that a weight without curvature (a Laplace prior's) keeps
 :math:`\Lambda` invertible."""
@@ -57,10 +60,11 @@ def elementwise_curvature(distribution, value: torch.Tensor) -> torch.Tensor:
     return curvature.detach()
 
 
-def uses_gauss_newton(model, covered: int) -> bool:
+def uses_gauss_newton(model, rows: int, covered: int) -> bool:
     """Whether the MAP polish is Levenberg-Marquardt (a GGN for the likelihood, at most
-    :data:`GAUSS_NEWTON_MAX_WEIGHTS` covered weights) rather than L-BFGS."""
-    return type(model.likelihood) in OUTPUT_HESSIANS and covered <= GAUSS_NEWTON_MAX_WEIGHTS
+    :data:`GAUSS_NEWTON_MAX_WEIGHTS` covered weights and :data:`GAUSS_NEWTON_MAX_WORK` per step) rather than L-BFGS."""
+    return (type(model.likelihood) in OUTPUT_HESSIANS and covered <= GAUSS_NEWTON_MAX_WEIGHTS
+            and rows * model.out_features * covered**2 <= GAUSS_NEWTON_MAX_WORK)
 
 
 def log_joint_precision(model, x: torch.Tensor, theta: torch.Tensor, latents: dict, prior_curvature: torch.Tensor,

@@ -9,8 +9,8 @@ prior: Adam on the per-datum objective, then a polish until the Newton decrement
 :math:`\delta = \sqrt{g^\top \Lambda^{-1} g}` (:mod:`bnn.inference.gauss_newton`; :math:`g` the log joint's
 gradient, :math:`\Lambda` its Gauss-Newton precision) is at most ``tolerance``: the mode then lies, to second
 order, within ``tolerance`` posterior standard deviations. The polish is Levenberg-Marquardt on the
-Gauss-Newton precision where the likelihood has a GGN and at most
-:data:`~bnn.inference.gauss_newton.GAUSS_NEWTON_MAX_WEIGHTS` weights are judged, else L-BFGS (strong Wolfe
+Gauss-Newton precision where the likelihood has a GGN and a step is affordable
+(:func:`~bnn.inference.gauss_newton.uses_gauss_newton`), else L-BFGS (strong Wolfe
 line search; :math:`\delta` then from the diagonal of :math:`\Lambda`). A Gaussian likelihood with
 learned noise has :math:`\log\sigma` optimised jointly with the weights by Adam (and L-BFGS) but *without*
 its prior, and held at its closed form after each Levenberg-Marquardt step, so at the optimum
@@ -155,7 +155,8 @@ def _ml_noise(model, x, y, theta: torch.Tensor) -> dict[str, torch.Tensor]:
 
 def find_map(
     model, x: torch.Tensor, y: torch.Tensor, *, steps: int, lr: float, tolerance: float, progress: bool,
-    max_iter: int = MAP_MAX_ITER, judged_from: int = 0,
+    max_iter: int = MAP_MAX_ITER, judged_from: int = 0, init: torch.Tensor | None = None,
+    noise: torch.Tensor | None = None, prior_weight: float = 1.0, polish: bool = True,
 ) -> MapEstimate:
     r"""Maximise the log joint over the flat weights (and a learned noise); see the module docstring.
 
@@ -185,6 +186,15 @@ def find_map(
         rest held fixed) a second polish optimises those entries alone, and convergence is judged,
         and the gradient norm reported, on them only: the fixed entries may sit at a kink of their
         prior (zero under a Laplace prior) where no gradient vanishes and the polish stalls.
+    init : torch.Tensor, optional
+        Start here instead of at a draw of the prior (then ``steps=0`` skips Adam).
+    noise : torch.Tensor, optional
+        Hold a learned noise :math:`\sigma` at this value instead of fitting it.
+    prior_weight : float
+        :math:`\alpha` multiplying :math:`\log p(\theta_k)` for the entries from ``judged_from`` on: under a Gaussian
+        prior, the MAP under the prior precision scaled by :math:`\alpha` (the Laplace evidence's tuning).
+    polish : bool
+        ``False`` stops after Adam, unjudged (a start for fits that polish under other settings).
 
     Returns
     -------
@@ -199,33 +209,56 @@ def find_map(
         When the objective or the final gradient is not finite.
     """
     with pyro.validation_enabled(False):
-        return _find_map(model, x, y, steps, lr, tolerance, progress, max_iter, judged_from)
+        return _find_map(model, x, y, steps, lr, tolerance, progress, max_iter if polish else 0, judged_from, init, noise,
+                         prior_weight)
 
 
-def _prior_curvature(model, theta: torch.Tensor, distributions: dict, start: int) -> torch.Tensor:
-    r""":math:`P_k = -\partial^2 \log p(\theta_k) / \partial\theta_k^2` for the entries from ``start`` on."""
-    values = split_flat(model.sites, theta)
-    pieces = [elementwise_curvature(distributions[site.name], values[site.name]).reshape(-1) for site in model.sites]
-    return torch.cat(pieces)[start:]
+class _Prior:
+    r""":math:`\sum_k c_k \log p(\theta_k)` with :math:`c_k` = ``weight`` from entry ``weighted_from`` on, else 1."""
+
+    def __init__(self, model, weighted_from: int, weight: float) -> None:
+        self.model, self.distributions = model, prior_distributions(model)
+        self.site_weights, offset = {}, 0
+        for site in model.sites:
+            self.site_weights[site.name] = weight if offset >= weighted_from else 1.0
+            offset += site.numel
+
+    def log_prob(self, theta: torch.Tensor) -> torch.Tensor:
+        values = split_flat(self.model.sites, theta)
+        return sum(self.site_weights[s.name] * self.distributions[s.name].log_prob(values[s.name]).sum()
+                   for s in self.model.sites)
+
+    def curvature(self, theta: torch.Tensor, start: int) -> torch.Tensor:
+        r""":math:`-c_k\,\partial^2 \log p(\theta_k) / \partial\theta_k^2` for the entries from ``start`` on."""
+        values = split_flat(self.model.sites, theta)
+        pieces = [self.site_weights[s.name] * elementwise_curvature(self.distributions[s.name], values[s.name]).reshape(-1)
+                  for s in self.model.sites]
+        return torch.cat(pieces)[start:]
 
 
-def _precision(model, x, theta, latents, distributions, start: int, diagonal: bool) -> torch.Tensor:
+def _precision(model, x, theta, latents, prior: _Prior, start: int, diagonal: bool) -> torch.Tensor:
     """The Gauss-Newton precision of the log joint over the entries from ``start`` on."""
-    prior = _prior_curvature(model, theta, distributions, start)
-    return log_joint_precision(model, x, theta, latents, prior, start=start, diagonal=diagonal)
+    return log_joint_precision(model, x, theta, latents, prior.curvature(theta, start), start=start, diagonal=diagonal)
 
 
 def _find_map(model, x, y, steps: int, lr: float, tolerance: float, progress: bool, max_iter: int,
-              judged_from: int) -> MapEstimate:
+              judged_from: int, init: torch.Tensor | None, noise: torch.Tensor | None, prior_weight: float) -> MapEstimate:
     n = x.shape[0]
-    distributions = prior_distributions(model)
-    start = join_sites(model.sites, {name: d.sample() for name, d in distributions.items()}).to(x.dtype)
+    prior = _Prior(model, judged_from, prior_weight)
+    distributions = prior.distributions
+    if init is None:
+        init = join_sites(model.sites, {name: d.sample() for name, d in distributions.items()})
+    start = init.detach().to(x.dtype)
     theta = start.clone().requires_grad_(True)
-    log_noise = {name: value.log().requires_grad_(True) for name, value in _ml_noise(model, x, y, start).items()}
+    fitted_noise = _ml_noise(model, x, y, start) if noise is None else {}
+    log_noise = {name: value.log().requires_grad_(True) for name, value in fitted_noise.items()}
+
+    def latents_at(weights: torch.Tensor) -> dict[str, torch.Tensor]:
+        return _ml_noise(model, x, y, weights) if noise is None else {"sigma": torch.as_tensor(noise, dtype=x.dtype)}
 
     def objective(weights: torch.Tensor) -> torch.Tensor:
-        latents = {name: value.exp() for name, value in log_noise.items()}
-        return -(log_likelihood(model, x, y, weights, latents) + log_prior(model, weights, distributions)) / n
+        latents = {name: value.exp() for name, value in log_noise.items()} or latents_at(weights)
+        return -(log_likelihood(model, x, y, weights, latents) + prior.log_prob(weights)) / n
 
     adam = torch.optim.Adam([theta, *log_noise.values()], lr=lr)
     bar = progress_bar(range(steps), desc="MAP (Adam)", enabled=progress, leave=False)
@@ -241,19 +274,19 @@ def _find_map(model, x, y, steps: int, lr: float, tolerance: float, progress: bo
     bar.close()
     theta = theta.detach()
 
-    gauss_newton = uses_gauss_newton(model, theta.shape[0] - judged_from)
+    gauss_newton = uses_gauss_newton(model, n, theta.shape[0] - judged_from)
     polish_name = "levenberg-marquardt" if gauss_newton else "lbfgs"
     iterations_bar = progress_bar(desc=f"MAP ({polish_name})", unit="it", enabled=progress, leave=False)
 
     def joint(weights: torch.Tensor, latents: dict) -> torch.Tensor:
-        return log_likelihood(model, x, y, weights, latents) + log_prior(model, weights, distributions)
+        return log_likelihood(model, x, y, weights, latents) + prior.log_prob(weights)
 
     def decrement(weights: torch.Tensor, begin: int) -> float:
-        latents = _ml_noise(model, x, y, weights)
+        latents = latents_at(weights)
         point = weights.clone().requires_grad_(True)
         with torch.enable_grad():
             (gradient,) = torch.autograd.grad(joint(point, latents), point)
-        return newton_decrement(gradient[begin:], _precision(model, x, weights, latents, distributions, begin, True))
+        return newton_decrement(gradient[begin:], _precision(model, x, weights, latents, prior, begin, True))
 
     def lbfgs(weights: torch.Tensor, begin: int) -> tuple[torch.Tensor, int]:
         fixed, block = weights[:begin], weights[begin:].clone().requires_grad_(True)
@@ -282,33 +315,34 @@ def _find_map(model, x, y, steps: int, lr: float, tolerance: float, progress: bo
         if not gauss_newton:
             return lbfgs(weights, begin)
         return levenberg_marquardt(
-            joint, lambda w: _ml_noise(model, x, y, w),
-            lambda w, latents: _precision(model, x, w, latents, distributions, begin, False), weights,
+            joint, latents_at, lambda w, latents: _precision(model, x, w, latents, prior, begin, False), weights,
             start=begin, tolerance=tolerance, max_iterations=max_iter, progress_bar=iterations_bar)
 
+    if not max_iter:
+        iterations_bar.close()
+        return _estimate(model, x, y, theta, prior, latents_at(theta), tolerance, judged_from, 0, polish_name, warn=False)
     theta, iterations = polish(theta, 0)
     if judged_from:
         theta, more = polish(theta, judged_from)
         iterations += more
     iterations_bar.close()
-    return _estimate(model, x, y, theta, distributions, tolerance, judged_from, iterations, polish_name)
+    return _estimate(model, x, y, theta, prior, latents_at(theta), tolerance, judged_from, iterations, polish_name)
 
 
-def _estimate(model, x, y, theta, distributions, tolerance: float, judged_from: int, iterations: int,
-              polish: str) -> MapEstimate:
-    """The :class:`MapEstimate` at ``theta`` with the noise at its closed form; warn when not converged."""
-    latents = _ml_noise(model, x, y, theta)
+def _estimate(model, x, y, theta, prior: _Prior, latents: dict, tolerance: float, judged_from: int, iterations: int,
+              polish: str, *, warn: bool = True) -> MapEstimate:
+    """The :class:`MapEstimate` at ``theta`` with the noise at ``latents``; warn when not converged."""
     point = theta.clone().requires_grad_(True)
     with torch.enable_grad():
         likelihood_term = log_likelihood(model, x, y, point, latents)
-        prior_term = log_prior(model, point, distributions)
-        (gradient,) = torch.autograd.grad(likelihood_term + prior_term, point)
+        prior_term = log_prior(model, point, prior.distributions)
+        (gradient,) = torch.autograd.grad(likelihood_term + prior.log_prob(point), point)
     gradient = gradient[judged_from:]
     if not torch.isfinite(gradient).all():
         raise FloatingPointError("the MAP fit ended at non-finite values; lower map_lr or raise map_steps")
     dense = polish == "levenberg-marquardt"
-    decrement = newton_decrement(gradient, _precision(model, x, theta, latents, distributions, judged_from, not dense))
-    if not decrement <= tolerance:
+    decrement = newton_decrement(gradient, _precision(model, x, theta, latents, prior, judged_from, not dense))
+    if warn and not decrement <= tolerance:
         warnings.warn(
             f"the MAP polish ({polish}) stopped after {iterations} iterations {decrement:.3g} posterior standard "
             f"deviations from the mode (Newton decrement > map_tolerance={tolerance:g}; gradient norm "

@@ -14,15 +14,16 @@ material's :math:`\Lambda = J^\top J / \sigma_y^2 + I / \sigma_w^2`.
 Steps: (1) :math:`\theta_{MAP}` by Adam then a Levenberg-Marquardt polish (:mod:`bnn.inference.map_estimate`), a
 learned noise set to its maximum-likelihood value there and then held fixed; (2) :math:`H` and
 :math:`P` over the structure's weights; (3) by default, wherever the covered priors are Gaussian and the curvature
-is the GGN, the prior precision multiplier :math:`\alpha` (:math:`P \to \alpha P`) maximising the Laplace evidence
-at fixed :math:`\theta_{MAP}` (:mod:`bnn.inference.laplace.evidence`; laplace-torch's post-hoc
-``optimize_prior_precision``); (4) the covariance factor of
+is the GGN, the prior precision multiplier :math:`\alpha` (:math:`P \to \alpha P`) and a learned noise set by the
+Laplace evidence, :math:`\theta_{MAP}` refitted under them (:mod:`bnn.inference.laplace.mackay`; otherwise the noise
+stays at its maximum-likelihood value and :math:`\alpha = 1`); (4) the covariance factor of
 :math:`\Lambda^{-1}`; (5) draws from the :class:`~bnn.guides.laplace.LaplaceGuide`.
 """
 
 from __future__ import annotations
 
 import time
+import warnings
 
 import torch
 from bnn.guides.flat_weights import split_flat
@@ -42,6 +43,7 @@ from bnn.inference.laplace.evidence import (
     relative_eigenvalues,
 )
 from bnn.inference.laplace.linearized import Linearization, is_linearizable
+from bnn.inference.laplace.mackay import UNSETTLED_FIX, tune_by_evidence
 from bnn.inference.laplace.options import LaplaceOptions
 from bnn.inference.laplace.prior_curvature import check_prior_curvature_possible, covered_sites, prior_curvature
 from bnn.inference.laplace.record import LaplaceRecord
@@ -49,6 +51,8 @@ from bnn.inference.map_estimate import MapEstimate, find_map
 from bnn.inference.posterior import Posterior
 from bnn.inference.seeding import seeded
 from bnn.models.priors import GaussianPrior
+
+from bnn.stacklevel import user_stacklevel
 
 WORKING_DTYPE = torch.float64  # the L-BFGS polish and the factor of an ill-conditioned precision need it
 
@@ -181,7 +185,17 @@ def run_laplace(model, x: torch.Tensor, y: torch.Tensor, options: LaplaceOptions
     with seeded(seed):
         began = time.perf_counter()
         estimate = find_map(model, x_work, y_work, steps=map_steps, lr=map_lr, tolerance=map_tolerance,
-                            max_iter=options.map_max_iter, progress=progress, judged_from=start)
+                            max_iter=options.map_max_iter, progress=progress, judged_from=start,
+                            polish=not tune_prior_precision)
+        tuning = None
+        if tune_prior_precision:
+            tuning = tune_by_evidence(model, x_work, y_work, estimate, start, structure, tolerance=map_tolerance,
+                                      max_iter=options.map_max_iter, progress=progress)
+            estimate = tuning.estimate
+            if not tuning.converged:
+                warnings.warn(f"the evidence rounds (prior precision and noise) did not settle in {tuning.rounds} "
+                              f"rounds; the last prior precision multiplier is {tuning.multiplier:.4g}: {UNSETTLED_FIX}",
+                              RuntimeWarning, stacklevel=user_stacklevel())
         map_seconds = time.perf_counter() - began
         scale, evidence, multiplier = _approximate(model, x_work, y_work, estimate, start, hessian_type, structure,
                                                    tune_prior_precision, progress)
@@ -196,7 +210,8 @@ def run_laplace(model, x: torch.Tensor, y: torch.Tensor, options: LaplaceOptions
         map_converged=estimate.converged, map_newton_decrement=estimate.newton_decrement, map_polish=estimate.polish,
         log_marginal_likelihood=evidence,
         prior_precision=_gaussian_precisions(model, start, multiplier), prior_precision_multiplier=multiplier,
-        tune_prior_precision=tune_prior_precision,
+        tune_prior_precision=tune_prior_precision, evidence_rounds=tuning.rounds if tuning else None,
+        evidence_converged=tuning.converged if tuning else None,
         noise=estimate.latents["sigma"].item() if "sigma" in estimate.latents else None,
     )
     samples = {name: value.unsqueeze(0) for name, value in draws.items()}

@@ -32,8 +32,8 @@ class LaplaceOptions(Options):
         The polish stops once the MAP lies within this many posterior standard deviations of the mode (the
         Newton decrement, :mod:`bnn.inference.gauss_newton`).
     map_max_iter : int
-        Iterations of the polish (Levenberg-Marquardt, or L-BFGS above
-        :data:`~bnn.inference.gauss_newton.GAUSS_NEWTON_MAX_WEIGHTS` weights) at most.
+        Iterations of the polish at most (Levenberg-Marquardt, or L-BFGS where a Gauss-Newton step is too
+        costly: :func:`~bnn.inference.gauss_newton.uses_gauss_newton`).
     max_memory_gib : float
         Refuse, before any work, a structure whose curvature needs more memory than this.
     num_samples : int

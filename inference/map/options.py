@@ -23,8 +23,8 @@ class MapOptions(Options):
         The polish stops once the MAP lies within this many posterior standard deviations of the mode (the
         Newton decrement, :mod:`bnn.inference.gauss_newton`).
     map_max_iter : int
-        Iterations of the polish (Levenberg-Marquardt, or L-BFGS above
-        :data:`~bnn.inference.gauss_newton.GAUSS_NEWTON_MAX_WEIGHTS` weights) at most.
+        Iterations of the polish at most (Levenberg-Marquardt, or L-BFGS where a Gauss-Newton step is too
+        costly: :func:`~bnn.inference.gauss_newton.uses_gauss_newton`).
     seed : int
         Seeds the start, a draw of the prior: the same seed gives the same estimate.
     progress : bool
