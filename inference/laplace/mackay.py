@@ -33,7 +33,7 @@ from bnn.inference.laplace.evidence import optimal_prior_multiplier, relative_ei
 from bnn.inference.laplace.prior_curvature import prior_curvature
 from bnn.inference.map_estimate import MapEstimate, find_map
 
-MAX_ROUNDS = 30
+MAX_ROUNDS = 10
 RELATIVE_CHANGE = 1e-3
 UNSETTLED_FIX = "raise map_max_iter (each round refits the MAP), or pass tune_prior_precision=False"
 
