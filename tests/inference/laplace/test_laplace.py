@@ -275,3 +275,15 @@ def test_log_likelihood_is_the_linearised_networks_and_mc_keeps_the_network(conj
     networks = torch.distributions.Normal(network(theta), NOISE).log_prob(conjugate.y)
     torch.testing.assert_close(posterior.pointwise_log_likelihood(conjugate.x, conjugate.y, "mc")[0, 0], networks)
     assert not torch.allclose(networks, torch.stack(expected)[0])  # the net is not linear in its weights
+
+
+def test_the_command_line_takes_the_options_the_map_warning_names():
+    from bnn.inference import cli as cli_module
+
+    arguments = cli_module.build_parser().parse_args(["compare", "--map-lr", "0.05", "--map-tolerance", "0.5",
+                                                      "--map-max-iter", "7", "--no-tune-prior-precision"])
+    options = cli_module.fit_options(arguments)
+    svi, laplace, map_ = cli_module.options_per_method([("svi", None), ("laplace", None), ("map", None)], options)
+    assert (laplace["map_lr"], laplace["map_tolerance"], laplace["map_max_iter"]) == (0.05, 0.5, 7)
+    assert laplace["tune_prior_precision"] is False and map_["map_max_iter"] == 7 and "map_lr" not in svi
+    assert "tune_prior_precision" not in cli_module.fit_options(cli_module.build_parser().parse_args(["compare"]))
