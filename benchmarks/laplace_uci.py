@@ -13,7 +13,8 @@ Usage::
     python -m benchmarks.laplace_uci report before.json after.json ... --out benchmarks/results/laplace_uci.md
 
 ``run --source TREE`` imports ``bnn`` from ``TREE`` (links laid out as the installed package, into an archive of an
-older commit), so "before" is measured with the same script; it records the command, the commit of the code it ran, the machine and its load average.
+older commit), so "before" is measured with the same script; it records the command, the commit of the code it ran,
+the machine and its load average.
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ from bnn.models.priors import GaussianPrior
 
 from bnn.stacklevel import user_stacklevel
 
-WORKING_DTYPE = torch.float64  # the L-BFGS polish and the factor of an ill-conditioned precision need it
+WORKING_DTYPE = torch.float64  # the MAP polish and the factor of an ill-conditioned precision need it
 
 
 def _not_positive_definite(precision: torch.Tensor, hessian_type: HessianType, grad_norm: float) -> ValueError:
@@ -155,7 +155,7 @@ def _approximate(model, x, y, estimate: MapEstimate, start: int, hessian_type, s
 def run_laplace(model, x: torch.Tensor, y: torch.Tensor, options: LaplaceOptions) -> Posterior:
     r"""Fit the Laplace approximation :math:`\mathcal{N}(\theta_{MAP}, \Lambda^{-1})` and return its draws.
 
-    The fit works in float64 whatever the default dtype (the L-BFGS polish and the factor of
+    The fit works in float64 whatever the default dtype (the MAP polish and the factor of
     an ill-conditioned precision need it); the guide and draws come back in ``x``'s dtype.
 
     Returns

@@ -27,7 +27,7 @@ class LaplaceOptions(Options):
         log marginal likelihood at :math:`\theta_{MAP}` (GGN only). ``None`` (the default): wherever that is
         possible (GGN, Gaussian priors on the covered weights), else not; ``True`` refuses where it is not.
     map_steps, map_lr : int, float
-        Adam steps and rate of the MAP fit before the L-BFGS polish.
+        Adam steps and rate of the MAP fit before the polish.
     map_tolerance : float
         The polish stops once the MAP lies within this many posterior standard deviations of the mode (the
         Newton decrement, :mod:`bnn.inference.gauss_newton`).

@@ -18,7 +18,7 @@ class MapOptions(Options):
     Attributes
     ----------
     map_steps, map_lr : int, float
-        Adam steps and rate before the L-BFGS polish (Laplace's defaults).
+        Adam steps and rate before the polish (Laplace's defaults).
     map_tolerance : float
         The polish stops once the MAP lies within this many posterior standard deviations of the mode (the
         Newton decrement, :mod:`bnn.inference.gauss_newton`).
