@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> None:
     header = {
         "label": args.label, "config": args.config, "options": CONFIGS[args.config],
         "command": " ".join([Path(sys.executable).name, "-m", "benchmarks.laplace_uci", *sys.argv[1:]]),
-        "commit": args.commit or _commit(source), "machine": f"{platform.node()}, {os.cpu_count()} cores, {platform.processor()}",
+        "commit": args.commit or _commit(source), "machine": f"{platform.node()} ({platform.machine()}, {os.cpu_count()} cores)",
         "load_average_after": os.getloadavg(), "date": datetime.date.today().isoformat(),
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
     }
@@ -122,7 +122,8 @@ def report(args: argparse.Namespace) -> None:
     for path in args.runs:
         run_ = json.loads(path.read_text())
         header = run_["header"]
-        parts += [f"## {header['label']} ({header['config']}: {header['options'] or 'the defaults'})", "",
+        options = ", ".join(f"{k}={v}" for k, v in header["options"].items()) or "no options: the defaults"
+        parts += [f"## {header['label']} ({options})", "",
                   f"`{header['command']}` at commit {header['commit']}, {header['date']}, {header['machine']}, "
                   f"OMP_NUM_THREADS={header['omp_num_threads']}; load average after the run "
                   f"{', '.join(f'{x:.1f}' for x in header['load_average_after'])} (a loaded machine: seconds are upper "
