@@ -16,6 +16,9 @@ $(VENV)/.installed: pyproject.toml
 	# the CPU wheel of torch first, or pip pulls a multi-GB CUDA build for pyro-ppl
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -e ".[dev,ray]"
+	# the peer extra (laplace-torch and what its GGN Laplace imports) without dependencies: laplace-torch declares
+	# torchvision, and pip would replace the CPU torch with a CUDA build to satisfy it
+	$(PY) -m pip install --quiet --no-deps $$($(PY) -c 'import tomllib; print(" ".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["peer"]))')
 	touch $@
 
 demo: $(VENV)/.installed

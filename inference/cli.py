@@ -66,7 +66,8 @@ FIT_OPTIONS = {
     "num_warmup": "num_warmup", "num_samples": "num_samples", "num_chains": "num_chains",
     "target_accept": "target_accept", "max_tree_depth": "max_tree_depth", "dense_mass": "dense_mass", "init": "init",
     "hessian": "hessian", "structure": "structure", "tune_prior_precision": "tune_prior_precision",
-    "map_steps": "map_steps", "max_memory_gib": "max_memory_gib", "engine": "engine", "chain_method": "chain_method",
+    "map_steps": "map_steps", "map_lr": "map_lr", "map_tolerance": "map_tolerance", "map_max_iter": "map_max_iter",
+    "max_memory_gib": "max_memory_gib", "engine": "engine", "chain_method": "chain_method",
     "dropout_rate": "dropout_rate", "num_members": "num_members", "member_method": "member_method",
     "step_size": "step_size", "step_schedule": "step_schedule", "decay_offset": "decay_offset", "decay_power": "decay_power",
     "thin": "thin", "friction": "friction", "precondition": "precondition",
@@ -181,12 +182,18 @@ def add_fit_arguments(parser: argparse.ArgumentParser, *, checkpoints: bool = Fa
     nuts.add_argument("--chain-method", choices=[m.value for m in ChainMethod],
                       help="chains in processes or one after the other (default auto)")
     nuts.add_argument("--init", choices=[s.value for s in InitStrategy], help="chain start (default prior)")
-    laplace = parser.add_argument_group("laplace")
+    laplace = parser.add_argument_group("laplace", "the --map-* options apply to --method map too; ensemble takes "
+                                        "--map-steps, --map-lr and --map-tolerance")
     laplace.add_argument("--hessian", choices=[h.value for h in HessianType], help="likelihood curvature (default ggn)")
     laplace.add_argument("--structure", choices=[s.value for s in Structure], help="precision kept (default full)")
-    laplace.add_argument("--tune-prior-precision", action="store_true", default=None,
-                         help="scale a Gaussian prior's precision to maximise the Laplace evidence")
-    laplace.add_argument("--map-steps", type=int, help="Adam steps before the L-BFGS polish (default 1000)")
+    laplace.add_argument("--tune-prior-precision", action=argparse.BooleanOptionalAction,
+                         help="scale a Gaussian prior's precision to maximise the Laplace evidence (default: wherever "
+                              "the priors are Gaussian and --hessian ggn)")
+    laplace.add_argument("--map-steps", type=int, help="Adam steps before the MAP polish (default 1000)")
+    laplace.add_argument("--map-lr", type=float, help="Adam's rate in the MAP fit (default 0.01)")
+    laplace.add_argument("--map-tolerance", type=float, help="the MAP fit stops within this many posterior standard "
+                         "deviations of the mode (Newton decrement; default 0.1)")
+    laplace.add_argument("--map-max-iter", type=int, help="iterations of the MAP polish at most (default 1000)")
     laplace.add_argument("--max-memory-gib", type=float, help="refuse a curvature needing more memory (default 2)")
     mc_dropout = parser.add_argument_group("mc-dropout", "also --steps (default 3000), --lr (0.01), --batch-size (all)")
     mc_dropout.add_argument("--dropout-rate", type=float, help="probability of dropping each input of a layer (default 0.01)")

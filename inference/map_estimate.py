@@ -5,16 +5,18 @@ r"""The maximum a posteriori weights :math:`\theta_{MAP}`, the centre of a Lapla
     \theta_{MAP} = \arg\max_\theta \; \log p(y \mid x, \theta, \sigma) + \log p(\theta)
 
 over the flat weight vector (:mod:`bnn.guides.flat_weights`), starting from a draw of the
-prior: Adam on the per-datum objective, then an L-BFGS polish (strong Wolfe line search)
-until no entry of the log joint's gradient exceeds ``tolerance`` (then the mean is off the
-mode by at most :math:`\lVert\nabla\rVert / \sqrt{\lambda_{min}(\Lambda)}` posterior
-standard deviations, to second order). A Gaussian likelihood with
-learned noise has :math:`\log\sigma` optimised jointly with the weights but *without* its
-prior, so at the joint optimum :math:`\theta_{MAP}` maximises the log joint at
-:math:`\sigma` and :math:`\sigma` is the maximum-likelihood noise at :math:`\theta_{MAP}`;
-it is finally set to its closed form there,
-:math:`\hat\sigma^2 = \frac{1}{nK}\sum_{i,k} (y_{ik} - f_{ik})^2`, and held fixed afterwards
-(fitting it by the marginal likelihood after training is fragile, laplace-torch issue 142).
+prior: Adam on the per-datum objective, then a polish until the Newton decrement
+:math:`\delta = \sqrt{g^\top \Lambda^{-1} g}` (:mod:`bnn.inference.gauss_newton`; :math:`g` the log joint's
+gradient, :math:`\Lambda` its Gauss-Newton precision) is at most ``tolerance``: the mode then lies, to second
+order, within ``tolerance`` posterior standard deviations. The polish is Levenberg-Marquardt on the
+Gauss-Newton precision where the likelihood has a GGN and a step is affordable
+(:func:`~bnn.inference.gauss_newton.uses_gauss_newton`), else L-BFGS (strong Wolfe
+line search; :math:`\delta` then from the diagonal of :math:`\Lambda`). A Gaussian likelihood with
+learned noise has :math:`\log\sigma` optimised jointly with the weights by Adam (and L-BFGS) but *without*
+its prior, and held at its closed form after each Levenberg-Marquardt step, so at the optimum
+:math:`\theta_{MAP}` maximises the log joint at :math:`\sigma` and :math:`\sigma` is the maximum-likelihood
+noise at :math:`\theta_{MAP}`, :math:`\hat\sigma^2 = \frac{1}{nK}\sum_{i,k} (y_{ik} - f_{ik})^2`, held fixed
+afterwards (fitting it by the marginal likelihood after training is fragile, laplace-torch issue 142).
 """
 
 from __future__ import annotations
@@ -26,16 +28,26 @@ from dataclasses import dataclass
 import pyro
 import torch
 from bnn.guides.flat_weights import join_sites, split_flat
+from bnn.inference.gauss_newton import (
+    elementwise_curvature,
+    levenberg_marquardt,
+    log_joint_precision,
+    newton_decrement,
+    uses_gauss_newton,
+)
 from bnn.inference.progress import progress_bar
 from bnn.inference.record import FitRecord
 
 from bnn.stacklevel import user_stacklevel
 
-LBFGS_MAX_ITERATIONS = 1000
 LBFGS_HISTORY = 100
+LBFGS_CHECK_EVERY = 50
+"""L-BFGS iterations between two checks of the Newton decrement."""
 LBFGS_TOLERANCE_CHANGE = 1e-14
-MAP_STEPS, MAP_LR, MAP_TOLERANCE = 1000, 0.01, 1e-2
-"""The Adam steps, Adam's rate and the L-BFGS gradient tolerance of :func:`map_weights`."""
+RAISE_BUDGET = "raise map_max_iter or map_steps (or map_lr), or loosen map_tolerance"
+MAP_STEPS, MAP_LR, MAP_TOLERANCE, MAP_MAX_ITER = 1000, 0.01, 0.1, 1000
+"""The defaults of every MAP fit: Adam's steps and rate, the largest Newton decrement accepted (posterior standard
+deviations) and the polish's iterations at most."""
 
 
 @dataclass(frozen=True)
@@ -53,10 +65,14 @@ class MapEstimate:
     grad_norm : float
         :math:`\lVert \nabla_\theta [\log p(y \mid x, \theta) + \log p(\theta)] \rVert_2` at :math:`\theta_{MAP}`
         over the judged entries.
+    newton_decrement : float
+        :math:`\delta` there (module notes), in posterior standard deviations.
+    polish : str
+        ``"levenberg-marquardt"`` or ``"lbfgs"``.
     lbfgs_iterations : int
-        Iterations the L-BFGS polish took.
+        Iterations the polish took.
     converged : bool
-        Whether no entry of the gradient exceeds the tolerance (else a ``RuntimeWarning`` was issued).
+        Whether :math:`\delta` is at most the tolerance (else a ``RuntimeWarning`` was issued).
     """
 
     theta: torch.Tensor
@@ -64,6 +80,8 @@ class MapEstimate:
     log_likelihood: float
     log_prior: float
     grad_norm: float
+    newton_decrement: float
+    polish: str
     lbfgs_iterations: int
     converged: bool
 
@@ -75,11 +93,15 @@ class MapFitRecord(FitRecord):
     Attributes
     ----------
     map_steps, map_lbfgs_iterations : int
-        Adam steps and L-BFGS iterations of the MAP fit.
+        Adam steps and iterations of the polish (Levenberg-Marquardt or L-BFGS, :attr:`map_polish`) of the MAP fit.
     map_grad_norm : float
         The norm of the log joint's gradient at the MAP (see :attr:`MapEstimate.grad_norm`).
+    map_newton_decrement : float, optional
+        The Newton decrement there, in posterior standard deviations (see :attr:`MapEstimate.newton_decrement`).
+    map_polish : str, optional
+        ``"levenberg-marquardt"`` or ``"lbfgs"``.
     map_converged : bool
-        Whether no entry of that gradient exceeds the tolerance.
+        Whether the Newton decrement is at most the tolerance.
     noise : float, optional
         The maximum-likelihood noise scale of a learned Gaussian noise.
     """
@@ -88,6 +110,8 @@ class MapFitRecord(FitRecord):
     map_lbfgs_iterations: int
     map_grad_norm: float
     map_converged: bool
+    map_newton_decrement: float | None = None
+    map_polish: str | None = None
     noise: float | None = None
 
     @property
@@ -98,9 +122,9 @@ class MapFitRecord(FitRecord):
     def problems(self) -> list[str]:
         if self.map_converged:
             return []
-        return [f"the MAP did not converge (gradient norm {self.map_grad_norm:.3g} after {self.map_steps} Adam "
-                f"steps and {self.map_lbfgs_iterations} L-BFGS iterations): raise map_steps or map_lr, or loosen "
-                "map_tolerance"]
+        off = "" if self.map_newton_decrement is None else f"{self.map_newton_decrement:.3g} posterior sd from the mode, "
+        return [f"the MAP did not converge (gradient norm {self.map_grad_norm:.3g}, {off}after {self.map_steps} Adam "
+                f"steps and {self.map_lbfgs_iterations} {self.map_polish or 'polish'} iterations): {RAISE_BUDGET}"]
 
 
 def log_prior(model, theta: torch.Tensor, distributions: dict | None = None) -> torch.Tensor:
@@ -131,7 +155,8 @@ def _ml_noise(model, x, y, theta: torch.Tensor) -> dict[str, torch.Tensor]:
 
 def find_map(
     model, x: torch.Tensor, y: torch.Tensor, *, steps: int, lr: float, tolerance: float, progress: bool,
-    judged_from: int = 0,
+    max_iter: int = MAP_MAX_ITER, judged_from: int = 0, init: torch.Tensor | None = None,
+    noise: torch.Tensor | None = None, prior_weight: float = 1.0, polish: bool = True,
 ) -> MapEstimate:
     r"""Maximise the log joint over the flat weights (and a learned noise); see the module docstring.
 
@@ -149,16 +174,27 @@ def find_map(
     x, y : torch.Tensor
         The training data; the fit works in the dtype of ``x``.
     steps, lr : int, float
-        Adam's steps and rate before the L-BFGS polish.
+        Adam's steps and rate before the polish.
     tolerance : float
-        The largest entry of :math:`\nabla_\theta \log p(y, \theta \mid x)` accepted as converged.
+        The largest Newton decrement :math:`\delta` accepted as converged, in posterior standard deviations.
     progress : bool
         Show tqdm bars.
+    max_iter : int
+        Iterations of the polish at most.
     judged_from : int
         With ``judged_from > 0`` (a Laplace approximation over the entries from there on, the
         rest held fixed) a second polish optimises those entries alone, and convergence is judged,
         and the gradient norm reported, on them only: the fixed entries may sit at a kink of their
-        prior (zero under a Laplace prior) where no gradient vanishes and L-BFGS stalls.
+        prior (zero under a Laplace prior) where no gradient vanishes and the polish stalls.
+    init : torch.Tensor, optional
+        Start here instead of at a draw of the prior (then ``steps=0`` skips Adam).
+    noise : torch.Tensor, optional
+        Hold a learned noise :math:`\sigma` at this value instead of fitting it.
+    prior_weight : float
+        :math:`\alpha` multiplying :math:`\log p(\theta_k)` for the entries from ``judged_from`` on: under a Gaussian
+        prior, the MAP under the prior precision scaled by :math:`\alpha` (the Laplace evidence's tuning).
+    polish : bool
+        ``False`` stops after Adam, unjudged (a start for fits that polish under other settings).
 
     Returns
     -------
@@ -173,19 +209,56 @@ def find_map(
         When the objective or the final gradient is not finite.
     """
     with pyro.validation_enabled(False):
-        return _find_map(model, x, y, steps, lr, tolerance, progress, judged_from)
+        return _find_map(model, x, y, steps, lr, tolerance, progress, max_iter if polish else 0, judged_from, init, noise,
+                         prior_weight)
 
 
-def _find_map(model, x, y, steps: int, lr: float, tolerance: float, progress: bool, judged_from: int) -> MapEstimate:
+class _Prior:
+    r""":math:`\sum_k c_k \log p(\theta_k)` with :math:`c_k` = ``weight`` from entry ``weighted_from`` on, else 1."""
+
+    def __init__(self, model, weighted_from: int, weight: float) -> None:
+        self.model, self.distributions = model, prior_distributions(model)
+        self.site_weights, offset = {}, 0
+        for site in model.sites:
+            self.site_weights[site.name] = weight if offset >= weighted_from else 1.0
+            offset += site.numel
+
+    def log_prob(self, theta: torch.Tensor) -> torch.Tensor:
+        values = split_flat(self.model.sites, theta)
+        return sum(self.site_weights[s.name] * self.distributions[s.name].log_prob(values[s.name]).sum()
+                   for s in self.model.sites)
+
+    def curvature(self, theta: torch.Tensor, start: int) -> torch.Tensor:
+        r""":math:`-c_k\,\partial^2 \log p(\theta_k) / \partial\theta_k^2` for the entries from ``start`` on."""
+        values = split_flat(self.model.sites, theta)
+        pieces = [self.site_weights[s.name] * elementwise_curvature(self.distributions[s.name], values[s.name]).reshape(-1)
+                  for s in self.model.sites]
+        return torch.cat(pieces)[start:]
+
+
+def _precision(model, x, theta, latents, prior: _Prior, start: int, diagonal: bool) -> torch.Tensor:
+    """The Gauss-Newton precision of the log joint over the entries from ``start`` on."""
+    return log_joint_precision(model, x, theta, latents, prior.curvature(theta, start), start=start, diagonal=diagonal)
+
+
+def _find_map(model, x, y, steps: int, lr: float, tolerance: float, progress: bool, max_iter: int,
+              judged_from: int, init: torch.Tensor | None, noise: torch.Tensor | None, prior_weight: float) -> MapEstimate:
     n = x.shape[0]
-    distributions = prior_distributions(model)
-    start = join_sites(model.sites, {name: d.sample() for name, d in distributions.items()}).to(x.dtype)
+    prior = _Prior(model, judged_from, prior_weight)
+    distributions = prior.distributions
+    if init is None:
+        init = join_sites(model.sites, {name: d.sample() for name, d in distributions.items()})
+    start = init.detach().to(x.dtype)
     theta = start.clone().requires_grad_(True)
-    log_noise = {name: value.log().requires_grad_(True) for name, value in _ml_noise(model, x, y, start).items()}
+    fitted_noise = _ml_noise(model, x, y, start) if noise is None else {}
+    log_noise = {name: value.log().requires_grad_(True) for name, value in fitted_noise.items()}
+
+    def latents_at(weights: torch.Tensor) -> dict[str, torch.Tensor]:
+        return _ml_noise(model, x, y, weights) if noise is None else {"sigma": torch.as_tensor(noise, dtype=x.dtype)}
 
     def objective(weights: torch.Tensor) -> torch.Tensor:
-        latents = {name: value.exp() for name, value in log_noise.items()}
-        return -(log_likelihood(model, x, y, weights, latents) + log_prior(model, weights, distributions)) / n
+        latents = {name: value.exp() for name, value in log_noise.items()} or latents_at(weights)
+        return -(log_likelihood(model, x, y, weights, latents) + prior.log_prob(weights)) / n
 
     adam = torch.optim.Adam([theta, *log_noise.values()], lr=lr)
     bar = progress_bar(range(steps), desc="MAP (Adam)", enabled=progress, leave=False)
@@ -199,58 +272,87 @@ def _find_map(model, x, y, steps: int, lr: float, tolerance: float, progress: bo
         if step % 50 == 0:
             bar.set_postfix(loss=f"{loss.item():.4g}")
     bar.close()
+    theta = theta.detach()
 
-    evaluations = progress_bar(desc="MAP (L-BFGS)", unit="eval", enabled=progress, leave=False)
+    gauss_newton = uses_gauss_newton(model, n, theta.shape[0] - judged_from)
+    polish_name = "levenberg-marquardt" if gauss_newton else "lbfgs"
+    iterations_bar = progress_bar(desc=f"MAP ({polish_name})", unit="it", enabled=progress, leave=False)
 
-    def polish(block: torch.Tensor, assemble) -> int:
-        lbfgs = torch.optim.LBFGS(
-            [block, *log_noise.values()], lr=1.0, max_iter=LBFGS_MAX_ITERATIONS, tolerance_grad=tolerance / n,
+    def joint(weights: torch.Tensor, latents: dict) -> torch.Tensor:
+        return log_likelihood(model, x, y, weights, latents) + prior.log_prob(weights)
+
+    def decrement(weights: torch.Tensor, begin: int) -> float:
+        latents = latents_at(weights)
+        point = weights.clone().requires_grad_(True)
+        with torch.enable_grad():
+            (gradient,) = torch.autograd.grad(joint(point, latents), point)
+        return newton_decrement(gradient[begin:], _precision(model, x, weights, latents, prior, begin, True))
+
+    def lbfgs(weights: torch.Tensor, begin: int) -> tuple[torch.Tensor, int]:
+        fixed, block = weights[:begin], weights[begin:].clone().requires_grad_(True)
+        optimiser = torch.optim.LBFGS(
+            [block, *log_noise.values()], lr=1.0, max_iter=LBFGS_CHECK_EVERY, tolerance_grad=0.0,
             tolerance_change=LBFGS_TOLERANCE_CHANGE, history_size=LBFGS_HISTORY, line_search_fn="strong_wolfe",
         )
 
         def closure() -> torch.Tensor:
-            lbfgs.zero_grad()
-            loss = objective(assemble())
+            optimiser.zero_grad()
+            loss = objective(torch.cat([fixed, block]))
             loss.backward()
-            evaluations.update()
             return loss
 
-        lbfgs.step(closure)
-        return int(lbfgs.state_dict()["state"][0]["n_iter"])
+        done = 0
+        while done < max_iter:
+            optimiser.step(closure)
+            taken = int(optimiser.state_dict()["state"][0]["n_iter"]) - done
+            done += taken
+            iterations_bar.update(taken)
+            if taken < LBFGS_CHECK_EVERY or decrement(torch.cat([fixed, block.detach()]), begin) <= tolerance:
+                break
+        return torch.cat([fixed, block.detach()]), done
 
-    iterations = polish(theta, lambda: theta)
-    theta = theta.detach()
+    def polish(weights: torch.Tensor, begin: int) -> tuple[torch.Tensor, int]:
+        if not gauss_newton:
+            return lbfgs(weights, begin)
+        return levenberg_marquardt(
+            joint, latents_at, lambda w, latents: _precision(model, x, w, latents, prior, begin, False), weights,
+            start=begin, tolerance=tolerance, max_iterations=max_iter, progress_bar=iterations_bar)
+
+    if not max_iter:
+        iterations_bar.close()
+        return _estimate(model, x, y, theta, prior, latents_at(theta), tolerance, judged_from, 0, polish_name, warn=False)
+    theta, iterations = polish(theta, 0)
     if judged_from:
-        fixed, covered = theta[:judged_from], theta[judged_from:].clone().requires_grad_(True)
-        iterations += polish(covered, lambda: torch.cat([fixed, covered]))
-        theta = torch.cat([fixed, covered.detach()])
-    evaluations.close()
-    return _estimate(model, x, y, theta, distributions, tolerance, judged_from, iterations)
+        theta, more = polish(theta, judged_from)
+        iterations += more
+    iterations_bar.close()
+    return _estimate(model, x, y, theta, prior, latents_at(theta), tolerance, judged_from, iterations, polish_name)
 
 
-def _estimate(model, x, y, theta, distributions, tolerance: float, judged_from: int, iterations: int) -> MapEstimate:
-    """The :class:`MapEstimate` at ``theta`` with the noise at its closed form; warn when not converged."""
-    latents = _ml_noise(model, x, y, theta)
+def _estimate(model, x, y, theta, prior: _Prior, latents: dict, tolerance: float, judged_from: int, iterations: int,
+              polish: str, *, warn: bool = True) -> MapEstimate:
+    """The :class:`MapEstimate` at ``theta`` with the noise at ``latents``; warn when not converged."""
     point = theta.clone().requires_grad_(True)
     with torch.enable_grad():
         likelihood_term = log_likelihood(model, x, y, point, latents)
-        prior_term = log_prior(model, point, distributions)
-        (gradient,) = torch.autograd.grad(likelihood_term + prior_term, point)
+        prior_term = log_prior(model, point, prior.distributions)
+        (gradient,) = torch.autograd.grad(likelihood_term + prior.log_prob(point), point)
     gradient = gradient[judged_from:]
     if not torch.isfinite(gradient).all():
         raise FloatingPointError("the MAP fit ended at non-finite values; lower map_lr or raise map_steps")
-    largest = gradient.abs().max().item()
-    if largest > tolerance:
+    dense = polish == "levenberg-marquardt"
+    decrement = newton_decrement(gradient, _precision(model, x, theta, latents, prior, judged_from, not dense))
+    if warn and not decrement <= tolerance:
         warnings.warn(
-            f"the MAP polish stopped after {iterations} L-BFGS iterations with a gradient entry of {largest:.3g} > "
-            f"map_tolerance={tolerance:g} (norm {gradient.norm().item():.3g}): the MAP estimate (the Laplace "
-            "approximation's centre, or a guide's start) is off the mode; raise map_steps or map_lr, or loosen map_tolerance",
+            f"the MAP polish ({polish}) stopped after {iterations} iterations {decrement:.3g} posterior standard "
+            f"deviations from the mode (Newton decrement > map_tolerance={tolerance:g}; gradient norm "
+            f"{gradient.norm().item():.3g}): the MAP estimate (the Laplace approximation's centre, or a guide's start) "
+            f"is off the mode; {RAISE_BUDGET}",
             RuntimeWarning,
             stacklevel=user_stacklevel(),
         )
-    return MapEstimate(
-        theta, latents, likelihood_term.item(), prior_term.item(), gradient.norm().item(), iterations, largest <= tolerance
-    )
+    return MapEstimate(theta, latents, likelihood_term.item(), prior_term.item(), gradient.norm().item(), decrement,
+                       polish, iterations, decrement <= tolerance)
 
 
 def map_weights(model, x: torch.Tensor, y: torch.Tensor, *, steps: int = MAP_STEPS, lr: float = MAP_LR,
@@ -261,9 +363,9 @@ def map_weights(model, x: torch.Tensor, y: torch.Tensor, *, steps: int = MAP_STE
 
         \theta_{MAP} = \arg\max_\theta \; \log p(y \mid x, \theta) + \log p(\theta)
 
-    by :func:`find_map` (Adam for ``steps`` steps at rate ``lr`` from a prior draw, then L-BFGS
-    until no gradient entry exceeds ``tolerance``; a ``RuntimeWarning`` when it stops short), in
-    float64 as the Laplace fit (float32 stalls L-BFGS above the tolerance), split into the weight
+    by :func:`find_map` (Adam for ``steps`` steps at rate ``lr`` from a prior draw, then a polish
+    until the Newton decrement is at most ``tolerance``; a ``RuntimeWarning`` when it stops short), in
+    float64 as the Laplace fit (float32 stalls the polish above the tolerance), split into the weight
     sites, plus a learned noise ``sigma`` at its maximum-likelihood value
     :math:`\hat\sigma^2 = \frac{1}{nK}\sum_{i,k} (y_{ik} - f_{ik})^2`. SVI passes the result as a
     guide's ``init_loc`` when the guide options say ``init_loc="map"``.
@@ -275,7 +377,7 @@ def map_weights(model, x: torch.Tensor, y: torch.Tensor, *, steps: int = MAP_STE
     x, y : torch.Tensor
         The training data, all of it (the MAP of a minibatch is another point).
     steps, lr, tolerance
-        Adam's steps and rate, and the largest gradient entry the L-BFGS polish accepts.
+        Adam's steps and rate, and the largest Newton decrement (posterior standard deviations) the polish accepts.
 
     Returns
     -------

@@ -69,5 +69,5 @@ def online_laplace(setup: ContinualSetup, task: int, carry: dict[str, Any]) -> L
     model = setup.model(setup.prior_for(task, carry.get("prior")))
     posterior = fit(model, setup.train_data(task), method="laplace", hessian="ggn", structure="diag",
                     map_steps=options.steps, map_lr=options.lr, num_samples=options.num_samples,
-                    seed=options.seed + task, progress=False)
+                    seed=options.seed + task, progress=False, tune_prior_precision=False)  # the prior is the method's
     return _carried_on(setup, task, posterior, {"prior": posterior.as_prior().config()})

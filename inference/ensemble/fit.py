@@ -2,9 +2,9 @@ r"""Deep ensembles (Lakshminarayanan et al. 2017): :math:`M` MAP fits from indep
 
 Member :math:`m` maximises the log joint :math:`\log p(y \mid x, \theta) + \log p(\theta)` under the model's
 own prior (a Gaussian's weight decay, a Laplace prior's L1, a scale mixture alike) from its own draw of the prior,
-with :func:`~bnn.inference.map_estimate.find_map` (Adam, then an L-BFGS polish, in float64 as Laplace does); a
-learned Gaussian noise is set to its maximum-likelihood value at the member's weights. Each member is one draw,
-so the :class:`~bnn.inference.posterior.Posterior` holds one "chain" of :math:`M` independent draws,
+with :func:`~bnn.inference.map_estimate.find_map` (Adam, then a Levenberg-Marquardt or L-BFGS polish, in float64
+as Laplace does); a learned Gaussian noise is set to its maximum-likelihood value at the member's weights. Each
+member is one draw, so the :class:`~bnn.inference.posterior.Posterior` holds one "chain" of :math:`M` independent draws,
 ``(1, M, *site_shape)``, and its Monte Carlo predictive is the paper's uniform mixture of the members. With
 the ``heteroscedastic-gaussian`` likelihood every member predicts a mean and a scale per input, the paper's
 setting (its adversarial training is not done here).
@@ -45,7 +45,7 @@ from tqdm import tqdm
 
 from bnn.worker_process import start_worker, stop_signals_held
 
-WORKING_DTYPE = torch.float64  # the L-BFGS polish needs it
+WORKING_DTYPE = torch.float64  # the MAP polish needs it
 
 
 class IncompleteEnsembleWarning(UserWarning):
@@ -229,7 +229,7 @@ def run_ensemble(model, x: torch.Tensor, y: torch.Tensor, options: EnsembleOptio
     fits = [outcomes.fits[member] for member in kept]
     if not all(fit.converged for fit in fits):
         stalled = [member for member, fit in zip(kept, fits) if not fit.converged]
-        warnings.warn(f"the MAP fits of ensemble members {stalled} stopped with a gradient entry above "
+        warnings.warn(f"the MAP fits of ensemble members {stalled} stopped with a Newton decrement above "
                       f"map_tolerance={options.map_tolerance:g}; raise map_steps or map_lr, or loosen map_tolerance",
                       RuntimeWarning, stacklevel=4)
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 import torch
+from bnn.inference.map_estimate import MAP_TOLERANCE
 from bnn.inference.memory import parameter_count, value_bytes
 
 from bnn.options import Options, choice, flag, integer, option, positive_int, positive_number, seed
@@ -31,9 +32,10 @@ class EnsembleOptions(Options):
     num_members : int
         :math:`M`, the MAP fits (>= 2; one is a MAP estimate, not an ensemble); 5, the paper's choice.
     map_steps, map_lr : int, float
-        Adam steps and rate of each member's MAP fit before its L-BFGS polish (Laplace's defaults).
+        Adam steps and rate of each member's MAP fit before its polish (Laplace's defaults).
     map_tolerance : float
-        Each polish stops once no entry of the log joint's gradient exceeds this.
+        Each polish stops within this many posterior standard deviations of the mode (the Newton decrement,
+        :mod:`bnn.inference.gauss_newton`).
     member_method : {"auto", "parallel", "sequential"}
         See :class:`MemberMethod`.
     seed : int
@@ -45,7 +47,7 @@ class EnsembleOptions(Options):
     num_members: int = option(5, integer(minimum=2))
     map_steps: int = option(1000, positive_int)
     map_lr: float = option(0.01, positive_number)
-    map_tolerance: float = option(1e-2, positive_number)
+    map_tolerance: float = option(MAP_TOLERANCE, positive_number)
     member_method: MemberMethod = option("auto", choice(MemberMethod))
     seed: int = option(0, seed)
     progress: bool = option(True, flag)

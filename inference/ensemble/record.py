@@ -23,8 +23,8 @@ class EnsembleRecord(FitRecord):
     members_kept : list of int
         The members whose MAP weights the posterior holds, one draw each.
     member_seconds, map_lbfgs_iterations, map_grad_norms, map_converged : list
-        Per member kept: its wall time, L-BFGS iterations, largest gradient entry at its MAP and whether that
-        fell below ``map_tolerance``.
+        Per member kept: its wall time, polish iterations, gradient norm at its MAP and whether its Newton
+        decrement fell below ``map_tolerance``.
     noise : list of float, optional
         Per member kept, the maximum-likelihood noise scale of a learned Gaussian noise.
     failed_members : dict of str to str, optional
@@ -59,9 +59,8 @@ class EnsembleRecord(FitRecord):
         found = []
         stalled = [member for member, done in zip(self.members_kept, self.map_converged) if not done]
         if stalled:
-            found.append(f"the MAP fits of members {stalled} did not converge (largest gradient entry "
-                         f"{max(self.map_grad_norms):.3g} > {self.map_tolerance:g}): raise map_steps or map_lr, or "
-                         "loosen map_tolerance")
+            found.append(f"the MAP fits of members {stalled} did not converge (Newton decrement above "
+                         f"map_tolerance={self.map_tolerance:g}): raise map_steps or map_lr, or loosen map_tolerance")
         if self.failed_members:
             found.append(f"members failed: {self.failed_members}")
         if self.incomplete:

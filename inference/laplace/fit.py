@@ -11,17 +11,19 @@ with :math:`H` the curvature of :math:`-\log p(y \mid x, \theta)` at :math:`\the
 Gaussian prior :math:`\mathcal{N}(0, \sigma_w^2 I)` and the GGN, this is the source
 material's :math:`\Lambda = J^\top J / \sigma_y^2 + I / \sigma_w^2`.
 
-Steps: (1) :math:`\theta_{MAP}` by Adam then L-BFGS (:mod:`bnn.inference.map_estimate`), a learned
-noise set to its maximum-likelihood value there and then held fixed; (2) :math:`H` and
-:math:`P` over the structure's weights; (3) optionally the prior precision multiplier
-:math:`\alpha` (:math:`P \to \alpha P`) maximising the Laplace evidence at fixed
-:math:`\theta_{MAP}` (:mod:`bnn.inference.laplace.evidence`); (4) the covariance factor of
+Steps: (1) :math:`\theta_{MAP}` by Adam then a Levenberg-Marquardt polish (:mod:`bnn.inference.map_estimate`), a
+learned noise set to its maximum-likelihood value there and then held fixed; (2) :math:`H` and
+:math:`P` over the structure's weights; (3) by default, wherever the covered priors are Gaussian and the curvature
+is the GGN, the prior precision multiplier :math:`\alpha` (:math:`P \to \alpha P`) and a learned noise set by the
+Laplace evidence, :math:`\theta_{MAP}` refitted under them (:mod:`bnn.inference.laplace.mackay`; otherwise the noise
+stays at its maximum-likelihood value and :math:`\alpha = 1`); (4) the covariance factor of
 :math:`\Lambda^{-1}`; (5) draws from the :class:`~bnn.guides.laplace.LaplaceGuide`.
 """
 
 from __future__ import annotations
 
 import time
+import warnings
 
 import torch
 from bnn.guides.flat_weights import split_flat
@@ -41,6 +43,7 @@ from bnn.inference.laplace.evidence import (
     relative_eigenvalues,
 )
 from bnn.inference.laplace.linearized import Linearization, is_linearizable
+from bnn.inference.laplace.mackay import UNSETTLED_FIX, tune_by_evidence
 from bnn.inference.laplace.options import LaplaceOptions
 from bnn.inference.laplace.prior_curvature import check_prior_curvature_possible, covered_sites, prior_curvature
 from bnn.inference.laplace.record import LaplaceRecord
@@ -49,7 +52,9 @@ from bnn.inference.posterior import Posterior
 from bnn.inference.seeding import seeded
 from bnn.models.priors import GaussianPrior
 
-WORKING_DTYPE = torch.float64  # the L-BFGS polish and the factor of an ill-conditioned precision need it
+from bnn.stacklevel import user_stacklevel
+
+WORKING_DTYPE = torch.float64  # the MAP polish and the factor of an ill-conditioned precision need it
 
 
 def _not_positive_definite(precision: torch.Tensor, hessian_type: HessianType, grad_norm: float) -> ValueError:
@@ -98,15 +103,16 @@ def covariance_factor(precision: torch.Tensor, hessian_type: HessianType, grad_n
     return torch.linalg.solve_triangular(upper, identity, upper=True).T, logdet
 
 
-def _check_tunable(model, start: int, hessian_type: HessianType) -> None:
+def _tunable_problem(model, start: int, hessian_type: HessianType) -> str | None:
+    """Why the prior precision cannot be tuned by the evidence for this model and curvature, or ``None``."""
     if hessian_type is HessianType.EXACT:
-        raise ValueError("tune_prior_precision needs a positive semi-definite curvature for a unique optimum; "
-                         "use hessian='ggn'")
+        return "tune_prior_precision needs a positive semi-definite curvature for a unique optimum; use hessian='ggn'"
     priors = [model.prior[site.name] for site in covered_sites(model, start)]
     others = sorted({type(prior).__name__ for prior in priors if not isinstance(prior, GaussianPrior)})
     if others:
-        raise ValueError(f"tune_prior_precision scales a Gaussian prior's precision; the covered weights have "
-                         f"{others}: use a Gaussian prior (or tune_prior_precision=False)")
+        return (f"tune_prior_precision scales a Gaussian prior's precision; the covered weights have {others}: use a "
+                "Gaussian prior (or tune_prior_precision=False)")
+    return None
 
 
 def _covered_log_prior(model, theta: torch.Tensor, start: int) -> float:
@@ -149,7 +155,7 @@ def _approximate(model, x, y, estimate: MapEstimate, start: int, hessian_type, s
 def run_laplace(model, x: torch.Tensor, y: torch.Tensor, options: LaplaceOptions) -> Posterior:
     r"""Fit the Laplace approximation :math:`\mathcal{N}(\theta_{MAP}, \Lambda^{-1})` and return its draws.
 
-    The fit works in float64 whatever the default dtype (the L-BFGS polish and the factor of
+    The fit works in float64 whatever the default dtype (the MAP polish and the factor of
     an ill-conditioned precision need it); the guide and draws come back in ``x``'s dtype.
 
     Returns
@@ -166,8 +172,10 @@ def run_laplace(model, x: torch.Tensor, y: torch.Tensor, options: LaplaceOptions
     if hessian_type is HessianType.GGN:
         check_ggn_supported(model.likelihood)
     start = covered_from(model, structure)
-    if tune_prior_precision:
-        _check_tunable(model, start, hessian_type)
+    if tune_prior_precision is None:  # the default: tuned wherever it can be
+        tune_prior_precision = _tunable_problem(model, start, hessian_type) is None
+    if tune_prior_precision and (problem := _tunable_problem(model, start, hessian_type)):
+        raise ValueError(problem)
     check_memory(model, structure, WORKING_DTYPE.itemsize, max_memory_gib)
     x_work = x.to(WORKING_DTYPE)
     y_work = y.to(WORKING_DTYPE) if y.is_floating_point() else y
@@ -177,7 +185,17 @@ def run_laplace(model, x: torch.Tensor, y: torch.Tensor, options: LaplaceOptions
     with seeded(seed):
         began = time.perf_counter()
         estimate = find_map(model, x_work, y_work, steps=map_steps, lr=map_lr, tolerance=map_tolerance,
-                            progress=progress, judged_from=start)
+                            max_iter=options.map_max_iter, progress=progress, judged_from=start,
+                            polish=not tune_prior_precision)
+        tuning = None
+        if tune_prior_precision:
+            tuning = tune_by_evidence(model, x_work, y_work, estimate, start, structure, tolerance=map_tolerance,
+                                      max_iter=options.map_max_iter, progress=progress)
+            estimate = tuning.estimate
+            if not tuning.converged:
+                warnings.warn(f"the evidence rounds (prior precision and noise) did not settle in {tuning.rounds} "
+                              f"rounds; the last prior precision multiplier is {tuning.multiplier:.4g}: {UNSETTLED_FIX}",
+                              RuntimeWarning, stacklevel=user_stacklevel())
         map_seconds = time.perf_counter() - began
         scale, evidence, multiplier = _approximate(model, x_work, y_work, estimate, start, hessian_type, structure,
                                                    tune_prior_precision, progress)
@@ -189,9 +207,11 @@ def run_laplace(model, x: torch.Tensor, y: torch.Tensor, options: LaplaceOptions
         guide="laplace", seed=seed, train_seconds=train_seconds, map_seconds=map_seconds, hessian=hessian_type.value,
         structure=structure.value, num_weights_covered=scale.shape[0], map_steps=map_steps,
         map_lbfgs_iterations=estimate.lbfgs_iterations, map_grad_norm=estimate.grad_norm,
-        map_converged=estimate.converged, log_marginal_likelihood=evidence,
+        map_converged=estimate.converged, map_newton_decrement=estimate.newton_decrement, map_polish=estimate.polish,
+        log_marginal_likelihood=evidence,
         prior_precision=_gaussian_precisions(model, start, multiplier), prior_precision_multiplier=multiplier,
-        tune_prior_precision=tune_prior_precision,
+        tune_prior_precision=tune_prior_precision, evidence_rounds=tuning.rounds if tuning else None,
+        evidence_converged=tuning.converged if tuning else None,
         noise=estimate.latents["sigma"].item() if "sigma" in estimate.latents else None,
     )
     samples = {name: value.unsqueeze(0) for name, value in draws.items()}

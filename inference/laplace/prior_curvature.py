@@ -20,18 +20,8 @@ from collections.abc import Iterator
 
 import torch
 from bnn.guides.flat_weights import split_flat
+from bnn.inference.gauss_newton import elementwise_curvature
 from bnn.models.sites import WeightSite
-
-
-def elementwise_curvature(distribution, value: torch.Tensor) -> torch.Tensor:
-    r""":math:`-\partial^2 \log p(v_k) / \partial v_k^2` for each entry of ``value`` (an elementwise-independent prior)."""
-    value = value.detach().clone().requires_grad_(True)
-    with torch.enable_grad():
-        (slope,) = torch.autograd.grad(-distribution.log_prob(value).sum(), value, create_graph=True)
-        if not slope.requires_grad:  # the log-density is linear in value
-            return torch.zeros_like(value)
-        (curvature,) = torch.autograd.grad(slope.sum(), value, materialize_grads=True)
-    return curvature.detach()
 
 
 def covered_sites(model, start: int) -> Iterator[WeightSite]:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from bnn.inference.laplace.linearized import Linearization
+from bnn.inference.laplace.mackay import UNSETTLED_FIX
 from bnn.inference.map_estimate import MapFitRecord
 from bnn.inference.record import register_record
 
@@ -19,7 +20,7 @@ class LaplaceRecord(MapFitRecord):
     Attributes
     ----------
     map_seconds : float
-        Wall time of the MAP fit (Adam, then the L-BFGS polish).
+        Wall time of the MAP fit (Adam, then the polish; with the evidence rounds when tuned).
     hessian, structure : str
         The likelihood curvature and the entries of the precision kept.
     num_weights_covered : int
@@ -33,7 +34,12 @@ class LaplaceRecord(MapFitRecord):
     prior_precision_multiplier : float
         :math:`\alpha` of :math:`P \to \alpha P` (1 unless tuned).
     tune_prior_precision : bool
-        Whether :math:`\alpha` maximised the evidence.
+        Whether :math:`\alpha` (and a learned noise, ``noise``) maximised the evidence
+        (:mod:`bnn.inference.laplace.mackay`).
+    evidence_rounds : int, optional
+        Rounds of that tuning (each refits the MAP).
+    evidence_converged : bool, optional
+        Whether :math:`\alpha` and the noise settled.
     """
 
     method: ClassVar[str] = "laplace"
@@ -45,6 +51,13 @@ class LaplaceRecord(MapFitRecord):
     prior_precision: dict[str, float] | None = None
     prior_precision_multiplier: float
     tune_prior_precision: bool
+    evidence_rounds: int | None = None
+    evidence_converged: bool | None = None
+
+    def problems(self) -> list[str]:
+        unsettled = [f"the evidence rounds did not settle in {self.evidence_rounds} rounds (prior precision multiplier "
+                     f"{self.prior_precision_multiplier:.4g}): {UNSETTLED_FIX}"]
+        return super().problems() + (unsettled if self.evidence_converged is False else [])
 
     def metrics(self) -> dict[str, Any]:
         return {"hessian": self.hessian, "structure": self.structure, "map_grad_norm": self.map_grad_norm,

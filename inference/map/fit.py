@@ -4,8 +4,8 @@ r"""The MAP point estimate: the single most probable weights, the "plain network
 
     \theta_{MAP} = \arg\max_\theta \; \log p(y \mid x, \theta) + \log p(\theta)
 
-by :func:`~bnn.inference.map_estimate.find_map` (Adam from a draw of the prior, then an L-BFGS polish, in float64
-as Laplace does); under a Gaussian prior this is weight decay, under a Laplace prior an L1 penalty. A learned
+by :func:`~bnn.inference.map_estimate.find_map` (Adam from a draw of the prior, then a Levenberg-Marquardt or L-BFGS
+polish, in float64 as Laplace does); under a Gaussian prior this is weight decay, under a Laplace prior an L1 penalty. A learned
 Gaussian noise is set to its maximum-likelihood value at the estimate. The
 :class:`~bnn.inference.posterior.Posterior` holds one draw, ``(1, 1, *site_shape)``: a point mass, so its
 predictive is the plug-in :math:`p(y \mid x, \theta_{MAP})`, whose only spread is the likelihood's noise. It is
@@ -24,7 +24,7 @@ from bnn.inference.map_estimate import find_map
 from bnn.inference.posterior import Posterior
 from bnn.inference.seeding import seeded
 
-WORKING_DTYPE = torch.float64  # the L-BFGS polish needs it
+WORKING_DTYPE = torch.float64  # the polish needs it
 
 
 def run_map(model, x: torch.Tensor, y: torch.Tensor, options: MapOptions) -> Posterior:
@@ -33,19 +33,20 @@ def run_map(model, x: torch.Tensor, y: torch.Tensor, options: MapOptions) -> Pos
     Warns
     -----
     RuntimeWarning
-        When the polish stopped above ``map_tolerance`` (the record says so too).
+        When the polish stopped with a Newton decrement above ``map_tolerance`` (the record says so too).
     """
     y_work = y.to(WORKING_DTYPE) if y.is_floating_point() else y
     began = time.perf_counter()
     with seeded(options.seed):  # find_map warns, at the user's line, when the polish stops short
         estimate = find_map(model, x.to(WORKING_DTYPE), y_work, steps=options.map_steps, lr=options.map_lr,
-                            tolerance=options.map_tolerance, progress=options.progress)
+                            tolerance=options.map_tolerance, max_iter=options.map_max_iter, progress=options.progress)
     train_seconds = time.perf_counter() - began
     draws = {**split_flat(model.sites, estimate.theta), **estimate.latents}
     record = MapRecord(
         seed=options.seed, train_seconds=train_seconds, map_steps=options.map_steps, map_lr=options.map_lr,
         map_tolerance=options.map_tolerance, map_lbfgs_iterations=estimate.lbfgs_iterations,
         map_grad_norm=estimate.grad_norm, map_converged=estimate.converged,
+        map_newton_decrement=estimate.newton_decrement, map_polish=estimate.polish,
         log_joint=estimate.log_likelihood + estimate.log_prior,
         noise=estimate.latents["sigma"].item() if "sigma" in estimate.latents else None,
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from bnn.inference.map_estimate import MAP_MAX_ITER, MAP_TOLERANCE
 from bnn.inference.memory import parameter_count, value_bytes
 
 from bnn.options import Options, flag, option, positive_int, positive_number, seed
@@ -17,9 +18,13 @@ class MapOptions(Options):
     Attributes
     ----------
     map_steps, map_lr : int, float
-        Adam steps and rate before the L-BFGS polish (Laplace's defaults).
+        Adam steps and rate before the polish (Laplace's defaults).
     map_tolerance : float
-        The polish stops once no entry of the log joint's gradient exceeds this.
+        The polish stops once the MAP lies within this many posterior standard deviations of the mode (the
+        Newton decrement, :mod:`bnn.inference.gauss_newton`).
+    map_max_iter : int
+        Iterations of the polish at most (Levenberg-Marquardt, or L-BFGS where a Gauss-Newton step is too
+        costly: :func:`~bnn.inference.gauss_newton.uses_gauss_newton`).
     seed : int
         Seeds the start, a draw of the prior: the same seed gives the same estimate.
     progress : bool
@@ -28,7 +33,8 @@ class MapOptions(Options):
 
     map_steps: int = option(1000, positive_int)
     map_lr: float = option(0.01, positive_number)
-    map_tolerance: float = option(1e-2, positive_number)
+    map_tolerance: float = option(MAP_TOLERANCE, positive_number)
+    map_max_iter: int = option(MAP_MAX_ITER, positive_int)
     seed: int = option(0, seed)
     progress: bool = option(True, flag)
 

@@ -63,8 +63,8 @@ def test_markdown_table_and_slugs():
 def test_each_fits_own_warnings_reach_the_report(tmp_path):
     data = load_toy1d(n_train=30, n_test=10)
     model = BayesianMLP(1, 1, hidden=(3,), likelihood={"name": "gaussian", "scale": 0.1})
-    with pytest.warns(RuntimeWarning, match="the MAP polish stopped"):
-        laplace = fit(model, data, "laplace", map_steps=1, map_tolerance=1e-12, num_samples=10, progress=False)
+    with pytest.warns(RuntimeWarning, match="the MAP polish .* stopped"):
+        laplace = fit(model, data, "laplace", map_steps=1, map_max_iter=1, num_samples=10, progress=False)
     svi = fit(model, data, "svi", steps=5, num_samples=10, progress=False)
     assert fit_warnings({"svi": svi}) == []
     [line] = fit_warnings({"svi": svi, "laplace": laplace})

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pytest
 import torch
 from bnn.guides.flat_weights import num_weights, split_flat
-from bnn.inference.laplace import curvature
+from bnn.inference import output_curvature
 from bnn.inference.laplace.curvature import (
     HessianType,
     Structure,
@@ -123,8 +123,8 @@ def test_chunking_over_data_gives_the_same_curvature(float64, monkeypatch):
     whole = likelihood_curvature(model, x, y, theta, {}, hessian_type=GGN, structure=FULL)
     # a budget of two rows' Jacobians forces chunks of 2 rows (and a last chunk of 1)
     covered, width = theta.numel(), 2 + 4 + 3
-    monkeypatch.setattr(curvature, "JACOBIAN_BUDGET_BYTES", 2 * covered * width * 8)
-    assert curvature.rows_per_chunk(model, covered, 8) == 2
+    monkeypatch.setattr(output_curvature, "JACOBIAN_BUDGET_BYTES", 2 * covered * width * 8)
+    assert output_curvature.rows_per_chunk(model, covered, 8) == 2
     chunked = likelihood_curvature(model, x, y, theta, {}, hessian_type=GGN, structure=FULL)
     torch.testing.assert_close(chunked, whole, rtol=1e-12, atol=1e-14)
 

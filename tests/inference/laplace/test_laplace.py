@@ -20,10 +20,11 @@ from bnn.inference.cli import main
 from bnn.inference.laplace import fit as laplace_module
 from bnn.inference.map_estimate import MapEstimate
 from bnn.models import BayesianMLP, GaussianPrior, LaplacePrior
+from scipy.optimize import minimize_scalar
 
 from tests.conjugate import NOISE, PRIOR_SCALE
 
-FAST = dict(map_steps=100, map_tolerance=1e-4, num_samples=200, progress=False)  # the mode to ~1e-6 posterior sd
+FAST = dict(map_steps=100, map_tolerance=1e-4, num_samples=200, tune_prior_precision=False, progress=False)  # mode to 1e-4 sd
 
 
 
@@ -65,32 +66,33 @@ def test_log_marginal_likelihood_is_the_exact_evidence(conjugate, posterior):
     assert posterior.record.log_marginal_likelihood == pytest.approx(exact_log_evidence(conjugate, PRIOR_SCALE**2), rel=1e-8)
 
 
-def laplace_log_evidence(conjugate, alpha: float) -> float:
-    r"""The Laplace evidence with prior precision :math:`\alpha` at the fixed :math:`\theta_{MAP} = m` (the untuned mode)."""
-    phi, theta = features(conjugate.x), conjugate.mean
-    log_likelihood = torch.distributions.Normal(phi @ theta, NOISE).log_prob(conjugate.y).sum()
-    log_prior = torch.distributions.Normal(0.0, alpha**-0.5).log_prob(theta).sum()
-    logdet = torch.logdet(phi.T @ phi / NOISE**2 + alpha * torch.eye(3))
-    return (log_likelihood + log_prior + 1.5 * math.log(2 * math.pi) - 0.5 * logdet).item()
-
-
-def test_tuned_prior_precision_maximises_the_laplace_evidence_at_the_map(conjugate):
-    tuned = fit(conjugate.model, (conjugate.x, conjugate.y), "laplace", tune_prior_precision=True, **FAST)
+def test_tuned_prior_precision_is_the_type_2_maximum_likelihood_of_the_exact_evidence(conjugate):
+    """Linear-Gaussian: the Laplace evidence is exact, and MacKay's rounds (the MAP refitted under each alpha) end at
+    the alpha maximising the exact evidence, with the exact posterior under it."""
+    tuned = fit(conjugate.model, (conjugate.x, conjugate.y), "laplace", **{**FAST, "tune_prior_precision": True})
     alpha = tuned.record.prior_precision_multiplier
-    assert tuned.record.prior_precision["layers.0.bias"] == pytest.approx(alpha)
-    # theta_MAP is m to ~1e-6, and with alpha != 1 the evidence moves to first order in that error
-    assert tuned.record.log_marginal_likelihood == pytest.approx(laplace_log_evidence(conjugate, alpha), rel=1e-6)
-    # stationary in log(alpha), and a maximum: lower on both sides
-    step = 1e-4
-    slope = (laplace_log_evidence(conjugate, alpha * math.exp(step)) - laplace_log_evidence(conjugate, alpha * math.exp(-step)))
-    assert abs(slope) / (2 * step) < 1e-5
-    for factor in (0.8, 1.25):
-        assert laplace_log_evidence(conjugate, alpha * factor) < tuned.record.log_marginal_likelihood - 1e-4
-    # the posterior keeps the MAP and takes the tuned precision
-    torch.testing.assert_close(tuned.extras["guide"].mean, conjugate.mean, rtol=1e-5, atol=0)
+    assert tuned.record.prior_precision["layers.0.bias"] == pytest.approx(alpha / PRIOR_SCALE**2)
+    assert tuned.record.evidence_converged and tuned.record.evidence_rounds >= 2
+    best = minimize_scalar(lambda log_alpha: -exact_log_evidence(conjugate, PRIOR_SCALE**2 / math.exp(log_alpha)),
+                           bracket=(-5.0, 5.0), tol=1e-12)
+    # the rounds stop once alpha moves by less than 1e-3 relative; a contraction of rate <= 0.9 leaves <= 1e-2
+    assert alpha == pytest.approx(math.exp(best.x), rel=1e-2)
+    assert tuned.record.log_marginal_likelihood == pytest.approx(exact_log_evidence(conjugate, PRIOR_SCALE**2 / alpha),
+                                                                 rel=1e-8)
     phi = features(conjugate.x)
-    torch.testing.assert_close(tuned.extras["guide"].covariance(),
-                               torch.linalg.inv(phi.T @ phi / NOISE**2 + alpha * torch.eye(3)), rtol=1e-8, atol=0)
+    precision = phi.T @ phi / NOISE**2 + alpha / PRIOR_SCALE**2 * torch.eye(3)
+    mean = torch.linalg.solve(precision, phi.T @ conjugate.y / NOISE**2)
+    torch.testing.assert_close(tuned.extras["guide"].mean, mean, rtol=1e-6, atol=1e-9)
+    torch.testing.assert_close(tuned.extras["guide"].covariance(), torch.linalg.inv(precision), rtol=1e-8, atol=0)
+
+
+def test_the_default_tunes_where_it_can(conjugate):
+    default = fit(conjugate.model, (conjugate.x, conjugate.y), "laplace", **{k: v for k, v in FAST.items()
+                                                                               if k != "tune_prior_precision"})
+    assert default.record.tune_prior_precision is True and default.record.evidence_converged
+    exact = fit(conjugate.model, (conjugate.x, conjugate.y), "laplace", hessian="exact", map_steps=100, num_samples=2,
+                progress=False)  # the exact Hessian may be indefinite: no unique optimum to tune to
+    assert exact.record.tune_prior_precision is False and exact.record.prior_precision_multiplier == 1.0
 
 
 def test_linearised_predictive_is_the_exact_conjugate_predictive(conjugate, posterior):
@@ -189,7 +191,7 @@ def test_an_indefinite_exact_hessian_is_refused_clearly_and_the_ggn_is_not(monke
     model = BayesianMLP(1, 1, hidden=(4,), prior=GaussianPrior(1.0), likelihood={"name": "gaussian", "scale": 0.1})
     x = torch.linspace(-1, 1, 30).unsqueeze(-1)
     y = x[:, 0] - x[:, 0].mean()
-    saddle = MapEstimate(torch.zeros(13, dtype=torch.float64), {}, 0.0, 0.0, 0.0, 0, True)
+    saddle = MapEstimate(torch.zeros(13, dtype=torch.float64), {}, 0.0, 0.0, 0.0, 0.0, "levenberg-marquardt", 0, True)
     monkeypatch.setattr(laplace_module, "find_map", lambda *args, **kwargs: saddle)
     with pytest.raises(ValueError) as error:
         fit(model, (x, y), "laplace", hessian="exact", progress=False)
@@ -246,7 +248,8 @@ def test_command_line_writes_the_three_files_and_refuses_wrong_combinations(floa
 
 
 def test_an_unconverged_map_is_reported_loudly(conjugate):
-    with pytest.warns(RuntimeWarning, match="the MAP polish stopped after .* > map_tolerance=1e-30"):
+    with pytest.warns(RuntimeWarning, match=r"the MAP polish \(levenberg-marquardt\) stopped after .* posterior standard "
+                                            r"deviations from the mode \(Newton decrement > map_tolerance=1e-30"):
         posterior = fit(conjugate.model, (conjugate.x, conjugate.y), "laplace", **{**FAST, "map_tolerance": 1e-30})
     assert posterior.record.map_converged is False
 
@@ -272,3 +275,15 @@ def test_log_likelihood_is_the_linearised_networks_and_mc_keeps_the_network(conj
     networks = torch.distributions.Normal(network(theta), NOISE).log_prob(conjugate.y)
     torch.testing.assert_close(posterior.pointwise_log_likelihood(conjugate.x, conjugate.y, "mc")[0, 0], networks)
     assert not torch.allclose(networks, torch.stack(expected)[0])  # the net is not linear in its weights
+
+
+def test_the_command_line_takes_the_options_the_map_warning_names():
+    from bnn.inference import cli as cli_module
+
+    arguments = cli_module.build_parser().parse_args(["compare", "--map-lr", "0.05", "--map-tolerance", "0.5",
+                                                      "--map-max-iter", "7", "--no-tune-prior-precision"])
+    options = cli_module.fit_options(arguments)
+    svi, laplace, map_ = cli_module.options_per_method([("svi", None), ("laplace", None), ("map", None)], options)
+    assert (laplace["map_lr"], laplace["map_tolerance"], laplace["map_max_iter"]) == (0.05, 0.5, 7)
+    assert laplace["tune_prior_precision"] is False and map_["map_max_iter"] == 7 and "map_lr" not in svi
+    assert "tune_prior_precision" not in cli_module.fit_options(cli_module.build_parser().parse_args(["compare"]))

@@ -58,8 +58,8 @@ def test_same_seed_same_estimate_and_a_record_that_survives_save_and_load(tmp_pa
 def test_a_map_that_stops_short_says_so():
     data = load_toy1d(n_train=30, n_test=10)
     model = BayesianMLP(1, 1, hidden=(6,))
-    with pytest.warns(RuntimeWarning, match="raise map_steps or map_lr"):
-        estimate = fit(model, data, "map", map_steps=1, map_tolerance=1e-12, seed=0, progress=False)
+    with pytest.warns(RuntimeWarning, match="raise map_max_iter or map_steps"):
+        estimate = fit(model, data, "map", map_steps=1, map_max_iter=1, seed=0, progress=False)
     assert not estimate.record.converged
     assert "the MAP did not converge" in estimate.record.problems()[0]
 
