@@ -43,6 +43,7 @@ import torch
 from bnn.guides.flat_weights import join_sites
 from bnn.inference import map_estimate
 from bnn.inference.fit import METHODS
+from bnn.inference.laplace.mackay import MAX_ROUNDS
 from bnn.inference.map_estimate import log_likelihood, log_prior, prior_distributions
 from bnn.inference.nuts.potential import FlatPotential
 from bnn.inference.seeding import seeded
@@ -179,10 +180,13 @@ def gradient_count(method: str, options: Options, n: int) -> tuple[int, int, str
     if method in ("laplace", "map", "ensemble"):
         members = getattr(options, "num_members", 1)
         parallel = min(members, cores) if method == "ensemble" else 1
-        # the polish's iteration limit: an option where the method has one, else the MAP fit's fixed limit
-        polish = getattr(options, "map_max_iter", None) or map_estimate.LBFGS_MAX_ITERATIONS
-        return (members * (options.map_steps + polish), parallel, "worst case",
-                f"{members} x ({options.map_steps} Adam steps + at most {polish} polish iterations)")
+        # the polish's iteration limit: an option where the method has one, else the MAP fit's default
+        polish = getattr(options, "map_max_iter", map_estimate.MAP_MAX_ITER)
+        # Laplace's evidence tuning (unless turned off) refits the MAP, a polish each round, up to MAX_ROUNDS times
+        rounds = MAX_ROUNDS if method == "laplace" and options.tune_prior_precision is not False else 0
+        tuning = f" + up to {rounds} evidence rounds x {polish}" if rounds else ""
+        return (members * (options.map_steps + polish * (1 + rounds)), parallel, "worst case",
+                f"{members} x ({options.map_steps} Adam steps + at most {polish} polish iterations{tuning})")
     if method == "mc-dropout":
         return options.steps, 1, "floor", f"{options.steps} steps"
     if method in ("sgld", "sghmc"):
