@@ -37,9 +37,9 @@ Convergence: ArviZ's rank-normalised split :math:`\hat{R}` (over chains, so only
 or more) of every site, the predictive :math:`\hat{R}` of the network output at the training
 inputs (``r_hat_predictive``, :mod:`bnn.inference.convergence`: the weights of a network are not
 identifiable, its predictions are), bulk and tail ESS, the number of divergences and the
-verdict ``converged`` go into ``posterior.info["diagnostics"]``; a run with
-:math:`\max\hat{R} > 1.01` or any divergence sets ``converged`` (also ``info["converged"]``)
-to ``False`` and emits a :class:`ConvergenceWarning` that gives the predictive :math:`\hat{R}` too.
+verdict ``converged`` go into ``posterior.info["diagnostics"]``; a run whose chains disagree on
+the predictions (predictive :math:`\hat{R} > 1.01`) or with any divergence sets ``converged`` (also
+``info["converged"]``) to ``False`` and emits a :class:`ConvergenceWarning` that says what to try.
 
 Faults lose only their own draws (:mod:`bnn.inference.nuts.outcomes`): a chain whose engine or worker
 raises is reported in ``info["failed_chains"]`` and an
@@ -92,24 +92,24 @@ from bnn.inference.seeding import seeded
 from bnn.inference.workers import available_cores
 from pyro import poutine
 
-
 # ---------------------------------------------------------------------- diagnostics
+CHAINS_DISAGREE_ADVICE = ("a longer adaptation and more draws (num_warmup=1000, num_samples=1000), chains started at "
+                          "distinct MAP points (init='map'), more chains (num_chains=4)")
+DIVERGENCES_ADVICE = "a smaller step (target_accept=0.95), a longer adaptation (num_warmup=1000)"
+
+
 def _convergence_message(diagnostics: ChainDiagnostics, num_chains: int, num_samples: int) -> str:
-    problems = []
-    if diagnostics.r_hat_max is not None and not diagnostics.r_hat_max <= R_HAT_THRESHOLD:
-        predictive = diagnostics.r_hat_predictive
-        verdict = ("the chains disagree, on the predictions too" if not diagnostics.chains_agree else
-                   "but they agree on the predictions: hidden units that permute between chains do this, and the "
-                   "predictive R-hat is the check that matters for a network")
-        problems.append(f"max R-hat {diagnostics.r_hat_max:.3f} > {R_HAT_THRESHOLD} over the weights, "
-                        f"predictive R-hat (of f(x) at the training inputs) {predictive:.3f}; {verdict}")
+    problems, advice = [], []
+    if diagnostics.chains_agree is False:
+        problems.append(f"the chains disagree on the predictions: predictive R-hat (of f(x) at the training inputs and "
+                        f"of the noise) {diagnostics.r_hat_predictive:.3f} > {R_HAT_THRESHOLD} (max R-hat over the "
+                        f"weights {diagnostics.r_hat_max:.3f}, which hidden units that permute between chains inflate)")
+        advice.append(CHAINS_DISAGREE_ADVICE)
     if diagnostics.divergences:
         problems.append(f"{diagnostics.divergences} divergent transitions of {num_chains * num_samples} draws")
-    return (
-        "NUTS did not converge: " + "; ".join(problems) + ". The draws may not represent the posterior: "
-        "raise num_warmup and num_samples, raise target_accept (fewer divergences), or reparameterise; "
-        "see posterior.record.diagnostics and posterior.sample_stats."
-    )
+        advice.append(DIVERGENCES_ADVICE)
+    return ("NUTS did not converge: " + "; ".join(problems) + ". The draws may not represent the posterior: try "
+            + "; ".join(advice) + "; see posterior.record.diagnostics and posterior.sample_stats.")
 
 
 # ----------------------------------------------------------------------- validation
