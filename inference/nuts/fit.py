@@ -59,10 +59,11 @@ model does not declare are sampled too and returned in ``posterior.extras["other
 
 Cost: a draw takes up to :math:`2^{\text{max\_tree\_depth}} - 1` leapfrog steps, so on the 152-latent
 toy BNN (``python -m bnn fit --method nuts --dataset toy1d``), whose draws reach the default depth of
-10, the defaults (200 warmup + 200 draws per chain) cost up to about :math:`4 \times 10^5` gradients
-per chain. The nutpie engine on the flat potential's NumPy gradient is the fastest per gradient; on
-Pyro's generic potential it pays an eager run of the Pyro program per gradient, and the Pyro engine
-adds Python bookkeeping to every leapfrog step. ``benchmarks/results/nuts_speed.md`` holds the
+10, the defaults (400 warmup + 400 draws per chain) cost up to about :math:`8 \times 10^5` gradients
+per chain, plus each chain's MAP fit (``init="map"``). The nutpie engine on the flat potential's
+NumPy gradient is the fastest per gradient; on Pyro's generic potential it pays an eager run of the
+Pyro program per gradient, and the Pyro engine adds Python bookkeeping to every leapfrog step.
+``benchmarks/results/nuts_speed.md`` holds the
 measured rates; small models take a small fraction of those gradients.
 """
 
@@ -93,8 +94,8 @@ from bnn.inference.workers import available_cores
 from pyro import poutine
 
 # ---------------------------------------------------------------------- diagnostics
-CHAINS_DISAGREE_ADVICE = ("a longer adaptation and more draws (num_warmup=1000, num_samples=1000), chains started at "
-                          "distinct MAP points (init='map'), more chains (num_chains=4)")
+CHAINS_DISAGREE_ADVICE = ("a longer adaptation and more draws (num_warmup=1000, num_samples=1000), more chains "
+                          "(num_chains=4), chains started at their own MAP points (init='map', the default)")
 DIVERGENCES_ADVICE = "a smaller step (target_accept=0.95), a longer adaptation (num_warmup=1000)"
 
 

@@ -53,7 +53,7 @@ def float64():
 
 def quick(problem, **options):
     """A short sequential run; ``options`` override."""
-    settings = dict(num_warmup=40, num_samples=20, num_chains=2, chain_method="sequential", progress=False)
+    settings = dict(num_warmup=40, num_samples=20, num_chains=2, chain_method="sequential", init="prior", progress=False)
     return fit(problem.model, (problem.x, problem.y), "nuts", **{**settings, **options})
 
 
