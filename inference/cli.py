@@ -152,7 +152,7 @@ def add_fit_arguments(parser: argparse.ArgumentParser, *, checkpoints: bool = Fa
     (one fit, one checkpoint folder)."""
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
-    parser.add_argument("--num-samples", type=int, help="draws kept: per chain for nuts, sgld and sghmc (default 200 for "
+    parser.add_argument("--num-samples", type=int, help="draws kept: per chain for nuts, sgld and sghmc (default 400 for "
                         "nuts, 1000 for sgld/sghmc); from the fitted posterior for svi, laplace, mc-dropout (default 1000)")
     svi = parser.add_argument_group("svi")
     svi.add_argument("--guide", choices=GUIDES.names())
@@ -172,7 +172,7 @@ def add_fit_arguments(parser: argparse.ArgumentParser, *, checkpoints: bool = Fa
                          "(gone once the run completes)")
         svi.add_argument("--resume", type=Path, metavar="DIR", help="continue from the checkpoint in DIR (same options)")
     nuts = parser.add_argument_group("nuts")
-    nuts.add_argument("--num-warmup", type=int, help="adaptation iterations per chain (default 200)")
+    nuts.add_argument("--num-warmup", type=int, help="adaptation iterations per chain (default 400)")
     nuts.add_argument("--num-chains", type=int, help="chains, in parallel processes when cores allow (default min(2, cores))")
     nuts.add_argument("--target-accept", type=float, help="target acceptance probability (default 0.8)")
     nuts.add_argument("--max-tree-depth", type=int, help="at most 2^depth - 1 leapfrog steps per draw (default 10)")
@@ -181,7 +181,7 @@ def add_fit_arguments(parser: argparse.ArgumentParser, *, checkpoints: bool = Fa
     nuts.add_argument("--engine", choices=[e.value for e in Engine], help="NUTS implementation (default nutpie when installed)")
     nuts.add_argument("--chain-method", choices=[m.value for m in ChainMethod],
                       help="chains in processes or one after the other (default auto)")
-    nuts.add_argument("--init", choices=[s.value for s in InitStrategy], help="chain start (default prior)")
+    nuts.add_argument("--init", choices=[s.value for s in InitStrategy], help="chain start (default map)")
     laplace = parser.add_argument_group("laplace", "the --map-* options apply to --method map too; ensemble takes "
                                         "--map-steps, --map-lr and --map-tolerance")
     laplace.add_argument("--hessian", choices=[h.value for h in HessianType], help="likelihood curvature (default ggn)")

@@ -12,7 +12,14 @@ the predictive mean :math:`f(x_i; W)` over the chains,
 
 ArviZ's rank-normalised split :math:`\hat{R}` of each output at each input :math:`x_i`, the
 maximum over inputs and outputs (at most ``MAX_POINTS`` inputs, evenly spaced, so that the
-cost stays bounded on large data sets).
+cost stays bounded on large data sets) and over the likelihood's latents (the noise scale
+:math:`\sigma`, identifiable): together they fix the predictive distribution
+:math:`p(y \mid x, W, \sigma)`.
+
+The verdict: a run *converged* when no draw diverged and, with several chains,
+:math:`\hat{R}_{\text{pred}} \le 1.01`. The largest :math:`\hat{R}` over the weights is reported
+but does not decide: it exceeds 1.01 whenever chains settle in different permutations of the
+same function, which is no fault of the sampler (with one chain, only divergences decide).
 """
 
 from __future__ import annotations
@@ -51,13 +58,11 @@ def weight_diagnostics(samples: Mapping[str, np.ndarray], diverging: np.ndarray)
 def chain_diagnostics(model, samples: Mapping[str, torch.Tensor], x: torch.Tensor, diverging: np.ndarray) -> ChainDiagnostics:
     r"""The :class:`ChainDiagnostics` of draws ``samples[site]`` ``(chains, draws, *site_shape)`` of ``model`` fitted on
     inputs ``x``, with ``diverging`` ``(chains, draws)``: converged when no draw diverged and, with several chains,
-    :math:`\max\hat{R} \le 1.01` over the weights (a NaN fails)."""
+    :math:`\hat{R}_{\text{pred}} \le 1.01` (a NaN fails); the weights' :math:`\max\hat{R}` is reported, not judged."""
     found = weight_diagnostics({name: torch.as_tensor(value).numpy() for name, value in samples.items()}, diverging)
-    several = diverging.shape[0] > 1
-    r_hat = found["r_hat_max"]
-    converged = found["divergences"] == 0 and (r_hat is None or r_hat <= R_HAT_THRESHOLD)
-    return ChainDiagnostics(**found, r_hat_predictive=predictive_r_hat(model, samples, x) if several else None,
-                            converged=converged)
+    r_hat_predictive = predictive_r_hat(model, samples, x) if diverging.shape[0] > 1 else None
+    converged = found["divergences"] == 0 and (r_hat_predictive is None or r_hat_predictive <= R_HAT_THRESHOLD)
+    return ChainDiagnostics(**found, r_hat_predictive=r_hat_predictive, converged=converged)
 
 
 def r_hat_over_points(f: np.ndarray) -> float:
@@ -72,13 +77,16 @@ def r_hat_over_points(f: np.ndarray) -> float:
 
 def predictive_r_hat(model, samples: Mapping[str, torch.Tensor], x: torch.Tensor) -> float:
     r""":math:`\hat{R}_{\text{pred}}` of ``model`` at the inputs ``x`` (``(n, in_features)``; at most ``MAX_POINTS``
-    of them, evenly spaced, are used), for draws ``samples[site]`` of shape ``(chains, draws, *site_shape)``."""
+    of them, evenly spaced, are used) and over its likelihood's latents, for draws ``samples[site]`` of shape
+    ``(chains, draws, *site_shape)``."""
     chains, draws = next(iter(samples.values())).shape[:2]
     index = torch.linspace(0, x.shape[0] - 1, min(x.shape[0], MAX_POINTS)).round().long()
     values = {name: torch.as_tensor(value).reshape(chains * draws, *value.shape[2:]) for name, value in samples.items()}
     with torch.no_grad():
         f = model.forward(x[index], values)  # (chains * draws, points, out)
-    return r_hat_over_points(f.reshape(chains, draws, -1).numpy())
+    latents = [value.reshape(chains * draws, -1) for value in model.likelihood_latents(values).values()]
+    predictive = torch.cat([f.reshape(chains * draws, -1), *latents], dim=1).to(torch.float64)
+    return r_hat_over_points(predictive.reshape(chains, draws, -1).numpy())
 
 
 @dataclass(kw_only=True)
@@ -90,13 +98,14 @@ class ChainDiagnostics:
     r_hat_max : float or None
         The largest rank-normalised split :math:`\hat{R}` over every scalar parameter (``None`` for one chain).
     r_hat_predictive : float or None
-        :math:`\hat{R}_{\text{pred}}` of the network output at the training inputs (``None`` for one chain).
+        :math:`\hat{R}_{\text{pred}}` of the network output at the training inputs and of the likelihood's latents
+        (``None`` for one chain).
     ess_bulk_min, ess_tail_min : float
         The smallest bulk and tail effective sample sizes over every scalar parameter.
     divergences : int
         Divergent transitions among the draws kept.
     converged : bool
-        No divergence and :math:`\max\hat{R} \le 1.01` (with several chains).
+        No divergence and :math:`\hat{R}_{\text{pred}} \le 1.01` (with several chains).
     """
 
     r_hat_max: float | None

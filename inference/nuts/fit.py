@@ -37,9 +37,9 @@ Convergence: ArviZ's rank-normalised split :math:`\hat{R}` (over chains, so only
 or more) of every site, the predictive :math:`\hat{R}` of the network output at the training
 inputs (``r_hat_predictive``, :mod:`bnn.inference.convergence`: the weights of a network are not
 identifiable, its predictions are), bulk and tail ESS, the number of divergences and the
-verdict ``converged`` go into ``posterior.info["diagnostics"]``; a run with
-:math:`\max\hat{R} > 1.01` or any divergence sets ``converged`` (also ``info["converged"]``)
-to ``False`` and emits a :class:`ConvergenceWarning` that gives the predictive :math:`\hat{R}` too.
+verdict ``converged`` go into ``posterior.info["diagnostics"]``; a run whose chains disagree on
+the predictions (predictive :math:`\hat{R} > 1.01`) or with any divergence sets ``converged`` (also
+``info["converged"]``) to ``False`` and emits a :class:`ConvergenceWarning` that says what to try.
 
 Faults lose only their own draws (:mod:`bnn.inference.nuts.outcomes`): a chain whose engine or worker
 raises is reported in ``info["failed_chains"]`` and an
@@ -59,10 +59,11 @@ model does not declare are sampled too and returned in ``posterior.extras["other
 
 Cost: a draw takes up to :math:`2^{\text{max\_tree\_depth}} - 1` leapfrog steps, so on the 152-latent
 toy BNN (``python -m bnn fit --method nuts --dataset toy1d``), whose draws reach the default depth of
-10, the defaults (200 warmup + 200 draws per chain) cost up to about :math:`4 \times 10^5` gradients
-per chain. The nutpie engine on the flat potential's NumPy gradient is the fastest per gradient; on
-Pyro's generic potential it pays an eager run of the Pyro program per gradient, and the Pyro engine
-adds Python bookkeeping to every leapfrog step. ``benchmarks/results/nuts_speed.md`` holds the
+10, the defaults (400 warmup + 400 draws per chain) cost up to about :math:`8 \times 10^5` gradients
+per chain, plus each chain's MAP fit (``init="map"``). The nutpie engine on the flat potential's
+NumPy gradient is the fastest per gradient; on Pyro's generic potential it pays an eager run of the
+Pyro program per gradient, and the Pyro engine adds Python bookkeeping to every leapfrog step.
+``benchmarks/results/nuts_speed.md`` holds the
 measured rates; small models take a small fraction of those gradients.
 """
 
@@ -92,24 +93,24 @@ from bnn.inference.seeding import seeded
 from bnn.inference.workers import available_cores
 from pyro import poutine
 
-
 # ---------------------------------------------------------------------- diagnostics
+CHAINS_DISAGREE_ADVICE = ("a longer adaptation and more draws (num_warmup=1000, num_samples=1000), more chains "
+                          "(num_chains=4), chains started at their own MAP points (init='map', the default)")
+DIVERGENCES_ADVICE = "a smaller step (target_accept=0.95), a longer adaptation (num_warmup=1000)"
+
+
 def _convergence_message(diagnostics: ChainDiagnostics, num_chains: int, num_samples: int) -> str:
-    problems = []
-    if diagnostics.r_hat_max is not None and not diagnostics.r_hat_max <= R_HAT_THRESHOLD:
-        predictive = diagnostics.r_hat_predictive
-        verdict = ("the chains disagree, on the predictions too" if not diagnostics.chains_agree else
-                   "but they agree on the predictions: hidden units that permute between chains do this, and the "
-                   "predictive R-hat is the check that matters for a network")
-        problems.append(f"max R-hat {diagnostics.r_hat_max:.3f} > {R_HAT_THRESHOLD} over the weights, "
-                        f"predictive R-hat (of f(x) at the training inputs) {predictive:.3f}; {verdict}")
+    problems, advice = [], []
+    if diagnostics.chains_agree is False:
+        problems.append(f"the chains disagree on the predictions: predictive R-hat (of f(x) at the training inputs and "
+                        f"of the noise) {diagnostics.r_hat_predictive:.3f} > {R_HAT_THRESHOLD} (max R-hat over the "
+                        f"weights {diagnostics.r_hat_max:.3f}, which hidden units that permute between chains inflate)")
+        advice.append(CHAINS_DISAGREE_ADVICE)
     if diagnostics.divergences:
         problems.append(f"{diagnostics.divergences} divergent transitions of {num_chains * num_samples} draws")
-    return (
-        "NUTS did not converge: " + "; ".join(problems) + ". The draws may not represent the posterior: "
-        "raise num_warmup and num_samples, raise target_accept (fewer divergences), or reparameterise; "
-        "see posterior.record.diagnostics and posterior.sample_stats."
-    )
+        advice.append(DIVERGENCES_ADVICE)
+    return ("NUTS did not converge: " + "; ".join(problems) + ". The draws may not represent the posterior: try "
+            + "; ".join(advice) + "; see posterior.record.diagnostics and posterior.sample_stats.")
 
 
 # ----------------------------------------------------------------------- validation

@@ -36,6 +36,10 @@ def initial_values(option_name: str, value: Any) -> InitStrategy | dict[str, Any
 class NUTSOptions(Options):
     r"""Options of :func:`~bnn.inference.nuts.fit_nuts`.
 
+    The defaults (400 warmup + 400 draws per chain, chains started at their own MAP points) are the cheapest
+    setting measured whose chains agreed on toy1d's predictions with no divergence
+    (``benchmarks/results/nuts_defaults.md``); 200 + 200 from the prior left a predictive R-hat near 1.02.
+
     Attributes
     ----------
     num_warmup : int
@@ -70,13 +74,13 @@ class NUTSOptions(Options):
         Show a tqdm bar per chain.
     """
 
-    num_warmup: int = option(200, integer(minimum=0))
-    num_samples: int = option(200, integer(minimum=MIN_SAMPLES))
+    num_warmup: int = option(400, integer(minimum=0))
+    num_samples: int = option(400, integer(minimum=MIN_SAMPLES))
     num_chains: int | None = option(None, optional(integer(minimum=1)))
     target_accept: float = option(0.8, probability)
     max_tree_depth: int = option(10, integer(minimum=1, maximum=MAX_TREE_DEPTH))
     dense_mass: bool = option(False, flag)
-    init: InitStrategy | dict[str, Any] = option("prior", initial_values)
+    init: InitStrategy | dict[str, Any] = option("map", initial_values)
     chain_method: ChainMethod = option("auto", choice(ChainMethod))
     jit_compile: bool = option(True, flag)
     engine: Engine = option(DEFAULT_ENGINE, choice(Engine))

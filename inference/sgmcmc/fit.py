@@ -13,7 +13,7 @@ preconditioner there) and then ``num_samples * thin`` steps, keeping every ``thi
 side by side in this process, as a leading dimension of one state (one autograd pass serves all of them), each
 with its own start, minibatches and noise, from one generator seeded by ``seed``: the same seed gives the same
 draws. The draws ``(chains, draws, *site_shape)`` get NUTS's convergence checks (:mod:`bnn.inference.convergence`:
-split R-hat over the weights and over the predictions, bulk and tail ESS); when :math:`\max\hat R > 1.01` the
+split R-hat over the weights and over the predictions, bulk and tail ESS); when the predictive :math:`\hat R > 1.01` the
 record says ``converged = False`` and a :class:`ConvergenceWarning` names the numbers.
 
 Per-draw statistics (ArviZ's ``sample_stats``, ``(chains, draws)``): ``lp``, the minibatch estimate of the log
@@ -98,10 +98,9 @@ def _sample(name: str, log_joint: MinibatchLogJoint, kernel, options: SGMCMCOpti
 
 
 def _convergence_message(name: str, diagnostics: ChainDiagnostics) -> str:
-    agree = ("they agree on the predictions (hidden units that permute between chains do this)" if diagnostics.chains_agree
-             else "they disagree on the predictions too")
-    return (f"{name} did not converge: max R-hat {diagnostics.r_hat_max:.3f} > {R_HAT_THRESHOLD} over the weights, "
-            f"predictive R-hat {diagnostics.r_hat_predictive:.3f}: {agree}; min bulk ESS "
+    return (f"{name} did not converge: the chains disagree on the predictions, predictive R-hat "
+            f"{diagnostics.r_hat_predictive:.3f} > {R_HAT_THRESHOLD} (max R-hat over the weights "
+            f"{diagnostics.r_hat_max:.3f}); min bulk ESS "
             f"{diagnostics.ess_bulk_min:.1f}. Raise num_warmup and num_samples (or thin), or tune step_size; "
             "see posterior.record.diagnostics.")
 

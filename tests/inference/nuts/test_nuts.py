@@ -53,7 +53,7 @@ def float64():
 
 def quick(problem, **options):
     """A short sequential run; ``options`` override."""
-    settings = dict(num_warmup=40, num_samples=20, num_chains=2, chain_method="sequential", progress=False)
+    settings = dict(num_warmup=40, num_samples=20, num_chains=2, chain_method="sequential", init="prior", progress=False)
     return fit(problem.model, (problem.x, problem.y), "nuts", **{**settings, **options})
 
 
@@ -133,8 +133,10 @@ def test_same_seed_same_draws_in_processes_and_in_sequence(float64):
     "options, message",
     [
         # chains start far apart in the prior: they disagree on the predictions too
-        (dict(num_warmup=0, engine="pyro"), r"max R-hat .* > 1.01 over the weights, predictive R-hat .* on the predictions too"),
-        (dict(num_warmup=10, target_accept=0.05), "divergent transitions"),  # a step size far too large
+        (dict(num_warmup=0, engine="pyro"), r"disagree on the predictions: predictive R-hat .* > 1.01 .*: try a longer "
+         r"adaptation and more draws \(num_warmup=1000, num_samples=1000\), .*init='map'"),
+        # a step size far too large
+        (dict(num_warmup=10, target_accept=0.05), r"divergent transitions .* try .*a smaller step \(target_accept=0.95\)"),
     ],
 )
 def test_bad_runs_are_flagged(problem, options, message):

@@ -1,0 +1,106 @@
+r"""NUTS defaults: which warm-up, draws, chains, start and target acceptance make the BNN's chains converge.
+
+Every setting of a small grid runs ``fit(model, data, "nuts", ...)`` on the model ``bnn compare`` builds by
+default (d-50-1 tanh, :math:`\mathcal{N}(0, 1)` weights, learned noise), from seed 0, and the table gives
+what :mod:`bnn.inference.convergence` judges: the largest split :math:`\hat{R}` over the weights (large by the
+hidden units' permutation symmetry, shown for completeness), the predictive :math:`\hat{R}` of
+:math:`f(x_i)` at the training inputs (the check that matters), divergences, the smallest bulk ESS over the
+weights and over :math:`f(x_i)`, the mean tree depth, the gradient evaluations and the wall time.
+
+Usage::
+
+    python -m benchmarks.nuts_defaults [--dataset toy1d] [--uci-dir UCI_DIR --split 0]
+        [--settings "num_warmup=200;num_warmup=500,init=map"]
+
+``--settings`` lists settings separated by ``;``, each a comma-separated ``option=value`` list of
+:class:`~bnn.inference.nuts.NUTSOptions` (empty: ``fit``'s defaults). One Markdown row per setting is printed as soon
+as it finishes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+import arviz as az
+import numpy as np
+import torch
+from bnn.datasets import load_dataset
+from bnn.inference import fit
+from bnn.inference.convergence import ConvergenceWarning
+from bnn.models import BayesianMLP
+
+DEFAULT_SETTINGS = ";".join([
+    "num_warmup=200,num_samples=200",
+    "num_warmup=200,num_samples=200,init=map",
+    "num_warmup=400,num_samples=400",
+    "num_warmup=400,num_samples=400,init=map",
+    "num_warmup=400,num_samples=400,init=map,seed=1",
+])
+COLUMNS = ["setting", "max R-hat (weights)", "predictive R-hat", "divergences", "min bulk ESS (weights)",
+           "min bulk ESS f(x)", "mean tree depth", "gradients", "wall s"]
+
+
+def parse_setting(text: str) -> dict[str, object]:
+    """``"num_warmup=500,init=map"`` as fit's keyword arguments (numbers parsed, the rest kept as text)."""
+    options: dict[str, object] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, _, value = item.partition("=")
+        try:
+            options[name] = int(value)
+        except ValueError:
+            try:
+                options[name] = float(value)
+            except ValueError:
+                options[name] = value
+    return options
+
+
+def default_model(in_features: int) -> BayesianMLP:
+    """The network ``bnn compare`` builds by default for a regression set with ``in_features`` inputs."""
+    return BayesianMLP(in_features, 1, hidden=(50,), activation="tanh", prior={"name": "gaussian"},
+                       likelihood={"name": "gaussian", "scale": None})
+
+
+def predictive_ess(posterior, x: torch.Tensor) -> float:
+    """The smallest bulk ESS of the network output :math:`f(x_i)` over the inputs ``x``."""
+    draws = posterior.samples
+    chains, count = next(iter(draws.values())).shape[:2]
+    flat = {name: value.reshape(chains * count, *value.shape[2:]) for name, value in draws.items()}
+    with torch.no_grad():
+        f = posterior.model.forward(x, flat).reshape(chains, count, -1).numpy()
+    return float(np.min(az.ess(az.convert_to_dataset({"f": f}), method="bulk")["f"].values))
+
+
+def row(setting: str, model: BayesianMLP, x: torch.Tensor, y: torch.Tensor) -> list[str]:
+    """One table row: the run of ``fit`` with ``setting`` and its checks."""
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # the table says it
+        posterior = fit(model, (x, y), "nuts", progress=False, **parse_setting(setting))
+    seconds = time.perf_counter() - start
+    found = posterior.record.diagnostics
+    depth = float(np.mean(posterior.sample_stats["tree_depth"]))
+    return [setting or "fit's defaults", f"{found.r_hat_max:.3f}", f"{found.r_hat_predictive:.4f}", str(found.divergences),
+            f"{found.ess_bulk_min:.0f}", f"{predictive_ess(posterior, x):.0f}", f"{depth:.1f}",
+            str(posterior.record.gradient_evaluations), f"{seconds:.0f}"]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.nuts_defaults", description=__doc__.split("\n")[0])
+    parser.add_argument("--dataset", default="toy1d")
+    parser.add_argument("--uci-dir")
+    parser.add_argument("--split", type=int, default=0)
+    parser.add_argument("--settings", default=DEFAULT_SETTINGS)
+    args = parser.parse_args(argv)
+    dataset = load_dataset(args.dataset, uci_dir=args.uci_dir, split=args.split)
+    model = default_model(dataset.in_features)
+    print(f"{args.dataset} (split {args.split}): N = {len(dataset.x_train)}, {dataset.in_features} inputs", flush=True)
+    print("| " + " | ".join(COLUMNS) + " |\n|" + "---|" * len(COLUMNS), flush=True)
+    for setting in args.settings.split(";"):
+        print("| " + " | ".join(row(setting, model, dataset.x_train, dataset.y_train)) + " |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
