@@ -54,7 +54,7 @@ def check_laplace(conjugate, posterior):
 
 
 CHECKS = {
-    "svi": (dict(steps=1500, lr=0.01, lr_schedule="cosine", final_lr_fraction=0.01, num_particles=8,
+    "svi": (dict(guide="autonormal", steps=1500, lr=0.01, lr_schedule="cosine", final_lr_fraction=0.01, num_particles=8,
                  guide_options={"init_scale": 0.05}), check_svi),
     "nuts": (dict(num_warmup=300, num_samples=300, num_chains=2, chain_method="sequential"), check_nuts),
     "laplace": (dict(hessian="ggn", structure="full", map_steps=200, map_tolerance=1e-4), check_laplace),
