@@ -59,7 +59,7 @@ class ELBOTrend:
         z = self.gain / self.standard_error if self.standard_error > 0 else math.inf
         return (f"the ELBO was still rising when SVI stopped: its mean over the last {self.window} steps is "
                 f"{self.gain:.3g} nats above the {self.window} steps before ({z:.1f} "
-                "standard errors); give it more steps (steps=, --steps) or a decaying rate (lr_schedule='cosine')")
+                "standard errors); give it more steps (steps=, --steps)")
 
 
 def elbo_trend(elbo: Sequence[float]) -> ELBOTrend | None:
