@@ -152,7 +152,7 @@ def add_fit_arguments(parser: argparse.ArgumentParser, *, checkpoints: bool = Fa
     svi.add_argument("--lr-schedule", choices=["constant", "exponential", "cosine"])
     svi.add_argument("--batch-size", type=int)
     svi.add_argument("--num-particles", type=int)
-    svi.add_argument("--jit", action=argparse.BooleanOptionalAction, help="compile the ELBO (compare's default: --jit)")
+    svi.add_argument("--jit", action=argparse.BooleanOptionalAction, help="compile the ELBO (the default; --no-jit runs without)")
     svi.add_argument("--kl-weighting", choices=[w.value for w in KLWeighting], help="KL share per minibatch (default uniform)")
     svi.add_argument("--kl-warmup-fraction", type=float, help="with --kl-weighting warmup: fraction of the run (default 0.25)")
     if checkpoints:
