@@ -16,10 +16,12 @@ The mean-field Gaussian closest to it in :math:`\mathrm{KL}(q \,\|\, p)` has mea
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import reduce
 
 import pyro
 import torch
 import torch.nn.functional as F
+from bnn.inference.svi.objective import QuietJitTraceELBO
 from bnn.models import BayesianMLP, GaussianLikelihood, GaussianPrior
 
 PRIOR_SCALE = 1.0
@@ -139,3 +141,55 @@ def check_meanfield_optimum(
     assert ((mean - exact).abs() < 4 * standard_error).all(), (mean - exact) / standard_error
     assert ((fitted - mean).abs() < 4 * chain.std(0)).all(), (fitted - mean) / chain.std(0)
     return mean, standard_error
+
+
+def _jit_elbo(num_particles: int) -> QuietJitTraceELBO:
+    return QuietJitTraceELBO(num_particles=num_particles, vectorize_particles=True, max_plate_nesting=1,
+                         ignore_jit_warnings=True)
+
+
+def autonormal_chain(problem: ConjugateProblem, posterior, *, num_particles: int = 64,
+                     steps: int = CHAIN_STEPS) -> tuple[torch.Tensor, torch.Tensor]:
+    """An AutoNormal SVI fit's ``[means, variances]`` at its end and the :func:`stationary_sgd_chain` of them from
+    there (``num_particles`` draws per ELBO estimate), for :func:`check_meanfield_optimum`."""
+    guide = posterior.extras["guide"]
+    names = list(problem.model.latent_shapes)
+    parameter = lambda group, name: reduce(getattr, name.split("."), group).detach()  # noqa: E731
+
+    def loc_and_variance():
+        loc = problem.flatten({name: parameter(guide.locs, name) for name in names})
+        scale = problem.flatten({name: parameter(guide.scales, name) for name in names})
+        return torch.cat([loc, scale**2])
+
+    raw = dict(guide.named_parameters())  # scales are softplus(rho), AutoNormal's default constraint
+    locs = [raw[f"locs.{name}_unconstrained"] for name in names]
+    rhos = [raw[f"scales.{name}_unconstrained"] for name in names]
+    masks = [torch.ones_like(p, dtype=torch.bool) for p in locs] + [torch.zeros_like(p, dtype=torch.bool) for p in rhos]
+    elbo = _jit_elbo(num_particles)
+    fitted = loc_and_variance()
+    with guide.own_parameters():  # Pyro's JIT loss reads the parameters from the store by name, outside the guide
+        chain = stationary_sgd_chain(lambda: elbo.differentiable_loss(problem.model, guide.guide, problem.x, problem.y),
+                                     locs + rhos, log_scale_step(locs + rhos, masks), loc_and_variance, steps=steps)
+    return fitted, chain
+
+
+def meanfield_chain(problem: ConjugateProblem, posterior, *, num_particles: int = 8,
+                    steps: int = 1000) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`autonormal_chain` for a fit with the Bayes-by-Backprop guide (its own ELBO pair: closed-form KL, local
+    reparameterisation when the guide has it)."""
+    guide = posterior.extras["guide"]
+
+    def loc_and_variance():
+        loc_scale = guide.site_loc_scale()
+        loc = problem.flatten({name: value[0] for name, value in loc_scale.items()})
+        scale = problem.flatten({name: value[1] for name, value in loc_scale.items()})
+        return torch.cat([loc, scale**2]).detach()
+
+    (loc_rho,) = guide.parameters()  # rows (mu, rho)
+    is_loc = torch.tensor([[True], [False]]).expand_as(loc_rho)
+    elbo = _jit_elbo(num_particles)
+    model, scored_guide = guide.elbo_pair()
+    fitted = loc_and_variance()
+    chain = stationary_sgd_chain(lambda: elbo.differentiable_loss(model, scored_guide, problem.x, problem.y),
+                                 [loc_rho], log_scale_step([loc_rho], [is_loc]), loc_and_variance, steps=steps)
+    return fitted, chain

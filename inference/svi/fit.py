@@ -33,17 +33,23 @@ the posterior of the last finite parameters and, with ``checkpoint_dir``, saves 
 
 from __future__ import annotations
 
+import warnings
+
 import pyro
 import torch
+from bnn.inference.convergence import ConvergenceWarning
 from bnn.inference.posterior import Posterior
 from bnn.inference.seeding import seeded
 from bnn.inference.stop_signals import deferred_stop_signals
 from bnn.inference.svi.checkpoint import checkpoint_target
 from bnn.inference.svi.draw_checks import check_draws
+from bnn.inference.svi.elbo_trend import elbo_trend
 from bnn.inference.svi.guide import build_svi_guide
 from bnn.inference.svi.loop import SVILoop
 from bnn.inference.svi.minibatches import StepPlan
 from bnn.inference.svi.options import SVIOptions
+
+from bnn.stacklevel import user_stacklevel
 
 
 def run_svi(model, x: torch.Tensor, y: torch.Tensor, options: SVIOptions) -> Posterior:
@@ -65,6 +71,12 @@ def run_svi(model, x: torch.Tensor, y: torch.Tensor, options: SVIOptions) -> Pos
         :class:`~bnn.inference.svi.record.SVIRecord`; ``extras["guide"]`` is the fitted guide bound to its own
         parameters (:class:`~bnn.inference.svi.fitted_guide.FittedGuide`), ``extras["param_state"]`` their store state.
 
+    Warns
+    -----
+    ConvergenceWarning
+        When the ELBO was still rising at the end (:mod:`~bnn.inference.svi.elbo_trend`); the record's
+        ``problems()`` says so too.
+
     Raises
     ------
     NonFiniteELBOError
@@ -85,4 +97,7 @@ def run_svi(model, x: torch.Tensor, y: torch.Tensor, options: SVIOptions) -> Pos
         with pyro.validation_enabled(False):  # check_draws names what a Pyro validation error would dump
             fitted = loop.posterior(loop.record(plan.total_steps))
         check_draws(model, x, fitted.samples, plan.total_steps, options.lr)
-        return fitted
+    trend = elbo_trend(fitted.record.elbo)
+    if trend is not None and trend.rising:
+        warnings.warn(trend.sentence(), ConvergenceWarning, stacklevel=user_stacklevel())
+    return fitted

@@ -26,7 +26,7 @@ from bnn.options import (
     seed,
 )
 
-DEFAULT_STEPS = 2000
+DEFAULT_STEPS = 10000
 DEFAULT_KL_WARMUP_FRACTION = 0.25
 
 
@@ -37,20 +37,23 @@ class SVIOptions(Options):
     Attributes
     ----------
     guide : str, GuideFactory, AutoGuide class or callable
-        See :func:`bnn.guides.registry.build_guide`.
+        See :func:`bnn.guides.registry.build_guide` (default ``"meanfield"``, with local reparameterisation
+        wherever the priors allow it: :class:`~bnn.guides.meanfield.MeanFieldGuide`).
     guide_options : dict, optional
         Options for a guide given by name or factory. ``init_loc="map"`` starts the guide at the
         MAP weights of the full training data (:mod:`bnn.inference.svi.guide`).
     steps, epochs : int, optional
-        Length of the run, in optimiser steps or in passes over the data (default 2000 steps).
+        Length of the run, in optimiser steps or in passes over the data (default 10,000 steps).
     batch_size : int, optional
         Minibatch size (default: the full data).
     lr, lr_schedule, final_lr_fraction
-        Adam's base rate and its :class:`~bnn.inference.svi.schedules.LRSchedule`.
+        Adam's base rate and its :class:`~bnn.inference.svi.schedules.LRSchedule` (default 0.01, cosine down to
+        1% of it). The defaults (guide, steps, schedule) are those that reached the highest ELBO on toy1d within
+        10,000 steps: ``benchmarks/results/svi_defaults.md``, made by ``python -m benchmarks.svi_defaults``.
     num_particles : int
         Draws per ELBO estimate, vectorised.
     jit : bool
-        Use ``JitTrace_ELBO`` (faster per step, compiles on the first step).
+        Use ``JitTrace_ELBO`` (faster per step, compiles on the first step; default ``True``).
     kl_weighting : KLWeighting or str
         The KL's weight :math:`\pi_i` in minibatch :math:`i` of :math:`M`: ``"uniform"``
         (:math:`1/M`, plain SVI), ``"blundell"`` (:math:`2^{M-i}/(2^M-1)`) or ``"warmup"``
@@ -79,16 +82,16 @@ class SVIOptions(Options):
         Checkpoints go on being written there unless ``checkpoint_dir`` names another folder.
     """
 
-    guide: Any = option("autonormal")
+    guide: Any = option("meanfield")
     guide_options: dict[str, Any] = option(None, mapping)
     steps: int | None = option(None, optional(positive_int))
     epochs: int | None = option(None, optional(positive_int))
     batch_size: int | None = option(None, optional(positive_int))
     lr: float = option(0.01, positive_number)
-    lr_schedule: LRSchedule = option("constant", choice(LRSchedule))
-    final_lr_fraction: float = option(0.1, fraction)
+    lr_schedule: LRSchedule = option("cosine", choice(LRSchedule))
+    final_lr_fraction: float = option(0.01, fraction)
     num_particles: int = option(1, positive_int)
-    jit: bool = option(False, flag)
+    jit: bool = option(True, flag)
     kl_weighting: KLWeighting = option("uniform", choice(KLWeighting))
     kl_warmup_fraction: float | None = option(None, optional(fraction))
     num_samples: int = option(1000, positive_int)

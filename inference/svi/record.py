@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from bnn.inference.record import FitRecord, register_record
+from bnn.inference.svi.elbo_trend import elbo_trend
 
 
 @register_record
@@ -46,8 +47,17 @@ class SVIRecord(FitRecord):
     elbo: list[float]
     stopped: str | None = None
 
+    @property
+    def converged(self) -> bool | None:
+        """SVI's own check: ``False`` when the ELBO was still rising at the end (:mod:`~bnn.inference.svi.elbo_trend`),
+        ``None`` for a run too short to judge or stopped early."""
+        trend = elbo_trend(self.elbo)
+        return None if trend is None or self.stopped is not None else not trend.rising
+
     def problems(self) -> list[str]:
-        return [] if self.stopped is None else [f"SVI stopped early: {self.stopped}"]
+        trend = elbo_trend(self.elbo)
+        rising = [trend.sentence()] if trend is not None and trend.rising and self.stopped is None else []
+        return rising + ([] if self.stopped is None else [f"SVI stopped early: {self.stopped}"])
 
     def metrics(self) -> dict[str, Any]:
         return {"final_elbo": self.final_elbo, **({} if self.stopped is None else {"stopped": self.stopped})}

@@ -15,9 +15,9 @@ from bnn.inference.cli import main
 from bnn.inference.guide_draws import sample_guide
 from bnn.inference.map_estimate import map_weights
 from bnn.models import BayesianMLP, GaussianLikelihood, GaussianPrior, LaplacePrior, ScaleMixturePrior
-from pyro.infer import JitTrace_ELBO, Trace_ELBO
+from pyro.infer import Trace_ELBO
 
-from tests.conjugate import check_meanfield_optimum, log_scale_step, stationary_sgd_chain
+from tests.conjugate import check_meanfield_optimum, meanfield_chain
 
 MIXED = {"*": GaussianPrior(0.7), "layers.1.weight": LaplacePrior(0.5), "layers.1.bias": ScaleMixturePrior()}
 
@@ -150,7 +150,7 @@ def test_cli_starts_at_the_map(tmp_path):
         ({"kl": "exact"}, "unknown kl estimator 'exact'"),
         ({"kl": "closed-form"}, "closed-form KL needs a Gaussian prior"),
         ({"local_reparameterisation": True}, "local reparameterisation needs the closed-form KL"),
-        ({"local_reparameterisation": "yes"}, "must be True or False"),
+        ({"local_reparameterisation": "yes"}, "must be True, False or 'auto'"),
     ],
 )
 def test_bad_options_are_refused(options, message):
@@ -230,7 +230,8 @@ def test_guides_of_two_fits_keep_their_own_parameters_and_same_seed_gives_same_n
 
 
 @pytest.mark.parametrize(
-    "options", [{"kl": "closed-form"}, {"kl": "monte-carlo"}, {"local_reparameterisation": True}], ids=str
+    "options", [{"kl": "closed-form", "local_reparameterisation": False}, {"kl": "monte-carlo"},
+                {"local_reparameterisation": True}], ids=str
 )
 def test_reaches_the_mean_field_optimum_of_the_conjugate_posterior(conjugate, options):
     """Means equal the exact posterior mean m, variances the mean-field optimum 1/Lambda_kk: SGD steps from the
@@ -241,23 +242,7 @@ def test_reaches_the_mean_field_optimum_of_the_conjugate_posterior(conjugate, op
         steps=1000, lr=0.01, lr_schedule="cosine", final_lr_fraction=0.01, num_particles=8, jit=True, seed=1,
         progress=False, num_samples=10,
     )
-    guide = posterior.extras["guide"]
-
-    def loc_and_variance():
-        loc_scale = guide.site_loc_scale()
-        loc = conjugate.flatten({name: value[0] for name, value in loc_scale.items()})
-        scale = conjugate.flatten({name: value[1] for name, value in loc_scale.items()})
-        return torch.cat([loc, scale**2]).detach()
-
-    (loc_rho,) = guide.parameters()  # rows (mu, rho)
-    is_loc = torch.tensor([[True], [False]]).expand_as(loc_rho)
-    elbo = JitTrace_ELBO(num_particles=8, vectorize_particles=True, max_plate_nesting=1,
-                         ignore_jit_warnings=True)
-    model, scored_guide = guide.elbo_pair()
-    fitted = loc_and_variance()
-    chain = stationary_sgd_chain(lambda: elbo.differentiable_loss(model, scored_guide, conjugate.x, conjugate.y),
-                                 [loc_rho], log_scale_step([loc_rho], [is_loc]), loc_and_variance,
-                                 steps=1000)
+    fitted, chain = meanfield_chain(conjugate, posterior)
     check_meanfield_optimum(conjugate, chain, fitted)
 
 
@@ -294,3 +279,11 @@ def test_local_reparameterisation_keeps_the_expected_elbo_with_a_learned_noise_a
         estimates[name] = torch.tensor(values)
     standard_error = ((estimates["weights"].var() + estimates["local"].var()) / 30).sqrt()
     assert abs(estimates["weights"].mean() - estimates["local"].mean()) < 4 * standard_error
+
+
+def test_local_reparameterisation_is_on_by_default_wherever_the_priors_allow_it():
+    gaussian = small_model(prior=GaussianPrior(1.0))
+    assert MeanFieldGuide(gaussian).local_reparameterisation is True
+    assert MeanFieldGuide(gaussian, kl="monte-carlo").local_reparameterisation is False
+    assert MeanFieldGuide(small_model()).local_reparameterisation is False  # Laplace and scale-mixture sites
+    assert MeanFieldGuide(gaussian, local_reparameterisation=False).local_reparameterisation is False

@@ -152,7 +152,7 @@ def test_a_terminated_compare_process_exits_130_and_its_log_is_plain_lines(tmp_p
     with log.open("w") as handle:
         process = subprocess.Popen(argv, stdout=handle, stderr=subprocess.STDOUT, env={**os.environ, "BNN_PROGRESS": "on"})
         deadline = time.monotonic() + 120
-        while not (tmp_path / "report.partial-fits").exists() or "SVI (autonormal): 0/" not in log.read_text():
+        while not (tmp_path / "report.partial-fits").exists() or "SVI (meanfield): 0/" not in log.read_text():
             assert process.poll() is None and time.monotonic() < deadline, log.read_text()
             time.sleep(0.2)
         process.send_signal(signal.SIGTERM)

@@ -115,8 +115,8 @@ def test_options_end_in_a_fit_or_a_clean_error(options, method, out_is_file, cap
         (["--lr", "0"], "error: lr must be a positive number, got 0.0"),
         (["--prior-option", "fan_in_scaling=maybe"], "error: GaussianPrior: fan_in_scaling must be True or False"),
         (["--prior-option", "scale=true"], "error: GaussianPrior: scale must be a positive finite number, got True"),
-        (["--guide-option", "init_loc=zzz"], r"error: init_loc must be one of \['median', 'prior'\]"),
-        (["--guide-option", "init_scale=true"], "error: init_scale must be a positive number, got True"),
+        (["--guide", "autonormal", "--guide-option", "init_loc=zzz"], r"error: init_loc must be one of \['median', 'prior'\]"),
+        (["--guide", "autonormal", "--guide-option", "init_scale=true"], "error: init_scale must be a positive number, got True"),
         (["--lr-schedule", "linear"], "error: argument --lr-schedule: invalid choice: 'linear'"),
     ],
 )

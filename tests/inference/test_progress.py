@@ -97,7 +97,7 @@ def test_a_fit_logged_to_a_file_writes_a_few_plain_lines(tmp_path):
                                  "--out", str(tmp_path / "run")], stderr=handle, stdout=subprocess.DEVNULL)
     text = log.read_text()
     assert result.returncode == 0 and "\r" not in text and "\x1b" not in text
-    assert 11 <= len([line for line in text.splitlines() if line.startswith("SVI (autonormal)")]) <= 12
+    assert 11 <= len([line for line in text.splitlines() if line.startswith("SVI (meanfield)")]) <= 12
     assert len(text) < 3000
     with log.open("w") as handle:
         subprocess.run([sys.executable, "-m", "bnn", "fit", "--hidden", "2", "--steps", "20", "--num-samples", "5",

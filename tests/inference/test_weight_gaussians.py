@@ -147,8 +147,8 @@ def test_vcl_short_run_moves_towards_the_joint_posterior():
     """The default run's short version: 300 steps per half; the second posterior's means are within 0.05 of the
     joint posterior's (its standard deviations are about 0.08, the SVI noise at this rate about 0.01)."""
     (x1, y1), (x2, y2) = orthogonal_half(1), orthogonal_half(2)
-    options = {"guide": "meanfield", "steps": 300, "lr": 0.02, "num_particles": 4, "seed": 0, "progress": False,
-               "num_samples": 10}
+    options = {"guide": "meanfield", "steps": 300, "lr": 0.02, "lr_schedule": "constant", "num_particles": 4, "seed": 0,
+               "progress": False, "num_samples": 10}
     first = fit(linear_model(), (x1, y1), **options)
     second = fit(linear_model(first.as_prior()), (x2, y2), **options)
     joint_mean, _ = exact_posterior(torch.cat([x1, x2]), torch.cat([y1, y2]), *FIRST_PRIOR)

@@ -18,7 +18,7 @@ def test_compare_command_writes_the_report_of_all_three_methods(tmp_path):
             "--num-warmup", "10", "--num-samples", "10", "--num-chains", "2", "--chain-method", "sequential",
             "--map-steps", "50", "--out", str(out), "--quiet"]
     main(argv)
-    fits = ["svi-autonormal", "nuts", "laplace"]
+    fits = ["svi-meanfield", "nuts", "laplace"]
     names = {p.name for p in out.iterdir()}
     assert {"report.md", "comparison.csv", "ranking.csv", "predictive.png", "overlay.png", "forest.png", "marginals.png", MARKER,
             "std_vs_error.png", *(f"trace-{fit}.png" for fit in fits), *(f"posterior-{fit}.nc" for fit in fits)} == names
@@ -28,7 +28,7 @@ def test_compare_command_writes_the_report_of_all_three_methods(tmp_path):
         assert f"]({png})" in report
     assert "pyro-ppl 1.9.2" in report and "nutpie 0.16.8" in report and "arviz 0.23.4" in report
     table = pd.read_csv(out / "comparison.csv", index_col=0)
-    assert list(table.index) == ["svi (autonormal)", "nuts", "laplace"]
+    assert list(table.index) == ["svi (meanfield)", "nuts", "laplace"]
     assert set(pd.read_csv(out / "ranking.csv", index_col=0).index) == set(table.index)
     assert ("**Warning: nuts did not converge**" in report) == (not table.loc["nuts", "converged"])
     assert "| waic_se |" in report and "| converged |" in report

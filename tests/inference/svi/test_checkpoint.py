@@ -138,7 +138,7 @@ def test_a_checkpoint_holds_the_fit_state_in_types_that_load_without_code(tmp_pa
     assert set(state["optimiser"]) == set(state["params"])
     assert all(set(per_parameter) == {"scheduler", "optimizer"} for per_parameter in state["optimiser"].values())
     fingerprint = json.loads(state["fit"])
-    assert fingerprint["model"]["hidden"] == [5] and fingerprint["guide"] == "autonormal"
+    assert fingerprint["model"]["hidden"] == [5] and fingerprint["guide"] == "meanfield"
     assert fingerprint["options"]["lr_schedule"] == "cosine" and fingerprint["options"]["steps"] == SMALL_STEPS
     again = small_fit(resume=tmp_path, lr_schedule="cosine")  # a finished run resumes to its own posterior
     assert again.record.resumed_from_step == SMALL_STEPS
