@@ -206,8 +206,11 @@ class MeanFieldGuide(FlatNormalGuide):
             w_loc, w_scale = weight.take(params["loc"]), weight.take(params["scale"])
             b_loc, b_scale = bias.take(params["loc"]), bias.take(params["scale"])
             mean = torch.matmul(h, w_loc.T) + b_loc
-            variance = torch.matmul(h**2, (w_scale**2).T) + b_scale**2
-            h = mean + variance.sqrt() * torch.randn(sample_shape + mean.shape[-2:], dtype=mean.dtype)
+            # sd = s sqrt((h / s)^2 W_scale^2 + b_scale^2 / s^2), exact for any s > 0; s = max(1, max |h|) per row
+            # keeps the squares of huge inputs (1e30) from overflowing
+            s = h.detach().abs().amax(-1, keepdim=True).clamp_min(1.0)
+            sd = s * (torch.matmul((h / s) ** 2, (w_scale**2).T) + b_scale**2 / s**2).sqrt()
+            h = mean + sd * torch.randn(sample_shape + mean.shape[-2:], dtype=mean.dtype)
             if weight_site.layer != sites[-1].layer:
                 h = activation(h)
         return h

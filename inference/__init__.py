@@ -7,7 +7,10 @@ import warnings
 # package's first import of arviz, and the warning filters of the process are left as they were.
 with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message=r"\s*ArviZ is undergoing a major refactor", category=FutureWarning)
-    import arviz  # noqa: F401
+    import arviz
+# arviz 0.23 switches to numba code paths when numba is installed (the NUTS kernel needs it), and its numba MCSE
+# of one chain fails under numpy 2 ("only 0-dimensional arrays can be converted"): keep arviz on its numpy paths
+arviz.Numba.disable_numba()
 
 from bnn.inference.fit import METHODS, fit  # noqa: E402
 from bnn.inference.posterior import Posterior  # noqa: E402

@@ -153,10 +153,10 @@ def test_initial_points(float64):
                                     jit_compile=False)
         mode, _, _ = initial_point(float64.model, float64.x, float64.y, InitStrategy.MAP, jit_compile=True)
     assert given["layers.0.bias"].item() == 2.0
-    # the posterior is Gaussian, so its mode is the exact mean m; the MAP fit (Adam, then L-BFGS to a gradient entry
-    # below 1e-2 against a curvature of about N / noise^2 = 160) gets within 1e-4 of it, a hundredth of an sd
+    # the posterior is Gaussian, so its mode is the exact mean m; the MAP fit stops once its Newton decrement, the
+    # distance to the mode in posterior standard deviations, is below map_tolerance = 0.1
     error = (float64.flatten(mode) - float64.mean) / float64.cov.diagonal().sqrt()
-    assert error.abs().max() < 0.01
+    assert error.abs().max() < 0.1
 
 
 def test_each_chain_starts_from_its_own_given_values(problem):
