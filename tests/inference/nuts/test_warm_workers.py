@@ -24,7 +24,8 @@ pytestmark = [
 
 def in_processes(conjugate, seed: int = 5, num_samples: int = 20):
     posterior = fit(conjugate.model, (conjugate.x, conjugate.y), "nuts", num_warmup=20, num_samples=num_samples,
-                    num_chains=2, chain_method="parallel", max_tree_depth=4, progress=False, engine="nutpie", seed=seed)
+                    num_chains=2, chain_method="parallel", max_tree_depth=4, progress=False, engine="nutpie", seed=seed,
+                    init="prior")  # a worker in its MAP start sees no stop until the MAP ends
     assert posterior.record.chain_method == "parallel"
     return posterior
 
