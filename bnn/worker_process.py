@@ -1,14 +1,17 @@
 """The first steps of a worker process, and what the process that starts it does for them: stop signals, parent death.
 
-Standard library only, on purpose: a worker runs :func:`start_worker` before it imports torch (seconds), so
-that from then on
+Standard library and tqdm only, on purpose: a worker runs :func:`start_worker` before it imports torch (seconds),
+so that from then on
 
 - Ctrl-C (SIGINT, which the terminal sends to every process of the foreground group) and SIGTERM are the
   parent's to handle: the worker ignores them, and no ``KeyboardInterrupt`` traceback comes out of a worker that
   was still importing. Before its first line the worker cannot ignore them yet, so the parent starts its workers
   inside :func:`stop_signals_held`: a process begins life with its parent thread's blocked signals, and a signal
   blocked until it is ignored is discarded;
-- the worker ends itself once its parent is gone (a parent killed with SIGKILL cannot shut its workers down).
+- the worker ends itself once its parent is gone (a parent killed with SIGKILL cannot shut its workers down);
+- the worker's tqdm bars (a MAP start's, even disabled) lock with a thread lock, not tqdm's default
+  cross-process semaphore: a worker killed at the end of the session cannot release a semaphore, and the
+  resource tracker would report it as leaked.
 """
 
 from __future__ import annotations
@@ -66,11 +69,14 @@ def _exit_with_parent(parent: int) -> None:
 def start_worker(parent: int, *shared: Any) -> None:
     """A worker's start (a process pool's initializer): ignore SIGINT and SIGTERM, then release them if they were
     held (:func:`stop_signals_held`; one that arrived meanwhile is dropped); end when the process ``parent`` is gone;
-    keep ``shared`` (queues, events) for :func:`worker_shared`."""
+    keep ``shared`` (queues, events) for :func:`worker_shared`; give tqdm a thread lock."""
     global _shared
     for signum in STOP_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    from tqdm import tqdm
+
+    tqdm.set_lock(threading.RLock())
     threading.Thread(target=_exit_with_parent, args=(parent,), name="exit with parent", daemon=True).start()
     _shared = shared
 
