@@ -16,10 +16,19 @@ cost stays bounded on large data sets) and over the likelihood's latents (the no
 :math:`\sigma`, identifiable): together they fix the predictive distribution
 :math:`p(y \mid x, W, \sigma)`.
 
-The verdict: a run *converged* when no draw diverged and, with several chains,
-:math:`\hat{R}_{\text{pred}} \le 1.01`. The largest :math:`\hat{R}` over the weights is reported
-but does not decide: it exceeds 1.01 whenever chains settle in different permutations of the
-same function, which is no fault of the sampler (with one chain, only divergences decide).
+The verdict: a run *converged* when
+
+- at least two chains ran to the end and no chain failed: one chain cannot show that it found the whole posterior
+  (R-hat compares chains), and a failed chain is a start the sampler could not leave;
+- no draw diverged;
+- :math:`\hat{R}_{\text{pred}} \le 1.01`, a NaN failing;
+- the smallest bulk effective sample size of the same predictive quantities is at least
+  ``MIN_ESS_PER_CHAIN`` (100) per chain: Vehtari et al. (2021, "Rank-normalization, folding, and localization: an
+  improved R-hat for assessing convergence of MCMC", Bayesian Analysis 16(2)) ask for a bulk ESS above 400 with their
+  four default chains, 100 per chain, before R-hat and the posterior's summaries can be trusted.
+
+The largest :math:`\hat{R}` over the weights, and their ESS, are reported but do not decide: they are poor whenever
+chains settle in different permutations of the same function, which is no fault of the sampler.
 """
 
 from __future__ import annotations
@@ -35,6 +44,8 @@ from bnn.inference.record import FitRecord
 
 MAX_POINTS = 500
 R_HAT_THRESHOLD = 1.01
+MIN_ESS_PER_CHAIN = 100
+"""The smallest bulk ESS per chain, over the predictive quantities, of a converged run."""
 
 
 def weight_diagnostics(samples: Mapping[str, np.ndarray], diverging: np.ndarray) -> dict[str, Any]:
@@ -55,14 +66,22 @@ def weight_diagnostics(samples: Mapping[str, np.ndarray], diverging: np.ndarray)
         }
 
 
-def chain_diagnostics(model, samples: Mapping[str, torch.Tensor], x: torch.Tensor, diverging: np.ndarray) -> ChainDiagnostics:
+def chain_diagnostics(model, samples: Mapping[str, torch.Tensor], x: torch.Tensor, diverging: np.ndarray,
+                      failed_chains: int = 0) -> ChainDiagnostics:
     r"""The :class:`ChainDiagnostics` of draws ``samples[site]`` ``(chains, draws, *site_shape)`` of ``model`` fitted on
-    inputs ``x``, with ``diverging`` ``(chains, draws)``: converged when no draw diverged and, with several chains,
-    :math:`\hat{R}_{\text{pred}} \le 1.01` (a NaN fails); the weights' :math:`\max\hat{R}` is reported, not judged."""
+    inputs ``x``, with ``diverging`` ``(chains, draws)`` and ``failed_chains`` chains lost to errors: the verdict of the
+    module notes; the weights' :math:`\max\hat{R}` and ESS are reported, not judged."""
     found = weight_diagnostics({name: torch.as_tensor(value).numpy() for name, value in samples.items()}, diverging)
-    r_hat_predictive = predictive_r_hat(model, samples, x) if diverging.shape[0] > 1 else None
-    converged = found["divergences"] == 0 and (r_hat_predictive is None or r_hat_predictive <= R_HAT_THRESHOLD)
-    return ChainDiagnostics(**found, r_hat_predictive=r_hat_predictive, converged=converged)
+    num_chains = diverging.shape[0]
+    predictive = predictive_draws(model, samples, x)
+    r_hat_predictive = r_hat_over_points(predictive) if num_chains > 1 else None
+    with np.errstate(invalid="ignore", divide="ignore"):  # constant draws give NaN, which fails below
+        ess = az.ess(az.convert_to_dataset({"f": predictive}), method="bulk")["f"].values
+    ess_predictive_min = float(np.min(ess))
+    converged = (num_chains > 1 and failed_chains == 0 and found["divergences"] == 0
+                 and r_hat_predictive <= R_HAT_THRESHOLD and ess_predictive_min >= MIN_ESS_PER_CHAIN * num_chains)
+    return ChainDiagnostics(**found, r_hat_predictive=r_hat_predictive, ess_predictive_min=ess_predictive_min,
+                            num_chains=num_chains, failed_chains=failed_chains, converged=bool(converged))
 
 
 def r_hat_over_points(f: np.ndarray) -> float:
@@ -75,10 +94,10 @@ def r_hat_over_points(f: np.ndarray) -> float:
     return float(np.max(r_hat))  # a NaN propagates
 
 
-def predictive_r_hat(model, samples: Mapping[str, torch.Tensor], x: torch.Tensor) -> float:
-    r""":math:`\hat{R}_{\text{pred}}` of ``model`` at the inputs ``x`` (``(n, in_features)``; at most ``MAX_POINTS``
-    of them, evenly spaced, are used) and over its likelihood's latents, for draws ``samples[site]`` of shape
-    ``(chains, draws, *site_shape)``."""
+def predictive_draws(model, samples: Mapping[str, torch.Tensor], x: torch.Tensor) -> np.ndarray:
+    r"""The predictive quantities of draws ``samples[site]`` ``(chains, draws, *site_shape)`` of ``model``: the network
+    output at the inputs ``x`` (``(n, in_features)``; at most ``MAX_POINTS`` of them, evenly spaced) and the likelihood's
+    latents, as a float64 array ``(chains, draws, quantities)``."""
     chains, draws = next(iter(samples.values())).shape[:2]
     index = torch.linspace(0, x.shape[0] - 1, min(x.shape[0], MAX_POINTS)).round().long()
     values = {name: torch.as_tensor(value).reshape(chains * draws, *value.shape[2:]) for name, value in samples.items()}
@@ -86,7 +105,12 @@ def predictive_r_hat(model, samples: Mapping[str, torch.Tensor], x: torch.Tensor
         f = model.forward(x[index], values)  # (chains * draws, points, out)
     latents = [value.reshape(chains * draws, -1) for value in model.likelihood_latents(values).values()]
     predictive = torch.cat([f.reshape(chains * draws, -1), *latents], dim=1).to(torch.float64)
-    return r_hat_over_points(predictive.reshape(chains, draws, -1).numpy())
+    return predictive.reshape(chains, draws, -1).numpy()
+
+
+def predictive_r_hat(model, samples: Mapping[str, torch.Tensor], x: torch.Tensor) -> float:
+    r""":math:`\hat{R}_{\text{pred}}` of ``model`` over :func:`predictive_draws` (two or more chains)."""
+    return r_hat_over_points(predictive_draws(model, samples, x))
 
 
 @dataclass(kw_only=True)
@@ -105,7 +129,15 @@ class ChainDiagnostics:
     divergences : int
         Divergent transitions among the draws kept.
     converged : bool
-        No divergence and :math:`\hat{R}_{\text{pred}} \le 1.01` (with several chains).
+        The module's verdict: two or more chains, none failed, no divergence, :math:`\hat{R}_{\text{pred}} \le 1.01`
+        and ``ess_predictive_min`` at least ``MIN_ESS_PER_CHAIN`` per chain.
+    ess_predictive_min : float or None
+        The smallest bulk effective sample size over the predictive quantities (:func:`predictive_draws`); ``None`` in
+        a record saved before the collection measured it (as is ``num_chains``).
+    num_chains : int or None
+        The chains whose draws were judged.
+    failed_chains : int
+        Chains lost to an error.
     """
 
     r_hat_max: float | None
@@ -114,6 +146,28 @@ class ChainDiagnostics:
     ess_tail_min: float
     divergences: int
     converged: bool
+    ess_predictive_min: float | None = None
+    num_chains: int | None = None
+    failed_chains: int = 0
+
+    def problems(self) -> list[str]:
+        """Why the run did not converge, one phrase per failed check (empty when it converged)."""
+        found = []
+        if self.num_chains is not None and self.num_chains < 2:
+            found.append("one chain ran to the end: R-hat, which compares chains, cannot be computed")
+        if self.failed_chains:
+            found.append(f"{self.failed_chains} chain(s) failed")
+        if self.chains_agree is False:  # a NaN R-hat too
+            found.append(f"the chains disagree on the predictions: predictive R-hat (of f(x) at the training inputs and "
+                         f"of the noise) {self.r_hat_predictive:.3f} > {R_HAT_THRESHOLD} (max R-hat over the weights "
+                         f"{self.r_hat_max:.3f}, which hidden units that permute between chains inflate)")
+        if self.divergences:
+            found.append(f"{self.divergences} divergent transitions")
+        needed = MIN_ESS_PER_CHAIN * (self.num_chains or 1)
+        if self.ess_predictive_min is not None and not self.ess_predictive_min >= needed:
+            found.append(f"the predictions' smallest bulk ESS is {self.ess_predictive_min:.1f} < {needed} "
+                         f"({MIN_ESS_PER_CHAIN} per chain)")
+        return found
 
     @property
     def chains_agree(self) -> bool | None:

@@ -19,12 +19,14 @@ Per fit (one row, indexed by a unique label such as ``nuts`` or ``svi (meanfield
 ``r_hat_max``, ``ess_bulk_…`` MCMC diagnostics over the weights (NUTS only, unrounded): max
 ``ess_tail_min``              rank-normalised split R-hat (several chains), min bulk and tail
 ``divergences``               ESS (one chain too), the number of divergences
-``converged``                 NUTS's own verdict (:func:`bnn.inference.nuts.fit.is_converged`): no
-                              divergence and max R-hat :math:`\le 1.01`
+``converged``                 the chains' own verdict (:mod:`bnn.inference.convergence`): two or
+                              more chains, none failed, no divergence, ``r_hat_predictive``
+                              :math:`\le 1.01`, ``ess_predictive_min`` :math:`\ge` 100 per chain
 ``r_hat_predictive``          max R-hat of the network output :math:`f(x)` over the training inputs
                               (:mod:`bnn.inference.convergence`, as ``fit_nuts`` reports it):
                               weights of a BNN are not identifiable (hidden units permute) so
                               chains can disagree on weights and agree on functions
+``ess_predictive_min``        min bulk ESS of the same predictive quantities (chains together)
 ``chains_agree``              ``r_hat_predictive <= 1.01``; ``False`` flags chains that disagree
 ============================  =================================================================
 
@@ -86,15 +88,20 @@ def information_criteria(idata: az.InferenceData) -> dict[str, float]:
     }
 
 
+CHAIN_COLUMNS = ("r_hat_max", "ess_bulk_min", "ess_tail_min", "r_hat_predictive", "ess_predictive_min", "divergences")
+"""The numbers of :class:`~bnn.inference.convergence.ChainDiagnostics` the table shows (NaN for other methods)."""
+
+
 def chain_diagnostics(record: FitRecord) -> dict[str, Any]:
     """The convergence checks a Markov-chain method recorded at fit time (:class:`~bnn.inference.convergence.ChainDiagnostics`:
-    R-hat over the weights and over the predictive with several chains, ESS, divergences, the verdict and whether the
+    R-hat over the weights and over the predictive with several chains, ESS of the weights and of the predictive,
+    divergences, the verdict and whether the
     chains agree on the predictions); NaN and ``None`` for methods whose draws are independent."""
     diagnostics = getattr(record, "diagnostics", None)
     if not isinstance(diagnostics, ChainDiagnostics):
-        return {"r_hat_max": math.nan, "ess_bulk_min": math.nan, "ess_tail_min": math.nan, "r_hat_predictive": math.nan,
-                "divergences": math.nan, "converged": None, "chains_agree": None}
-    nan_if_none = {key: math.nan if value is None else value for key, value in vars(diagnostics).items()}
+        return {**dict.fromkeys(CHAIN_COLUMNS, math.nan), "converged": None, "chains_agree": None}
+    values = {name: getattr(diagnostics, name) for name in CHAIN_COLUMNS}
+    nan_if_none = {name: math.nan if value is None else value for name, value in values.items()}
     return {**nan_if_none, "converged": diagnostics.converged, "chains_agree": diagnostics.chains_agree}
 
 

@@ -32,8 +32,8 @@ PACKAGES = ("torch", "pyro-ppl", "nutpie", "arviz", "numpy", "pandas", "matplotl
 TABLE_COLUMNS = (
     "method", "guide", "prior", "predictive", "fit_seconds", "test_rmse", "test_accuracy", "test_ll", "roc_auc", "coverage_50",
     "coverage_90", "ece", "elbo", "log_marginal_likelihood", "loo_elpd", "loo_se", "loo_bad_k", "waic_elpd",
-    "waic_se", "waic_warning", "r_hat_max", "r_hat_predictive", "ess_bulk_min", "ess_tail_min", "divergences", "converged",
-    "chains_agree",
+    "waic_se", "waic_warning", "r_hat_max", "r_hat_predictive", "ess_predictive_min", "ess_bulk_min", "ess_tail_min",
+    "divergences", "converged", "chains_agree",
 )
 
 
@@ -67,7 +67,7 @@ CHAIN_ADVICE = {
 def convergence_warnings(table: pd.DataFrame) -> list[str]:
     """One Markdown line per Markov-chain fit of ``table`` (from :func:`~bnn.inference.evaluation.compare.compare`) that
     did not converge, with its R-hat, ESS and divergences and, since label switching makes weight R-hat overstate a
-    BNN's problem, its predictive R-hat. Methods without chains (``converged`` is ``None``) have no line."""
+    BNN's problem, its predictive R-hat and ESS. Methods without chains (``converged`` is ``None``) have no line."""
     lines = []
     for label, row in table[table["converged"].map(lambda verdict: verdict is False)].iterrows():
         r_hat = _cell(row["r_hat_max"]) or "n/a (one chain)"
@@ -80,7 +80,8 @@ def convergence_warnings(table: pd.DataFrame) -> list[str]:
             f"**Warning: {label} did not converge**: max R-hat {r_hat} (threshold {R_HAT_THRESHOLD}), min bulk ESS "
             f"{_cell(row['ess_bulk_min'])}, min tail ESS {_cell(row['ess_tail_min'])}, {int(row['divergences'])} divergences. "
             "BNN weights are not identifiable (hidden units permute: label switching), so the meaningful check is the "
-            f"predictive R-hat of f(x) at the training inputs: {verdict}."
+            f"predictive R-hat of f(x) at the training inputs: {verdict}; the predictions' min bulk ESS "
+            f"{_cell(row['ess_predictive_min'])} (100 per chain needed)."
         )
     return lines
 

@@ -77,7 +77,7 @@ from typing import Any
 import numpy as np
 import torch
 from bnn.inference.convergence import (
-    R_HAT_THRESHOLD,
+    MIN_ESS_PER_CHAIN,
     ChainDiagnostics,
     ConvergenceWarning,
     chain_diagnostics,
@@ -96,21 +96,21 @@ from pyro import poutine
 # ---------------------------------------------------------------------- diagnostics
 CHAINS_DISAGREE_ADVICE = ("a longer adaptation and more draws (num_warmup=1000, num_samples=1000), more chains "
                           "(num_chains=4), chains started at their own MAP points (init='map', the default)")
+ONE_CHAIN_ADVICE = "two or more chains that all run to the end (num_chains=2; a failed chain's error is in posterior.record)"
 DIVERGENCES_ADVICE = "a smaller step (target_accept=0.95), a longer adaptation (num_warmup=1000)"
 
 
 def _convergence_message(diagnostics: ChainDiagnostics, num_chains: int, num_samples: int) -> str:
-    problems, advice = [], []
-    if diagnostics.chains_agree is False:
-        problems.append(f"the chains disagree on the predictions: predictive R-hat (of f(x) at the training inputs and "
-                        f"of the noise) {diagnostics.r_hat_predictive:.3f} > {R_HAT_THRESHOLD} (max R-hat over the "
-                        f"weights {diagnostics.r_hat_max:.3f}, which hidden units that permute between chains inflate)")
+    advice = []
+    if num_chains < 2 or diagnostics.failed_chains:
+        advice.append(ONE_CHAIN_ADVICE)
+    if diagnostics.chains_agree is not True or diagnostics.ess_predictive_min < MIN_ESS_PER_CHAIN * num_chains:
         advice.append(CHAINS_DISAGREE_ADVICE)
     if diagnostics.divergences:
-        problems.append(f"{diagnostics.divergences} divergent transitions of {num_chains * num_samples} draws")
         advice.append(DIVERGENCES_ADVICE)
-    return ("NUTS did not converge: " + "; ".join(problems) + ". The draws may not represent the posterior: try "
-            + "; ".join(advice) + "; see posterior.record.diagnostics and posterior.sample_stats.")
+    return (f"NUTS did not converge ({num_chains} chain(s) x {num_samples} draws): " + "; ".join(diagnostics.problems())
+            + ". The draws may not represent the posterior: try " + "; ".join(advice)
+            + "; see posterior.record.diagnostics and posterior.sample_stats.")
 
 
 # ----------------------------------------------------------------------- validation
@@ -157,7 +157,8 @@ def run_nuts(model, x: torch.Tensor, y: torch.Tensor, options: NUTSOptions) -> P
     Warns
     -----
     ConvergenceWarning
-        When :math:`\max\hat{R} > 1.01` (several chains) or any draw diverged.
+        When the chains fail the verdict of :mod:`bnn.inference.convergence` (one chain or a failed one, divergences,
+        predictive :math:`\hat{R} > 1.01`, too small an ESS).
     IncompleteSamplingWarning
         When a chain failed or the run was interrupted (Ctrl-C, SIGTERM).
     SequentialChainsWarning
@@ -181,7 +182,7 @@ def run_nuts(model, x: torch.Tensor, y: torch.Tensor, options: NUTSOptions) -> P
     chains, outcome_info = outcomes.resolve(MIN_SAMPLES)
     train_seconds = time.perf_counter() - start
     draws, stats = _stack(chains)
-    diagnostics = chain_diagnostics(model, draws, x, stats["diverging"])
+    diagnostics = chain_diagnostics(model, draws, x, stats["diverging"], len(outcome_info.get("failed_chains") or {}))
     if not diagnostics.converged:
         warnings.warn(_convergence_message(diagnostics, len(chains), stats["diverging"].shape[1]),
                       ConvergenceWarning, stacklevel=4)

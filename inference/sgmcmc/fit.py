@@ -35,7 +35,6 @@ import numpy as np
 import pyro
 import torch
 from bnn.inference.convergence import (
-    R_HAT_THRESHOLD,
     ChainDiagnostics,
     ConvergenceWarning,
     IncompleteSamplingWarning,
@@ -98,11 +97,8 @@ def _sample(name: str, log_joint: MinibatchLogJoint, kernel, options: SGMCMCOpti
 
 
 def _convergence_message(name: str, diagnostics: ChainDiagnostics) -> str:
-    return (f"{name} did not converge: the chains disagree on the predictions, predictive R-hat "
-            f"{diagnostics.r_hat_predictive:.3f} > {R_HAT_THRESHOLD} (max R-hat over the weights "
-            f"{diagnostics.r_hat_max:.3f}); min bulk ESS "
-            f"{diagnostics.ess_bulk_min:.1f}. Raise num_warmup and num_samples (or thin), or tune step_size; "
-            "see posterior.record.diagnostics.")
+    return (f"{name} did not converge: " + "; ".join(diagnostics.problems()) + ". Raise num_warmup and num_samples "
+            "(or thin), run two or more chains (num_chains), or tune step_size; see posterior.record.diagnostics.")
 
 
 def run_sgmcmc(model, x: torch.Tensor, y: torch.Tensor, options: SGMCMCOptions) -> Posterior:
@@ -120,7 +116,8 @@ def run_sgmcmc(model, x: torch.Tensor, y: torch.Tensor, options: SGMCMCOptions) 
     Warns
     -----
     ConvergenceWarning
-        When :math:`\max\hat{R} > 1.01` over the weights (several chains).
+        When the chains fail the verdict of :mod:`bnn.inference.convergence` (one chain, predictive
+        :math:`\hat{R} > 1.01`, or too small an ESS).
     IncompleteSamplingWarning
         When the run was interrupted (Ctrl-C, SIGTERM) during the draws.
 

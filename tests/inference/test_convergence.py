@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 import torch
-from bnn.inference.convergence import chain_diagnostics
+from bnn.inference.convergence import MIN_ESS_PER_CHAIN, chain_diagnostics
 from bnn.models import BayesianMLP
 
 DRAWS = 1000
@@ -52,10 +51,28 @@ def test_a_divergence_fails_the_verdict():
     assert found.divergences == 1 and not found.converged
 
 
-@pytest.mark.parametrize("divergences, converged", [(0, True), (1, False)])
-def test_one_chain_is_judged_by_its_divergences(divergences, converged):
+def test_one_chain_never_converges():
+    """R-hat compares chains: one chain, however clean its draws, cannot show it found the whole posterior."""
     one = {name: value[:1] for name, value in permuted_chains().items()}
-    diverging = np.zeros((1, DRAWS), dtype=bool)
-    diverging[0, :divergences] = True
-    found = chain_diagnostics(MODEL, one, X, diverging)
-    assert found.r_hat_max is None and found.r_hat_predictive is None and found.converged is converged
+    found = chain_diagnostics(MODEL, one, X, np.zeros((1, DRAWS), dtype=bool))
+    assert found.r_hat_max is None and found.r_hat_predictive is None and found.divergences == 0
+    assert found.ess_predictive_min > 500  # the draws themselves are fine
+    assert not found.converged and found.problems() == [
+        "one chain ran to the end: R-hat, which compares chains, cannot be computed"]
+
+
+def test_a_failed_chain_fails_the_verdict():
+    found = chain_diagnostics(MODEL, permuted_chains(), X, np.zeros((2, DRAWS), dtype=bool), failed_chains=1)
+    assert found.r_hat_predictive < 1.01 and not found.converged and found.problems() == ["1 chain(s) failed"]
+
+
+def test_chains_that_agree_but_mix_slowly_do_not_converge():
+    """Both chains sweep the same range in antiphase, a period of 100 draws: their split R-hat is below 1.01, but
+    1000 draws each hold about 35 independent ones, below the 100 per chain the verdict asks for."""
+    chains = permuted_chains()
+    sweep = torch.sin(2 * torch.pi * torch.arange(DRAWS) / 100)
+    chains["layers.1.bias"] = torch.stack([sweep, -sweep])[:, :, None]
+    found = chain_diagnostics(MODEL, chains, X, np.zeros((2, DRAWS), dtype=bool))
+    assert found.r_hat_predictive <= 1.01 and found.divergences == 0
+    assert found.ess_predictive_min < 2 * MIN_ESS_PER_CHAIN and not found.converged
+    assert found.problems() == [f"the predictions' smallest bulk ESS is {found.ess_predictive_min:.1f} < 200 (100 per chain)"]

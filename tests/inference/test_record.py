@@ -15,6 +15,7 @@ from bnn.inference.record import RECORDS, read_record
 from bnn.inference.svi import SVIRecord
 
 DIAGNOSTICS = ChainDiagnostics(r_hat_max=1.2, r_hat_predictive=1.005, ess_bulk_min=40.0, ess_tail_min=35.5, divergences=0,
+                               ess_predictive_min=120.0, num_chains=2,
                                converged=False)
 NUTS = NUTSRecord(seed=1, train_seconds=2.5, num_warmup=10, num_samples=10, num_chains=2, target_accept=0.8,
                   max_tree_depth=5, dense_mass=False, init="prior", chain_method="parallel", jit_compile=True,

@@ -107,7 +107,7 @@ def test_sample_stats_have_one_value_per_draw(problem):
     info = posterior.record.to_json()
     assert (info["method"], info["guide"], info["chain_method"], info["init"]) == ("nuts", None, "sequential", "prior")
     assert set(info["diagnostics"]) == {"r_hat_max", "r_hat_predictive", "ess_bulk_min", "ess_tail_min", "divergences",
-                                        "converged"}
+                                        "converged", "ess_predictive_min", "num_chains", "failed_chains"}
     assert info["diagnostics"]["divergences"] == int(stats["diverging"].sum())
 
 
@@ -136,7 +136,7 @@ def test_same_seed_same_draws_in_processes_and_in_sequence(float64):
         (dict(num_warmup=0, engine="pyro"), r"disagree on the predictions: predictive R-hat .* > 1.01 .*: try a longer "
          r"adaptation and more draws \(num_warmup=1000, num_samples=1000\), .*init='map'"),
         # a step size far too large
-        (dict(num_warmup=10, target_accept=0.05), r"divergent transitions .* try .*a smaller step \(target_accept=0.95\)"),
+        (dict(num_warmup=10, target_accept=0.05), r"divergent transitions.* try .*a smaller step \(target_accept=0.95\)"),
     ],
 )
 def test_bad_runs_are_flagged(problem, options, message):
