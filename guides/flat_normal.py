@@ -184,11 +184,16 @@ class FlatNormalGuide(PyroModule):
             parts.append((value if block.transform is None else block.transform.inv(value)).reshape(-1))
         return torch.cat(parts)
 
-    def prior_draws(self) -> dict[str, torch.Tensor]:
-        """One draw of every latent site from the model's priors."""
-        draws = {name: self.priors[name].distribution(site).sample() for name, site in self.weight_sites.items()}
-        draws.update({name: prior.sample() for name, prior in self._latent_priors.items()})
-        return draws
+    def prior_start(self) -> dict[str, torch.Tensor]:
+        r"""A start for every latent site: the weights drawn from their priors (a draw breaks the symmetry of the
+        hidden units), each likelihood latent at its prior's median (its mean where the prior has no inverse CDF).
+
+        A draw of the noise can be arbitrarily small, and SVI does not recover from a tiny one: the likelihood's
+        :math:`\sum_n (y_n - f_n)^2 / 2\sigma^2` then dwarfs the rest of the ELBO, and the weights fit the data ever more
+        closely instead of the noise growing (a HalfNormal(1) draw of :math:`6 \times 10^{-4}` ended a UCI fit there)."""
+        start = {name: self.priors[name].distribution(site).sample() for name, site in self.weight_sites.items()}
+        start.update({name: prior_median(prior) for name, prior in self._latent_priors.items()})
+        return start
 
     def log_density(self, z: torch.Tensor, params: Mapping[str, torch.Tensor], cancel_prior: bool) -> torch.Tensor:
         r""":math:`\ell(z)`, shaped ``(*batch,)``: the weights' part, :math:`\log p(w_s)` of the analytic
@@ -259,3 +264,11 @@ def check_finite(name: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ValueError(f"{name} must be a finite number, got {value!r}")
     return float(value)
+
+
+def prior_median(prior) -> torch.Tensor:
+    """The median of ``prior`` (its inverse CDF at 1/2), or its mean where it has no inverse CDF."""
+    try:
+        return prior.icdf(torch.tensor(0.5))
+    except NotImplementedError:
+        return prior.mean

@@ -58,10 +58,10 @@ class MeanFieldGuide(FlatNormalGuide):
     init_loc : {"prior", "small"} or mapping
         Initial :math:`\mu`: a draw from the prior (breaks the symmetry of hidden units),
         ``"small"`` draws :math:`\mathcal{N}(0, 0.1^2)`, or a mapping from site names to values
-        with the other sites drawn from the prior. A likelihood latent (``sigma``) starts at a
-        prior draw unless the mapping gives it. SVI (``fit``, and ``--guide-option init_loc=map``
-        on the command line) also takes ``"map"``: it fits the MAP weights on the full training
-        data (:func:`bnn.inference.map_estimate.map_weights`, a learned noise at its
+        with the other sites drawn from the prior. A likelihood latent (``sigma``) starts at its
+        prior's median unless the mapping gives it (a draw can be so small that SVI never recovers).
+        SVI (``fit``, and ``--guide-option init_loc=map`` on the command line) also takes ``"map"``:
+        it fits the MAP weights on the full training data (:func:`bnn.inference.map_estimate.map_weights`, a learned noise at its
         maximum-likelihood value) and passes them here as the mapping.
     init_rho : float
         Initial :math:`\rho` of every latent, :math:`\sigma = \operatorname{softplus}(\rho)`
@@ -139,11 +139,11 @@ class MeanFieldGuide(FlatNormalGuide):
                         f"init_loc[{name!r}] has shape {tuple(torch.as_tensor(value).shape)}, "
                         f"the site has shape {tuple(self.blocks[name].shape)}"
                     )
-            return {**self.prior_draws(), **init_loc}
+            return {**self.prior_start(), **init_loc}
         if init_loc == "prior":
-            return self.prior_draws()
+            return self.prior_start()
         if init_loc == "small":
-            draws = self.prior_draws()
+            draws = self.prior_start()
             draws.update({name: SMALL_INIT_SD * torch.randn(site.shape) for name, site in self.weight_sites.items()})
             return draws
         if init_loc == "map":

@@ -9,6 +9,7 @@ import pytest
 import torch
 from bnn.datasets import load_toy1d
 from bnn.guides import GUIDES, MeanFieldGuide, build_guide
+from bnn.guides.flat_normal import prior_median
 from bnn.guides.kl import gaussian_kl
 from bnn.inference import fit
 from bnn.inference.cli import main
@@ -287,3 +288,23 @@ def test_local_reparameterisation_is_on_by_default_wherever_the_priors_allow_it(
     assert MeanFieldGuide(gaussian, kl="monte-carlo").local_reparameterisation is False
     assert MeanFieldGuide(small_model()).local_reparameterisation is False  # Laplace and scale-mixture sites
     assert MeanFieldGuide(gaussian, local_reparameterisation=False).local_reparameterisation is False
+
+
+@pytest.mark.parametrize("noise_prior_scale", [0.1, 1.0])
+def test_a_learned_noise_starts_at_its_prior_median_and_the_weights_at_prior_draws(noise_prior_scale):
+    """A HalfNormal(s) draw of the noise can be arbitrarily small; the start is its median s * sqrt(2) * erfinv(1/2)."""
+    model = BayesianMLP(1, 1, hidden=(4,), likelihood={"name": "gaussian", "scale": None,
+                                                        "noise_prior_scale": noise_prior_scale})
+    starts = []
+    for seed in (0, 1):
+        pyro.set_rng_seed(seed)
+        starts.append(MeanFieldGuide(model).prior_start())
+    median = noise_prior_scale * 2**0.5 * torch.erfinv(torch.tensor(0.5))
+    for start in starts:
+        torch.testing.assert_close(start["sigma"], median)
+    assert not torch.equal(starts[0]["layers.0.weight"], starts[1]["layers.0.weight"])
+
+
+def test_a_prior_without_an_inverse_cdf_starts_at_its_mean():
+    prior = torch.distributions.Gamma(torch.tensor(3.0), torch.tensor(2.0))
+    torch.testing.assert_close(prior_median(prior), torch.tensor(1.5))

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import itertools
-import json
 import math
+import re
 
 import pytest
 import torch
@@ -36,7 +36,8 @@ def test_a_nan_elbo_names_the_step_and_the_parameter_and_keeps_the_parameters_be
     error = caught.value
     assert isinstance(error, ValueError) and error.step == 1
     message = str(error)
-    assert message.startswith("SVI stopped at step 1: the ELBO became nan; not finite: gradient of parameter 'MeanFieldGuide_")
+    assert re.match(r"SVI stopped at step 1: the ELBO became (nan|-inf); not finite: gradient of parameter 'MeanFieldGuide_",
+                    message)
     assert ".loc_rho'" in message and "lower lr (now 10000000000.0)" in message and "init_rho" in message
     assert f"{tmp_path / CHECKPOINT_FILE} holds its state" in message
     saved = torch.load(error.checkpoint, weights_only=True)
@@ -83,8 +84,10 @@ def test_the_command_line_reports_it_as_a_clean_error(tmp_path, capsys):
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith("error: SVI stopped at step 1") and err.count("\n") == 1 and "Traceback" not in err
-    assert f"{tmp_path / 'run'} holds the posterior with the parameters before that step" in err
-    assert json.loads((tmp_path / "run" / "metrics.json").read_text())["stopped"] == "non-finite ELBO at step 1"
+    # step 0's update already sends the noise's draws out of range: no posterior, the checkpoint is kept
+    assert "no posterior is kept" in err and f"{tmp_path / 'run'} keeps this run's checkpoint" in err
+    assert (tmp_path / "run" / "checkpoint" / CHECKPOINT_FILE).is_file()
+    assert not (tmp_path / "run" / "metrics.json").exists()
 
 
 def test_a_step_that_overflows_the_guide_is_refused_by_name_and_keeps_no_invalid_posterior(tmp_path):
