@@ -18,6 +18,20 @@ whichever engine ran the chain:
     The adapted :math:`\epsilon`.
 ``acceptance_rate``
     The mean over the trajectory of :math:`\min(1, e^{H(z_0, r_0) - H(z_i, r_i)})`.
+``energy``
+    The Hamiltonian at the start of the draw's trajectory, :math:`E_n = H(z_{n-1}, r_n) = U(z_{n-1}) + \tfrac{1}{2}
+    r_n^\top M^{-1} r_n`: the previous draw's potential plus the kinetic energy of the fresh momentum
+    :math:`r_n \sim \mathcal{N}(0, M)`, so :math:`E_n - U(z_{n-1}) \sim \tfrac{1}{2}\chi^2_d` exactly. ArviZ's
+    ``plot_energy`` and ``bfmi`` read it: the energy Bayesian fraction of missing information
+
+    .. math::
+
+        \text{E-BFMI} = \frac{\sum_{n=2}^{N} (E_n - E_{n-1})^2}{\sum_{n=1}^{N} (E_n - \bar{E})^2}
+
+    (Betancourt 2016) compares how far one momentum draw moves the energy with the spread of the energy; below
+    0.3 the chain explores the energy's tails slowly. Stan's and nutpie's own ``energy`` is :math:`H` at the drawn
+    point instead, which differs from :math:`E_n` by the draw's energy error (what the leapfrog integrator did not
+    conserve): Pyro's NUTS keeps no momentum of the drawn point, the start is what both engines can give.
 """
 
 from __future__ import annotations
@@ -87,7 +101,7 @@ def tree_depth(n_steps: np.ndarray) -> np.ndarray:
 
 
 def sampler_stats(diverging: np.ndarray, n_steps: np.ndarray, step_size: np.ndarray,
-                  acceptance_rate: np.ndarray) -> dict[str, np.ndarray]:
+                  acceptance_rate: np.ndarray, energy: np.ndarray) -> dict[str, np.ndarray]:
     """The ``sample_stats`` of one chain (see the module notes), one value per draw, from any engine."""
     return {
         "diverging": np.asarray(diverging, dtype=bool),
@@ -95,4 +109,5 @@ def sampler_stats(diverging: np.ndarray, n_steps: np.ndarray, step_size: np.ndar
         "tree_depth": tree_depth(n_steps),
         "step_size": np.asarray(step_size, dtype=np.float64),
         "acceptance_rate": np.asarray(acceptance_rate, dtype=np.float64),
+        "energy": np.asarray(energy, dtype=np.float64),
     }

@@ -21,7 +21,7 @@ the package does the sampling, one concept per module:
 :mod:`bnn.inference.nuts.chain`
     A chain's job and draws, and the per-draw sampler statistics, stored as ArviZ's
     ``sample_stats`` (arrays ``(chains, draws)``): ``diverging``, ``n_steps``, ``tree_depth``,
-    ``step_size`` and ``acceptance_rate``, defined there.
+    ``step_size``, ``acceptance_rate`` and ``energy`` (what ArviZ's ``plot_energy`` and ``bfmi`` read), defined there.
 :mod:`bnn.inference.nuts.engines`
     The engines that run one chain: nutpie's Rust NUTS (:mod:`~bnn.inference.nuts.engines.nutpie`,
     the default) and Pyro's (:mod:`~bnn.inference.nuts.engines.pyro`).

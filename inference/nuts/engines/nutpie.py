@@ -21,8 +21,9 @@ Build a :class:`~bnn.inference.nuts.potential.FlatPotential` with ``backend="com
 with parts of your own.
 The statistics keep the names of :mod:`bnn.inference.nuts.chain`: ``acceptance_rate`` is nutpie's
 ``mean_tree_accept``, ``step_size`` the adapted :math:`\epsilon` (nutpie's ``step_size_bar``; each
-trajectory uses a randomly jittered multiple of it) and ``tree_depth`` is computed from
-``n_steps`` by :func:`bnn.inference.nuts.chain.tree_depth`.
+trajectory uses a randomly jittered multiple of it), ``tree_depth`` is computed from
+``n_steps`` by :func:`bnn.inference.nuts.chain.tree_depth`, and ``energy``, the Hamiltonian at the start of the
+trajectory, is nutpie's ``energy`` (at the drawn point) minus its ``energy_error`` (the drawn point's minus the start's).
 """
 
 from __future__ import annotations
@@ -160,8 +161,9 @@ def run_chain(model, x: torch.Tensor, y: torch.Tensor, job: ChainJob, report: Ca
     z = torch.as_tensor(np.array(_column_lists(draw_batches, DRAWS)), dtype=torch.float64)[kept]
     with torch.no_grad():
         samples = {name: value.to(job.dtype).numpy() for name, value in potential.constrained(z).items()}
+    initial_energy = _column(stats, "energy") - _column(stats, "energy_error")  # H at the start of the trajectory
     stats = sampler_stats(_column(stats, "diverging")[kept], n_steps[kept], _column(stats, "step_size_bar")[kept],
-                          _column(stats, "mean_tree_accept")[kept])
+                          _column(stats, "mean_tree_accept")[kept], initial_energy[kept])
     draws = ChainDraws(samples, stats, time.perf_counter() - start_time, gradients)
     if interrupt is not None:
         raise ChainInterrupted(job.chain, draws) from interrupt

@@ -64,6 +64,21 @@ class _CountingPotential:
         return calls
 
 
+class _EnergyNUTS(NUTS):
+    r"""Pyro's ``NUTS`` that keeps the Hamiltonian at the start of each trajectory, ``initial_energy``
+    :math:`= U(z) + \tfrac{1}{2} r_u^\top r_u`, the ``energy_current`` its ``sample`` computes and does not keep.
+
+    ``sample`` draws the unscaled momentum :math:`r_u \sim \mathcal{N}(0, I)` with ``_sample_r`` once per
+    trajectory, after caching the potential of the current point in ``_potential_energy_last``; no public route
+    gives either (Pyro 1.9; test_nuts checks that the energy less the previous draw's potential is
+    :math:`\tfrac{1}{2}\chi^2_d`)."""
+
+    def _sample_r(self, name):
+        r, r_unscaled = super()._sample_r(name)
+        self.initial_energy = float(self._potential_energy_last + self._kinetic_energy(r_unscaled))
+        return r, r_unscaled
+
+
 class _StatsRecorder:
     """MCMC ``hook_fn``: records each draw's statistics and reports progress."""
 
@@ -72,10 +87,11 @@ class _StatsRecorder:
         self.n_steps = np.zeros(job.num_samples, dtype=np.int64)
         self.step_size = np.zeros(job.num_samples)
         self.acceptance = np.zeros(job.num_samples)
+        self.energy = np.zeros(job.num_samples)
         self.previous_mean = 0.0
         self.gradients = 0
 
-    def __call__(self, kernel: NUTS, params, stage: str, i: int) -> None:
+    def __call__(self, kernel: _EnergyNUTS, params, stage: str, i: int) -> None:
         n_steps = self.potential.reset()
         self.gradients += n_steps
         if stage == "Sample":
@@ -89,13 +105,15 @@ class _StatsRecorder:
             self.previous_mean = mean
             self.n_steps[i] = n_steps
             self.step_size[i] = kernel.step_size
+            self.energy[i] = kernel.initial_energy
         self.report((self.job.chain, stage, n_steps))
 
     def stats(self, divergent: list[int]) -> dict[str, np.ndarray]:
         diverging = np.zeros(self.job.num_samples, dtype=bool)
         diverging[divergent] = True
         # clip only the rounding of the difference
-        return sampler_stats(diverging, self.n_steps, self.step_size, np.clip(self.acceptance, 0.0, 1.0))
+        return sampler_stats(diverging, self.n_steps, self.step_size, np.clip(self.acceptance, 0.0, 1.0),
+                             self.energy)
 
 
 def run_chain(model, x: torch.Tensor, y: torch.Tensor, job: ChainJob, report: Callable[[tuple], None]) -> ChainDraws:
@@ -105,8 +123,8 @@ def run_chain(model, x: torch.Tensor, y: torch.Tensor, job: ChainJob, report: Ca
     with seeded(job.seed), torch_jit_deprecation_ignored():
         params, potential_fn, transforms = initial_point(model, x, y, job.init, jit_compile=job.jit_compile)
         potential = _CountingPotential(potential_fn)
-        kernel = NUTS(potential_fn=potential, transforms=transforms, target_accept_prob=job.target_accept,
-                      max_tree_depth=job.max_tree_depth, full_mass=job.dense_mass)
+        kernel = _EnergyNUTS(potential_fn=potential, transforms=transforms, target_accept_prob=job.target_accept,
+                             max_tree_depth=job.max_tree_depth, full_mass=job.dense_mass)
         recorder = _StatsRecorder(job, potential, report)
         mcmc = MCMC(kernel, job.num_samples, warmup_steps=job.num_warmup, initial_params=params,
                     hook_fn=recorder, disable_progbar=True)

@@ -34,7 +34,7 @@ from tests.conjugate import conjugate_problem
 
 # short runs are unconverged by design; test_bad_runs_are_flagged checks the warning itself
 pytestmark = pytest.mark.filterwarnings("ignore::bnn.inference.convergence.ConvergenceWarning")
-STAT_NAMES = {"diverging", "n_steps", "tree_depth", "step_size", "acceptance_rate"}
+STAT_NAMES = {"diverging", "n_steps", "tree_depth", "step_size", "acceptance_rate", "energy"}
 ROOT = Path(__file__).resolve().parents[3]
 
 
