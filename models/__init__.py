@@ -12,6 +12,7 @@ from bnn.models.likelihoods import (
 from bnn.models.mlp import DATA_PLATE, OBSERVED_SITE, BayesianMLP
 from bnn.models.multihead import MultiHeadMLP
 from bnn.models.posterior_prior import PosteriorPrior
+from bnn.models.prior_predictive import prior_function_draws
 from bnn.models.priors import (
     PRIORS,
     GaussianPrior,
@@ -32,5 +33,5 @@ __all__ = [
     "BayesianMLP", "BernoulliLikelihood", "CategoricalLikelihood", "GaussianLikelihood",
     "GaussianPrior", "LaplacePrior", "Likelihood", "MultiHeadMLP", "NormalPrior",
     "PosteriorPrior", "Prior", "Registry", "ScaleMixtureNormal",
-    "ScaleMixturePrior", "WeightSite", "get_likelihood", "get_prior", "register_prior",
+    "ScaleMixturePrior", "WeightSite", "get_likelihood", "get_prior", "prior_function_draws", "register_prior",
 ]
