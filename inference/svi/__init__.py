@@ -9,6 +9,7 @@ from bnn.inference.method import Method
 from bnn.inference.posterior import Posterior
 from bnn.inference.svi.checkpoint import DEFAULT_CHECKPOINT_EVERY
 from bnn.inference.svi.fit import run_svi
+from bnn.inference.svi.gradient_variance import GradientVariance, gradient_variance
 from bnn.inference.svi.kl_weights import KLWeighting
 from bnn.inference.svi.nonfinite import NonFiniteELBOError
 from bnn.inference.svi.options import SVIOptions
@@ -24,6 +25,6 @@ def fit_svi(model, x: torch.Tensor, y: torch.Tensor, **options: Any) -> Posterio
 
 
 __all__ = [
-    "DEFAULT_CHECKPOINT_EVERY", "KLWeighting", "LRSchedule", "METHOD", "NonFiniteELBOError", "SVIOptions", "SVIRecord",
-    "fit_svi", "run_svi",
+    "DEFAULT_CHECKPOINT_EVERY", "GradientVariance", "KLWeighting", "LRSchedule", "METHOD", "NonFiniteELBOError", "SVIOptions",
+    "SVIRecord", "fit_svi", "gradient_variance", "run_svi",
 ]
