@@ -47,6 +47,7 @@ from bnn.inference.evaluation.report import write_comparison
 from bnn.inference.evaluation.time_budget import choose_fits, cost_lines, parse_duration
 from bnn.inference.fit import METHODS, fit
 from bnn.inference.laplace.curvature import HessianType, Structure
+from bnn.inference.map import Objective
 from bnn.inference.nuts import ChainMethod, Engine, InitStrategy
 from bnn.inference.sgmcmc import Preconditioner, StepSchedule
 from bnn.inference.stop_signals import sigterm_as_keyboard_interrupt
@@ -66,7 +67,8 @@ FIT_OPTIONS = {
     "num_warmup": "num_warmup", "num_samples": "num_samples", "num_chains": "num_chains",
     "target_accept": "target_accept", "max_tree_depth": "max_tree_depth", "dense_mass": "dense_mass", "init": "init",
     "hessian": "hessian", "structure": "structure", "tune_prior_precision": "tune_prior_precision",
-    "map_steps": "map_steps", "map_lr": "map_lr", "map_tolerance": "map_tolerance", "map_max_iter": "map_max_iter",
+    "objective": "objective", "map_steps": "map_steps", "map_lr": "map_lr", "map_tolerance": "map_tolerance",
+    "map_max_iter": "map_max_iter",
     "max_memory_gib": "max_memory_gib", "engine": "engine", "chain_method": "chain_method",
     "dropout_rate": "dropout_rate", "num_members": "num_members", "member_method": "member_method",
     "step_size": "step_size", "step_schedule": "step_schedule", "decay_offset": "decay_offset", "decay_power": "decay_power",
@@ -189,6 +191,8 @@ def add_fit_arguments(parser: argparse.ArgumentParser, *, checkpoints: bool = Fa
     laplace.add_argument("--tune-prior-precision", action=argparse.BooleanOptionalAction,
                          help="scale a Gaussian prior's precision to maximise the Laplace evidence (default: wherever "
                               "the priors are Gaussian and --hessian ggn)")
+    laplace.add_argument("--objective", choices=[o.value for o in Objective],
+                         help="--method map: the log joint (map, default) or the log-likelihood alone (mle, no prior)")
     laplace.add_argument("--map-steps", type=int, help="Adam steps before the MAP polish (default 1000)")
     laplace.add_argument("--map-lr", type=float, help="Adam's rate in the MAP fit (default 0.01)")
     laplace.add_argument("--map-tolerance", type=float, help="the MAP fit stops within this many posterior standard "

@@ -1,4 +1,5 @@
-"""The MAP point estimate as a method: one draw, the plug-in predictive (:func:`fit_map`)."""
+"""The MAP point estimate as a method (or, with ``objective="mle"``, maximum likelihood): one draw, the plug-in
+predictive (:func:`fit_map`)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Any
 
 import torch
 from bnn.inference.map.fit import run_map
-from bnn.inference.map.options import MapOptions
+from bnn.inference.map.options import MapOptions, Objective
 from bnn.inference.map.record import MapRecord
 from bnn.inference.method import Method
 from bnn.inference.posterior import Posterior
@@ -15,8 +16,9 @@ METHOD = Method("map", MapOptions, run_map)
 
 
 def fit_map(model, x: torch.Tensor, y: torch.Tensor, **options: Any) -> Posterior:
-    """The MAP point estimate on ``(x, y)`` with the options of :class:`MapOptions` (validated first)."""
+    """The MAP (or maximum-likelihood) point estimate on ``(x, y)`` with the options of :class:`MapOptions` (validated
+    first)."""
     return METHOD(model, x, y, **options)
 
 
-__all__ = ["METHOD", "MapOptions", "MapRecord", "fit_map", "run_map"]
+__all__ = ["METHOD", "MapOptions", "MapRecord", "Objective", "fit_map", "run_map"]

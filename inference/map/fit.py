@@ -5,10 +5,17 @@ r"""The MAP point estimate: the single most probable weights, the "plain network
     \theta_{MAP} = \arg\max_\theta \; \log p(y \mid x, \theta) + \log p(\theta)
 
 by :func:`~bnn.inference.map_estimate.find_map` (Adam from a draw of the prior, then a Levenberg-Marquardt or L-BFGS
-polish, in float64 as Laplace does); under a Gaussian prior this is weight decay, under a Laplace prior an L1 penalty. A learned
+polish, in float64 as Laplace does); under a Gaussian prior this is weight decay, under a Laplace prior an L1 penalty.
+With ``objective="mle"`` the prior term is dropped (its weight is 0 in ``find_map``), leaving maximum likelihood,
+
+.. math::
+
+    \theta_{MLE} = \arg\max_\theta \; \log p(y \mid x, \theta),
+
+the classical network without regularisation; the prior then only draws the start. A learned
 Gaussian noise is set to its maximum-likelihood value at the estimate. The
 :class:`~bnn.inference.posterior.Posterior` holds one draw, ``(1, 1, *site_shape)``: a point mass, so its
-predictive is the plug-in :math:`p(y \mid x, \theta_{MAP})`, whose only spread is the likelihood's noise. It is
+predictive is the plug-in :math:`p(y \mid x, \hat\theta)`, whose only spread is the likelihood's noise. It is
 as confident between and beyond the training inputs as on them; the Bayesian methods are not.
 """
 
@@ -18,7 +25,7 @@ import time
 
 import torch
 from bnn.guides.flat_weights import split_flat
-from bnn.inference.map.options import MapOptions
+from bnn.inference.map.options import MapOptions, Objective
 from bnn.inference.map.record import MapRecord
 from bnn.inference.map_estimate import find_map
 from bnn.inference.posterior import Posterior
@@ -28,7 +35,8 @@ WORKING_DTYPE = torch.float64  # the polish needs it
 
 
 def run_map(model, x: torch.Tensor, y: torch.Tensor, options: MapOptions) -> Posterior:
-    """Find the MAP weights of ``model`` on ``(x, y)`` and return them as a one-draw posterior.
+    """Find the MAP (or, with ``options.objective`` ``"mle"``, the maximum-likelihood) weights of ``model`` on
+    ``(x, y)`` and return them as a one-draw posterior.
 
     Warns
     -----
@@ -39,15 +47,16 @@ def run_map(model, x: torch.Tensor, y: torch.Tensor, options: MapOptions) -> Pos
     began = time.perf_counter()
     with seeded(options.seed):  # find_map warns, at the user's line, when the polish stops short
         estimate = find_map(model, x.to(WORKING_DTYPE), y_work, steps=options.map_steps, lr=options.map_lr,
-                            tolerance=options.map_tolerance, max_iter=options.map_max_iter, progress=options.progress)
+                            tolerance=options.map_tolerance, max_iter=options.map_max_iter, progress=options.progress,
+                            prior_weight=0.0 if options.objective is Objective.MLE else 1.0)
     train_seconds = time.perf_counter() - began
     draws = {**split_flat(model.sites, estimate.theta), **estimate.latents}
     record = MapRecord(
-        seed=options.seed, train_seconds=train_seconds, map_steps=options.map_steps, map_lr=options.map_lr,
-        map_tolerance=options.map_tolerance, map_lbfgs_iterations=estimate.lbfgs_iterations,
+        seed=options.seed, train_seconds=train_seconds, objective=options.objective.value, map_steps=options.map_steps,
+        map_lr=options.map_lr, map_tolerance=options.map_tolerance, map_lbfgs_iterations=estimate.lbfgs_iterations,
         map_grad_norm=estimate.grad_norm, map_converged=estimate.converged,
         map_newton_decrement=estimate.newton_decrement, map_polish=estimate.polish,
-        log_joint=estimate.log_likelihood + estimate.log_prior,
+        log_likelihood=estimate.log_likelihood, log_joint=estimate.log_likelihood + estimate.log_prior,
         noise=estimate.latents["sigma"].item() if "sigma" in estimate.latents else None,
     )
     return Posterior(model, {name: value.to(x.dtype).reshape(1, 1, *value.shape) for name, value in draws.items()},

@@ -16,18 +16,25 @@ class MapRecord(MapFitRecord):
 
     Attributes
     ----------
+    objective : str
+        ``"map"`` or ``"mle"``, as the option (:class:`~bnn.inference.map.options.Objective`).
     map_lr, map_tolerance : float
         As the options.
+    log_likelihood : float
+        :math:`\log p(y \mid x, \hat\theta)` at the estimate (standardised units): what ``"mle"`` maximises.
     log_joint : float
-        :math:`\log p(y \mid x, \theta_{MAP}) + \log p(\theta_{MAP})` (standardised units).
+        :math:`\log p(y \mid x, \hat\theta) + \log p(\hat\theta)` (standardised units): what ``"map"`` maximises.
     map_steps, map_lbfgs_iterations, map_grad_norm, map_converged, noise
         How the MAP fit ended (:class:`~bnn.inference.map_estimate.MapFitRecord`).
     """
 
     method: ClassVar[str] = "map"
+    objective: str
     map_lr: float
     map_tolerance: float
+    log_likelihood: float
     log_joint: float
 
     def metrics(self) -> dict[str, Any]:
-        return {"map_converged": self.map_converged, "map_grad_norm": self.map_grad_norm, "log_joint": self.log_joint}
+        return {"objective": self.objective, "map_converged": self.map_converged, "map_grad_norm": self.map_grad_norm,
+                "log_likelihood": self.log_likelihood, "log_joint": self.log_joint}

@@ -1,17 +1,20 @@
-"""The MAP point estimate: the mode of the conjugate posterior, a plug-in predictive, its own convergence check."""
+"""The MAP point estimate: the mode of the conjugate posterior (ridge), maximum likelihood without the prior (least
+squares, unpenalised logistic regression), a plug-in predictive, its own convergence check."""
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 from bnn.datasets import load_toy1d
 from bnn.inference import Posterior, fit
 from bnn.inference.evaluation.compare import compare, rank
 from bnn.models import BayesianMLP
+from sklearn.linear_model import LogisticRegression
 
-from tests.conjugate import NOISE
+from tests.conjugate import NOISE, PRIOR_SCALE
 
 
 @pytest.fixture(scope="module")
@@ -25,6 +28,46 @@ def test_the_estimate_is_the_mode_of_the_exact_posterior(conjugate, estimate):
     assert torch.allclose(theta, conjugate.mean, atol=1e-6)
     assert estimate.num_chains == 1 and estimate.num_draws == 1
     assert estimate.record.map_converged and estimate.record.problems() == []
+
+
+def test_the_mle_is_least_squares_and_the_map_is_ridge(conjugate):
+    # linear network, Gaussian noise sigma, prior N(0, s^2 I) on weight and bias: the MLE minimises ||y - Phi b||^2,
+    # the MAP adds the penalty (sigma / s)^2 ||b||^2; both in closed form
+    phi = torch.cat([conjugate.x, torch.ones(len(conjugate.x), 1)], dim=1)
+    least_squares = torch.linalg.lstsq(phi, conjugate.y.unsqueeze(1)).solution.squeeze(1)
+    ridge = torch.linalg.solve(phi.T @ phi + (NOISE / PRIOR_SCALE) ** 2 * torch.eye(3), phi.T @ conjugate.y)
+    assert not torch.allclose(least_squares, ridge, atol=1e-3)  # the prior moves the estimate, so the test can tell
+    for objective, expected in (("mle", least_squares), ("map", ridge)):
+        estimate = fit(conjugate.model, (conjugate.x, conjugate.y), "map", objective=objective, map_tolerance=1e-8,
+                       seed=1, progress=False)
+        theta = conjugate.flatten({name: value[0, 0] for name, value in estimate.samples.items()})
+        torch.testing.assert_close(theta, expected, atol=1e-8, rtol=0)
+        assert estimate.record.objective == objective and estimate.record.map_converged
+
+
+def test_the_mle_of_a_learned_noise_is_the_root_mean_squared_residual(conjugate):
+    model = BayesianMLP(2, 1, hidden=(), likelihood={"name": "gaussian", "scale": None})
+    estimate = fit(model, (conjugate.x, conjugate.y), "map", objective="mle", map_tolerance=1e-8, seed=0,
+                   progress=False)
+    phi = torch.cat([conjugate.x, torch.ones(len(conjugate.x), 1)], dim=1)
+    residual = conjugate.y - phi @ torch.linalg.lstsq(phi, conjugate.y.unsqueeze(1)).solution.squeeze(1)
+    sigma = residual.pow(2).mean().sqrt()
+    assert estimate.samples["sigma"].item() == pytest.approx(sigma.item(), rel=1e-8)
+    expected = torch.distributions.Normal(0.0, sigma).log_prob(residual).sum().item()
+    assert estimate.record.log_likelihood == pytest.approx(expected, rel=1e-10)
+
+
+def test_the_mle_of_a_logistic_network_is_unpenalised_logistic_regression():
+    # overlapping classes, so the MLE is finite; scikit-learn's Newton solver without a penalty (C = inf), tight tolerance
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(200, 3))
+    y = (rng.uniform(size=200) < 1 / (1 + np.exp(-(x @ [1.0, -2.0, 0.5] + 0.3)))).astype(float)
+    reference = LogisticRegression(C=np.inf, solver="newton-cholesky", tol=1e-12, max_iter=100).fit(x, y)
+    model = BayesianMLP(3, 1, hidden=(), likelihood="bernoulli")
+    estimate = fit(model, (torch.tensor(x), torch.tensor(y)), "map", objective="mle", map_tolerance=1e-6, seed=0,
+                   progress=False)  # within 1e-6 posterior sd (about 0.1 here) of the optimum
+    np.testing.assert_allclose(estimate.samples["layers.0.weight"][0, 0, 0].numpy(), reference.coef_[0], atol=1e-6)
+    np.testing.assert_allclose(estimate.samples["layers.0.bias"][0, 0].numpy(), reference.intercept_, atol=1e-6)
 
 
 def test_the_log_joint_recorded_is_the_log_joint_at_the_mode(conjugate, estimate):
@@ -79,7 +122,17 @@ def test_compare_has_no_loo_for_a_point_estimate_and_rank_leaves_it_out():
     (dict(map_steps=0), "map_steps must be a positive integer"),
     (dict(map_tolerance=-1.0), "map_tolerance must be a positive"),
     (dict(num_samples=5), r"method 'map' takes no option\(s\) \['num_samples'\]"),
+    (dict(objective="ml"), r"unknown objective 'ml'; choose from \['map', 'mle'\]"),
 ])
 def test_bad_options_are_refused_before_any_work(options, message):
     with pytest.raises(ValueError, match=message):
         fit(BayesianMLP(1, 1, hidden=(3,)), load_toy1d(n_train=10, n_test=5), "map", **options)
+
+
+def test_the_command_line_takes_the_objective():
+    from bnn.inference import cli
+
+    arguments = cli.build_parser().parse_args(["fit", "--method", "map", "--objective", "mle", "--out", "runs/mle"])
+    assert cli.fit_options(arguments)["objective"] == "mle"
+    with pytest.raises(SystemExit):  # argparse names the choices
+        cli.build_parser().parse_args(["fit", "--method", "map", "--objective", "ml", "--out", "runs/mle"])
