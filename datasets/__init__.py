@@ -9,6 +9,7 @@ from bnn.datasets.sklearn_sets import load_breast_cancer_binary, load_diabetes_r
 from bnn.datasets.standardize import Standardizer
 from bnn.datasets.toy import load_toy1d, toy_function
 from bnn.datasets.uci import load_uci
+from bnn.datasets.uci_location import UCI_DIR_VARIABLE, find_uci_dir
 from bnn.datasets.validation import as_float_tensor, check_inputs_targets
 
 from bnn.registry import Registry
@@ -32,7 +33,7 @@ def load_dataset(name: str, *, uci_dir: str | Path | None = None, split: int = 0
 
 
 __all__ = [
-    "DATASETS", "TASKS", "Dataset", "Standardizer", "as_float_tensor", "check_inputs_targets",
-    "load_breast_cancer_binary", "load_dataset", "load_diabetes_regression", "load_toy1d", "load_uci",
+    "DATASETS", "TASKS", "UCI_DIR_VARIABLE", "Dataset", "Standardizer", "as_float_tensor", "check_inputs_targets",
+    "find_uci_dir", "load_breast_cancer_binary", "load_dataset", "load_diabetes_regression", "load_toy1d", "load_uci",
     "toy_function",
 ]

@@ -25,8 +25,6 @@ from bnn.inference.fit import METHODS
 from bnn.inference.posterior import Posterior
 
 STANDARDISED_COLUMNS = ("elbo", "log_marginal_likelihood", "loo_elpd", "loo_se", "waic_elpd", "waic_se")
-ELBO_WINDOW_SHARE = 0.1
-ELBO_RISE_STANDARD_ERRORS = 3.0
 
 
 def units_lines(target_scale: float | None) -> list[str]:
@@ -97,35 +95,11 @@ def with_flags(text: str) -> str:
     return re.sub(r"\b[a-z]+(?:_[a-z]+)+\b", lambda match: flags.get(match.group(), match.group()), text)
 
 
-def elbo_still_rising(elbo: list[float]) -> str | None:
-    r"""Why an ELBO history looks unfinished, or ``None``.
-
-    The means of its last two windows of :data:`ELBO_WINDOW_SHARE` of the steps are compared: with standard
-    error :math:`\sqrt{s_1^2/n_1 + s_2^2/n_2}` (the steps' estimates are independent draws), a rise of more than
-    :data:`ELBO_RISE_STANDARD_ERRORS` standard errors says the optimisation had not finished.
-    """
-    window = int(len(elbo) * ELBO_WINDOW_SHARE)
-    if window < 10:
-        return None
-    values = np.asarray(elbo[-2 * window:], dtype=float)
-    if not np.isfinite(values).all():
-        return None
-    earlier, last = values[:window], values[window:]
-    rise = last.mean() - earlier.mean()
-    error = math.sqrt(earlier.var(ddof=1) / window + last.var(ddof=1) / window)
-    if rise <= ELBO_RISE_STANDARD_ERRORS * error:
-        return None
-    return (f"the ELBO was still rising: its mean over the last {window} steps is {rise:.4g} above that over the "
-            f"{window} before ({rise / error:.1f} standard errors): raise --steps or --lr")
-
-
 def fit_warnings(posteriors: Mapping[str, Posterior]) -> list[str]:
     """One Markdown line per warning a fit gives about itself (its record's
-    :meth:`~bnn.inference.record.FitRecord.problems`, and an ELBO still rising), in command-line terms."""
+    :meth:`~bnn.inference.record.FitRecord.problems`: SVI's ELBO still rising, a MAP off its mode, chains that
+    failed, ...), in command-line terms."""
     lines = []
     for label, posterior in posteriors.items():
-        problems = list(posterior.record.problems())
-        rising = elbo_still_rising(getattr(posterior.record, "elbo", []))
-        problems += [rising] if rising else []
-        lines += [f"**Warning: {label}**: {with_flags(problem)}." for problem in problems]
+        lines += [f"**Warning: {label}**: {with_flags(problem)}." for problem in posterior.record.problems()]
     return lines

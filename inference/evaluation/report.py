@@ -57,17 +57,21 @@ def markdown_table(frame: pd.DataFrame) -> str:
 
 
 CHAIN_ADVICE = {
-    "nuts": "raise --num-warmup and --num-samples, raise --target-accept (fewer divergences), or --init map.",
+    "nuts": "raise --num-warmup and --num-samples (1000 each), run more chains (--num-chains 4), raise --target-accept "
+            "(fewer divergences).",
     "sgld": "raise --num-warmup and --num-samples (or --thin), or tune --step-size.",
     "sghmc": "raise --num-warmup and --num-samples (or --thin), or tune --step-size or --friction.",
 }
-"""What a Markov-chain method that did not converge should try, in command-line options."""
+"""What a Markov-chain method that did not converge should try, in command-line options (another method: raise its
+warm-up and its draws, :data:`OTHER_CHAIN_ADVICE`)."""
+OTHER_CHAIN_ADVICE = "raise --num-warmup and --num-samples."
 
 
 def convergence_warnings(table: pd.DataFrame) -> list[str]:
     """One Markdown line per Markov-chain fit of ``table`` (from :func:`~bnn.inference.evaluation.compare.compare`) that
     did not converge, with its R-hat, ESS and divergences and, since label switching makes weight R-hat overstate a
-    BNN's problem, its predictive R-hat and ESS. Methods without chains (``converged`` is ``None``) have no line."""
+    BNN's problem, its predictive R-hat and ESS, then what to try (:data:`CHAIN_ADVICE`). Methods without chains
+    (``converged`` is ``None``) have no line."""
     lines = []
     for label, row in table[table["converged"].map(lambda verdict: verdict is False)].iterrows():
         r_hat = _cell(row["r_hat_max"]) or "n/a (one chain)"
@@ -81,7 +85,8 @@ def convergence_warnings(table: pd.DataFrame) -> list[str]:
             f"{_cell(row['ess_bulk_min'])}, min tail ESS {_cell(row['ess_tail_min'])}, {int(row['divergences'])} divergences. "
             "BNN weights are not identifiable (hidden units permute: label switching), so the meaningful check is the "
             f"predictive R-hat of f(x) at the training inputs: {verdict}; the predictions' min bulk ESS "
-            f"{_cell(row['ess_predictive_min'])} (100 per chain needed)."
+            f"{_cell(row['ess_predictive_min'])} (100 per chain needed). "
+            f"Try: {CHAIN_ADVICE.get(row['method'], OTHER_CHAIN_ADVICE)}"
         )
     return lines
 
