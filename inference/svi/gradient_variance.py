@@ -172,27 +172,39 @@ def gradient_variance(model, guide, x, y, *, num_draws: int = 1000, batch_size: 
     svi_model, svi_guide = svi_pair(model, guide, KLWeighting.UNIFORM)
     scope = guide.own_parameters() if isinstance(guide, FittedGuide) else pyro.get_param_store().scope()
     with seeded(seed_parser("seed", seed)), scope:
-        moments, names = None, {}
+        moments, shapes = None, {}
         for draw in range(num_draws):
             if batch_size is None or batch_size == n:
                 arguments, num_data = (x, y), None
             else:
                 index = torch.randperm(n)[:batch_size]
                 arguments, num_data = (x[index], y[index]), n
-            with poutine.trace(param_only=True) as capture:
-                value = loss.differentiable_loss(svi_model, svi_guide, *arguments, num_data=num_data)
-            parameters = {name: site["value"].unconstrained() for name, site in capture.trace.nodes.items()}
-            if not parameters:
-                raise ValueError("the guide has no parameters, so there is no gradient to measure: pass a guide with "
-                                 "learnable parameters, such as MeanFieldGuide(model)")
-            gradients = torch.autograd.grad(value, list(parameters.values()), allow_unused=True)
-            flat = torch.cat([torch.zeros(p.numel()) if g is None else g.reshape(-1)
-                              for p, g in zip(parameters.values(), gradients)]).to(torch.float64)
+            gradients = loss_gradient(loss, svi_model, svi_guide, *arguments, num_data=num_data)
             if moments is None:
-                moments, names = GroupedMoments(flat.numel()), {name: p.shape for name, p in parameters.items()}
-            moments.add(draw * GROUPS // num_draws, flat)
+                shapes = {name: gradient.shape for name, gradient in gradients.items()}
+                moments = GroupedMoments(sum(gradient.numel() for gradient in gradients.values()))
+            moments.add(draw * GROUPS // num_draws, torch.cat([g.reshape(-1) for g in gradients.values()]).double())
     mean, variance, total, standard_error = moments.pooled()
-    return GradientVariance(unflatten(mean, names), unflatten(variance, names), num_draws, total, standard_error)
+    return GradientVariance(unflatten(mean, shapes), unflatten(variance, shapes), num_draws, total, standard_error)
+
+
+def loss_gradient(loss, model, guide, *arguments, num_data: int | None) -> dict[str, torch.Tensor]:
+    """One draw of the gradient of ``loss``'s estimate with respect to every parameter it reads (unconstrained, by
+    parameter-store name; zero for a parameter the estimate does not depend on).
+
+    Raises
+    ------
+    ValueError
+        When the model and guide read no parameter.
+    """
+    with poutine.trace(param_only=True) as capture:
+        value = loss.differentiable_loss(model, guide, *arguments, num_data=num_data)
+    parameters = {name: site["value"].unconstrained() for name, site in capture.trace.nodes.items()}
+    if not parameters:
+        raise ValueError("the guide has no parameters, so there is no gradient to measure: pass a guide with "
+                         "learnable parameters, such as MeanFieldGuide(model)")
+    gradients = torch.autograd.grad(value, list(parameters.values()), allow_unused=True)
+    return {name: torch.zeros_like(p) if g is None else g for (name, p), g in zip(parameters.items(), gradients)}
 
 
 def unflatten(flat: torch.Tensor, shapes: dict[str, torch.Size]) -> dict[str, torch.Tensor]:
