@@ -6,7 +6,7 @@ r"""The MAP point estimate: the single most probable weights, the "plain network
 
 by :func:`~bnn.inference.map_estimate.find_map` (Adam from a draw of the prior, then a Levenberg-Marquardt or L-BFGS
 polish, in float64 as Laplace does); under a Gaussian prior this is weight decay, under a Laplace prior an L1 penalty. A learned
-Gaussian noise is set to its maximum-likelihood value at the estimate. The
+Gaussian noise is chosen by the Laplace evidence under a Gaussian prior (:mod:`bnn.inference.map_estimate`). The
 :class:`~bnn.inference.posterior.Posterior` holds one draw, ``(1, 1, *site_shape)``: a point mass, so its
 predictive is the plug-in :math:`p(y \mid x, \theta_{MAP})`, whose only spread is the likelihood's noise. It is
 as confident between and beyond the training inputs as on them; the Bayesian methods are not.
