@@ -16,7 +16,7 @@ vector of standard deviations for a diagonal :math:`\Lambda_c`.
 
 The guide has the model's signature and draws, in one auxiliary sample site, the covered
 vector, then puts each weight site (and each likelihood latent held fixed, such as a noise
-``sigma`` set by maximum likelihood) on a ``Delta`` site, so
+``sigma`` set at the MAP fit) on a ``Delta`` site, so
 ``pyro.infer.Predictive(model, guide=guide, num_samples=S, parallel=True)`` works.
 """
 

@@ -61,8 +61,8 @@ class MeanFieldGuide(FlatNormalGuide):
         with the other sites drawn from the prior. A likelihood latent (``sigma``) starts at its
         prior's median unless the mapping gives it (a draw can be so small that SVI never recovers).
         SVI (``fit``, and ``--guide-option init_loc=map`` on the command line) also takes ``"map"``:
-        it fits the MAP weights on the full training data (:func:`bnn.inference.map_estimate.map_weights`, a learned noise at its
-        maximum-likelihood value) and passes them here as the mapping.
+        it fits the MAP weights on the full training data (:func:`bnn.inference.map_estimate.map_weights`, a learned
+        noise chosen with it) and passes them here as the mapping.
     init_rho : float
         Initial :math:`\rho` of every latent, :math:`\sigma = \operatorname{softplus}(\rho)`
         (-3 gives :math:`\sigma \approx 0.049`).

@@ -2,7 +2,7 @@ r"""The maximum a posteriori weights :math:`\theta_{MAP}`, the centre of a Lapla
 
 .. math::
 
-    \theta_{MAP} = \arg\max_\theta \; \log p(y \mid x, \theta, \sigma) + \log p(\theta)
+    \theta_{MAP} = \arg\max_\theta \; \log p(y \mid x, \theta, \sigma) + \alpha \log p(\theta)
 
 over the flat weight vector (:mod:`bnn.guides.flat_weights`), starting from a draw of the
 prior: Adam on the per-datum objective, then a polish until the Newton decrement
@@ -11,12 +11,20 @@ gradient, :math:`\Lambda` its Gauss-Newton precision) is at most ``tolerance``: 
 order, within ``tolerance`` posterior standard deviations. The polish is Levenberg-Marquardt on the
 Gauss-Newton precision where the likelihood has a GGN and a step is affordable
 (:func:`~bnn.inference.gauss_newton.uses_gauss_newton`), else L-BFGS (strong Wolfe
-line search; :math:`\delta` then from the diagonal of :math:`\Lambda`). A Gaussian likelihood with
-learned noise has :math:`\log\sigma` optimised jointly with the weights by Adam (and L-BFGS) but *without*
-its prior, and held at its closed form after each Levenberg-Marquardt step, so at the optimum
-:math:`\theta_{MAP}` maximises the log joint at :math:`\sigma` and :math:`\sigma` is the maximum-likelihood
-noise at :math:`\theta_{MAP}`, :math:`\hat\sigma^2 = \frac{1}{nK}\sum_{i,k} (y_{ik} - f_{ik})^2`, held fixed
-afterwards (fitting it by the marginal likelihood after training is fragile, laplace-torch issue 142).
+line search; :math:`\delta` then from the diagonal of :math:`\Lambda`).
+
+**The noise.** A Gaussian likelihood's learned noise :math:`\sigma` cannot be fitted with the weights: the log
+joint grows without bound as :math:`\sigma \to 0` wherever the network can interpolate its training data
+(measured: on Boston housing, 455 rows and 751 weights, the maximum-likelihood noise fell to 0.014 standardised
+units at the mode and kept falling). So :math:`\sigma` is held while the weights are fitted, and chosen by the
+Laplace evidence :math:`p(y \mid x, \sigma, \alpha)` (:mod:`bnn.inference.evidence`), a bounded objective that
+charges the weights the fit uses: the weights and noise are :math:`\theta_{MAP}` and :math:`\sigma` at the
+maximum over :math:`\lambda = \alpha\sigma^2` of the evidence, the MAP refitted at each :math:`\lambda`
+(:mod:`bnn.inference.evidence_search`). The prior precision multiplier :math:`\alpha` is the model's (1) unless
+``multiplier=None`` asks for it to be chosen by the evidence too (the Laplace fit's default). The evidence needs a
+Gaussian prior on the covered weights; under another prior a learned noise is fitted by maximum likelihood with
+the weights (Adam and L-BFGS on :math:`\log\sigma`, reset to :math:`\hat\sigma^2 = \frac{1}{nK}\sum (y - f)^2` after
+each Levenberg-Marquardt step), and a collapse of it is reported.
 """
 
 from __future__ import annotations
@@ -27,7 +35,14 @@ from dataclasses import dataclass
 
 import pyro
 import torch
-from bnn.guides.flat_weights import join_sites, split_flat
+from bnn.guides.flat_weights import join_sites, num_weights, split_flat
+from bnn.inference.evidence import (
+    gaussian_log_prior,
+    hyperparameters_on_line,
+    laplace_log_marginal_likelihood,
+    log_determinant,
+)
+from bnn.inference.evidence_search import MAX_STEPS, maximize_on_log_scale
 from bnn.inference.gauss_newton import (
     elementwise_curvature,
     levenberg_marquardt,
@@ -35,8 +50,10 @@ from bnn.inference.gauss_newton import (
     newton_decrement,
     uses_gauss_newton,
 )
+from bnn.inference.output_curvature import gauss_newton_matrix
 from bnn.inference.progress import progress_bar
 from bnn.inference.record import FitRecord
+from bnn.models.priors import GaussianPrior
 
 from bnn.stacklevel import user_stacklevel
 
@@ -48,6 +65,14 @@ RAISE_BUDGET = "raise map_max_iter or map_steps (or map_lr), or loosen map_toler
 MAP_STEPS, MAP_LR, MAP_TOLERANCE, MAP_MAX_ITER = 1000, 0.01, 0.1, 1000
 """The defaults of every MAP fit: Adam's steps and rate, the largest Newton decrement accepted (posterior standard
 deviations) and the polish's iterations at most."""
+SEARCH_TOLERANCE = 1.0
+r"""The Newton decrement each refit of the evidence search stops at (unless ``tolerance`` is looser): within one
+posterior standard deviation of its mode, where the log joint is :math:`\delta^2/2 \le 1/2` nat below the mode's
+to second order. The search adds that back, so it compares evidences at the modes to within the third-order
+remainder (exact for a linear-Gaussian model; measured within about 1/2 nat on a 1-20-1 network); the MAP at the
+values chosen is then polished to ``tolerance``."""
+NO_MAXIMUM_FIX = "give the noise (a fixed likelihood scale) or the prior precision (tune_prior_precision=False)"
+COLLAPSE_FIX = "use a Gaussian prior (the noise is then chosen by the Laplace evidence) or a fixed noise"
 
 
 @dataclass(frozen=True)
@@ -73,6 +98,12 @@ class MapEstimate:
         Iterations the polish took.
     converged : bool
         Whether :math:`\delta` is at most the tolerance (else a ``RuntimeWarning`` was issued).
+    multiplier : float
+        :math:`\alpha`, held or chosen by the evidence.
+    evidence_evaluations : int, optional
+        MAP refits of the evidence search (``None``: nothing was chosen by the evidence).
+    evidence_bracketed : bool, optional
+        Whether that search found a maximum (else a ``RuntimeWarning`` was issued).
     """
 
     theta: torch.Tensor
@@ -84,6 +115,19 @@ class MapEstimate:
     polish: str
     lbfgs_iterations: int
     converged: bool
+    multiplier: float = 1.0
+    evidence_evaluations: int | None = None
+    evidence_bracketed: bool | None = None
+
+
+@dataclass(frozen=True)
+class _Choice:
+    """The hyper-parameters the evidence search chose, its MAP refits and whether it found a maximum."""
+
+    multiplier: float
+    noise: float | None
+    evaluations: int
+    bracketed: bool
 
 
 @dataclass(kw_only=True)
@@ -103,7 +147,7 @@ class MapFitRecord(FitRecord):
     map_converged : bool
         Whether the Newton decrement is at most the tolerance.
     noise : float, optional
-        The maximum-likelihood noise scale of a learned Gaussian noise.
+        The noise scale of a learned Gaussian noise (module notes).
     """
 
     map_steps: int
@@ -144,27 +188,32 @@ def log_likelihood(model, x, y, theta: torch.Tensor, latents: dict[str, torch.Te
     return model.observation_distribution(x, {**split_flat(model.sites, theta), **latents}).log_prob(y).sum()
 
 
+def _squared_error(model, x, y, theta: torch.Tensor) -> torch.Tensor:
+    r""":math:`S(\theta) = \sum_{i,k} (y_{ik} - f_{ik})^2`."""
+    with torch.no_grad():
+        f = model.forward(x, split_flat(model.sites, theta))
+        return (f - y.reshape(f.shape)).pow(2).sum()
+
+
 def _ml_noise(model, x, y, theta: torch.Tensor) -> dict[str, torch.Tensor]:
     """``{"sigma": maximum-likelihood noise}`` for a learned Gaussian noise, else ``{}``."""
     if not model.likelihood.latent_priors():
         return {}
-    with torch.no_grad():
-        f = model.forward(x, split_flat(model.sites, theta))
-        return {"sigma": (f - y.reshape(f.shape)).pow(2).mean().sqrt()}
+    return {"sigma": (_squared_error(model, x, y, theta) / y.numel()).sqrt()}
 
 
 def find_map(
     model, x: torch.Tensor, y: torch.Tensor, *, steps: int, lr: float, tolerance: float, progress: bool,
     max_iter: int = MAP_MAX_ITER, judged_from: int = 0, init: torch.Tensor | None = None,
-    noise: torch.Tensor | None = None, prior_weight: float = 1.0, polish: bool = True,
+    noise: torch.Tensor | None = None, multiplier: float | None = 1.0, diagonal_evidence: bool | None = None,
 ) -> MapEstimate:
-    r"""Maximise the log joint over the flat weights (and a learned noise); see the module docstring.
+    r"""Maximise the log joint over the flat weights, the noise and prior multiplier held or chosen by the evidence.
 
     .. math::
 
-        \theta_{MAP} = \arg\min_\theta \; -\frac{1}{n}\big[\log p(y \mid x, \theta, \sigma) + \log p(\theta)\big]
+        \theta_{MAP} = \arg\min_\theta \; -\frac{1}{n}\big[\log p(y \mid x, \theta, \sigma) + \alpha\log p(\theta)\big]
 
-    Distribution argument checks are off inside: the data were validated at the edge, and
+    (module notes). Distribution argument checks are off inside: the data were validated at the edge, and
     every loss is checked for finiteness.
 
     Parameters
@@ -180,116 +229,114 @@ def find_map(
     progress : bool
         Show tqdm bars.
     max_iter : int
-        Iterations of the polish at most.
+        Iterations of each polish at most (the final one, and each refit of an evidence search).
     judged_from : int
         With ``judged_from > 0`` (a Laplace approximation over the entries from there on, the
         rest held fixed) a second polish optimises those entries alone, and convergence is judged,
         and the gradient norm reported, on them only: the fixed entries may sit at a kink of their
-        prior (zero under a Laplace prior) where no gradient vanishes and the polish stalls.
+        prior (zero under a Laplace prior) where no gradient vanishes and the polish stalls. The evidence
+        covers those entries too.
     init : torch.Tensor, optional
         Start here instead of at a draw of the prior (then ``steps=0`` skips Adam).
     noise : torch.Tensor, optional
-        Hold a learned noise :math:`\sigma` at this value instead of fitting it.
-    prior_weight : float
-        :math:`\alpha` multiplying :math:`\log p(\theta_k)` for the entries from ``judged_from`` on: under a Gaussian
-        prior, the MAP under the prior precision scaled by :math:`\alpha` (the Laplace evidence's tuning).
-    polish : bool
-        ``False`` stops after Adam, unjudged (a start for fits that polish under other settings).
+        Hold a learned noise :math:`\sigma` at this value; ``None`` chooses it by the evidence (module notes), or by
+        maximum likelihood with ``multiplier=0`` (no prior term: the evidence is undefined).
+    multiplier : float, optional
+        :math:`\alpha` multiplying :math:`\log p(\theta)` (under a Gaussian prior, the prior precision scaled by
+        :math:`\alpha`); ``None`` chooses it by the evidence (Gaussian priors on the covered weights only).
+    diagonal_evidence : bool, optional
+        Whether the evidence uses the diagonal of the GGN rather than the dense GGN; ``None``: the diagonal only
+        where a Gauss-Newton step is unaffordable (:func:`~bnn.inference.gauss_newton.uses_gauss_newton`).
 
     Returns
     -------
     MapEstimate
-        :math:`\theta_{MAP}` and the terms of the log joint there (a ``RuntimeWarning`` when not converged).
-        The initial draw comes from the global random state (call it under
-        :func:`bnn.inference.seeding.seeded`).
+        :math:`\theta_{MAP}`, the hyper-parameters and the terms of the log joint there (a ``RuntimeWarning`` when
+        not converged, or when the search for the hyper-parameters found no maximum). The initial draw comes from
+        the global random state (call it under :func:`bnn.inference.seeding.seeded`).
 
     Raises
     ------
     FloatingPointError
         When the objective or the final gradient is not finite.
+    ValueError
+        With ``multiplier=None`` under a prior that is not Gaussian on the covered weights.
     """
+    if multiplier is None and not evidence_possible(model, judged_from):
+        raise ValueError("multiplier=None (the prior precision chosen by the evidence) needs Gaussian priors on the "
+                         "covered weights; pass a multiplier")
     with pyro.validation_enabled(False):
-        return _find_map(model, x, y, steps, lr, tolerance, progress, max_iter if polish else 0, judged_from, init, noise,
-                         prior_weight)
+        return _find_map(model, x, y, steps, lr, tolerance, progress, max_iter, judged_from, init, noise, multiplier,
+                         diagonal_evidence)
+
+
+def evidence_possible(model, start: int) -> bool:
+    """Whether the evidence of :mod:`bnn.inference.evidence` applies: a Gaussian prior on every entry from ``start``."""
+    offset = 0
+    for site in model.sites:
+        if offset >= start and not isinstance(model.prior[site.name], GaussianPrior):
+            return False
+        offset += site.numel
+    return True
 
 
 class _Prior:
-    r""":math:`\sum_k c_k \log p(\theta_k)` with :math:`c_k` = ``weight`` from entry ``weighted_from`` on, else 1."""
+    r""":math:`\alpha \log p(\theta)`, its curvature, and the Gaussian base precision :math:`P` of the evidence."""
 
-    def __init__(self, model, weighted_from: int, weight: float) -> None:
-        self.model, self.distributions = model, prior_distributions(model)
-        self.site_weights, offset = {}, 0
-        for site in model.sites:
-            self.site_weights[site.name] = weight if offset >= weighted_from else 1.0
-            offset += site.numel
+    def __init__(self, model, weight: float, distributions: dict | None = None) -> None:
+        self.model, self.weight = model, weight
+        self.distributions = distributions or prior_distributions(model)
+
+    def reweighted(self, weight: float) -> _Prior:
+        """The same prior with :math:`\alpha` = ``weight``."""
+        return _Prior(self.model, weight, self.distributions)
 
     def log_prob(self, theta: torch.Tensor) -> torch.Tensor:
-        values = split_flat(self.model.sites, theta)
-        return sum(self.site_weights[s.name] * self.distributions[s.name].log_prob(values[s.name]).sum()
-                   for s in self.model.sites)
+        return self.weight * log_prior(self.model, theta, self.distributions)
 
     def curvature(self, theta: torch.Tensor, start: int) -> torch.Tensor:
-        r""":math:`-c_k\,\partial^2 \log p(\theta_k) / \partial\theta_k^2` for the entries from ``start`` on."""
+        r""":math:`-\alpha\,\partial^2 \log p(\theta_k) / \partial\theta_k^2` for the entries from ``start`` on."""
         values = split_flat(self.model.sites, theta)
-        pieces = [self.site_weights[s.name] * elementwise_curvature(self.distributions[s.name], values[s.name]).reshape(-1)
-                  for s in self.model.sites]
-        return torch.cat(pieces)[start:]
+        pieces = [elementwise_curvature(self.distributions[s.name], values[s.name]).reshape(-1) for s in self.model.sites]
+        return self.weight * torch.cat(pieces)[start:]
 
 
-def _precision(model, x, theta, latents, prior: _Prior, start: int, diagonal: bool) -> torch.Tensor:
-    """The Gauss-Newton precision of the log joint over the entries from ``start`` on."""
-    return log_joint_precision(model, x, theta, latents, prior.curvature(theta, start), start=start, diagonal=diagonal)
+class _Fit:
+    """The data, the model and the settings of one :func:`find_map` call, and the pieces its stages share."""
 
+    def __init__(self, model, x, y, judged_from: int, max_iter: int) -> None:
+        self.model, self.x, self.y, self.judged_from, self.max_iter = model, x, y, judged_from, max_iter
+        self.iterations, self.bar = 0, None  # the polish's progress bar, made once Adam is done
 
-def _find_map(model, x, y, steps: int, lr: float, tolerance: float, progress: bool, max_iter: int,
-              judged_from: int, init: torch.Tensor | None, noise: torch.Tensor | None, prior_weight: float) -> MapEstimate:
-    n = x.shape[0]
-    prior = _Prior(model, judged_from, prior_weight)
-    distributions = prior.distributions
-    if init is None:
-        init = join_sites(model.sites, {name: d.sample() for name, d in distributions.items()})
-    start = init.detach().to(x.dtype)
-    theta = start.clone().requires_grad_(True)
-    fitted_noise = _ml_noise(model, x, y, start) if noise is None else {}
-    log_noise = {name: value.log().requires_grad_(True) for name, value in fitted_noise.items()}
+    def latents(self, noise: torch.Tensor | None) -> dict[str, torch.Tensor]:
+        """The likelihood's latents with the noise held at ``noise`` (``{}`` without a learned noise)."""
+        return {} if noise is None else {"sigma": torch.as_tensor(noise, dtype=self.x.dtype)}
 
-    def latents_at(weights: torch.Tensor) -> dict[str, torch.Tensor]:
-        return _ml_noise(model, x, y, weights) if noise is None else {"sigma": torch.as_tensor(noise, dtype=x.dtype)}
+    def precision(self, theta, latents, prior: _Prior, start: int, diagonal: bool) -> torch.Tensor:
+        """The Gauss-Newton precision of the log joint over the entries from ``start`` on."""
+        return log_joint_precision(self.model, self.x, theta, latents, prior.curvature(theta, start), start=start,
+                                   diagonal=diagonal)
 
-    def objective(weights: torch.Tensor) -> torch.Tensor:
-        latents = {name: value.exp() for name, value in log_noise.items()} or latents_at(weights)
-        return -(log_likelihood(model, x, y, weights, latents) + prior.log_prob(weights)) / n
+    def polish(self, theta, prior: _Prior, latents_at, log_noise: dict, tolerance: float) -> torch.Tensor:
+        """Polish all entries, then those from ``judged_from`` on (if any), until the decrement is at most
+        ``tolerance``; ``latents_at(theta)`` gives the noise (held, or at its maximum-likelihood value),
+        ``log_noise`` a learned noise L-BFGS fits with the weights (``{}`` when held)."""
+        for begin in (0, self.judged_from) if self.judged_from else (0,):
+            theta, taken = self._polish_from(theta, begin, prior, latents_at, log_noise, tolerance)
+            self.iterations += taken
+        return theta
 
-    adam = torch.optim.Adam([theta, *log_noise.values()], lr=lr)
-    bar = progress_bar(range(steps), desc="MAP (Adam)", enabled=progress, leave=False)
-    for step in bar:
-        adam.zero_grad()
-        loss = objective(theta)
-        if not math.isfinite(loss.item()):
-            raise FloatingPointError(f"the MAP objective became {loss.item()} at Adam step {step}; lower map_lr (now {lr})")
-        loss.backward()
-        adam.step()
-        if step % 50 == 0:
-            bar.set_postfix(loss=f"{loss.item():.4g}")
-    bar.close()
-    theta = theta.detach()
+    def _polish_from(self, theta, begin, prior: _Prior, latents_at, log_noise, tolerance) -> tuple[torch.Tensor, int]:
+        model, x, y = self.model, self.x, self.y
 
-    gauss_newton = uses_gauss_newton(model, n, theta.shape[0] - judged_from)
-    polish_name = "levenberg-marquardt" if gauss_newton else "lbfgs"
-    iterations_bar = progress_bar(desc=f"MAP ({polish_name})", unit="it", enabled=progress, leave=False)
+        def joint(weights: torch.Tensor, latents: dict) -> torch.Tensor:
+            return log_likelihood(model, x, y, weights, latents) + prior.log_prob(weights)
 
-    def joint(weights: torch.Tensor, latents: dict) -> torch.Tensor:
-        return log_likelihood(model, x, y, weights, latents) + prior.log_prob(weights)
-
-    def decrement(weights: torch.Tensor, begin: int) -> float:
-        latents = latents_at(weights)
-        point = weights.clone().requires_grad_(True)
-        with torch.enable_grad():
-            (gradient,) = torch.autograd.grad(joint(point, latents), point)
-        return newton_decrement(gradient[begin:], _precision(model, x, weights, latents, prior, begin, True))
-
-    def lbfgs(weights: torch.Tensor, begin: int) -> tuple[torch.Tensor, int]:
-        fixed, block = weights[:begin], weights[begin:].clone().requires_grad_(True)
+        if uses_gauss_newton(model, x.shape[0], theta.shape[0] - self.judged_from):
+            return levenberg_marquardt(joint, latents_at, lambda w, latents: self.precision(w, latents, prior, begin, False),
+                                       theta, start=begin, tolerance=tolerance, max_iterations=self.max_iter,
+                                       progress_bar=self.bar)
+        fixed, block = theta[:begin], theta[begin:].clone().requires_grad_(True)
         optimiser = torch.optim.LBFGS(
             [block, *log_noise.values()], lr=1.0, max_iter=LBFGS_CHECK_EVERY, tolerance_grad=0.0,
             tolerance_change=LBFGS_TOLERANCE_CHANGE, history_size=LBFGS_HISTORY, line_search_fn="strong_wolfe",
@@ -297,41 +344,157 @@ def _find_map(model, x, y, steps: int, lr: float, tolerance: float, progress: bo
 
         def closure() -> torch.Tensor:
             optimiser.zero_grad()
-            loss = objective(torch.cat([fixed, block]))
+            weights = torch.cat([fixed, block])
+            latents = {name: value.exp() for name, value in log_noise.items()} or latents_at(weights)
+            loss = -joint(weights, latents) / x.shape[0]
             loss.backward()
             return loss
 
+        def decrement(weights: torch.Tensor) -> float:
+            latents = latents_at(weights)
+            point = weights.clone().requires_grad_(True)
+            with torch.enable_grad():
+                (gradient,) = torch.autograd.grad(joint(point, latents), point)
+            return newton_decrement(gradient[begin:], self.precision(weights, latents, prior, begin, True))
+
         done = 0
-        while done < max_iter:
+        while done < self.max_iter:
             optimiser.step(closure)
             taken = int(optimiser.state_dict()["state"][0]["n_iter"]) - done
             done += taken
-            iterations_bar.update(taken)
-            if taken < LBFGS_CHECK_EVERY or decrement(torch.cat([fixed, block.detach()]), begin) <= tolerance:
+            self.bar.update(taken)
+            if taken < LBFGS_CHECK_EVERY or decrement(torch.cat([fixed, block.detach()])) <= tolerance:
                 break
         return torch.cat([fixed, block.detach()]), done
 
-    def polish(weights: torch.Tensor, begin: int) -> tuple[torch.Tensor, int]:
-        if not gauss_newton:
-            return lbfgs(weights, begin)
-        return levenberg_marquardt(
-            joint, latents_at, lambda w, latents: _precision(model, x, w, latents, prior, begin, False), weights,
-            start=begin, tolerance=tolerance, max_iterations=max_iter, progress_bar=iterations_bar)
 
-    if not max_iter:
-        iterations_bar.close()
-        return _estimate(model, x, y, theta, prior, latents_at(theta), tolerance, judged_from, 0, polish_name, warn=False)
-    theta, iterations = polish(theta, 0)
-    if judged_from:
-        theta, more = polish(theta, judged_from)
-        iterations += more
-    iterations_bar.close()
-    return _estimate(model, x, y, theta, prior, latents_at(theta), tolerance, judged_from, iterations, polish_name)
+def _adam(fit: _Fit, theta: torch.Tensor, prior: _Prior, latents: dict, log_noise: dict, steps: int, lr: float,
+          progress: bool) -> torch.Tensor:
+    """Adam's ``steps`` on the per-datum negative log joint from ``theta``, the noise held at ``latents`` or fitted
+    as ``log_noise``."""
+    model, x, y = fit.model, fit.x, fit.y
+    theta = theta.clone().requires_grad_(True)
+    adam = torch.optim.Adam([theta, *log_noise.values()], lr=lr)
+    bar = progress_bar(range(steps), desc="MAP (Adam)", enabled=progress, leave=False)
+    for step in bar:
+        adam.zero_grad()
+        noise = {name: value.exp() for name, value in log_noise.items()} or latents
+        loss = -(log_likelihood(model, x, y, theta, noise) + prior.log_prob(theta)) / x.shape[0]
+        if not math.isfinite(loss.item()):
+            raise FloatingPointError(f"the MAP objective became {loss.item()} at Adam step {step}; lower map_lr (now {lr})")
+        loss.backward()
+        adam.step()
+        if step % 50 == 0:
+            bar.set_postfix(loss=f"{loss.item():.4g}")
+    bar.close()
+    return theta.detach()
 
 
-def _estimate(model, x, y, theta, prior: _Prior, latents: dict, tolerance: float, judged_from: int, iterations: int,
-              polish: str, *, warn: bool = True) -> MapEstimate:
-    """The :class:`MapEstimate` at ``theta`` with the noise at ``latents``; warn when not converged."""
+def _find_map(model, x, y, steps: int, lr: float, tolerance: float, progress: bool, max_iter: int, judged_from: int,
+              init: torch.Tensor | None, noise: torch.Tensor | None, multiplier: float | None,
+              diagonal_evidence: bool | None) -> MapEstimate:
+    prior = _Prior(model, 1.0 if multiplier is None else multiplier)
+    if init is None:
+        init = join_sites(model.sites, {name: d.sample() for name, d in prior.distributions.items()})
+    theta = init.detach().to(x.dtype)
+    learned = bool(model.likelihood.latent_priors())
+    fitted_noise = learned and noise is None  # a noise fitted with the weights (Adam's start) or chosen by the evidence
+    log_noise = {"sigma": _ml_noise(model, x, y, theta)["sigma"].log().requires_grad_(True)} if fitted_noise else {}
+    fit = _Fit(model, x, y, judged_from, max_iter)
+    theta = _adam(fit, theta, prior, fit.latents(noise), log_noise, steps, lr, progress)
+    bar = fit.bar = progress_bar(desc="MAP (polish)", unit="it", enabled=progress, leave=False)
+    choice = None
+    if multiplier is None or (fitted_noise and multiplier > 0 and evidence_possible(model, judged_from)):
+        held = None if noise is None else float(noise)
+        search = _EvidenceSearch(fit, prior, held, multiplier, learned=learned, diagonal=diagonal_evidence)
+        theta, choice = search.run(theta, log_noise["sigma"].detach().exp().item() if fitted_noise else held, tolerance)
+        noise, prior = choice.noise, prior.reweighted(choice.multiplier)
+    elif fitted_noise:  # under a prior the evidence does not cover: the maximum-likelihood noise, watched for a collapse
+        adam_noise = log_noise["sigma"].detach().exp().item()
+        theta = fit.polish(theta, prior, lambda w: _ml_noise(model, x, y, w), log_noise, tolerance)
+        bar.close()
+        return _estimate(fit, theta, prior, _ml_noise(model, x, y, theta), tolerance, None, adam_noise=adam_noise)
+    latents = fit.latents(noise)
+    theta = fit.polish(theta, prior, lambda w: latents, {}, tolerance)
+    bar.close()
+    return _estimate(fit, theta, prior, latents, tolerance, choice)
+
+
+class _EvidenceSearch:
+    r"""The maximum of the Laplace evidence over :math:`\lambda = \alpha\sigma^2` (:mod:`bnn.inference.evidence`): at
+    each :math:`\lambda` the MAP refitted, to :data:`SEARCH_TOLERANCE`, from the nearest MAP already found.
+
+    ``noise`` is the learned noise held (``None`` to choose it; for a likelihood without a learned noise ``None``,
+    and the line is :math:`\alpha = \lambda`), ``multiplier`` the multiplier held (``None`` to choose it).
+    """
+
+    def __init__(self, fit: _Fit, prior: _Prior, noise: float | None, multiplier: float | None, *, learned: bool,
+                 diagonal: bool | None) -> None:
+        self.fit, self.base, self.learned = fit, prior.reweighted(1.0), learned
+        self.noise, self.multiplier = noise, multiplier
+        covered = num_weights(fit.model.sites) - fit.judged_from
+        self.diagonal = not uses_gauss_newton(fit.model, fit.x.shape[0], covered) if diagonal is None else diagonal
+        self.fits: dict[float, torch.Tensor] = {}
+
+    def hyperparameters(self, weight_decay: float, theta: torch.Tensor) -> tuple[float, float | None]:
+        r""":math:`(\alpha, \sigma)` on the line of ``weight_decay`` at ``theta`` (``None`` for no learned noise)."""
+        start = self.fit.judged_from
+        penalty = float((self.base.curvature(theta, start) * theta[start:] ** 2).sum())
+        fit = self.fit
+        multiplier, noise = hyperparameters_on_line(
+            weight_decay, squared_error=float(_squared_error(fit.model, fit.x, fit.y, theta)), penalty=penalty,
+            targets=fit.y.numel(), noise=self.noise if self.learned else 1.0, multiplier=self.multiplier)
+        return multiplier, noise if self.learned else None
+
+    def log_evidence(self, theta: torch.Tensor, multiplier: float, noise: float | None) -> float:
+        r"""The Laplace evidence at ``theta``'s mode under :math:`(\alpha, \sigma)`, over the covered entries.
+
+        ``theta`` is a refit stopped within :data:`SEARCH_TOLERANCE` posterior standard deviations of the mode; the
+        log joint there is raised by :math:`\delta^2 / 2`, its value at the mode to second order (exact where the
+        log joint is quadratic), so the search compares values at the modes.
+        """
+        fit, start = self.fit, self.fit.judged_from
+        latents = fit.latents(noise)
+        base = self.base.curvature(theta, start)
+        prior = self.base.reweighted(multiplier)
+        point = theta.clone().requires_grad_(True)
+        with torch.enable_grad():
+            likelihood_term = log_likelihood(fit.model, fit.x, fit.y, point, latents)
+            (gradient,) = torch.autograd.grad(likelihood_term + prior.log_prob(point), point)
+        precision = gauss_newton_matrix(fit.model, fit.x, theta, latents, start=start, diagonal=self.diagonal)
+        (precision if self.diagonal else precision.diagonal()).add_(multiplier * base)
+        to_mode = newton_decrement(gradient[start:], precision) ** 2 / 2
+        return laplace_log_marginal_likelihood(likelihood_term.item() + to_mode,
+                                               gaussian_log_prior(theta[start:], multiplier * base),
+                                               log_determinant(precision), base.numel())
+
+    def _evaluate(self, log_weight_decay: float, start: torch.Tensor, tolerance: float) -> float:
+        nearest = min(self.fits, key=lambda u: abs(u - log_weight_decay), default=None)
+        theta = start if nearest is None else self.fits[nearest]
+        weight_decay = math.exp(log_weight_decay)
+        multiplier, noise = self.hyperparameters(weight_decay, theta)
+        latents = self.fit.latents(noise)
+        theta = self.fit.polish(theta, self.base.reweighted(multiplier), lambda w: latents, {}, tolerance)
+        self.fits[log_weight_decay] = theta
+        return self.log_evidence(theta, *self.hyperparameters(weight_decay, theta))
+
+    def run(self, theta: torch.Tensor, start_noise: float | None, tolerance: float) -> tuple[torch.Tensor, _Choice]:
+        """Search from ``theta`` (Adam's weights) and :math:`\\lambda_0 = \\alpha_0\\sigma_0^2` (the held or start
+        multiplier and noise); the best MAP found and the hyper-parameters there."""
+        scale = 1.0 if start_noise is None else start_noise**2
+        start = math.log((self.multiplier or 1.0) * scale)
+        search_tolerance = max(tolerance, SEARCH_TOLERANCE)
+        result = maximize_on_log_scale(lambda u: self._evaluate(u, theta, search_tolerance), start)
+        best = self.fits[result.point]
+        multiplier, noise = self.hyperparameters(math.exp(result.point), best)
+        return best, _Choice(multiplier, noise, result.evaluations, result.bracketed)
+
+
+def _estimate(fit: _Fit, theta, prior: _Prior, latents: dict, tolerance: float, choice: _Choice | None, *,
+              adam_noise: float | None = None) -> MapEstimate:
+    """The :class:`MapEstimate` at ``theta`` with the noise at ``latents``; warn when not converged, when the noise
+    fitted by maximum likelihood fell tenfold below Adam's (``adam_noise``), or when the evidence had no maximum."""
+    model, x, y, judged_from = fit.model, fit.x, fit.y, fit.judged_from
     point = theta.clone().requires_grad_(True)
     with torch.enable_grad():
         likelihood_term = log_likelihood(model, x, y, point, latents)
@@ -340,19 +503,31 @@ def _estimate(model, x, y, theta, prior: _Prior, latents: dict, tolerance: float
     gradient = gradient[judged_from:]
     if not torch.isfinite(gradient).all():
         raise FloatingPointError("the MAP fit ended at non-finite values; lower map_lr or raise map_steps")
-    dense = polish == "levenberg-marquardt"
-    decrement = newton_decrement(gradient, _precision(model, x, theta, latents, prior, judged_from, not dense))
-    if warn and not decrement <= tolerance:
+    polish = "levenberg-marquardt" if uses_gauss_newton(model, x.shape[0], theta.shape[0] - judged_from) else "lbfgs"
+    decrement = newton_decrement(gradient, fit.precision(theta, latents, prior, judged_from, polish == "lbfgs"))
+    if choice is not None and not choice.bracketed:
         warnings.warn(
-            f"the MAP polish ({polish}) stopped after {iterations} iterations {decrement:.3g} posterior standard "
+            f"the Laplace evidence rose all the way to the end of the search (the weight decay alpha sigma^2 moved by "
+            f"4^{MAX_STEPS} from its start): the prior precision multiplier {choice.multiplier:.4g} and the noise "
+            f"{choice.noise} are where it stopped, not a maximum; {NO_MAXIMUM_FIX}",
+            RuntimeWarning, stacklevel=user_stacklevel())
+    if not decrement <= tolerance:
+        collapse = ""
+        if adam_noise is not None and float(latents["sigma"]) < adam_noise / 10:
+            collapse = (f" The maximum-likelihood noise fell from {adam_noise:.3g} after Adam to "
+                        f"{float(latents['sigma']):.3g}: the network interpolates its training data and the "
+                        f"objective grows without bound as the noise goes to 0; {COLLAPSE_FIX}.")
+        warnings.warn(
+            f"the MAP polish ({polish}) stopped after {fit.iterations} iterations {decrement:.3g} posterior standard "
             f"deviations from the mode (Newton decrement > map_tolerance={tolerance:g}; gradient norm "
             f"{gradient.norm().item():.3g}): the MAP estimate (the Laplace approximation's centre, or a guide's start) "
-            f"is off the mode; {RAISE_BUDGET}",
+            f"is off the mode; {RAISE_BUDGET}.{collapse}",
             RuntimeWarning,
             stacklevel=user_stacklevel(),
         )
     return MapEstimate(theta, latents, likelihood_term.item(), prior_term.item(), gradient.norm().item(), decrement,
-                       polish, iterations, decrement <= tolerance)
+                       polish, fit.iterations, decrement <= tolerance, prior.weight,
+                       None if choice is None else choice.evaluations, None if choice is None else choice.bracketed)
 
 
 def map_weights(model, x: torch.Tensor, y: torch.Tensor, *, steps: int = MAP_STEPS, lr: float = MAP_LR,
@@ -366,9 +541,9 @@ def map_weights(model, x: torch.Tensor, y: torch.Tensor, *, steps: int = MAP_STE
     by :func:`find_map` (Adam for ``steps`` steps at rate ``lr`` from a prior draw, then a polish
     until the Newton decrement is at most ``tolerance``; a ``RuntimeWarning`` when it stops short), in
     float64 as the Laplace fit (float32 stalls the polish above the tolerance), split into the weight
-    sites, plus a learned noise ``sigma`` at its maximum-likelihood value
-    :math:`\hat\sigma^2 = \frac{1}{nK}\sum_{i,k} (y_{ik} - f_{ik})^2`. SVI passes the result as a
-    guide's ``init_loc`` when the guide options say ``init_loc="map"``.
+    sites, plus a learned noise ``sigma`` as :func:`find_map` chooses it (the Laplace evidence's under a Gaussian
+    prior; the maximum-likelihood noise, which can collapse, under another). SVI passes the result as a guide's
+    ``init_loc`` when the guide options say ``init_loc="map"``; NUTS starts its chains there.
 
     Parameters
     ----------

@@ -19,6 +19,15 @@ def conjugate():
     torch.set_default_dtype(previous)
 
 
+@pytest.fixture()
+def float64():
+    """float64 as torch's default dtype for the test (``pytestmark = pytest.mark.usefixtures("float64")``)."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(previous)
+
+
 @pytest.fixture(autouse=True)
 def ctrl_c_raises_keyboard_interrupt():
     """SIGINT with Python's own handler during each test, the inherited disposition restored after it.

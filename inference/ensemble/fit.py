@@ -3,7 +3,7 @@ r"""Deep ensembles (Lakshminarayanan et al. 2017): :math:`M` MAP fits from indep
 Member :math:`m` maximises the log joint :math:`\log p(y \mid x, \theta) + \log p(\theta)` under the model's
 own prior (a Gaussian's weight decay, a Laplace prior's L1, a scale mixture alike) from its own draw of the prior,
 with :func:`~bnn.inference.map_estimate.find_map` (Adam, then a Levenberg-Marquardt or L-BFGS polish, in float64
-as Laplace does); a learned Gaussian noise is set to its maximum-likelihood value at the member's weights. Each
+as Laplace does); a learned Gaussian noise is chosen as there (the Laplace evidence's under a Gaussian prior). Each
 member is one draw, so the :class:`~bnn.inference.posterior.Posterior` holds one "chain" of :math:`M` independent draws,
 ``(1, M, *site_shape)``, and its Monte Carlo predictive is the paper's uniform mixture of the members. With
 the ``heteroscedastic-gaussian`` likelihood every member predicts a mean and a scale per input, the paper's

@@ -26,7 +26,7 @@ class EnsembleRecord(FitRecord):
         Per member kept: its wall time, polish iterations, gradient norm at its MAP and whether its Newton
         decrement fell below ``map_tolerance``.
     noise : list of float, optional
-        Per member kept, the maximum-likelihood noise scale of a learned Gaussian noise.
+        Per member kept, the noise scale of a learned Gaussian noise (:mod:`bnn.inference.map_estimate`).
     failed_members : dict of str to str, optional
         The error of every member that failed.
     incomplete : bool

@@ -18,9 +18,12 @@ method              gradients
                     cores})`
 ``svi``             :math:`T` steps, each timed as a whole: :data:`SVI_TIMED_STEPS` steps of the fit itself
                     (its guide, particles and minibatch; without JIT, so a JIT run is faster)
-``laplace``,        :math:`A + L` on the full data: ``A`` Adam steps and at most ``L`` polish iterations of at
-``map``             least one gradient each (Laplace's curvature comes on top); an ensemble ``M`` times that
-``ensemble``        (members in parallel processes as cores allow)
+``laplace``,        :math:`A + L (1 + E)` on the full data: ``A`` Adam steps and at most ``L`` polish iterations of
+``map``             at least one gradient each, for the final MAP and for each of at most ``E`` MAP refits of the
+``ensemble``        search for the evidence's maximum, where the evidence chooses the prior precision (Laplace's
+                    default) or a learned noise (Gaussian priors; :mod:`bnn.inference.map_estimate`); Laplace's
+                    curvature comes on top; an ensemble ``M`` times that (members in parallel processes as cores
+                    allow)
 ``mc-dropout``      :math:`T` on a minibatch
 ``sgld``, ``sghmc`` :math:`C (W + S \cdot \text{thin})` on a minibatch
 ==================  ==========================================================================================
@@ -42,9 +45,9 @@ import pyro
 import torch
 from bnn.guides.flat_weights import join_sites
 from bnn.inference import map_estimate
+from bnn.inference.evidence_search import MAX_EVALUATIONS
 from bnn.inference.fit import METHODS
-from bnn.inference.laplace.mackay import MAX_ROUNDS
-from bnn.inference.map_estimate import log_likelihood, log_prior, prior_distributions
+from bnn.inference.map_estimate import evidence_possible, log_likelihood, log_prior, prior_distributions
 from bnn.inference.nuts.potential import FlatPotential
 from bnn.inference.seeding import seeded
 from bnn.inference.svi.minibatches import StepPlan
@@ -163,9 +166,10 @@ def _minibatch(options: Options, n: int) -> int:
     return n if batch_size is None else min(batch_size, n)
 
 
-def gradient_count(method: str, options: Options, n: int) -> tuple[int, int, str, str] | None:
+def gradient_count(method: str, options: Options, n: int, model=None) -> tuple[int, int, str, str] | None:
     """``(gradients, parallel processes, bound, how)`` of ``method`` under ``options`` on ``n`` examples (see the
-    module docstring), or ``None`` for a method without a count here."""
+    module docstring), or ``None`` for a method without a count here; ``model`` tells whether the MAP fits choose a
+    learned noise by the evidence."""
     cores = free_cores()
     if method == "nuts":
         chains = options.num_chains or min(2, available_cores())
@@ -182,9 +186,12 @@ def gradient_count(method: str, options: Options, n: int) -> tuple[int, int, str
         parallel = min(members, cores) if method == "ensemble" else 1
         # the polish's iteration limit: an option where the method has one, else the MAP fit's default
         polish = getattr(options, "map_max_iter", map_estimate.MAP_MAX_ITER)
-        # Laplace's evidence tuning (unless turned off) refits the MAP, a polish each round, up to MAX_ROUNDS times
-        rounds = MAX_ROUNDS if method == "laplace" and options.tune_prior_precision is not False else 0
-        tuning = f" + up to {rounds} evidence rounds x {polish}" if rounds else ""
+        # the evidence search (Laplace's prior precision unless turned off; a learned noise under Gaussian priors)
+        # refits the MAP, a polish each, up to MAX_EVALUATIONS times
+        tuned = method == "laplace" and options.tune_prior_precision is not False
+        learned_noise = model is not None and bool(model.likelihood.latent_priors()) and evidence_possible(model, 0)
+        rounds = MAX_EVALUATIONS if tuned or learned_noise else 0
+        tuning = f" + up to {rounds} evidence search fits x {polish}" if rounds else ""
         return (members * (options.map_steps + polish * (1 + rounds)), parallel, "worst case",
                 f"{members} x ({options.map_steps} Adam steps + at most {polish} polish iterations{tuning})")
     if method == "mc-dropout":
@@ -201,7 +208,7 @@ def estimate_cost(method: str, options: Options, model, x: torch.Tensor, y: torc
     """The :class:`CostEstimate` of fitting ``model`` to ``(x, y)`` with ``method`` under the parsed ``options``;
     ``None`` for a method without a count. ``timings`` caches the measured gradient times by
     kind and rows."""
-    count = gradient_count(method, options, x.shape[0])
+    count = gradient_count(method, options, x.shape[0], model)
     if count is None:
         return None
     gradients, parallel, bound, how = count

@@ -11,39 +11,33 @@ with :math:`H` the curvature of :math:`-\log p(y \mid x, \theta)` at :math:`\the
 Gaussian prior :math:`\mathcal{N}(0, \sigma_w^2 I)` and the GGN, this is the source
 material's :math:`\Lambda = J^\top J / \sigma_y^2 + I / \sigma_w^2`.
 
-Steps: (1) :math:`\theta_{MAP}` by Adam then a Levenberg-Marquardt polish (:mod:`bnn.inference.map_estimate`), a
-learned noise set to its maximum-likelihood value there and then held fixed; (2) :math:`H` and
-:math:`P` over the structure's weights; (3) by default, wherever the covered priors are Gaussian and the curvature
-is the GGN, the prior precision multiplier :math:`\alpha` (:math:`P \to \alpha P`) and a learned noise set by the
-Laplace evidence, :math:`\theta_{MAP}` refitted under them (:mod:`bnn.inference.laplace.mackay`; otherwise the noise
-stays at its maximum-likelihood value and :math:`\alpha = 1`); (4) the covariance factor of
-:math:`\Lambda^{-1}`; (5) draws from the :class:`~bnn.guides.laplace.LaplaceGuide`.
+Steps: (1) :math:`\theta_{MAP}` by Adam then a Levenberg-Marquardt polish (:mod:`bnn.inference.map_estimate`); by
+default, wherever the covered priors are Gaussian and the curvature is the GGN, the prior precision multiplier
+:math:`\alpha` (:math:`P \to \alpha P`) and a learned noise are those maximising the Laplace evidence, the MAP
+refitted at each candidate (:mod:`bnn.inference.evidence`); otherwise :math:`\alpha = 1` and a learned noise is
+still chosen by the evidence where the covered priors are Gaussian; (2) :math:`H` and :math:`P` over the
+structure's weights; (3) the covariance factor of :math:`\Lambda^{-1}` and the evidence; (4) draws from the
+:class:`~bnn.guides.laplace.LaplaceGuide`.
 """
 
 from __future__ import annotations
 
 import time
-import warnings
 
 import torch
 from bnn.guides.flat_weights import split_flat
 from bnn.guides.laplace import LaplaceGuide
+from bnn.inference.evidence import gaussian_log_prior, laplace_log_marginal_likelihood
 from bnn.inference.guide_draws import sample_guide
 from bnn.inference.laplace.curvature import (
     HessianType,
+    Structure,
     check_ggn_supported,
     check_memory,
     covered_from,
     likelihood_curvature,
 )
-from bnn.inference.laplace.evidence import (
-    gaussian_log_prior,
-    laplace_log_marginal_likelihood,
-    optimal_prior_multiplier,
-    relative_eigenvalues,
-)
 from bnn.inference.laplace.linearized import Linearization, is_linearizable
-from bnn.inference.laplace.mackay import UNSETTLED_FIX, tune_by_evidence
 from bnn.inference.laplace.options import LaplaceOptions
 from bnn.inference.laplace.prior_curvature import check_prior_curvature_possible, covered_sites, prior_curvature
 from bnn.inference.laplace.record import LaplaceRecord
@@ -51,8 +45,6 @@ from bnn.inference.map_estimate import MapEstimate, find_map
 from bnn.inference.posterior import Posterior
 from bnn.inference.seeding import seeded
 from bnn.models.priors import GaussianPrior
-
-from bnn.stacklevel import user_stacklevel
 
 WORKING_DTYPE = torch.float64  # the MAP polish and the factor of an ill-conditioned precision need it
 
@@ -131,25 +123,18 @@ def _gaussian_precisions(model, start: int, multiplier: float) -> dict[str, floa
 
 
 def _approximate(model, x, y, estimate: MapEstimate, start: int, hessian_type, structure, tune: bool, progress: bool):
-    """Steps (2)-(4) of the module docstring: the covariance factor, evidence and prior multiplier."""
-    prior_precision = prior_curvature(model, estimate.theta, start)
+    """Steps (2)-(3) of the module docstring: the covariance factor and the evidence, under the MAP's multiplier."""
+    prior_precision = estimate.multiplier * prior_curvature(model, estimate.theta, start)
     curvature = likelihood_curvature(model, x, y, estimate.theta, estimate.latents, hessian_type=hessian_type,
                                      structure=structure, progress=progress)
     theta = estimate.theta[start:]
-    multiplier = 1.0
-    if tune:
-        weighted_square_norm = float((prior_precision * theta**2).sum())
-        multiplier = optimal_prior_multiplier(relative_eigenvalues(curvature, prior_precision), weighted_square_norm)
-        prior_precision = multiplier * prior_precision
-        log_prior = gaussian_log_prior(theta, prior_precision)
-    else:
-        log_prior = _covered_log_prior(model, estimate.theta, start)
+    log_prior = gaussian_log_prior(theta, prior_precision) if tune else _covered_log_prior(model, estimate.theta, start)
     precision = curvature  # Lambda = H + P, formed in place
     (precision if precision.dim() == 1 else precision.diagonal()).add_(prior_precision)
     del curvature
     scale, logdet = covariance_factor(precision, hessian_type, estimate.grad_norm)
     evidence = laplace_log_marginal_likelihood(estimate.log_likelihood, log_prior, logdet, theta.numel())
-    return scale, evidence, multiplier
+    return scale, evidence
 
 
 def run_laplace(model, x: torch.Tensor, y: torch.Tensor, options: LaplaceOptions) -> Posterior:
@@ -186,19 +171,11 @@ def run_laplace(model, x: torch.Tensor, y: torch.Tensor, options: LaplaceOptions
         began = time.perf_counter()
         estimate = find_map(model, x_work, y_work, steps=map_steps, lr=map_lr, tolerance=map_tolerance,
                             max_iter=options.map_max_iter, progress=progress, judged_from=start,
-                            polish=not tune_prior_precision)
-        tuning = None
-        if tune_prior_precision:
-            tuning = tune_by_evidence(model, x_work, y_work, estimate, start, structure, tolerance=map_tolerance,
-                                      max_iter=options.map_max_iter, progress=progress)
-            estimate = tuning.estimate
-            if not tuning.converged:
-                warnings.warn(f"the evidence rounds (prior precision and noise) did not settle in {tuning.rounds} "
-                              f"rounds; the last prior precision multiplier is {tuning.multiplier:.4g}: {UNSETTLED_FIX}",
-                              RuntimeWarning, stacklevel=user_stacklevel())
+                            multiplier=None if tune_prior_precision else 1.0,
+                            diagonal_evidence=structure is Structure.DIAG)
         map_seconds = time.perf_counter() - began
-        scale, evidence, multiplier = _approximate(model, x_work, y_work, estimate, start, hessian_type, structure,
-                                                   tune_prior_precision, progress)
+        scale, evidence = _approximate(model, x_work, y_work, estimate, start, hessian_type, structure,
+                                       tune_prior_precision, progress)
         train_seconds = time.perf_counter() - began
         guide = LaplaceGuide(model.sites, estimate.theta.to(x.dtype), scale.to(x.dtype), covered_from=start,
                              constants={name: value.to(x.dtype) for name, value in estimate.latents.items()})
@@ -208,10 +185,9 @@ def run_laplace(model, x: torch.Tensor, y: torch.Tensor, options: LaplaceOptions
         structure=structure.value, num_weights_covered=scale.shape[0], map_steps=map_steps,
         map_lbfgs_iterations=estimate.lbfgs_iterations, map_grad_norm=estimate.grad_norm,
         map_converged=estimate.converged, map_newton_decrement=estimate.newton_decrement, map_polish=estimate.polish,
-        log_marginal_likelihood=evidence,
-        prior_precision=_gaussian_precisions(model, start, multiplier), prior_precision_multiplier=multiplier,
-        tune_prior_precision=tune_prior_precision, evidence_rounds=tuning.rounds if tuning else None,
-        evidence_converged=tuning.converged if tuning else None,
+        log_marginal_likelihood=evidence, prior_precision=_gaussian_precisions(model, start, estimate.multiplier),
+        prior_precision_multiplier=estimate.multiplier, tune_prior_precision=tune_prior_precision,
+        evidence_rounds=estimate.evidence_evaluations, evidence_converged=estimate.evidence_bracketed,
         noise=estimate.latents["sigma"].item() if "sigma" in estimate.latents else None,
     )
     samples = {name: value.unsqueeze(0) for name, value in draws.items()}

@@ -7,8 +7,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from bnn.inference.laplace.linearized import Linearization
-from bnn.inference.laplace.mackay import UNSETTLED_FIX
-from bnn.inference.map_estimate import MapFitRecord
+from bnn.inference.map_estimate import NO_MAXIMUM_FIX, MapFitRecord
 from bnn.inference.record import register_record
 
 
@@ -35,11 +34,12 @@ class LaplaceRecord(MapFitRecord):
         :math:`\alpha` of :math:`P \to \alpha P` (1 unless tuned).
     tune_prior_precision : bool
         Whether :math:`\alpha` (and a learned noise, ``noise``) maximised the evidence
-        (:mod:`bnn.inference.laplace.mackay`).
+        (:mod:`bnn.inference.evidence`).
     evidence_rounds : int, optional
-        Rounds of that tuning (each refits the MAP).
+        MAP refits of the search for the evidence's maximum (:mod:`bnn.inference.evidence_search`), when the
+        evidence chose :math:`\alpha` or the noise.
     evidence_converged : bool, optional
-        Whether :math:`\alpha` and the noise settled.
+        Whether that search found a maximum.
     """
 
     method: ClassVar[str] = "laplace"
@@ -55,8 +55,8 @@ class LaplaceRecord(MapFitRecord):
     evidence_converged: bool | None = None
 
     def problems(self) -> list[str]:
-        unsettled = [f"the evidence rounds did not settle in {self.evidence_rounds} rounds (prior precision multiplier "
-                     f"{self.prior_precision_multiplier:.4g}): {UNSETTLED_FIX}"]
+        unsettled = [f"the evidence search found no maximum in {self.evidence_rounds} MAP fits (prior precision "
+                     f"multiplier {self.prior_precision_multiplier:.4g}, noise {self.noise}): {NO_MAXIMUM_FIX}"]
         return super().problems() + (unsettled if self.evidence_converged is False else [])
 
     def metrics(self) -> dict[str, Any]:

@@ -13,7 +13,8 @@ With ``objective="mle"`` the prior term is dropped (its weight is 0 in ``find_ma
     \theta_{MLE} = \arg\max_\theta \; \log p(y \mid x, \theta),
 
 the classical network without regularisation; the prior then only draws the start. A learned
-Gaussian noise is set to its maximum-likelihood value at the estimate. The
+Gaussian noise is chosen by the Laplace evidence under a Gaussian prior (:mod:`bnn.inference.map_estimate`), and
+set to its maximum-likelihood value under ``objective="mle"``. The
 :class:`~bnn.inference.posterior.Posterior` holds one draw, ``(1, 1, *site_shape)``: a point mass, so its
 predictive is the plug-in :math:`p(y \mid x, \hat\theta)`, whose only spread is the likelihood's noise. It is
 as confident between and beyond the training inputs as on them; the Bayesian methods are not.
@@ -48,7 +49,7 @@ def run_map(model, x: torch.Tensor, y: torch.Tensor, options: MapOptions) -> Pos
     with seeded(options.seed):  # find_map warns, at the user's line, when the polish stops short
         estimate = find_map(model, x.to(WORKING_DTYPE), y_work, steps=options.map_steps, lr=options.map_lr,
                             tolerance=options.map_tolerance, max_iter=options.map_max_iter, progress=options.progress,
-                            prior_weight=0.0 if options.objective is Objective.MLE else 1.0)
+                            multiplier=0.0 if options.objective is Objective.MLE else 1.0)
     train_seconds = time.perf_counter() - began
     draws = {**split_flat(model.sites, estimate.theta), **estimate.latents}
     record = MapRecord(

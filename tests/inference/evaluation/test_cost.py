@@ -4,6 +4,7 @@ import pytest
 from bnn.datasets import load_toy1d
 from bnn.inference import fit
 from bnn.inference.evaluation.cost import estimate_cost, format_seconds, free_cores
+from bnn.inference.evidence_search import MAX_EVALUATIONS
 from bnn.inference.fit import METHODS, prepare_data
 from bnn.models import BayesianMLP
 
@@ -46,7 +47,10 @@ def test_map_based_methods_count_adam_steps_and_lbfgs_iterations(problem):
     model, data = problem
     laplace = _estimate("laplace", {"map_steps": 300}, model, data)
     ensemble = _estimate("ensemble", {"map_steps": 300, "num_members": 3, "member_method": "sequential"}, model, data)
-    assert (laplace.gradients, ensemble.gradients) == (300 + 1000 * (1 + 10), 3 * (300 + 1000))  # 10 evidence rounds
+    # the evidence search refits the MAP up to MAX_EVALUATIONS times: Laplace's prior precision, and the ensemble
+    # members' learned noise (the model's, under its Gaussian prior)
+    assert (laplace.gradients, ensemble.gradients) == (300 + 1000 * (1 + MAX_EVALUATIONS),
+                                                       3 * (300 + 1000 * (1 + MAX_EVALUATIONS)))
     assert laplace.bound == "worst case" and "300 Adam steps" in laplace.describe()
 
 

@@ -5,6 +5,7 @@ from bnn.datasets import load_toy1d
 from bnn.inference.cli import main
 from bnn.inference.evaluation.cost import CostEstimate, gradient_count
 from bnn.inference.evaluation.time_budget import REPORT_SHARE, Choice, choose_fits, cost_lines, parse_duration, plan
+from bnn.inference.evidence_search import MAX_EVALUATIONS
 from bnn.inference.fit import METHODS
 from bnn.models import BayesianMLP
 
@@ -90,7 +91,8 @@ def test_choose_fits_measures_every_method_on_the_machine():
     data = load_toy1d(n_train=30, n_test=10)
     model = BayesianMLP(1, 1, hidden=(3,), likelihood={"name": "gaussian", "scale": 0.1})
     choices = choose_fits(model, data, ["svi", "laplace", "mc-dropout"], [{"steps": 50}, {}, {}], budget=None)
-    assert [c.estimate.gradients for c in choices] == [50, 1000 + 1000 * (1 + 10), 3000]  # Laplace: 10 evidence rounds
+    # Laplace: the MAP and up to MAX_EVALUATIONS refits of the evidence search, a polish each
+    assert [c.estimate.gradients for c in choices] == [50, 1000 + 1000 * (1 + MAX_EVALUATIONS), 3000]
     assert all(c.estimate.seconds_per_gradient > 0 and c.note is None for c in choices)
 
 

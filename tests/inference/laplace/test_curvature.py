@@ -30,14 +30,6 @@ GGN, EXACT = HessianType.GGN, HessianType.EXACT
 FULL, DIAG, LAST = Structure.FULL, Structure.DIAG, Structure.LAST_LAYER
 
 
-@pytest.fixture()
-def float64():
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(previous)
-
-
 def tiny_problem(likelihood: str, out_features: int, seed: int = 0):
     """A 2-4-K tanh net at random weights, with targets for ``likelihood`` (float64)."""
     generator = torch.Generator().manual_seed(seed)

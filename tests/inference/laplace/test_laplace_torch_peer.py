@@ -25,12 +25,7 @@ PEER_NAMES = {"full": ("all", "full"), "diag": ("all", "diag"), "last-layer": ("
 ROUND_OFF = dict(rtol=1e-9, atol=1e-11)
 
 
-@pytest.fixture(autouse=True)
-def float64():
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(previous)
+pytestmark = pytest.mark.usefixtures("float64")
 
 
 def data(task: str):

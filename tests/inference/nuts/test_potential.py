@@ -40,12 +40,7 @@ class StudentTPrior(Prior):
         return dist.StudentT(self.df, 0.0, 0.7).expand(site.shape)
 
 
-@pytest.fixture(autouse=True)
-def float64():
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(previous)
+pytestmark = pytest.mark.usefixtures("float64")
 
 
 def data_for(likelihood: str, out_features: int, n: int = 12, d: int = 2):
