@@ -141,8 +141,8 @@ def test_ctrl_c_before_any_work_says_nothing_was_kept(monkeypatch, tmp_path, cap
 def test_a_non_finite_elbo_keeps_the_last_finite_posterior_in_the_out_folder(tmp_path, capsys):
     out = tmp_path / "run"
     with pytest.raises(SystemExit) as exit_info:
-        main(["fit", "--dataset", "toy1d", "--hidden", "5", "--noise", "0.1", "--guide", "meanfield", "--lr", "1e10", "--steps", "20",
-              "--quiet", "--out", str(out)])
+        main(["fit", "--dataset", "toy1d", "--hidden", "5", "--noise", "0.1", "--guide", "meanfield", "--lr", "1e10",
+              "--steps", "20", "--quiet", "--out", str(out)])
     assert exit_info.value.code == 2
     message = capsys.readouterr().err
     assert message.startswith("error: SVI stopped at step 1") and "error.posterior" not in message
