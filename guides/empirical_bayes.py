@@ -18,7 +18,8 @@ vanish at the optimal prior variance :math:`s_k^2 = \mu_k^2 + \sigma_k^2`, where
     \sigma_k = \operatorname{softplus}(\rho_k),
 
 so the guide learns :math:`(\gamma, \rho)` (no 0/0 at :math:`\mu = \sigma = 0`),
-initialised :math:`\rho = 1`, :math:`\gamma = 0`, and its objective per example is
+initialised by default with :math:`\mu` at a draw of the prior and :math:`\rho = -3` (a constant
+:math:`\gamma = 0`, every mean at 0, is a stationary point: the class notes), and its objective per example is
 :math:`\text{NLL} + \mathrm{KL}/L` with :math:`\mathrm{KL} = \tfrac12 \sum_k \nu_k`,
 :math:`\nu_k = \ln(1 + \gamma_k^2)`, :math:`L` the number of training examples. Pyro's SVI
 loss is :math:`L` times that objective (the same optimum).
@@ -88,18 +89,23 @@ class EmpiricalBayesGuide(FlatNormalGuide):
         The model, with a :class:`~bnn.models.priors.GaussianPrior` on every weight site (its
         scale plays no part).
     init_rho : float
-        Initial :math:`\rho` of every latent (1 gives :math:`\sigma \approx 1.31`).
-    init_gamma : float
-        Initial :math:`\gamma = \mu / \sigma` of every latent.
+        Initial :math:`\rho` of every latent (-3 gives :math:`\sigma \approx 0.049`).
+    init_gamma : float or "prior"
+        Initial :math:`\gamma = \mu / \sigma` of every latent, or ``"prior"``: :math:`\mu` at a draw of the
+        prior (a likelihood latent at its prior's median), :math:`\gamma = \mu / \operatorname{softplus}(\rho)`.
+        A constant :math:`\gamma = 0` starts every hidden unit at the same function, where the KL term
+        :math:`\tfrac12\ln(1 + \gamma^2)` is at its minimum and the likelihood's expected gradient of each mean
+        vanishes by symmetry: a stationary point SVI does not leave (the network stays constant); a draw breaks
+        the symmetry.
 
     Raises
     ------
     ValueError
         For a weight site whose prior is not Gaussian (naming the sites and priors), or a
-        non-finite ``init_rho`` or ``init_gamma``.
+        non-finite ``init_rho`` or ``init_gamma``, or an ``init_gamma`` string other than ``"prior"``.
     """
 
-    def __init__(self, model, *, init_rho: float = 1.0, init_gamma: float = 0.0) -> None:
+    def __init__(self, model, *, init_rho: float = -3.0, init_gamma: float | str = "prior") -> None:
         others = {name: PRIORS.name_of(type(prior)) or type(prior).__name__
                   for name, prior in model.prior.items() if not isinstance(prior, GaussianPrior)}
         if others:
@@ -108,11 +114,18 @@ class EmpiricalBayesGuide(FlatNormalGuide):
                 f"a Gaussian prior; sites {others} have other priors: use prior 'gaussian' (--prior gaussian; its "
                 "scale plays no part because the variance is learned), or another guide for these priors"
             )
-        init_rho, init_gamma = check_finite("init_rho", init_rho), check_finite("init_gamma", init_gamma)
+        if isinstance(init_gamma, str) and init_gamma != "prior":
+            raise ValueError(f"init_gamma must be a finite number or 'prior', got {init_gamma!r}")
+        init_rho = check_finite("init_rho", init_rho)
         super().__init__(model)
         self.analytic_sites = tuple(self.weight_sites)
+        rho = torch.full((self.num_latents,), init_rho)
+        if init_gamma == "prior":
+            gamma = self.flatten(self.prior_start()) / F.softplus(rho)
+        else:
+            gamma = torch.full((self.num_latents,), check_finite("init_gamma", init_gamma))
         # one parameter tensor, rows (gamma, rho): one Adam update per step instead of two
-        self.gamma_rho = PyroParam(torch.tensor([[init_gamma], [init_rho]]).expand(2, self.num_latents).clone())
+        self.gamma_rho = PyroParam(torch.stack([gamma, rho]))
 
     def flat_parameters(self) -> dict[str, torch.Tensor]:
         r"""The flat guide parameters from the rows :math:`(\gamma, \rho)` of ``gamma_rho``.

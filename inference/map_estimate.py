@@ -440,10 +440,12 @@ class _EvidenceSearch:
         r""":math:`(\alpha, \sigma)` on the line of ``weight_decay`` at ``theta`` (``None`` for no learned noise)."""
         start = self.fit.judged_from
         penalty = float((self.base.curvature(theta, start) * theta[start:] ** 2).sum())
-        fit = self.fit
+        fit, chosen_noise = self.fit, self.learned and self.noise is None
+        # S(theta) enters only a noise chosen here (a likelihood without a learned noise may not be Gaussian)
+        squared_error = float(_squared_error(fit.model, fit.x, fit.y, theta)) if chosen_noise else math.nan
         multiplier, noise = hyperparameters_on_line(
-            weight_decay, squared_error=float(_squared_error(fit.model, fit.x, fit.y, theta)), penalty=penalty,
-            targets=fit.y.numel(), noise=self.noise if self.learned else 1.0, multiplier=self.multiplier)
+            weight_decay, squared_error=squared_error, penalty=penalty, targets=fit.y.numel(),
+            noise=self.noise if self.learned else 1.0, multiplier=self.multiplier)
         return multiplier, noise if self.learned else None
 
     def log_evidence(self, theta: torch.Tensor, multiplier: float, noise: float | None) -> float:

@@ -10,10 +10,12 @@ import pyro
 import pytest
 import torch
 import torch.nn.functional as F
+from bnn.datasets import load_toy1d
 from bnn.guides import GUIDES, EmpiricalBayesGuide, build_guide
 from bnn.guides.empirical_bayes import empirical_bayes_kl
 from bnn.guides.kl import gaussian_kl
 from bnn.inference import Posterior, fit
+from bnn.inference.evaluation import evaluate
 from bnn.inference.cli import main
 from bnn.models import PRIORS, BayesianMLP, GaussianPrior
 from pyro.infer import JitTrace_ELBO, Trace_ELBO
@@ -34,6 +36,34 @@ def test_registered_and_built_by_name(conjugate):
     assert isinstance(guide, EmpiricalBayesGuide) and name == "empirical-bayes"
     with pytest.raises(ValueError, match="init_gamma must be a finite number"):
         EmpiricalBayesGuide(conjugate.model, init_gamma=math.inf)
+    with pytest.raises(ValueError, match="init_gamma must be a finite number or 'prior', got 'median'"):
+        EmpiricalBayesGuide(conjugate.model, init_gamma="median")
+
+
+def test_the_default_start_is_a_prior_draw_of_the_means_with_small_scales():
+    model = BayesianMLP(1, 1, hidden=(4,), likelihood={"name": "gaussian", "scale": None})
+    torch.manual_seed(3)
+    guide = EmpiricalBayesGuide(model)
+    torch.manual_seed(3)
+    expected = guide.flatten(guide.prior_start())  # the weights drawn from N(0, 1), the noise at its prior median
+    params = guide.flat_parameters()
+    torch.testing.assert_close(params["scale"], torch.full_like(expected, F.softplus(torch.tensor(-3.0)).item()))
+    torch.testing.assert_close(params["loc"], expected)
+    assert expected[: guide.num_weights].std() > 0.3  # distinct means: the hidden units start as distinct functions
+
+
+def test_the_default_start_fits_where_every_mean_at_zero_stays_a_constant_function():
+    """gamma = 0 makes every hidden unit the same function with KL 0: SVI stays there and predicts the mean,
+    with an RMSE of the targets' own spread; from a prior draw the same budget fits the sine."""
+    toy = load_toy1d()
+    spread = toy.y_test.std(unbiased=False).item() * float(toy.y_scaler.std)
+    rmse = {}
+    for label, options in (("default", {}), ("gamma 0", {"init_gamma": 0.0})):
+        model = BayesianMLP(1, 1, hidden=(20,), activation="tanh", likelihood={"name": "gaussian", "scale": None})
+        posterior = fit(model, toy, "svi", guide="empirical-bayes", guide_options=options, steps=500, seed=0,
+                        progress=False, num_samples=100)
+        rmse[label] = evaluate(posterior, toy)["test_rmse"]
+    assert rmse["gamma 0"] > 0.9 * spread and rmse["default"] < 0.4 * spread, (rmse, spread)
 
 
 def precision_kl(loc, scale, precision):
