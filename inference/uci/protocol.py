@@ -39,7 +39,7 @@ PROTOCOL_OPTIONS: dict[str, dict[str, Any]] = {"laplace": {"tune_prior_precision
 """Options the protocol sets for a method (the user's ``--set`` wins)."""
 SELECTION = {
     "svi": "ELBO: weights and noise scale by the ELBO; prior N(0, 1) fixed",
-    "laplace": "evidence: prior precision by the marginal likelihood; weights and noise scale by the MAP",
+    "laplace": "evidence: prior precision and noise scale by the Laplace marginal likelihood (the MAP refitted at each)",
     "nuts": "posterior: weights and noise scale sampled; prior N(0, 1) fixed",
     "mc-dropout": f"validation: dropout rate on a random {VALIDATION_FRACTION:.0%} of the training split (highest "
                   "mean log-likelihood), then refit on the whole training split",
