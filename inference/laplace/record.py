@@ -19,7 +19,7 @@ class LaplaceRecord(MapFitRecord):
     Attributes
     ----------
     map_seconds : float
-        Wall time of the MAP fit (Adam, then the polish; with the evidence rounds when tuned).
+        Wall time of the MAP fit (Adam, then the polish; with the evidence search's refits when tuned).
     hessian, structure : str
         The likelihood curvature and the entries of the precision kept.
     num_weights_covered : int
