@@ -71,6 +71,13 @@ posterior standard deviation of its mode, where the log joint is :math:`\delta^2
 to second order. The search adds that back, so it compares evidences at the modes to within the third-order
 remainder (exact for a linear-Gaussian model; measured within about 1/2 nat on a 1-20-1 network); the MAP at the
 values chosen is then polished to ``tolerance``."""
+KINK_ADVICE = ("it stopped at a kink, where the log joint falls along its own gradient (a ReLU unit switching exactly "
+               "at training inputs makes the gradient one-sided): no step raises it and a larger budget will not help; "
+               "the Laplace approximation there uses one side's curvature. A smooth activation (tanh) avoids kinks")
+KINK_STEP = 1e-8
+r"""The step along the normalised gradient that :func:`falls_along_gradient` tries: its gain
+:math:`\epsilon\lVert g\rVert` is far above float64 round-off of a log joint in the thousands, its loss to a
+curvature :math:`h`, :math:`\epsilon^2 h / 2`, far below it for :math:`h` up to :math:`10^7`."""
 NO_MAXIMUM_FIX = "give the noise (a fixed likelihood scale) or the prior precision (tune_prior_precision=False)"
 COLLAPSE_FIX = "use a Gaussian prior (the noise is then chosen by the Laplace evidence) or a fixed noise"
 
@@ -104,6 +111,11 @@ class MapEstimate:
         MAP refits of the evidence search (``None``: nothing was chosen by the evidence).
     evidence_bracketed : bool, optional
         Whether that search found a maximum (else a ``RuntimeWarning`` was issued).
+    at_kink : bool
+        Whether the log joint falls along its own gradient at :math:`\theta_{MAP}` (:func:`falls_along_gradient`):
+        a point where it is not differentiable, such as a ReLU unit switching exactly at training inputs. There the
+        gradient is one-sided, the Newton decrement (which assumes a smooth log joint) stays large, and no larger
+        budget brings it down.
     """
 
     theta: torch.Tensor
@@ -118,6 +130,7 @@ class MapEstimate:
     multiplier: float = 1.0
     evidence_evaluations: int | None = None
     evidence_bracketed: bool | None = None
+    at_kink: bool = False
 
 
 @dataclass(frozen=True)
@@ -148,6 +161,8 @@ class MapFitRecord(FitRecord):
         Whether the Newton decrement is at most the tolerance.
     noise : float, optional
         The noise scale of a learned Gaussian noise (module notes).
+    map_at_kink : bool
+        Whether the MAP stopped at a kink of the log joint (see :attr:`MapEstimate.at_kink`).
     """
 
     map_steps: int
@@ -157,6 +172,7 @@ class MapFitRecord(FitRecord):
     map_newton_decrement: float | None = None
     map_polish: str | None = None
     noise: float | None = None
+    map_at_kink: bool = False
 
     @property
     def converged(self) -> bool:
@@ -168,7 +184,8 @@ class MapFitRecord(FitRecord):
             return []
         off = "" if self.map_newton_decrement is None else f"{self.map_newton_decrement:.3g} posterior sd from the mode, "
         return [f"the MAP did not converge (gradient norm {self.map_grad_norm:.3g}, {off}after {self.map_steps} Adam "
-                f"steps and {self.map_lbfgs_iterations} {self.map_polish or 'polish'} iterations): {RAISE_BUDGET}"]
+                f"steps and {self.map_lbfgs_iterations} {self.map_polish or 'polish'} iterations): "
+                f"{KINK_ADVICE if self.map_at_kink else RAISE_BUDGET}"]
 
 
 def log_prior(model, theta: torch.Tensor, distributions: dict | None = None) -> torch.Tensor:
@@ -513,6 +530,8 @@ def _estimate(fit: _Fit, theta, prior: _Prior, latents: dict, tolerance: float, 
             f"4^{MAX_STEPS} from its start): the prior precision multiplier {choice.multiplier:.4g} and the noise "
             f"{choice.noise} are where it stopped, not a maximum; {NO_MAXIMUM_FIX}",
             RuntimeWarning, stacklevel=user_stacklevel())
+    at_kink = not decrement <= tolerance and falls_along_gradient(
+        lambda w: log_likelihood(model, x, y, w, latents) + prior.log_prob(w), theta, judged_from)
     if not decrement <= tolerance:
         collapse = ""
         if adam_noise is not None and float(latents["sigma"]) < adam_noise / 10:
@@ -523,13 +542,35 @@ def _estimate(fit: _Fit, theta, prior: _Prior, latents: dict, tolerance: float, 
             f"the MAP polish ({polish}) stopped after {fit.iterations} iterations {decrement:.3g} posterior standard "
             f"deviations from the mode (Newton decrement > map_tolerance={tolerance:g}; gradient norm "
             f"{gradient.norm().item():.3g}): the MAP estimate (the Laplace approximation's centre, or a guide's start) "
-            f"is off the mode; {RAISE_BUDGET}.{collapse}",
+            f"is off the mode; {KINK_ADVICE if at_kink else RAISE_BUDGET}.{collapse}",
             RuntimeWarning,
             stacklevel=user_stacklevel(),
         )
     return MapEstimate(theta, latents, likelihood_term.item(), prior_term.item(), gradient.norm().item(), decrement,
                        polish, fit.iterations, decrement <= tolerance, prior.weight,
-                       None if choice is None else choice.evaluations, None if choice is None else choice.bracketed)
+                       None if choice is None else choice.evaluations, None if choice is None else choice.bracketed,
+                       at_kink)
+
+
+def falls_along_gradient(log_joint, theta: torch.Tensor, start: int = 0) -> bool:
+    r"""Whether ``log_joint`` falls along its autograd gradient :math:`g` (over the entries from ``start``) at ``theta``:
+    :math:`\log p(\theta + \epsilon g / \lVert g\rVert) < \log p(\theta)` with :math:`\epsilon` = :data:`KINK_STEP`.
+
+    Where the log joint is differentiable the left side is larger by
+    :math:`\epsilon\lVert g\rVert - O(\epsilon^2 h)` (:math:`h` the curvature along :math:`g`, small at this
+    :math:`\epsilon`); where it is smaller, the gradient is not the derivative from that side: a kink
+    (:attr:`MapEstimate.at_kink`).
+    """
+    point = theta.clone().requires_grad_(True)
+    with torch.enable_grad():
+        value = log_joint(point)
+        (gradient,) = torch.autograd.grad(value, point)
+    gradient[:start] = 0
+    norm = gradient.norm()
+    if not norm > 0:
+        return False
+    with torch.no_grad():
+        return float(log_joint(theta + KINK_STEP * gradient / norm)) < float(value)
 
 
 def map_weights(model, x: torch.Tensor, y: torch.Tensor, *, steps: int = MAP_STEPS, lr: float = MAP_LR,

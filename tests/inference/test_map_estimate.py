@@ -13,10 +13,12 @@ import math
 
 import pytest
 import torch
+from bnn.datasets import find_uci_dir, load_uci
 from bnn.guides.flat_weights import split_flat
-from bnn.inference import map_estimate
+from bnn.inference import fit, map_estimate
 from bnn.inference.map_estimate import SEARCH_TOLERANCE, find_map
 from bnn.inference.seeding import seeded
+from bnn.inference.uci.protocol import uci_model
 from bnn.models import BayesianMLP, GaussianPrior, PosteriorPrior
 
 FIT = dict(steps=1000, lr=0.01, tolerance=0.1, progress=False)
@@ -86,3 +88,31 @@ def test_choosing_the_prior_precision_needs_a_gaussian_prior_and_is_refused_befo
     monkeypatch.setattr(map_estimate, "_find_map", lambda *args: pytest.fail("work started"))
     with pytest.raises(ValueError, match=r"multiplier=None .* needs Gaussian priors on the covered weights"):
         find_map(model_with({"*": "gaussian", "layers.0": "laplace"}, 3), x, y, **FIT, multiplier=None)
+
+
+def test_falls_along_gradient_tells_a_kink_from_a_smooth_slope():
+    theta = torch.zeros(2)
+
+    def smooth(w):
+        return -((w - 1) ** 2).sum()
+
+    def kink(w):  # largest at 0, where autograd's relu'(0) = 0 gives the gradient 1, the slope from the left
+        return w.sum() - 3 * torch.relu(w).sum()
+
+    assert not map_estimate.falls_along_gradient(smooth, theta)
+    assert map_estimate.falls_along_gradient(kink, theta)
+    assert not map_estimate.falls_along_gradient(kink, theta, start=2)  # no judged entry: no gradient, no kink
+
+
+@pytest.mark.skipif(not find_uci_dir().is_dir(), reason="needs ../shared/data/uci beside the repository")
+def test_a_relu_map_stuck_at_a_kink_says_so_instead_of_asking_for_more_iterations():
+    """The papers' ReLU network on UCI yacht, split 0: the mode sits where hidden units switch exactly at training
+    inputs (the yacht inputs take few distinct values); the polish stops before its budget, and the warning and the
+    record say why, without the advice to raise it."""
+    data = load_uci(find_uci_dir(), "yacht", 0)
+    with pytest.warns(RuntimeWarning, match="stopped at a kink") as caught:
+        posterior = fit(uci_model(data.in_features, 50), data, "laplace", seed=0, progress=False)
+    record = posterior.record
+    assert record.map_at_kink and not record.map_converged
+    assert "a larger budget will not help" in record.problems()[0] and "map_max_iter" not in record.problems()[0]
+    assert not [w for w in caught if "map_max_iter" in str(w.message)]
