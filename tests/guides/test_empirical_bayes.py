@@ -15,8 +15,8 @@ from bnn.guides import GUIDES, EmpiricalBayesGuide, build_guide
 from bnn.guides.empirical_bayes import empirical_bayes_kl
 from bnn.guides.kl import gaussian_kl
 from bnn.inference import Posterior, fit
-from bnn.inference.evaluation import evaluate
 from bnn.inference.cli import main
+from bnn.inference.evaluation import evaluate
 from bnn.models import PRIORS, BayesianMLP, GaussianPrior
 from pyro.infer import JitTrace_ELBO, Trace_ELBO
 
