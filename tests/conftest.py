@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 
 import pytest
@@ -10,22 +11,36 @@ import torch
 from tests.conjugate import conjugate_problem
 
 
+@contextlib.contextmanager
+def default_dtype(dtype: torch.dtype):
+    """``dtype`` as torch's default dtype inside the block, the previous one restored after it."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)
+
+
 @pytest.fixture(scope="module")
 def conjugate():
     """The conjugate linear-regression problem of :mod:`tests.conjugate`, in float64 for the module."""
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield conjugate_problem()
-    torch.set_default_dtype(previous)
+    with default_dtype(torch.float64):
+        yield conjugate_problem()
 
 
 @pytest.fixture()
 def float64():
     """float64 as torch's default dtype for the test (``pytestmark = pytest.mark.usefixtures("float64")``)."""
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(previous)
+    with default_dtype(torch.float64):
+        yield
+
+
+@pytest.fixture()
+def float32():
+    """The library's usual default dtype, for a test in a module whose ``conjugate`` sets float64 while it lives."""
+    with default_dtype(torch.float32):
+        yield
 
 
 @pytest.fixture(autouse=True)

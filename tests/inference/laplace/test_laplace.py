@@ -27,17 +27,6 @@ from tests.conjugate import NOISE, PRIOR_SCALE
 FAST = dict(map_steps=100, map_tolerance=1e-4, num_samples=200, tune_prior_precision=False, progress=False)  # mode to 1e-4 sd
 
 
-
-
-@pytest.fixture()
-def float32():
-    """The library's usual default dtype (the module's ``conjugate`` sets float64 while it lives)."""
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float32)
-    yield
-    torch.set_default_dtype(previous)
-
-
 @pytest.fixture(scope="module")
 def posterior(conjugate):
     return fit(conjugate.model, (conjugate.x, conjugate.y), "laplace", seed=3, **FAST)
