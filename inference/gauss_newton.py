@@ -25,11 +25,18 @@ The Levenberg-Marquardt polish (Marquardt 1963) steps :math:`\theta \leftarrow \
 \operatorname{diag}\Lambda)^{-1} g`, keeping a step only where it raises the log joint and raising the damping
 :math:`\lambda` otherwise; a learned noise is reset to its maximum-likelihood value after each step (a coordinate
 ascent, so the log joint never falls).
+
+Near a mode :math:`\delta^2/2` is the rise of the log joint still to come. The polish stops as stalled when the rise
+of its last :data:`STALL_WINDOW` steps, kept up for every step left, would not cover the rise still needed to reach
+the tolerance, :math:`(\delta^2 - \text{tolerance}^2)/2`: at a kink of a ReLU network (a unit switching exactly at
+a training input) the accepted steps shrink toward zero and the decrement never falls, and Gauss-Newton's gains near
+a mode shrink geometrically, so a linear extrapolation of recent gains only overestimates what is left to gain.
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Callable
 
 import torch
@@ -45,6 +52,8 @@ JITTER = 1e-10
 r"""Added to :math:`\Lambda`'s diagonal, times its mean, so that a weight without curvature (a Laplace prior's) keeps
 :math:`\Lambda` invertible."""
 INITIAL_DAMPING, MIN_DAMPING, MAX_DAMPING = 1e-3, 1e-9, 1e12
+STALL_WINDOW = 50
+"""Steps whose rise of the log joint the stall test extrapolates (module notes)."""
 
 LogJoint = Callable[[torch.Tensor, dict], torch.Tensor]
 
@@ -110,7 +119,8 @@ def levenberg_marquardt(log_joint: LogJoint, latents_at: Callable[[torch.Tensor]
     precision_at : callable
         :math:`\Lambda` over the entries from ``start`` on, dense, at ``(theta, latents)``.
     max_iterations : int
-        Steps at most; the polish also stops when no damping up to :data:`MAX_DAMPING` raises the log joint.
+        Steps at most; the polish also stops when no damping up to :data:`MAX_DAMPING` raises the log joint, and when
+        it stalls (module notes).
     progress_bar
         A tqdm-like bar updated once per step.
 
@@ -119,7 +129,7 @@ def levenberg_marquardt(log_joint: LogJoint, latents_at: Callable[[torch.Tensor]
     tuple
         The polished ``theta`` and the number of steps taken.
     """
-    damping = INITIAL_DAMPING
+    damping, rises = INITIAL_DAMPING, deque(maxlen=STALL_WINDOW)
     for iteration in range(max_iterations):
         latents = latents_at(theta)
         point = theta.clone().requires_grad_(True)
@@ -128,7 +138,8 @@ def levenberg_marquardt(log_joint: LogJoint, latents_at: Callable[[torch.Tensor]
             (gradient,) = torch.autograd.grad(value, point)
         gradient = gradient[start:]
         precision = precision_at(theta, latents)
-        if newton_decrement(gradient, precision) <= tolerance:
+        decrement = newton_decrement(gradient, precision)
+        if decrement <= tolerance or stalled(rises, max_iterations - iteration, decrement, tolerance):
             return theta, iteration
         scale = precision.diagonal().clone()
         while damping <= MAX_DAMPING:
@@ -139,11 +150,19 @@ def levenberg_marquardt(log_joint: LogJoint, latents_at: Callable[[torch.Tensor]
                 step = torch.cholesky_solve(gradient.unsqueeze(1), lower).squeeze(1)
                 candidate = torch.cat([theta[:start], theta[start:] + step])
                 with torch.no_grad():
-                    if float(log_joint(candidate, latents)) > float(value):
-                        theta, damping = candidate, max(damping / 3, MIN_DAMPING)
-                        break
+                    rise = float(log_joint(candidate, latents)) - float(value)
+                if rise > 0:
+                    theta, damping = candidate, max(damping / 3, MIN_DAMPING)
+                    rises.append(rise)
+                    break
             damping *= 4
         else:
             return theta, iteration  # no step raises the log joint: stalled, judged by the caller
         progress_bar.update()
     return theta, max_iterations
+
+
+def stalled(rises: deque, steps_left: int, decrement: float, tolerance: float) -> bool:
+    r"""Whether the mean rise of the last :data:`STALL_WINDOW` steps, over ``steps_left`` more, falls short of the rise
+    :math:`(\delta^2 - \text{tolerance}^2)/2` still needed (module notes)."""
+    return len(rises) == STALL_WINDOW and sum(rises) / STALL_WINDOW * steps_left < (decrement**2 - tolerance**2) / 2

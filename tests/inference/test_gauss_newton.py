@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import math
+from collections import deque
 
 import pytest
 import torch
-from bnn.inference.gauss_newton import levenberg_marquardt, newton_decrement, uses_gauss_newton
+from bnn.inference.gauss_newton import (
+    STALL_WINDOW,
+    levenberg_marquardt,
+    newton_decrement,
+    stalled,
+    uses_gauss_newton,
+)
 from bnn.models import BayesianMLP
 
 
@@ -68,3 +75,12 @@ def test_the_polish_is_lbfgs_where_a_gauss_newton_step_costs_too_much():
     assert uses_gauss_newton(model, rows=7373, covered=1101)
     assert not uses_gauss_newton(model, rows=41157, covered=1101)  # 41,157 x 1,101^2 = 5e10 > 1e10
     assert not uses_gauss_newton(BayesianMLP(100, 1, hidden=(50,)), rows=10, covered=5101)  # above 4,096 weights
+
+
+def test_the_polish_is_stalled_when_its_recent_rise_kept_up_cannot_reach_the_tolerance():
+    """Stalled iff mean rise x steps left < (delta^2 - tolerance^2) / 2, once STALL_WINDOW rises are in."""
+    rises = deque([1e-4] * STALL_WINDOW, maxlen=STALL_WINDOW)  # 1e-4 nats a step
+    # delta = 3 to tolerance 1: (9 - 1) / 2 = 4 nats still to rise
+    assert stalled(rises, steps_left=39_999, decrement=3.0, tolerance=1.0)  # 3.9999 nats within reach
+    assert not stalled(rises, steps_left=40_001, decrement=3.0, tolerance=1.0)  # 4.0001
+    assert not stalled(deque([1e-4] * (STALL_WINDOW - 1)), steps_left=1, decrement=3.0, tolerance=1.0)  # window not full
