@@ -74,6 +74,9 @@ values chosen is then polished to ``tolerance``."""
 KINK_ADVICE = ("it stopped at a kink, where the log joint falls along its own gradient (a ReLU unit switching exactly "
                "at training inputs makes the gradient one-sided): no step raises it and a larger budget will not help; "
                "the Laplace approximation there uses one side's curvature. A smooth activation (tanh) avoids kinks")
+STALL_ADVICE = ("the polish stalled: at the rise of the log joint of its last steps it would not reach map_tolerance "
+                "within map_max_iter (near a ReLU network's kinks the steps that raise it shrink toward zero); raise "
+                "map_max_iter far above the iterations taken, loosen map_tolerance, or use a smooth activation (tanh)")
 KINK_STEP = 1e-8
 r"""The step along the normalised gradient that :func:`falls_along_gradient` tries: its gain
 :math:`\epsilon\lVert g\rVert` is far above float64 round-off of a log joint in the thousands, its loss to a
@@ -116,6 +119,10 @@ class MapEstimate:
         a point where it is not differentiable, such as a ReLU unit switching exactly at training inputs. There the
         gradient is one-sided, the Newton decrement (which assumes a smooth log joint) stays large, and no larger
         budget brings it down.
+    stalled : bool
+        Whether the last polish stopped before its iteration limit without converging and not at a kink: its
+        recent rise of the log joint, kept up, would not reach the tolerance within the limit
+        (:mod:`bnn.inference.gauss_newton`), or L-BFGS stopped changing it.
     """
 
     theta: torch.Tensor
@@ -131,6 +138,7 @@ class MapEstimate:
     evidence_evaluations: int | None = None
     evidence_bracketed: bool | None = None
     at_kink: bool = False
+    stalled: bool = False
 
 
 @dataclass(frozen=True)
@@ -163,6 +171,8 @@ class MapFitRecord(FitRecord):
         The noise scale of a learned Gaussian noise (module notes).
     map_at_kink : bool
         Whether the MAP stopped at a kink of the log joint (see :attr:`MapEstimate.at_kink`).
+    map_stalled : bool
+        Whether its polish stalled before its iteration limit (see :attr:`MapEstimate.stalled`).
     """
 
     map_steps: int
@@ -173,6 +183,7 @@ class MapFitRecord(FitRecord):
     map_polish: str | None = None
     noise: float | None = None
     map_at_kink: bool = False
+    map_stalled: bool = False
 
     @property
     def converged(self) -> bool:
@@ -185,7 +196,12 @@ class MapFitRecord(FitRecord):
         off = "" if self.map_newton_decrement is None else f"{self.map_newton_decrement:.3g} posterior sd from the mode, "
         return [f"the MAP did not converge (gradient norm {self.map_grad_norm:.3g}, {off}after {self.map_steps} Adam "
                 f"steps and {self.map_lbfgs_iterations} {self.map_polish or 'polish'} iterations): "
-                f"{KINK_ADVICE if self.map_at_kink else RAISE_BUDGET}"]
+                f"{_advice(self.map_at_kink, self.map_stalled)}"]
+
+
+def _advice(at_kink: bool, stalled: bool) -> str:
+    """What to do about a MAP that did not converge: nothing helps at a kink; a stalled polish needs far more."""
+    return KINK_ADVICE if at_kink else STALL_ADVICE if stalled else RAISE_BUDGET
 
 
 def log_prior(model, theta: torch.Tensor, distributions: dict | None = None) -> torch.Tensor:
@@ -324,6 +340,7 @@ class _Fit:
     def __init__(self, model, x, y, judged_from: int, max_iter: int) -> None:
         self.model, self.x, self.y, self.judged_from, self.max_iter = model, x, y, judged_from, max_iter
         self.iterations, self.bar = 0, None  # the polish's progress bar, made once Adam is done
+        self.stopped_early = False  # whether the last polish stopped before max_iter
 
     def latents(self, noise: torch.Tensor | None) -> dict[str, torch.Tensor]:
         """The likelihood's latents with the noise held at ``noise`` (``{}`` without a learned noise)."""
@@ -341,6 +358,7 @@ class _Fit:
         for begin in (0, self.judged_from) if self.judged_from else (0,):
             theta, taken = self._polish_from(theta, begin, prior, latents_at, log_noise, tolerance)
             self.iterations += taken
+            self.stopped_early = taken < self.max_iter
         return theta
 
     def _polish_from(self, theta, begin, prior: _Prior, latents_at, log_noise, tolerance) -> tuple[torch.Tensor, int]:
@@ -532,6 +550,7 @@ def _estimate(fit: _Fit, theta, prior: _Prior, latents: dict, tolerance: float, 
             RuntimeWarning, stacklevel=user_stacklevel())
     at_kink = not decrement <= tolerance and falls_along_gradient(
         lambda w: log_likelihood(model, x, y, w, latents) + prior.log_prob(w), theta, judged_from)
+    stalled = not decrement <= tolerance and not at_kink and fit.stopped_early
     if not decrement <= tolerance:
         collapse = ""
         if adam_noise is not None and float(latents["sigma"]) < adam_noise / 10:
@@ -542,14 +561,14 @@ def _estimate(fit: _Fit, theta, prior: _Prior, latents: dict, tolerance: float, 
             f"the MAP polish ({polish}) stopped after {fit.iterations} iterations {decrement:.3g} posterior standard "
             f"deviations from the mode (Newton decrement > map_tolerance={tolerance:g}; gradient norm "
             f"{gradient.norm().item():.3g}): the MAP estimate (the Laplace approximation's centre, or a guide's start) "
-            f"is off the mode; {KINK_ADVICE if at_kink else RAISE_BUDGET}.{collapse}",
+            f"is off the mode; {_advice(at_kink, stalled)}.{collapse}",
             RuntimeWarning,
             stacklevel=user_stacklevel(),
         )
     return MapEstimate(theta, latents, likelihood_term.item(), prior_term.item(), gradient.norm().item(), decrement,
                        polish, fit.iterations, decrement <= tolerance, prior.weight,
                        None if choice is None else choice.evaluations, None if choice is None else choice.bracketed,
-                       at_kink)
+                       at_kink, stalled)
 
 
 def falls_along_gradient(log_joint, theta: torch.Tensor, start: int = 0) -> bool:

@@ -10,6 +10,7 @@ network's Jacobian.
 from __future__ import annotations
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -19,6 +20,7 @@ from bnn.inference import fit, map_estimate
 from bnn.inference.map_estimate import SEARCH_TOLERANCE, find_map
 from bnn.inference.seeding import seeded
 from bnn.inference.uci.protocol import uci_model
+from bnn.inference.workers import one_torch_thread
 from bnn.models import BayesianMLP, GaussianPrior, PosteriorPrior
 
 FIT = dict(steps=1000, lr=0.01, tolerance=0.1, progress=False)
@@ -116,3 +118,19 @@ def test_a_relu_map_stuck_at_a_kink_says_so_instead_of_asking_for_more_iteration
     assert record.map_at_kink and not record.map_converged
     assert "a larger budget will not help" in record.problems()[0] and "map_max_iter" not in record.problems()[0]
     assert not [w for w in caught if "map_max_iter" in str(w.message)]
+
+
+@pytest.mark.skipif(not find_uci_dir().is_dir(), reason="needs ../shared/data/uci beside the repository")
+def test_a_relu_map_whose_polish_stalls_says_so_instead_of_asking_for_more_iterations():
+    """The same fit on one torch thread, as every `bnn uci` cell runs: the polish stops before its budget, at a kink or
+    stalled (its recent rise of the log joint cannot reach the tolerance in the steps left); either way the record
+    and the warning say why and never give the plain advice to raise the budget."""
+    data = load_uci(find_uci_dir(), "yacht", 0)
+    with one_torch_thread(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        record = fit(uci_model(data.in_features, 50), data, "laplace", seed=0, progress=False).record
+    assert not record.map_converged and (record.map_at_kink or record.map_stalled)
+    assert record.map_lbfgs_iterations < map_estimate.MAP_MAX_ITER  # all the polishes together, short of one budget
+    advice = map_estimate.KINK_ADVICE if record.map_at_kink else map_estimate.STALL_ADVICE
+    assert advice in record.problems()[0]
+    assert not [w for w in caught if map_estimate.RAISE_BUDGET in str(w.message)]
