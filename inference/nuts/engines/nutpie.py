@@ -10,7 +10,8 @@ a gradient costs the potential's call plus a little Rust, where the Pyro engine
 (``benchmarks/results/nuts_speed.md``). Its warmup adapts a diagonal mass matrix from the draws *and*
 the gradients (nutpie's default), which gave this posterior larger step sizes and more ESS per gradient
 than Stan-style adaptation. The start is the Pyro engine's
-(:func:`~bnn.inference.nuts.engines.pyro.initial_point`), so both engines begin a chain at the same point.
+(:func:`~bnn.inference.nuts.engines.pyro.initial_point`), so both engines begin a chain at the same point, except
+where nutpie cannot begin there (:func:`nudged_start`).
 
 Options: ``target_accept`` and ``max_tree_depth`` are nutpie's ``target_accept`` and
 ``maxdepth``; ``dense_mass=True`` is refused (nutpie has no dense mass matrix);
@@ -47,6 +48,26 @@ from nutpie.compiled_pyfunc import from_pyfunc
 
 POLL_SECONDS = 0.25
 DRAWS = "z"  # nutpie's one "variable": the flat unconstrained draw
+ZERO_GRADIENT_NUDGE = 1e-6
+"""How far (in unconstrained units) :func:`nudged_start` moves a start coordinate whose gradient is exactly 0."""
+
+
+def nudged_start(value_and_grad: Callable[[np.ndarray], tuple], start: np.ndarray) -> np.ndarray:
+    r"""``start`` with every coordinate :math:`i` where :math:`\partial_i \log\pi(z) = 0` exactly moved by
+    :data:`ZERO_GRADIENT_NUDGE`; ``start`` itself where there is none.
+
+    nutpie refuses to begin a chain at a point whose gradient has an exact zero ("bad initial gradient: invalid
+    initial point": it sets its first diagonal mass matrix from :math:`1/|\partial_i \log\pi|`). A ReLU network's MAP
+    has such points: a hidden unit inactive on every training input has no likelihood gradient, and the polish decays
+    its weights under the prior until float32 rounds some to exactly 0, where the prior's gradient
+    :math:`-w/s^2` is 0 too. Moved by :math:`10^{-6}`, such a weight gets the prior's gradient :math:`-10^{-6}/s^2`;
+    the log density moves by about :math:`10^{-12}/s^2` per coordinate, nothing a chain's first step notices.
+    """
+    _, gradient = value_and_grad(start)
+    zero = np.asarray(gradient) == 0
+    if not zero.any():
+        return start
+    return np.where(zero, start + ZERO_GRADIENT_NUDGE, start)
 
 
 def on_one_torch_thread(function: Callable[[np.ndarray], tuple]) -> Callable[[np.ndarray], tuple]:
@@ -126,7 +147,7 @@ def run_chain(model, x: torch.Tensor, y: torch.Tensor, job: ChainJob, report: Ca
         potential = FlatPotential(model, x, y, backend=Backend.AUTO if job.jit_compile else Backend.EAGER)
     else:
         potential = TracePotential(potential_fn, transforms, params)
-    start = potential.flatten(params).numpy()
+    start = nudged_start(potential.value_and_grad, potential.flatten(params).numpy())
     sampler = nutpie.sample(
         compiled_model(potential, start), draws=job.num_samples, tune=job.num_warmup, chains=1, cores=1,
         seed=job.seed, progress_bar=False, target_accept=job.target_accept, maxdepth=job.max_tree_depth,

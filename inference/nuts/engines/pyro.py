@@ -37,7 +37,7 @@ def initial_point(model, x: torch.Tensor, y: torch.Tensor, init: InitStrategy | 
     seed (a start need not be the exact mode, so the polish's warning that it stopped short is not passed on)."""
     if init is InitStrategy.MAP:
         with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="the MAP polish stopped", category=RuntimeWarning)
+            warnings.filterwarnings("ignore", message="the MAP polish", category=RuntimeWarning)
             init = map_weights(model, x, y)
     strategy = init_to_sample if isinstance(init, InitStrategy) else init_to_value(values=init, fallback=init_to_sample)
     params, potential_fn, transforms, _ = initialize_model(

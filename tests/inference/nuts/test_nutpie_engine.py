@@ -18,10 +18,11 @@ import pytest
 import torch
 from bnn.inference import fit
 from bnn.inference.nuts import DEFAULT_ENGINE, Engine
+from bnn.inference.nuts.engines.nutpie import ZERO_GRADIENT_NUDGE, nudged_start
 from bnn.inference.nuts.potential import Backend, FlatPotential
-from bnn.models import BayesianMLP, Prior
+from bnn.models import BayesianMLP, GaussianLikelihood, GaussianPrior, Prior
 
-from tests.conjugate import NOISE, PRIOR_SCALE
+from tests.conjugate import NOISE, NUM_FEATURES, PRIOR_SCALE
 
 pytestmark = pytest.mark.filterwarnings("ignore::bnn.inference.convergence.ConvergenceWarning")  # short runs
 
@@ -114,6 +115,27 @@ def test_learned_noise_comes_back_positive_and_near_the_truth():
     assert sigma.shape == (1, 200) and torch.all(sigma > 0)
     # the posterior of sigma from 200 points has sd about 0.3 / sqrt(400) = 0.015; 0.3 lies within 4 sd
     assert abs(sigma.mean().item() - 0.3) < 0.06
+
+
+
+def test_a_start_whose_gradient_has_exact_zeros_is_nudged_so_nutpie_can_begin(conjugate):
+    """A ReLU unit inactive on every input, its weights at exactly 0 (where a polished ReLU MAP can leave them), has
+    an exactly zero gradient in those weights: nutpie refuses such a start ("invalid initial point")."""
+    model = BayesianMLP(NUM_FEATURES, 1, hidden=(2,), activation="relu", prior=GaussianPrior(PRIOR_SCALE),
+                        likelihood=GaussianLikelihood(scale=NOISE))
+    dead_first = {"layers.0.weight": torch.tensor([[0.0, 0.0], [0.5, -0.3]]), "layers.0.bias": torch.tensor([-100.0, 0.1]),
+                  "layers.1.weight": torch.tensor([[0.0, 1.0]]), "layers.1.bias": torch.tensor([0.2])}
+    potential = FlatPotential(model, conjugate.x, conjugate.y)
+    start = potential.flatten(dead_first).numpy()
+    zero = potential.value_and_grad(start)[1] == 0
+    assert zero.sum() == 3  # the dead unit's two input weights and its output weight
+    moved = nudged_start(potential.value_and_grad, start)
+    assert np.all(potential.value_and_grad(moved)[1] != 0)
+    np.testing.assert_array_equal(moved[~zero], start[~zero])
+    np.testing.assert_array_equal(moved[zero], start[zero] + ZERO_GRADIENT_NUDGE)
+    np.testing.assert_array_equal(nudged_start(potential.value_and_grad, moved), moved)  # nothing to move: unchanged
+    posterior = quick(conjugate, model=model, init=dead_first, num_chains=1, max_tree_depth=3)
+    assert posterior.record.failed_chains is None and posterior.samples["layers.1.bias"].shape[:2] == (1, 20)
 
 
 SHIFT_SCALE = 2.0

@@ -11,7 +11,9 @@ import os
 import subprocess
 import sys
 import threading
+import warnings
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +25,11 @@ from bnn.inference import Posterior, fit
 from bnn.inference.atomic import MARKER
 from bnn.inference.cli import main
 from bnn.inference.convergence import predictive_r_hat, r_hat_over_points
+from bnn.inference.map_estimate import map_weights
 from bnn.inference.nuts import ConvergenceWarning, InitStrategy, SequentialChainsWarning
 from bnn.inference.nuts.chain import tree_depth
 from bnn.inference.nuts.chains import available_cores
+from bnn.inference.nuts.engines import pyro as pyro_engine
 from bnn.inference.nuts.engines.pyro import initial_point
 from bnn.inference.seeding import seeded
 from bnn.models import BayesianMLP, Prior
@@ -157,6 +161,19 @@ def test_initial_points(float64):
     # distance to the mode in posterior standard deviations, is below map_tolerance = 0.1
     error = (float64.flatten(mode) - float64.mean) / float64.cov.diagonal().sqrt()
     assert error.abs().max() < 0.1
+
+
+def test_a_chains_map_start_keeps_the_polish_warning_to_itself(float64, monkeypatch):
+    """A chain's start need not be the exact mode: the polish's stopped-short warning, in the words the MAP fit
+    really uses, is not passed on."""
+    never_close_enough = partial(map_weights, steps=5, tolerance=1e-300)
+    with pytest.warns(RuntimeWarning, match=r"the MAP polish \(levenberg-marquardt\) stopped"):
+        never_close_enough(float64.model, float64.x, float64.y)
+    monkeypatch.setattr(pyro_engine, "map_weights", never_close_enough)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        initial_point(float64.model, float64.x, float64.y, InitStrategy.MAP, jit_compile=False)
+    assert [str(warning.message) for warning in caught] == []
 
 
 def test_each_chain_starts_from_its_own_given_values(problem):
