@@ -51,13 +51,14 @@ def chains_fail(monkeypatch, failing: set[int]) -> None:
         monkeypatch.setitem(ENGINES, kind, failing_engine(run_chain))
 
 
-def interrupt_at_report(monkeypatch, report: int, when=lambda: True) -> None:
+def interrupt_at_report(monkeypatch, report: int, when=lambda: True, stage: str | None = None) -> None:
     """The progress callback (in this process) raises ``KeyboardInterrupt`` at its ``report``-th call or,
-    if ``when()`` is false then, at the first call after that where it is true."""
+    if ``when()`` is false then (or the report is not of ``stage``, "Warmup" or "Sample", when given), at the first
+    call after that where it is true."""
     calls, show = itertools.count(1), chains._ProgressBars.__call__
 
     def interrupting(self, message):
-        if next(calls) >= report and when():
+        if next(calls) >= report and when() and stage in (None, message[1]):
             raise KeyboardInterrupt
         show(self, message)
 

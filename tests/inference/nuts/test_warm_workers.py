@@ -57,7 +57,7 @@ def test_a_clean_fit_leaves_its_workers_for_the_next_which_gives_the_draws_fresh
 def test_an_interrupted_fit_kills_its_workers(conjugate, monkeypatch):
     in_processes(conjugate)
     workers = [psutil.Process(pid) for pid in worker_pids()]
-    interrupt_at_report(monkeypatch, 5)
+    interrupt_at_report(monkeypatch, 1, stage="Sample")  # at a chain's first draw: a fit with draws to keep
     with pytest.warns(IncompleteSamplingWarning):
         posterior = in_processes(conjugate, num_samples=5000)
     assert posterior.record.incomplete is True
