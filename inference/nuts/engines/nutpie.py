@@ -54,7 +54,7 @@ ZERO_GRADIENT_NUDGE = 1e-6
 
 def nudged_start(value_and_grad: Callable[[np.ndarray], tuple], start: np.ndarray) -> np.ndarray:
     r"""``start`` with every coordinate :math:`i` where :math:`\partial_i \log\pi(z) = 0` exactly moved by
-    :data:`ZERO_GRADIENT_NUDGE`; ``start`` itself where there is none.
+    :data:`ZERO_GRADIENT_NUDGE`; the same values where there is none.
 
     nutpie refuses to begin a chain at a point whose gradient has an exact zero ("bad initial gradient: invalid
     initial point": it sets its first diagonal mass matrix from :math:`1/|\partial_i \log\pi|`). A ReLU network's MAP
@@ -64,10 +64,7 @@ def nudged_start(value_and_grad: Callable[[np.ndarray], tuple], start: np.ndarra
     the log density moves by about :math:`10^{-12}/s^2` per coordinate, nothing a chain's first step notices.
     """
     _, gradient = value_and_grad(start)
-    zero = np.asarray(gradient) == 0
-    if not zero.any():
-        return start
-    return np.where(zero, start + ZERO_GRADIENT_NUDGE, start)
+    return np.where(np.asarray(gradient) == 0, start + ZERO_GRADIENT_NUDGE, start)
 
 
 def on_one_torch_thread(function: Callable[[np.ndarray], tuple]) -> Callable[[np.ndarray], tuple]:

@@ -117,7 +117,6 @@ def test_learned_noise_comes_back_positive_and_near_the_truth():
     assert abs(sigma.mean().item() - 0.3) < 0.06
 
 
-
 def test_a_start_whose_gradient_has_exact_zeros_is_nudged_so_nutpie_can_begin(conjugate):
     """A ReLU unit inactive on every input, its weights at exactly 0 (where a polished ReLU MAP can leave them), has
     an exactly zero gradient in those weights: nutpie refuses such a start ("invalid initial point")."""
