@@ -42,6 +42,11 @@ class Likelihood(abc.ABC):
         """Priors of the likelihood's own latent sites (none unless overridden)."""
         return {}
 
+    def most_likely_latents(self, f: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The latent values that maximise the likelihood of ``y`` given outputs ``f`` ``(*sample, n, out_features)``,
+        shaped ``(*sample, *site_shape)``: none unless overridden (a subclass without a closed form keeps its prior)."""
+        return {}
+
     @abc.abstractmethod
     def distribution(self, f: torch.Tensor, latents: dict[str, torch.Tensor]) -> dist.Distribution:
         """The distribution of ``y`` given the network output ``f`` and the latent values."""
@@ -105,6 +110,14 @@ class GaussianLikelihood(Likelihood):
         if self.scale is not None:
             return {}
         return {"sigma": dist.HalfNormal(torch.tensor(float(self.noise_prior_scale)))}
+
+    def most_likely_latents(self, f: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor]:
+        r"""A learned noise at its maximum-likelihood value given ``f``, the root mean square residual
+        :math:`\hat\sigma = \big(\tfrac{1}{nK}\sum_{i,k} (y_{ik} - f_{ik})^2\big)^{1/2}`, one per sample."""
+        if self.scale is not None:
+            return {}
+        residuals = y.reshape(y.shape[0], -1) - f
+        return {"sigma": residuals.square().mean(dim=(-2, -1)).sqrt()}
 
     def noise_scale(self, latents: dict[str, torch.Tensor]) -> torch.Tensor | float:
         """:math:`\\sigma` with sample dims ``(*sample, 1)`` ready to broadcast over data points."""

@@ -8,8 +8,9 @@ carry a discretisation bias that shrinks with the step size (for a Gaussian post
 large by a factor :math:`(1 - \epsilon\lambda/4)^{-1}`, see the kernels) and the extra variance of the
 minibatch gradients, of order :math:`\epsilon` times that gradient noise.
 
-Each chain starts from a draw of the prior, runs ``num_warmup`` burn-in steps (discarded; pSGLD adapts its
-preconditioner there) and then ``num_samples * thin`` steps, keeping every ``thin``-th position. The chains run
+Each chain starts from a prior draw of the weights with a learned noise at its most likely value given them
+(:meth:`~bnn.inference.sgmcmc.potential.MinibatchLogJoint.start`), runs ``num_warmup`` burn-in steps (discarded;
+pSGLD adapts its preconditioner there) and then ``num_samples * thin`` steps, keeping every ``thin``-th position. The chains run
 side by side in this process, as a leading dimension of one state (one autograd pass serves all of them), each
 with its own start, minibatches and noise, from one generator seeded by ``seed``: the same seed gives the same
 draws. The draws ``(chains, draws, *site_shape)`` get NUTS's convergence checks (:mod:`bnn.inference.convergence`:
@@ -77,7 +78,7 @@ def _sample(name: str, log_joint: MinibatchLogJoint, kernel, options: SGMCMCOpti
     polynomial = options.step_schedule is StepSchedule.POLYNOMIAL
     num_chains, warmup, thin = options.num_chains, options.num_warmup, options.thin
     total = warmup + options.num_samples * thin
-    z = log_joint.prior_draw(num_chains)
+    z = log_joint.start(num_chains)
     kernel.start(z, options.step_size)
     with progress_bar(total=total, desc=f"{name} ({num_chains} chains)", enabled=options.progress, leave=False) as bar:
         for step in range(total):

@@ -74,10 +74,20 @@ class MinibatchLogJoint:
         values = self.split(z)
         return {name: self.to_support[name](value) if name in self.to_support else value for name, value in values.items()}
 
-    def prior_draw(self, num_chains: int) -> torch.Tensor:
-        """``(num_chains, D)`` starts drawn from the prior (the global torch generator), in the unconstrained space."""
-        pieces = [self.weight_priors[name].sample((num_chains,)) if name in self.weight_priors
-                  else self.to_support[name].inv(self.latent_priors[name].sample((num_chains,)))
+    def start(self, num_chains: int) -> torch.Tensor:
+        r"""``(num_chains, D)`` starts in the unconstrained space: weights drawn from the prior (the global torch
+        generator), and the likelihood's latents where the likelihood of all the data is highest given those weights
+        (:meth:`~bnn.models.likelihoods.Likelihood.most_likely_latents`; a prior draw where it has no closed form).
+
+        A prior draw of a learned noise far below the drawn network's residuals :math:`r` makes the first gradient in
+        :math:`\log\sigma`, :math:`\sum_i r_i^2/\sigma^2 - N`, so large that the first step overflows at any usable
+        step size; at :math:`\hat\sigma` it is zero."""
+        values = {name: prior.sample((num_chains,)) for name, prior in self.weight_priors.items()}
+        values |= {name: prior.sample((num_chains,)) for name, prior in self.latent_priors.items()}
+        with torch.no_grad():
+            f = self.model.forward(self.x, values)
+        values |= self.model.likelihood.most_likely_latents(f, self.y)
+        pieces = [self.to_support[name].inv(values[name]) if name in self.to_support else values[name]
                   for name in self.shapes]
         return torch.cat([piece.reshape(num_chains, -1) for piece in pieces], dim=-1).to(self.x.dtype)
 

@@ -25,6 +25,21 @@ def test_gaussian_learned_noise_broadcasts_per_draw():
     torch.testing.assert_close(d.stddev, sigma.unsqueeze(-1).expand(3, 5))
 
 
+@pytest.mark.parametrize("outputs", [1, 2])
+def test_the_most_likely_learned_noise_is_the_root_mean_square_residual(outputs):
+    generator = torch.Generator().manual_seed(0)
+    f, y = torch.randn(3, 50, outputs, generator=generator), torch.randn(50, outputs, generator=generator)
+    y = y[:, 0] if outputs == 1 else y
+    likelihood = GaussianLikelihood(scale=None)
+    sigma = likelihood.most_likely_latents(f, y)["sigma"]
+    torch.testing.assert_close(sigma, (y.reshape(50, outputs) - f).square().mean(dim=(1, 2)).sqrt())
+    sigma.requires_grad_()
+    likelihood.distribution(f, {"sigma": sigma}).log_prob(y).sum().backward()
+    torch.testing.assert_close(sigma.grad, torch.zeros(3), rtol=0, atol=1e-3)  # the likelihood's stationary point
+    assert GaussianLikelihood(scale=0.3).most_likely_latents(f, y) == {}
+    assert BernoulliLikelihood().most_likely_latents(f, (y > 0).float()) == {}
+
+
 def test_gaussian_multi_output_is_one_event_per_example():
     d = GaussianLikelihood(scale=1.0).distribution(torch.zeros(2, 5, 3), {})
     assert d.batch_shape == (2, 5) and d.event_shape == (3,)

@@ -153,6 +153,24 @@ def test_the_log_joint_is_pyros_potential_with_the_noise_in_log_space(toy, prior
     assert gradient.shape == (4, full.dim) and torch.isfinite(gradient).all()
 
 
+def test_a_chain_starts_at_prior_weights_and_the_noise_that_fits_them_best(toy):
+    r"""The learned noise starts at the root mean square residual of its chain's drawn network, where the
+    likelihood's gradient in :math:`\log\sigma` vanishes: what is left is the prior's and the Jacobian's,
+    :math:`1 - \sigma^2/s^2` under :math:`\text{HalfNormal}(s)` (a tiny prior draw of the noise there made the
+    first gradient :math:`\sum_i r_i^2/\sigma^2 - N` overflow the first step)."""
+    model = BayesianMLP(1, 1, hidden=(3,), likelihood={"name": "gaussian", "scale": None, "noise_prior_scale": 2.0})
+    log_joint = MinibatchLogJoint(model, toy.x_train, toy.y_train, None)
+    torch.manual_seed(0)
+    z = log_joint.start(4)
+    values = log_joint.constrained(z)
+    residuals = toy.y_train - model.forward(toy.x_train, values)[..., 0]
+    torch.testing.assert_close(values["sigma"], residuals.square().mean(-1).sqrt())
+    with pyro.validation_enabled(False):
+        _, gradient = log_joint.gradient(z, None)
+    torch.testing.assert_close(gradient[:, -1], 1 - values["sigma"] ** 2 / 4.0, rtol=1e-4, atol=1e-3)
+    assert len({tuple(weights) for weights in z[:, :-1].tolist()}) == 4  # each chain its own draw of the weights
+
+
 def test_the_polynomial_schedule_and_psgld_reach_the_record_and_the_draws(toy, model):
     options = {**SHORT, "step_schedule": "polynomial", "decay_offset": 10.0, "decay_power": 0.6, "precondition": "rmsprop"}
     posterior = fit(model, toy, "sgld", seed=0, **options)
