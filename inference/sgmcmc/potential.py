@@ -81,7 +81,7 @@ class MinibatchLogJoint:
 
         A prior draw of a learned noise far below the drawn network's residuals :math:`r` makes the first gradient in
         :math:`\log\sigma`, :math:`\sum_i r_i^2/\sigma^2 - N`, so large that the first step overflows at any usable
-        step size; at :math:`\hat\sigma` it is zero."""
+        step size; at :math:`\hat\sigma` the likelihood's part of it is zero."""
         values = {name: prior.sample((num_chains,)) for name, prior in self.weight_priors.items()}
         values |= {name: prior.sample((num_chains,)) for name, prior in self.latent_priors.items()}
         with torch.no_grad():
