@@ -229,10 +229,12 @@ def _squared_error(model, x, y, theta: torch.Tensor) -> torch.Tensor:
 
 
 def _ml_noise(model, x, y, theta: torch.Tensor) -> dict[str, torch.Tensor]:
-    """``{"sigma": maximum-likelihood noise}`` for a learned Gaussian noise, else ``{}``."""
+    """The likelihood's latents at their maximum-likelihood values given the weights ``theta``
+    (:meth:`~bnn.models.likelihoods.Likelihood.most_likely_latents`: a learned Gaussian noise's RMS residual)."""
     if not model.likelihood.latent_priors():
         return {}
-    return {"sigma": (_squared_error(model, x, y, theta) / y.numel()).sqrt()}
+    with torch.no_grad():
+        return model.likelihood.most_likely_latents(model.forward(x, split_flat(model.sites, theta)), y)
 
 
 def find_map(

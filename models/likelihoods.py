@@ -116,8 +116,8 @@ class GaussianLikelihood(Likelihood):
         :math:`\hat\sigma = \big(\tfrac{1}{nK}\sum_{i,k} (y_{ik} - f_{ik})^2\big)^{1/2}`, one per sample."""
         if self.scale is not None:
             return {}
-        residuals = y.reshape(y.shape[0], -1) - f
-        return {"sigma": residuals.square().mean(dim=(-2, -1)).sqrt()}
+        squared = (f - y.reshape(y.shape[0], -1)).pow(2)
+        return {"sigma": (squared.sum(dim=(-2, -1)) / squared.shape[-2:].numel()).sqrt()}
 
     def noise_scale(self, latents: dict[str, torch.Tensor]) -> torch.Tensor | float:
         """:math:`\\sigma` with sample dims ``(*sample, 1)`` ready to broadcast over data points."""

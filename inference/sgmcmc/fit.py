@@ -13,9 +13,9 @@ Each chain starts from a prior draw of the weights with a learned noise at its m
 pSGLD adapts its preconditioner there) and then ``num_samples * thin`` steps, keeping every ``thin``-th position.
 The chains run side by side in this process, as a leading dimension of one state (one autograd pass serves all
 of them), each with its own start, minibatches and noise, from one generator seeded by ``seed``: the same seed
-gives the same draws. The draws ``(chains, draws, *site_shape)`` get NUTS's convergence checks (:mod:`bnn.inference.convergence`:
-split R-hat over the weights and over the predictions, bulk and tail ESS); when the predictive :math:`\hat R > 1.01` the
-record says ``converged = False`` and a :class:`ConvergenceWarning` names the numbers.
+gives the same draws. The draws ``(chains, draws, *site_shape)`` get NUTS's convergence checks
+(:mod:`bnn.inference.convergence`: split R-hat over the weights and over the predictions, bulk and tail ESS); when
+the predictive :math:`\hat R > 1.01` the record says ``converged = False`` and a :class:`ConvergenceWarning` names the numbers.
 
 Per-draw statistics (ArviZ's ``sample_stats``, ``(chains, draws)``): ``lp``, the minibatch estimate of the log
 joint in the unconstrained space at the draw (exact with full batches), and ``step_size``, the step size there

@@ -84,9 +84,9 @@ class MinibatchLogJoint:
         step size; at :math:`\hat\sigma` the likelihood's part of it is zero."""
         values = {name: prior.sample((num_chains,)) for name, prior in self.weight_priors.items()}
         values |= {name: prior.sample((num_chains,)) for name, prior in self.latent_priors.items()}
-        with torch.no_grad():
-            f = self.model.forward(self.x, values)
-        values |= self.model.likelihood.most_likely_latents(f, self.y)
+        if self.latent_priors:
+            with torch.no_grad():
+                values |= self.model.likelihood.most_likely_latents(self.model.forward(self.x, values), self.y)
         pieces = [self.to_support[name].inv(values[name]) if name in self.to_support else values[name]
                   for name in self.shapes]
         return torch.cat([piece.reshape(num_chains, -1) for piece in pieces], dim=-1).to(self.x.dtype)
