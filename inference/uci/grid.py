@@ -33,6 +33,8 @@ class Cell:
         The fit options of the method, seed included.
     validation : dict of str to list of float
         Options chosen on a validation part of the training split, each with its candidates (empty: none).
+    set_by_user : dict
+        The options of ``options`` the user set (``--set``), which the result's ``selection`` names.
     """
 
     dataset: str
@@ -41,6 +43,7 @@ class Cell:
     hidden: int
     options: dict[str, Any] = field(compare=False, hash=False)
     validation: dict[str, list[float]] = field(default_factory=dict, compare=False, hash=False)
+    set_by_user: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def name(self) -> str:

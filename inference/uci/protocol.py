@@ -53,11 +53,13 @@ is the number of tries of a failed cell (1 + Ray's retries) and 1 for a finished
 success took); ``problems`` holds the method's own warnings, or a failed cell's error."""
 
 
-def selection(method: str, validation: dict[str, list[float]]) -> str:
-    """How ``method``'s hyper-parameters are chosen in a run that validates ``validation``."""
-    if method in SELECTION and (method != "mc-dropout" or validation):
-        return SELECTION[method]
-    return FIXED
+def selection(method: str, validation: dict[str, list[float]], set_by_user: dict[str, Any] | None = None) -> str:
+    """How ``method``'s hyper-parameters are chosen in a run that validates ``validation``, naming the options the
+    user set (``set_by_user``, from ``--set``)."""
+    chosen_by = SELECTION[method] if method in SELECTION and (method != "mc-dropout" or validation) else FIXED
+    if not set_by_user:
+        return chosen_by
+    return f"{chosen_by}; except these, set by the user: " + ", ".join(f"{name}={value}" for name, value in set_by_user.items())
 
 
 def uci_model(in_features: int, hidden: int) -> BayesianMLP:
@@ -119,12 +121,13 @@ def run_cell(table: UCITable, cell: Cell) -> dict[str, Any]:
     problems = list(dict.fromkeys(posterior.record.problems() + [str(w.message) for w in caught]))
     return {"dataset": cell.dataset, "method": cell.method, "split": cell.split, "status": "ok",
             "rmse": metrics["test_rmse"], "test_ll": metrics["test_ll"], "seconds": time.perf_counter() - began,
-            "verdict": verdict(posterior.record), "selection": selection(cell.method, cell.validation),
+            "verdict": verdict(posterior.record), "selection": selection(cell.method, cell.validation, cell.set_by_user),
             "chosen": ", ".join(f"{k}={v}" for k, v in chosen.items()), "problems": "; ".join(problems), "attempts": 1}
 
 
 def failed_row(cell: Cell, reason: str, attempts: int) -> dict[str, Any]:
     """The result of a cell that failed ``attempts`` times, the last for ``reason``."""
     return {"dataset": cell.dataset, "method": cell.method, "split": cell.split, "status": "failed", "rmse": None,
-            "test_ll": None, "seconds": None, "verdict": "failed", "selection": selection(cell.method, cell.validation),
-            "chosen": "", "problems": reason, "attempts": attempts}
+            "test_ll": None, "seconds": None, "verdict": "failed",
+            "selection": selection(cell.method, cell.validation, cell.set_by_user), "chosen": "", "problems": reason,
+            "attempts": attempts}

@@ -170,7 +170,8 @@ def run_uci(uci_dir: str | Path, datasets: str, methods: Sequence[str], splits: 
         hidden = hidden_units(uci_dir / name)
         for method, fit_options in options.items():
             validation = validation_grid(method, fit_options, uci_dir / name)
-            cells += [Cell(name, method, split, hidden, {**fit_options, "seed": seed + split}, validation) for split in chosen]
+            cells += [Cell(name, method, split, hidden, {**fit_options, "seed": seed + split}, validation,
+                           (overrides or {}).get(method, {})) for split in chosen]
     folder = RunFolder(out)
     prints = {cell: fingerprint(tables[cell.dataset], cell) for cell in cells}
     results = {cell: folder.finished(cell, prints[cell]) for cell in cells}

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from bnn.datasets.uci import read_uci_table
 from bnn.inference.uci.grid import Cell
-from bnn.inference.uci.protocol import choose_on_validation, run_cell, selection, validation_part
+from bnn.inference.uci.protocol import FIXED, choose_on_validation, failed_row, run_cell, selection, validation_part
 
 
 def test_the_validation_part_comes_from_the_training_rows_only(tiny_uci):
@@ -27,6 +27,15 @@ def test_mc_dropout_chooses_its_rate_on_validation_and_says_so(tiny_uci):
     assert result["chosen"] == f"dropout_rate={chosen['dropout_rate']}"
     assert result["selection"].startswith("validation: dropout rate on a random 20% of the training split")
     assert selection("mc-dropout", {}).startswith("fixed: the method's defaults")
+
+
+def test_the_selection_names_the_options_the_user_set(tiny_uci):
+    cell = Cell("tiny", "svi", 0, 10, {"steps": 20, "num_samples": 10, "progress": False, "seed": 0},
+                set_by_user={"steps": 20})
+    assert run_cell(read_uci_table(tiny_uci, "tiny", [0]), cell)["selection"] == (
+        "ELBO: weights and noise scale by the ELBO; prior N(0, 1) fixed; except these, set by the user: steps=20")
+    assert failed_row(cell, "ValueError: no", 1)["selection"].endswith("; except these, set by the user: steps=20")
+    assert selection("sgld", {}, {}) == selection("sgld", {}) == FIXED
 
 
 @pytest.mark.parametrize("method", ["svi", "laplace"])

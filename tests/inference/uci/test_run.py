@@ -25,7 +25,8 @@ def test_an_unseen_data_set_with_a_constant_column_runs_without_nan_says_what_it
         results = run_uci(unseen, "all", ["svi"], [0, 1], out, workers=2, overrides=FAST_SVI, progress=False)
     assert list(results["status"]) == ["ok", "ok"]
     assert results[["rmse", "test_ll", "seconds"]].map(math.isfinite).all().all()
-    assert (results["selection"] == "ELBO: weights and noise scale by the ELBO; prior N(0, 1) fixed").all()
+    assert (results["selection"] == "ELBO: weights and noise scale by the ELBO; prior N(0, 1) fixed; except these, set "
+                                    "by the user: steps=30, num_samples=20").all()
     assert pd.read_csv(out / "results.csv")["split"].tolist() == [0, 1]
     table = (out / "table.md").read_text()
     assert "| unseen | " in table and "| unseen | svi | ELBO" in table
@@ -59,7 +60,8 @@ def test_a_failed_cell_is_reported_and_run_again(tiny_uci, tmp_path, monkeypatch
     assert list(results["status"]) == ["ok", "failed"]
     table = (out / "table.md").read_text()
     assert "- tiny / svi / split 1, after 1 attempt(s): RuntimeError: lost" in table
-    assert "| tiny | svi | ELBO: weights and noise scale by the ELBO; prior N(0, 1) fixed | 1 | 1 | 0 of 1 |" in table
+    assert ("| tiny | svi | ELBO: weights and noise scale by the ELBO; prior N(0, 1) fixed; except these, set by the "
+            "user: steps=30, num_samples=20 | 1 | 1 | 0 of 1 |") in table
     rerun = []
 
     def records_what_it_is_given(tables, cells, workers):
