@@ -92,7 +92,8 @@ def _sample(name: str, log_joint: MinibatchLogJoint, kernel, options: SGMCMCOpti
             if not torch.isfinite(z).all():
                 bad = sorted(set(torch.nonzero(~torch.isfinite(z))[:, 0].tolist()))
                 raise ValueError(f"{name} diverged: the state of chain(s) {bad} overflowed at step {step} (step size "
-                                 f"{step_size:.3g}); the step is too large for the posterior's curvature: lower step_size")
+                                 f"{step_size:.3g}); the step is too large for the posterior's curvature: "
+                                 f"{kernel.overflow_advice}")
             if step % PROGRESS_EVERY == PROGRESS_EVERY - 1 or step == total - 1:
                 bar.update(step + 1 - bar.n)
 

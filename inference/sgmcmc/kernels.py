@@ -34,6 +34,8 @@ import torch
 class SGLDKernel:
     """SGLD, or pSGLD with ``precondition_decay`` set (see the module notes)."""
 
+    overflow_advice = "lower step_size"
+
     def __init__(self, num_data: int, precondition_decay: float | None = None, precondition_epsilon: float = 1e-5) -> None:
         self.num_data = num_data
         self.decay, self.epsilon = precondition_decay, precondition_epsilon
@@ -60,6 +62,9 @@ class SGLDKernel:
 
 class SGHMCKernel:
     """SGHMC with friction ``friction`` (see the module notes)."""
+
+    overflow_advice = ("lower step_size, or raise friction (the velocity carries an overshoot on for about 1/friction "
+                       "steps)")
 
     def __init__(self, friction: float) -> None:
         self.friction = friction

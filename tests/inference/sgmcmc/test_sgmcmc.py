@@ -129,6 +129,8 @@ def test_a_step_too_large_for_the_curvature_stops_with_a_clear_error(toy, model)
     with pytest.raises(ValueError, match=r"SGLD diverged: the state of chain\(s\) \[.*\] overflowed at step \d+ "
                                          r"\(step size 1e\+06\).*lower step_size"):
         fit(model, toy, "sgld", **{**SHORT, "step_size": 1e6})
+    with pytest.raises(ValueError, match=r"SGHMC diverged: .*lower step_size, or raise friction"):
+        fit(model, toy, "sghmc", **{**SHORT, "step_size": 1e6})
 
 
 @pytest.mark.parametrize("prior", ["gaussian", {"name": "scale-mixture"}, {"name": "laplace", "scale": 0.5}])
