@@ -161,7 +161,8 @@ def run_uci(uci_dir: str | Path, datasets: str, methods: Sequence[str], splits: 
         raise ValueError(f"splits must be a non-empty list of split numbers (>= 0), got {splits!r}")
     uci_dir, out = Path(uci_dir), Path(out)
     check_apart(out, {"--uci-dir": uci_dir})
-    options = method_options(list(dict.fromkeys(methods)), overrides or {})
+    overrides = overrides or {}
+    options = method_options(list(dict.fromkeys(methods)), overrides)
     tables, cells = {}, []
     for name in find_datasets(uci_dir, datasets):
         chosen = splits_of(uci_dir, name, sorted(set(splits)))
@@ -171,7 +172,7 @@ def run_uci(uci_dir: str | Path, datasets: str, methods: Sequence[str], splits: 
         for method, fit_options in options.items():
             validation = validation_grid(method, fit_options, uci_dir / name)
             cells += [Cell(name, method, split, hidden, {**fit_options, "seed": seed + split}, validation,
-                           (overrides or {}).get(method, {})) for split in chosen]
+                           overrides.get(method, {})) for split in chosen]
     folder = RunFolder(out)
     prints = {cell: fingerprint(tables[cell.dataset], cell) for cell in cells}
     results = {cell: folder.finished(cell, prints[cell]) for cell in cells}
