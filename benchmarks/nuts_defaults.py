@@ -2,7 +2,7 @@ r"""NUTS defaults: which warm-up, draws, chains, start and target acceptance mak
 
 Every setting of a small grid runs ``fit(model, data, "nuts", ...)`` on the model ``bnn compare`` builds by
 default (d-50-1 tanh, :math:`\mathcal{N}(0, 1)` weights, learned noise), from seed 0, and the table gives
-what :mod:`bnn.inference.convergence` judges: the largest split :math:`\hat{R}` over the weights (large by the
+what :mod:`bnn.inference.diagnostics.convergence` judges: the largest split :math:`\hat{R}` over the weights (large by the
 hidden units' permutation symmetry, shown for completeness), the predictive :math:`\hat{R}` of
 :math:`f(x_i)` at the training inputs (the check that matters), divergences, the smallest bulk ESS over the
 weights and over :math:`f(x_i)`, the mean tree depth, the gradient evaluations and the wall time.
@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from bnn.datasets import load_dataset
 from bnn.inference import fit
-from bnn.inference.convergence import ConvergenceWarning
+from bnn.inference.diagnostics.convergence import ConvergenceWarning
 from bnn.models import BayesianMLP
 
 DEFAULT_SETTINGS = ";".join([

@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 from bnn.datasets import load_toy1d
 from bnn.inference import fit
-from bnn.inference.convergence import ConvergenceWarning
+from bnn.inference.diagnostics.convergence import ConvergenceWarning
 from bnn.models import BayesianMLP, GaussianLikelihood, GaussianPrior
 from torch.distributions import Normal, kl_divergence
 

@@ -7,7 +7,7 @@ the layers below it; ``lint-imports`` checks this):
 - :mod:`bnn.datasets`, :mod:`bnn.models`: data; networks, priors and likelihoods as Pyro programs;
 - :mod:`bnn.guides`: variational posteriors;
 - :mod:`bnn.inference`: ``fit(model, data, method=...) -> Posterior``, one subpackage per method, then
-  :mod:`bnn.inference.evaluation` (metrics, comparison, report, plots) and :mod:`bnn.inference.cli`.
+  :mod:`bnn.inference.evaluation` (metrics, comparison, report, plots) and :mod:`bnn.cli.main`.
 """
 
 __version__ = "0.2.0"

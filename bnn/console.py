@@ -1,4 +1,4 @@
-"""The ``bnn`` command's entry point: stop signals first, then the heavy imports, then :func:`bnn.inference.cli.main`.
+"""The ``bnn`` command's entry point: stop signals first, then the heavy imports, then :func:`bnn.cli.main.main`.
 
 Importing the command line takes seconds (torch, Pyro, ArviZ). The handlers go in before that, standard library
 only: Ctrl-C (SIGINT) and SIGTERM both raise ``KeyboardInterrupt`` (SIGTERM's says ``"SIGTERM"``), which the
@@ -26,7 +26,7 @@ def main() -> int:
         if signal.getsignal(signum) is not signal.SIG_IGN:  # a signal ignored by whoever started us stays ignored
             signal.signal(signum, handler)
     try:
-        from bnn.inference.cli import main as run
+        from bnn.cli.main import main as run
 
         return run()
     except KeyboardInterrupt:

@@ -166,7 +166,7 @@ class Options:
 
     def memory_needs(self, model) -> dict[str, int]:
         """The bytes the method holds at once for ``model`` besides the network on the data, by what holds them
-        (``bnn.inference.memory`` checks their sum against the machine before any work); none by default."""
+        (``bnn.runtime.memory`` checks their sum against the machine before any work); none by default."""
         return {}
 
     @classmethod

@@ -12,8 +12,8 @@ with warnings.catch_warnings():
 # of one chain fails under numpy 2 ("only 0-dimensional arrays can be converted"): keep arviz on its numpy paths
 arviz.Numba.disable_numba()
 
+from bnn.inference.core.posterior import Posterior  # noqa: E402
+from bnn.inference.core.prediction import Prediction  # noqa: E402
 from bnn.inference.fit import METHODS, fit  # noqa: E402
-from bnn.inference.posterior import Posterior  # noqa: E402
-from bnn.inference.prediction import Prediction  # noqa: E402
 
 __all__ = ["METHODS", "Posterior", "Prediction", "fit"]

@@ -1,6 +1,6 @@
 """The single entry point: ``fit(model, data, method=...) -> Posterior``.
 
-Methods live in :data:`METHODS`, one :class:`~bnn.inference.method.Method` per subpackage (``svi``, ``nuts``,
+Methods live in :data:`METHODS`, one :class:`~bnn.inference.core.method.Method` per subpackage (``svi``, ``nuts``,
 ``laplace``, ``map``, ``mc_dropout``, ``ensemble``, and ``sgmcmc`` with two): a name, a typed option set and a run function.
 ``fit`` validates the data against the model and the options against the method before any work starts.
 """
@@ -13,8 +13,8 @@ import torch
 from bnn.datasets.dataset import Dataset
 from bnn.datasets.validation import check_inputs_targets
 from bnn.inference import ensemble, laplace, map, mc_dropout, nuts, sgmcmc, svi
-from bnn.inference.method import Method
-from bnn.inference.posterior import Posterior
+from bnn.inference.core.method import Method
+from bnn.inference.core.posterior import Posterior
 from bnn.models import BayesianMLP
 
 from bnn.registry import Registry
@@ -77,7 +77,7 @@ def fit(model, data, method: str = "svi", **options: Any) -> Posterior:
     -------
     Posterior
         Its ``model`` is a copy of ``model`` taken when the fit started
-        (:func:`~bnn.inference.model_snapshot.snapshot_model`): changing ``model`` afterwards
+        (:func:`~bnn.inference.core.model_snapshot.snapshot_model`): changing ``model`` afterwards
         (``model.prior = "laplace"``) changes neither this posterior nor what it saves.
 
     Raises
@@ -86,7 +86,7 @@ def fit(model, data, method: str = "svi", **options: Any) -> Posterior:
         For a ``model`` that is not a :class:`~bnn.models.BayesianMLP`, before any work starts.
     ValueError
         For bad data, data or a model not on the CPU, an unknown method or option, a fit that needs more memory
-        than the machine has available (:mod:`bnn.inference.memory`), or a model that cannot be copied, before any
+        than the machine has available (:mod:`bnn.runtime.memory`), or a model that cannot be copied, before any
         work starts.
     """
     chosen: Method = METHODS.get(method)

@@ -17,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE_DIRS = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
 PACKAGE_FOLDERS = [ROOT / folder for folder in PACKAGE_DIRS.values()]
-MODULES = "bnn.inference, bnn.inference.cli, bnn.inference.evaluation, bnn.guides, bnn.models, bnn.datasets"
+MODULES = "bnn.inference, bnn.cli.main, bnn.inference.evaluation, bnn.guides, bnn.models, bnn.datasets"
 
 # Run in a fresh interpreter: snapshot the process-wide state, import the package, snapshot again. Warnings are
 # recorded through showwarning with an "always" filter in front, not inside catch_warnings, which would put back

@@ -20,13 +20,13 @@ from bnn.inference.cavi.elbo import meanfield_elbo
 from bnn.inference.cavi.model import normal_gamma_regression
 from bnn.inference.cavi.moments import WeightsAndPrecision
 from bnn.inference.cavi.prior import NormalGammaPrior
-from bnn.inference.seeding import seeded
-from bnn.inference.workers import one_torch_thread
 from pyro.infer import SVI, Trace_ELBO
 from pyro.optim import ClippedAdam
 from torch.distributions import constraints
 
 from bnn import options
+from bnn.runtime.seeding import seeded
+from bnn.runtime.workers import one_torch_thread
 
 
 @dataclass(frozen=True)

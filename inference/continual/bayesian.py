@@ -21,8 +21,8 @@ from typing import Any
 import torch
 from bnn.inference.continual.learned import Learned, posterior_predictor
 from bnn.inference.continual.setup import ContinualSetup, starting_means
+from bnn.inference.core.posterior import Posterior
 from bnn.inference.fit import fit
-from bnn.inference.posterior import Posterior
 
 
 def _svi(setup: ContinualSetup, task: int, prior, data: tuple[torch.Tensor, torch.Tensor], init_loc) -> Posterior:

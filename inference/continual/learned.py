@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from bnn.inference.posterior import Posterior
+from bnn.inference.core.posterior import Posterior
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,10 @@ import torch
 from bnn.guides.flat_weights import join_sites, split_flat
 from bnn.inference.continual.learned import Learned
 from bnn.inference.continual.setup import ContinualSetup
-from bnn.inference.map_estimate import log_likelihood, log_prior, prior_distributions
-from bnn.inference.seeding import seeded
+from bnn.inference.posterior_mode.log_joint import log_likelihood, log_prior, prior_distributions
 from bnn.models.mlp import BayesianMLP
+
+from bnn.runtime.seeding import seeded
 
 START_SD = 0.1
 

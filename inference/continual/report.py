@@ -16,8 +16,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import matplotlib.pyplot as plt
-from bnn.inference.atomic import atomic_file, write_json
 from bnn.inference.continual.run import ContinualResult
+
+from bnn.runtime.atomic import atomic_file, write_json
 
 PLOT_FILE, REPORT_FILE, RESULT_FILE = "continual.png", "report.md", "continual.json"
 

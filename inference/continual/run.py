@@ -4,7 +4,7 @@ After task :math:`t` a method is scored on the test data of tasks :math:`0..t` (
 predictive mean for regression). Every finished task is written atomically to ``<out>/<method>/task-<t>/``:
 ``metrics.json`` (the scores, the seconds), ``carry.json`` (what the next task starts from: the posterior as a
 prior's config, the MAP weights, the coreset) and ``posterior/`` (a saved
-:class:`~bnn.inference.posterior.Posterior`, Bayesian methods). A rerun with the same ``--out`` reads the finished
+:class:`~bnn.inference.core.posterior.Posterior`, Bayesian methods). A rerun with the same ``--out`` reads the finished
 tasks and goes on from the next one; ``run.json`` keeps the benchmark and options, and a rerun with others is refused.
 """
 
@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from bnn.datasets.continual import ContinualBenchmark, load_continual_benchmark
-from bnn.inference.atomic import atomic_directory, check_writable, write_json
 from bnn.inference.continual.bayesian import online_laplace, vcl, vcl_coreset
 from bnn.inference.continual.learned import Learned
 from bnn.inference.continual.map_training import finetune, joint
@@ -27,6 +26,7 @@ from bnn.inference.continual.options import ContinualOptions
 from bnn.inference.continual.setup import ContinualSetup
 
 from bnn.registry import Registry
+from bnn.runtime.atomic import atomic_directory, check_writable, write_json
 
 CONTINUAL_METHODS: Registry[Callable[[ContinualSetup, int, dict[str, Any]], Learned]] = Registry("continual method")
 CONTINUAL_METHODS.register("vcl", vcl)

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from bnn.inference.core.method import Method
+from bnn.inference.core.posterior import Posterior
 from bnn.inference.ensemble.fit import IncompleteEnsembleWarning, run_ensemble
 from bnn.inference.ensemble.options import EnsembleOptions, MemberMethod
 from bnn.inference.ensemble.record import EnsembleRecord
-from bnn.inference.method import Method
-from bnn.inference.posterior import Posterior
 
 METHOD = Method("ensemble", EnsembleOptions, run_ensemble)
 

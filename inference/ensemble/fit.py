@@ -2,9 +2,9 @@ r"""Deep ensembles (Lakshminarayanan et al. 2017): :math:`M` MAP fits from indep
 
 Member :math:`m` maximises the log joint :math:`\log p(y \mid x, \theta) + \log p(\theta)` under the model's
 own prior (a Gaussian's weight decay, a Laplace prior's L1, a scale mixture alike) from its own draw of the prior,
-with :func:`~bnn.inference.map_estimate.find_map` (Adam, then a Levenberg-Marquardt or L-BFGS polish, in float64
+with :func:`~bnn.inference.posterior_mode.map_estimate.find_map` (Adam, then a Levenberg-Marquardt or L-BFGS polish, in float64
 as Laplace does); a learned Gaussian noise is chosen as there (the Laplace evidence's under a Gaussian prior). Each
-member is one draw, so the :class:`~bnn.inference.posterior.Posterior` holds one "chain" of :math:`M` independent draws,
+member is one draw, so the :class:`~bnn.inference.core.posterior.Posterior` holds one "chain" of :math:`M` independent draws,
 ``(1, M, *site_shape)``, and its Monte Carlo predictive is the paper's uniform mixture of the members. With
 the ``heteroscedastic-gaussian`` likelihood every member predicts a mean and a scale per input, the paper's
 setting (its adversarial training is not done here).
@@ -32,18 +32,18 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from bnn.guides.flat_weights import split_flat
+from bnn.inference.core.posterior import Posterior
 from bnn.inference.ensemble.options import EnsembleOptions, MemberMethod
 from bnn.inference.ensemble.record import EnsembleRecord
-from bnn.inference.map_estimate import find_map
-from bnn.inference.posterior import Posterior
-from bnn.inference.progress import progress_bar
-from bnn.inference.seeding import seeded
-from bnn.inference.stop_signals import sigterm_as_keyboard_interrupt
-from bnn.inference.workers import WORKER_ENV, available_cores, one_torch_thread
+from bnn.inference.posterior_mode.map_estimate import find_map
 from loky import ProcessPoolExecutor
 from tqdm import tqdm
 
-from bnn.worker_process import start_worker, stop_signals_held
+from bnn.runtime.progress import progress_bar
+from bnn.runtime.seeding import seeded
+from bnn.runtime.stop_signals import sigterm_as_keyboard_interrupt
+from bnn.runtime.worker_process import start_worker, stop_signals_held
+from bnn.runtime.workers import WORKER_ENV, available_cores, one_torch_thread
 
 WORKING_DTYPE = torch.float64  # the MAP polish needs it
 

@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from enum import Enum
 
 import torch
-from bnn.inference.map_estimate import MAP_TOLERANCE
-from bnn.inference.memory import parameter_count, value_bytes
+from bnn.inference.posterior_mode.map_estimate import MAP_TOLERANCE
 
 from bnn.options import Options, choice, flag, integer, option, positive_int, positive_number, seed
+from bnn.runtime.memory import parameter_count, value_bytes
 
 
 class MemberMethod(str, Enum):
@@ -35,7 +35,7 @@ class EnsembleOptions(Options):
         Adam steps and rate of each member's MAP fit before its polish (Laplace's defaults).
     map_tolerance : float
         Each polish stops within this many posterior standard deviations of the mode (the Newton decrement,
-        :mod:`bnn.inference.gauss_newton`).
+        :mod:`bnn.inference.posterior_mode.gauss_newton`).
     member_method : {"auto", "parallel", "sequential"}
         See :class:`MemberMethod`.
     seed : int

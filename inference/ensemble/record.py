@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from bnn.inference.record import FitRecord, register_record
+from bnn.inference.core.record import FitRecord, register_record
 
 
 @register_record
@@ -26,7 +26,7 @@ class EnsembleRecord(FitRecord):
         Per member kept: its wall time, polish iterations, gradient norm at its MAP and whether its Newton
         decrement fell below ``map_tolerance``.
     noise : list of float, optional
-        Per member kept, the noise scale of a learned Gaussian noise (:mod:`bnn.inference.map_estimate`).
+        Per member kept, the noise scale of a learned Gaussian noise (:mod:`bnn.inference.posterior_mode.map_estimate`).
     failed_members : dict of str to str, optional
         The error of every member that failed.
     incomplete : bool

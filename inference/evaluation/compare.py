@@ -19,11 +19,11 @@ Per fit (one row, indexed by a unique label such as ``nuts`` or ``svi (meanfield
 ``r_hat_max``, ``ess_bulk_…`` MCMC diagnostics over the weights (NUTS only, unrounded): max
 ``ess_tail_min``              rank-normalised split R-hat (several chains), min bulk and tail
 ``divergences``               ESS (one chain too), the number of divergences
-``converged``                 the chains' own verdict (:mod:`bnn.inference.convergence`): two or
+``converged``                 the chains' own verdict (:mod:`bnn.inference.diagnostics.convergence`): two or
                               more chains, none failed, no divergence, ``r_hat_predictive``
                               :math:`\le 1.01`, ``ess_predictive_min`` :math:`\ge` 100 per chain
 ``r_hat_predictive``          max R-hat of the network output :math:`f(x)` over the training inputs
-                              (:mod:`bnn.inference.convergence`, as ``fit_nuts`` reports it):
+                              (:mod:`bnn.inference.diagnostics.convergence`, as ``fit_nuts`` reports it):
                               weights of a BNN are not identifiable (hidden units permute) so
                               chains can disagree on weights and agree on functions
 ``ess_predictive_min``        min bulk ESS of the same predictive quantities (chains together)
@@ -43,11 +43,12 @@ import arviz as az
 import numpy as np
 import pandas as pd
 from bnn.datasets.dataset import Dataset
-from bnn.inference.convergence import ChainDiagnostics
-from bnn.inference.evaluation.arviz_quiet import quiet_arviz
+from bnn.inference.core.posterior import Posterior
+from bnn.inference.core.record import FitRecord
+from bnn.inference.diagnostics.convergence import ChainDiagnostics
 from bnn.inference.evaluation.metrics import evaluate
-from bnn.inference.posterior import Posterior
-from bnn.inference.record import FitRecord
+
+from bnn.runtime.arviz_quiet import quiet_arviz
 
 BAD_PARETO_K = 0.7
 
@@ -89,11 +90,12 @@ def information_criteria(idata: az.InferenceData) -> dict[str, float]:
 
 
 CHAIN_COLUMNS = ("r_hat_max", "ess_bulk_min", "ess_tail_min", "r_hat_predictive", "ess_predictive_min", "divergences")
-"""The numbers of :class:`~bnn.inference.convergence.ChainDiagnostics` the table shows (NaN for other methods)."""
+"""The numbers of :class:`~bnn.inference.diagnostics.convergence.ChainDiagnostics` the table shows (NaN for other methods)."""
 
 
 def chain_diagnostics(record: FitRecord) -> dict[str, Any]:
-    """The convergence checks a Markov-chain method recorded at fit time (:class:`~bnn.inference.convergence.ChainDiagnostics`:
+    """The convergence checks a Markov-chain method recorded at fit time
+    (:class:`~bnn.inference.diagnostics.convergence.ChainDiagnostics`:
     R-hat over the weights and over the predictive with several chains, ESS of the weights and of the predictive,
     divergences, the verdict and whether the
     chains agree on the predictions); NaN and ``None`` for methods whose draws are independent."""

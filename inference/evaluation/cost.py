@@ -21,7 +21,7 @@ method              gradients
 ``laplace``,        :math:`A + L (1 + E)` on the full data: ``A`` Adam steps and at most ``L`` polish iterations of
 ``map``             at least one gradient each, for the final MAP and for each of at most ``E`` MAP refits of the
 ``ensemble``        search for the evidence's maximum, where the evidence chooses the prior precision (Laplace's
-                    default) or a learned noise (Gaussian priors; :mod:`bnn.inference.map_estimate`); Laplace's
+                    default) or a learned noise (Gaussian priors; :mod:`bnn.inference.posterior_mode.map_estimate`); Laplace's
                     curvature comes on top; an ensemble ``M`` times that (members in parallel processes as cores
                     allow)
 ``mc-dropout``      :math:`T` on a minibatch
@@ -44,16 +44,16 @@ import numpy as np
 import pyro
 import torch
 from bnn.guides.flat_weights import join_sites
-from bnn.inference import map_estimate
-from bnn.inference.evidence_search import MAX_EVALUATIONS
 from bnn.inference.fit import METHODS
-from bnn.inference.map_estimate import evidence_possible, log_likelihood, log_prior, prior_distributions
 from bnn.inference.nuts.potential import FlatPotential
-from bnn.inference.seeding import seeded
+from bnn.inference.posterior_mode import map_estimate
+from bnn.inference.posterior_mode.evidence_search import MAX_EVALUATIONS
+from bnn.inference.posterior_mode.log_joint import evidence_possible, log_likelihood, log_prior, prior_distributions
 from bnn.inference.svi.minibatches import StepPlan
-from bnn.inference.workers import available_cores
 
 from bnn.options import Options
+from bnn.runtime.seeding import seeded
+from bnn.runtime.workers import available_cores
 
 GRADIENT_REPEATS = 9
 SVI_TIMED_STEPS = 11

@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 from bnn.datasets.dataset import Dataset
-from bnn.inference.atomic import result_state, write_json
-from bnn.inference.posterior import Posterior
+from bnn.inference.core.posterior import Posterior
+
+from bnn.runtime.atomic import result_state, write_json
 
 FINGERPRINT_FILE = "fingerprint.json"
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import torch
 from bnn.datasets.dataset import Dataset
-from bnn.inference.posterior import Posterior
-from bnn.inference.prediction import Prediction, PredictiveType
+from bnn.inference.core.posterior import Posterior
+from bnn.inference.core.prediction import Prediction, PredictiveType
 from sklearn.metrics import roc_auc_score
 
 from bnn.options import parse_option

@@ -9,9 +9,10 @@ import arviz as az
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
-from bnn.inference.evaluation.arviz_quiet import quiet_arviz
+from bnn.inference.core.posterior import Posterior
 from bnn.inference.evaluation.plots import _save
-from bnn.inference.posterior import Posterior
+
+from bnn.runtime.arviz_quiet import quiet_arviz
 
 SHOWN_WEIGHTS = 4
 

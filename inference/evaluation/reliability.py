@@ -20,9 +20,9 @@ from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
+from bnn.inference.core.posterior import Posterior
 from bnn.inference.evaluation.compare import BAD_PARETO_K
 from bnn.inference.fit import METHODS
-from bnn.inference.posterior import Posterior
 
 STANDARDISED_COLUMNS = ("elbo", "log_marginal_likelihood", "loo_elpd", "loo_se", "waic_elpd", "waic_se")
 
@@ -97,7 +97,7 @@ def with_flags(text: str) -> str:
 
 def fit_warnings(posteriors: Mapping[str, Posterior]) -> list[str]:
     """One Markdown line per warning a fit gives about itself (its record's
-    :meth:`~bnn.inference.record.FitRecord.problems`: SVI's ELBO still rising, a MAP off its mode, chains that
+    :meth:`~bnn.inference.core.record.FitRecord.problems`: SVI's ELBO still rising, a MAP off its mode, chains that
     failed, ...), in command-line terms."""
     lines = []
     for label, posterior in posteriors.items():

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 from bnn.datasets.dataset import Dataset
-from bnn.inference.atomic import atomic_directory
-from bnn.inference.convergence import R_HAT_THRESHOLD
+from bnn.inference.core.posterior import Posterior
+from bnn.inference.diagnostics.convergence import R_HAT_THRESHOLD
 from bnn.inference.evaluation.compare import compare, rank
 from bnn.inference.evaluation.plots import plot_fit, plot_predictive_overlay, plot_std_vs_error
 from bnn.inference.evaluation.posterior_plots import plot_forest, plot_marginals_vs_prior, plot_trace
@@ -25,8 +25,9 @@ from bnn.inference.evaluation.reliability import (
     units_lines,
     warning_column_line,
 )
-from bnn.inference.posterior import Posterior
-from bnn.inference.progress import stages
+
+from bnn.runtime.atomic import atomic_directory
+from bnn.runtime.progress import stages
 
 PACKAGES = ("torch", "pyro-ppl", "nutpie", "arviz", "numpy", "pandas", "matplotlib", "scikit-learn")
 TABLE_COLUMNS = (
@@ -132,9 +133,9 @@ def write_comparison(posteriors: Mapping[str, Posterior], dataset: Dataset, out:
     command : str
         The command that made the report, quoted in it.
     overwrite : bool
-        Replace an existing ``out`` that holds a result of this package (:mod:`bnn.inference.atomic`).
+        Replace an existing ``out`` that holds a result of this package (:mod:`bnn.runtime.atomic`).
     progress : bool
-        Show each stage as it starts (:func:`~bnn.inference.progress.stages`).
+        Show each stage as it starts (:func:`~bnn.runtime.progress.stages`).
     cost_notes : sequence of str
         What the fits were estimated to cost and what a time budget changed or left out
         (:mod:`bnn.inference.evaluation.time_budget`), for the report's section on cost.

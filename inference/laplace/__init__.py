@@ -5,14 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from bnn.inference.core.method import Method
+from bnn.inference.core.posterior import Posterior
 from bnn.inference.laplace.curvature import HessianType, Structure
 from bnn.inference.laplace.fit import run_laplace
 from bnn.inference.laplace.linearized import Linearization
 from bnn.inference.laplace.options import LaplaceOptions
 from bnn.inference.laplace.precision import posterior_precision
 from bnn.inference.laplace.record import LaplaceRecord
-from bnn.inference.method import Method
-from bnn.inference.posterior import Posterior
 
 METHOD = Method("laplace", LaplaceOptions, run_laplace)
 

@@ -9,7 +9,7 @@ With :math:`f_i = f(x_i; \theta) \in \mathbb{R}^K` and :math:`\ell_i(f) = -\log 
     + \sum_i \sum_k \frac{\partial \ell_i}{\partial f_{ik}} \nabla^2_\theta f_{ik},
     \qquad J_i = \frac{\partial f_i}{\partial \theta},\quad H_i = \nabla^2_f \ell_i .
 
-The generalised Gauss-Newton (GGN) keeps the first term (:mod:`bnn.inference.output_curvature`, shared with
+The generalised Gauss-Newton (GGN) keeps the first term (:mod:`bnn.inference.posterior_mode.output_curvature`, shared with
 the MAP fit's Gauss-Newton polish); it is positive semi-definite whatever :math:`\theta`.
 
 The exact Hessian (automatic differentiation of :math:`\sum_i \ell_i`) adds the second
@@ -17,7 +17,7 @@ term, which vanishes where :math:`f` is linear in :math:`\theta` (no hidden laye
 the last layer alone) and can make the Hessian indefinite elsewhere.
 
 Data are processed in chunks sized so that a chunk's Jacobians stay within
-:data:`bnn.inference.output_curvature.JACOBIAN_BUDGET_BYTES`.
+:data:`bnn.inference.posterior_mode.output_curvature.JACOBIAN_BUDGET_BYTES`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from enum import Enum
 
 import torch
 from bnn.guides.flat_weights import num_weights, split_flat
-from bnn.inference.output_curvature import (  # noqa: F401 - re-exported: the Laplace curvature's public names
+from bnn.inference.posterior_mode.output_curvature import (  # noqa: F401 - re-exported: the Laplace curvature's public names
     OUTPUT_HESSIANS,
     check_ggn_supported,
     gauss_newton_matrix,
@@ -34,8 +34,9 @@ from bnn.inference.output_curvature import (  # noqa: F401 - re-exported: the La
     output_jacobian,
     rows_per_chunk,
 )
-from bnn.inference.progress import progress_bar
 from torch.func import hessian
+
+from bnn.runtime.progress import progress_bar
 
 FULL_MATRICES_AT_PEAK = 5
 """D x D matrices the memory check charges a full or last-layer structure. Four are alive at once in

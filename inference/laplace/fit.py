@@ -11,10 +11,10 @@ with :math:`H` the curvature of :math:`-\log p(y \mid x, \theta)` at :math:`\the
 Gaussian prior :math:`\mathcal{N}(0, \sigma_w^2 I)` and the GGN, this is the source
 material's :math:`\Lambda = J^\top J / \sigma_y^2 + I / \sigma_w^2`.
 
-Steps: (1) :math:`\theta_{MAP}` by Adam then a Levenberg-Marquardt polish (:mod:`bnn.inference.map_estimate`); by
+Steps: (1) :math:`\theta_{MAP}` by Adam then a Levenberg-Marquardt polish (:mod:`bnn.inference.posterior_mode.map_estimate`); by
 default, wherever the covered priors are Gaussian and the curvature is the GGN, the prior precision multiplier
 :math:`\alpha` (:math:`P \to \alpha P`) and a learned noise are those maximising the Laplace evidence, the MAP
-refitted at each candidate (:mod:`bnn.inference.evidence`); otherwise :math:`\alpha = 1` and a learned noise is
+refitted at each candidate (:mod:`bnn.inference.posterior_mode.evidence`); otherwise :math:`\alpha = 1` and a learned noise is
 still chosen by the evidence where the covered priors are Gaussian; (2) :math:`H` and :math:`P` over the
 structure's weights; (3) the covariance factor of :math:`\Lambda^{-1}` and the evidence; (4) draws from the
 :class:`~bnn.guides.laplace.LaplaceGuide`.
@@ -27,8 +27,8 @@ import time
 import torch
 from bnn.guides.flat_weights import split_flat
 from bnn.guides.laplace import LaplaceGuide
-from bnn.inference.evidence import gaussian_log_prior, laplace_log_marginal_likelihood
-from bnn.inference.guide_draws import sample_guide
+from bnn.inference.core.guide_draws import sample_guide
+from bnn.inference.core.posterior import Posterior
 from bnn.inference.laplace.curvature import (
     HessianType,
     Structure,
@@ -41,10 +41,11 @@ from bnn.inference.laplace.linearized import Linearization, is_linearizable
 from bnn.inference.laplace.options import LaplaceOptions
 from bnn.inference.laplace.prior_curvature import check_prior_curvature_possible, covered_sites, prior_curvature
 from bnn.inference.laplace.record import LaplaceRecord
-from bnn.inference.map_estimate import MapEstimate, find_map
-from bnn.inference.posterior import Posterior
-from bnn.inference.seeding import seeded
+from bnn.inference.posterior_mode.evidence import gaussian_log_prior, laplace_log_marginal_likelihood
+from bnn.inference.posterior_mode.map_estimate import MapEstimate, find_map
 from bnn.models.priors import GaussianPrior
+
+from bnn.runtime.seeding import seeded
 
 WORKING_DTYPE = torch.float64  # the MAP polish and the factor of an ill-conditioned precision need it
 

@@ -18,7 +18,7 @@ with :math:`J` over the weights the approximation covers. The predictive then is
   :math:`p(y^* = k) \approx \mathrm{softmax}_k\big(\mu^*_k / \sqrt{1 + \tfrac{\pi}{8} \Sigma^*_{kk}}\big)`,
   which ignores the correlations between the logits.
 
-The draws of a :class:`~bnn.inference.prediction.Prediction` are exact draws of :math:`f^*` from
+The draws of a :class:`~bnn.inference.core.prediction.Prediction` are exact draws of :math:`f^*` from
 the Gaussian above and of :math:`y^*` given them (regression) or from the probit
 probabilities (classification); a classifier's ``epistemic_std`` is the spread, over the
 draws of :math:`f^*`, of the label's conditional mean.
@@ -33,8 +33,8 @@ import pyro.distributions as dist
 import torch
 from bnn.guides.flat_weights import join_sites, split_flat
 from bnn.guides.laplace import LaplaceGuide
+from bnn.inference.core.prediction import Prediction
 from bnn.inference.laplace.curvature import output_jacobian, rows_per_chunk
-from bnn.inference.prediction import Prediction
 from bnn.models.likelihoods import BernoulliLikelihood, CategoricalLikelihood, GaussianLikelihood, Likelihood
 
 from bnn.options import positive_int

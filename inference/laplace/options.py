@@ -6,10 +6,10 @@ from dataclasses import dataclass
 
 import torch
 from bnn.inference.laplace.curvature import HessianType, Structure, check_combination, covered_from, required_bytes
-from bnn.inference.map_estimate import MAP_MAX_ITER, MAP_TOLERANCE
-from bnn.inference.memory import parameter_count, value_bytes
+from bnn.inference.posterior_mode.map_estimate import MAP_MAX_ITER, MAP_TOLERANCE
 
 from bnn.options import Options, choice, flag, option, optional, positive_int, positive_number, seed
+from bnn.runtime.memory import parameter_count, value_bytes
 
 
 @dataclass(frozen=True)
@@ -30,14 +30,14 @@ class LaplaceOptions(Options):
         Adam steps and rate of the MAP fit before the polish.
     map_tolerance : float
         The polish stops once the MAP lies within this many posterior standard deviations of the mode (the
-        Newton decrement, :mod:`bnn.inference.gauss_newton`).
+        Newton decrement, :mod:`bnn.inference.posterior_mode.gauss_newton`).
     map_max_iter : int
         Iterations of the polish at most (Levenberg-Marquardt, or L-BFGS where a Gauss-Newton step is too
-        costly: :func:`~bnn.inference.gauss_newton.uses_gauss_newton`).
+        costly: :func:`~bnn.inference.posterior_mode.gauss_newton.uses_gauss_newton`).
     max_memory_gib : float
         Refuse, before any work, a structure whose curvature needs more memory than this.
     num_samples : int
-        Draws from :math:`q` kept in the :class:`~bnn.inference.posterior.Posterior` (the MC predictive and ArviZ
+        Draws from :math:`q` kept in the :class:`~bnn.inference.core.posterior.Posterior` (the MC predictive and ArviZ
         use them).
     seed : int
         Seeds the MAP initialisation and the draws.

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 
 import torch
 from bnn.guides.flat_weights import split_flat
-from bnn.inference.gauss_newton import elementwise_curvature
+from bnn.inference.posterior_mode.gauss_newton import elementwise_curvature
 from bnn.models.sites import WeightSite
 
 
@@ -48,7 +48,7 @@ def _refusal(model, problems: list[str], where: str) -> ValueError:
 def check_prior_curvature_possible(model, start: int) -> None:
     """Before any fitting: refuse a covered prior whose curvature is positive nowhere on a draw from it.
 
-    Uses the global random state (call it under :func:`bnn.inference.seeding.seeded`).
+    Uses the global random state (call it under :func:`bnn.runtime.seeding.seeded`).
     """
     problems = []
     for site in covered_sites(model, start):

@@ -6,9 +6,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from bnn.inference.core.record import register_record
 from bnn.inference.laplace.linearized import Linearization
-from bnn.inference.map_estimate import NO_MAXIMUM_FIX, MapFitRecord
-from bnn.inference.record import register_record
+from bnn.inference.posterior_mode.advice import NO_MAXIMUM_FIX
+from bnn.inference.posterior_mode.map_record import MapFitRecord
 
 
 @register_record
@@ -25,7 +26,7 @@ class LaplaceRecord(MapFitRecord):
     num_weights_covered : int
         Weights with a Gaussian posterior (the rest, outside ``structure``, are held at the MAP).
     map_steps, map_lbfgs_iterations, map_grad_norm, map_converged, noise
-        How the MAP fit ended (:class:`~bnn.inference.map_estimate.MapFitRecord`).
+        How the MAP fit ended (:class:`~bnn.inference.posterior_mode.map_record.MapFitRecord`).
     log_marginal_likelihood : float
         The Laplace estimate of :math:`\log p(\mathcal{D})`.
     prior_precision : dict of str to float, optional
@@ -34,9 +35,9 @@ class LaplaceRecord(MapFitRecord):
         :math:`\alpha` of :math:`P \to \alpha P` (1 unless tuned).
     tune_prior_precision : bool
         Whether :math:`\alpha` (and a learned noise, ``noise``) maximised the evidence
-        (:mod:`bnn.inference.evidence`).
+        (:mod:`bnn.inference.posterior_mode.evidence`).
     evidence_rounds : int, optional
-        MAP refits of the search for the evidence's maximum (:mod:`bnn.inference.evidence_search`), when the
+        MAP refits of the search for the evidence's maximum (:mod:`bnn.inference.posterior_mode.evidence_search`), when the
         evidence chose :math:`\alpha` or the noise.
     evidence_converged : bool, optional
         Whether that search found a maximum.
@@ -64,5 +65,5 @@ class LaplaceRecord(MapFitRecord):
                 "map_converged": self.map_converged, "log_marginal_likelihood": self.log_marginal_likelihood}
 
     def load_linearization(self, path: Path, model) -> Linearization | None:
-        """The linearised predictive saved at ``path`` by :meth:`~bnn.inference.posterior.Posterior.save`."""
+        """The linearised predictive saved at ``path`` by :meth:`~bnn.inference.core.posterior.Posterior.save`."""
         return Linearization.load(path, model) if path.is_file() else None

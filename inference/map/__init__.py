@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from bnn.inference.core.method import Method
+from bnn.inference.core.posterior import Posterior
 from bnn.inference.map.fit import run_map
 from bnn.inference.map.options import MapOptions, Objective
 from bnn.inference.map.record import MapRecord
-from bnn.inference.method import Method
-from bnn.inference.posterior import Posterior
 
 METHOD = Method("map", MapOptions, run_map)
 

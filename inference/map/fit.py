@@ -4,7 +4,8 @@ r"""The MAP point estimate: the single most probable weights, the "plain network
 
     \theta_{MAP} = \arg\max_\theta \; \log p(y \mid x, \theta) + \log p(\theta)
 
-by :func:`~bnn.inference.map_estimate.find_map` (Adam from a draw of the prior, then a Levenberg-Marquardt or L-BFGS
+by :func:`~bnn.inference.posterior_mode.map_estimate.find_map` (Adam from a draw of the prior, then a
+Levenberg-Marquardt or L-BFGS
 polish, in float64 as Laplace does); under a Gaussian prior this is weight decay, under a Laplace prior an L1 penalty.
 With ``objective="mle"`` the prior term is dropped (its weight is 0 in ``find_map``), leaving maximum likelihood,
 
@@ -13,9 +14,9 @@ With ``objective="mle"`` the prior term is dropped (its weight is 0 in ``find_ma
     \theta_{MLE} = \arg\max_\theta \; \log p(y \mid x, \theta),
 
 the classical network without regularisation; the prior then only draws the start. A learned
-Gaussian noise is chosen by the Laplace evidence under a Gaussian prior (:mod:`bnn.inference.map_estimate`), and
+Gaussian noise is chosen by the Laplace evidence under a Gaussian prior (:mod:`bnn.inference.posterior_mode.map_estimate`), and
 set to its maximum-likelihood value under ``objective="mle"``. The
-:class:`~bnn.inference.posterior.Posterior` holds one draw, ``(1, 1, *site_shape)``: a point mass, so its
+:class:`~bnn.inference.core.posterior.Posterior` holds one draw, ``(1, 1, *site_shape)``: a point mass, so its
 predictive is the plug-in :math:`p(y \mid x, \hat\theta)`, whose only spread is the likelihood's noise. It is
 as confident between and beyond the training inputs as on them; the Bayesian methods are not.
 """
@@ -26,11 +27,12 @@ import time
 
 import torch
 from bnn.guides.flat_weights import split_flat
+from bnn.inference.core.posterior import Posterior
 from bnn.inference.map.options import MapOptions, Objective
 from bnn.inference.map.record import MapRecord
-from bnn.inference.map_estimate import find_map
-from bnn.inference.posterior import Posterior
-from bnn.inference.seeding import seeded
+from bnn.inference.posterior_mode.map_estimate import find_map
+
+from bnn.runtime.seeding import seeded
 
 WORKING_DTYPE = torch.float64  # the polish needs it
 

@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from enum import Enum
 
 import torch
-from bnn.inference.map_estimate import MAP_MAX_ITER, MAP_TOLERANCE
-from bnn.inference.memory import parameter_count, value_bytes
+from bnn.inference.posterior_mode.map_estimate import MAP_MAX_ITER, MAP_TOLERANCE
 
 from bnn.options import Options, choice, flag, option, positive_int, positive_number, seed
+from bnn.runtime.memory import parameter_count, value_bytes
 
 
 class Objective(str, Enum):
@@ -35,11 +35,11 @@ class MapOptions(Options):
         Adam steps and rate before the polish (Laplace's defaults).
     map_tolerance : float
         The polish stops once the estimate lies within this many standard deviations of the optimum (the Newton
-        decrement, :mod:`bnn.inference.gauss_newton`; under ``objective="mle"`` the curvature is the likelihood's
+        decrement, :mod:`bnn.inference.posterior_mode.gauss_newton`; under ``objective="mle"`` the curvature is the likelihood's
         alone).
     map_max_iter : int
         Iterations of the polish at most (Levenberg-Marquardt, or L-BFGS where a Gauss-Newton step is too
-        costly: :func:`~bnn.inference.gauss_newton.uses_gauss_newton`).
+        costly: :func:`~bnn.inference.posterior_mode.gauss_newton.uses_gauss_newton`).
     seed : int
         Seeds the start, a draw of the prior: the same seed gives the same estimate.
     progress : bool

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from bnn.inference.map_estimate import MapFitRecord
-from bnn.inference.record import register_record
+from bnn.inference.core.record import register_record
+from bnn.inference.posterior_mode.map_record import MapFitRecord
 
 
 @register_record
@@ -25,7 +25,7 @@ class MapRecord(MapFitRecord):
     log_joint : float
         :math:`\log p(y \mid x, \hat\theta) + \log p(\hat\theta)` (standardised units): what ``"map"`` maximises.
     map_steps, map_lbfgs_iterations, map_grad_norm, map_converged, noise
-        How the MAP fit ended (:class:`~bnn.inference.map_estimate.MapFitRecord`).
+        How the MAP fit ended (:class:`~bnn.inference.posterior_mode.map_record.MapFitRecord`).
     """
 
     method: ClassVar[str] = "map"

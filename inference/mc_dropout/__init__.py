@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from bnn.inference.core.method import Method
+from bnn.inference.core.posterior import Posterior
 from bnn.inference.mc_dropout.fit import (
     IncompleteTrainingWarning,
     draw_masks,
@@ -15,8 +17,6 @@ from bnn.inference.mc_dropout.fit import (
 )
 from bnn.inference.mc_dropout.options import MCDropoutOptions
 from bnn.inference.mc_dropout.record import MCDropoutRecord
-from bnn.inference.method import Method
-from bnn.inference.posterior import Posterior
 
 METHOD = Method("mc-dropout", MCDropoutOptions, run_mc_dropout)
 

@@ -49,16 +49,17 @@ from collections.abc import Mapping
 
 import pyro
 import torch
-from bnn.inference.map_estimate import prior_distributions
+from bnn.inference.core.posterior import Posterior
 from bnn.inference.mc_dropout.options import MCDropoutOptions
 from bnn.inference.mc_dropout.record import MCDropoutRecord
-from bnn.inference.posterior import Posterior
-from bnn.inference.progress import progress_bar
-from bnn.inference.seeding import seeded
-from bnn.inference.stop_signals import deferred_stop_signals
+from bnn.inference.posterior_mode.log_joint import prior_distributions
 from bnn.models.activations import ACTIVATIONS
 from bnn.models.mlp import BayesianMLP
 from pyro.distributions.transforms import biject_to
+
+from bnn.runtime.progress import progress_bar
+from bnn.runtime.seeding import seeded
+from bnn.runtime.stop_signals import deferred_stop_signals
 
 
 class IncompleteTrainingWarning(UserWarning):

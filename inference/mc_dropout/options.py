@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bnn.inference.memory import parameter_count, value_bytes
-
 from bnn.options import Options, flag, integer, option, optional, positive_int, positive_number, probability, seed
+from bnn.runtime.memory import parameter_count, value_bytes
 
 
 @dataclass(frozen=True)
@@ -24,7 +23,7 @@ class MCDropoutOptions(Options):
     batch_size : int, optional
         Examples per step (default: all, full-batch steps); each gets its own dropout masks.
     num_samples : int
-        Draws of the weights (one set of masks each) kept in the :class:`~bnn.inference.posterior.Posterior`.
+        Draws of the weights (one set of masks each) kept in the :class:`~bnn.inference.core.posterior.Posterior`.
     seed : int
         Seeds the initial weights (a prior draw), the minibatches, the training masks and the draws.
     progress : bool

@@ -13,15 +13,15 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from bnn.inference.convergence import ConvergenceWarning, IncompleteSamplingWarning
-from bnn.inference.method import Method
+from bnn.inference.core.method import Method
+from bnn.inference.core.posterior import Posterior
+from bnn.inference.diagnostics.convergence import ConvergenceWarning, IncompleteSamplingWarning
 from bnn.inference.nuts.chain import Engine, InitStrategy
 from bnn.inference.nuts.chains import ChainMethod, SequentialChainsWarning
 from bnn.inference.nuts.engines import DEFAULT_ENGINE
 from bnn.inference.nuts.fit import run_nuts
 from bnn.inference.nuts.options import NUTSOptions
 from bnn.inference.nuts.record import NUTSRecord
-from bnn.inference.posterior import Posterior
 
 METHOD = Method("nuts", NUTSOptions, run_nuts)
 

@@ -15,9 +15,9 @@ found before any worker starts) or a worker dies, ``chain_method="auto"`` runs t
 with a :class:`SequentialChainsWarning` saying why, and ``"parallel"`` raises ``ValueError``.
 
 Workers report each iteration to this process through a queue (the progress bars), ignore SIGINT
-and SIGTERM from their first line (:mod:`bnn.worker_process`), and stop at the next iteration once this process
+and SIGTERM from their first line (:mod:`bnn.runtime.worker_process`), and stop at the next iteration once this process
 sets a shared stop event (on Ctrl-C or SIGTERM, which
-:func:`~bnn.inference.stop_signals.sigterm_as_keyboard_interrupt` turns into ``KeyboardInterrupt("SIGTERM")``);
+:func:`~bnn.runtime.stop_signals.sigterm_as_keyboard_interrupt` turns into ``KeyboardInterrupt("SIGTERM")``);
 the chains' outcomes, the draws made included, then come back as
 :class:`~bnn.inference.nuts.outcomes.ChainOutcomes`. A chain whose iteration outlasts
 :data:`STOP_GRACE_SECONDS` is not waited for: its worker is killed and its draws are lost (``failed_chains`` says
@@ -42,13 +42,13 @@ from bnn.inference.nuts.chain import ChainDraws, ChainJob
 from bnn.inference.nuts.engines import ENGINES
 from bnn.inference.nuts.outcomes import ChainInterrupted, ChainOutcomes
 from bnn.inference.nuts.warm_workers import ChainWorkers, chain_workers, close_chain_workers
-from bnn.inference.progress import progress_bar
-from bnn.inference.stop_signals import sigterm_as_keyboard_interrupt
-from bnn.inference.workers import available_cores, one_torch_thread
 from loky.backend.reduction import dumps as loky_dumps
 from loky.process_executor import ShutdownExecutorError, TerminatedWorkerError
 
-from bnn.worker_process import worker_shared
+from bnn.runtime.progress import progress_bar
+from bnn.runtime.stop_signals import sigterm_as_keyboard_interrupt
+from bnn.runtime.worker_process import worker_shared
+from bnn.runtime.workers import available_cores, one_torch_thread
 
 PROGRESS_POLL_SECONDS = 0.2
 STOP_GRACE_SECONDS = 3.0

@@ -35,7 +35,7 @@ the package does the sampling, one concept per module:
 
 Convergence: ArviZ's rank-normalised split :math:`\hat{R}` (over chains, so only with two
 or more) of every site, the predictive :math:`\hat{R}` of the network output at the training
-inputs (``r_hat_predictive``, :mod:`bnn.inference.convergence`: the weights of a network are not
+inputs (``r_hat_predictive``, :mod:`bnn.inference.diagnostics.convergence`: the weights of a network are not
 identifiable, its predictions are), bulk and tail ESS, the number of divergences and the
 verdict ``converged`` go into ``posterior.info["diagnostics"]``; a run whose chains disagree on
 the predictions (predictive :math:`\hat{R} > 1.01`) or with any divergence sets ``converged`` (also
@@ -43,7 +43,7 @@ the predictions (predictive :math:`\hat{R} > 1.01`) or with any divergence sets 
 
 Faults lose only their own draws (:mod:`bnn.inference.nuts.outcomes`): a chain whose engine or worker
 raises is reported in ``info["failed_chains"]`` and an
-:class:`~bnn.inference.convergence.IncompleteSamplingWarning` while the other chains go on (only
+:class:`~bnn.inference.diagnostics.convergence.IncompleteSamplingWarning` while the other chains go on (only
 when every chain fails does the fit raise, with the first chain's error). Ctrl-C
 (``KeyboardInterrupt`` in this process; the workers ignore SIGINT and stop at the parent's
 request) returns the chains that finished and, from the nutpie engine, the draws the running
@@ -76,7 +76,8 @@ from typing import Any
 
 import numpy as np
 import torch
-from bnn.inference.convergence import (
+from bnn.inference.core.posterior import Posterior
+from bnn.inference.diagnostics.convergence import (
     MIN_ESS_PER_CHAIN,
     ChainDiagnostics,
     ConvergenceWarning,
@@ -88,10 +89,10 @@ from bnn.inference.nuts.chains import sample_chains as _sample
 from bnn.inference.nuts.options import MIN_SAMPLES, NUTSOptions
 from bnn.inference.nuts.potential import PotentialKind, flat_potential_mismatch, latent_sites
 from bnn.inference.nuts.record import NUTSRecord
-from bnn.inference.posterior import Posterior
-from bnn.inference.seeding import seeded
-from bnn.inference.workers import available_cores
 from pyro import poutine
+
+from bnn.runtime.seeding import seeded
+from bnn.runtime.workers import available_cores
 
 # ---------------------------------------------------------------------- diagnostics
 CHAINS_DISAGREE_ADVICE = ("a longer adaptation and more draws (num_warmup=1000, num_samples=1000), more chains "
@@ -157,7 +158,7 @@ def run_nuts(model, x: torch.Tensor, y: torch.Tensor, options: NUTSOptions) -> P
     Warns
     -----
     ConvergenceWarning
-        When the chains fail the verdict of :mod:`bnn.inference.convergence` (one chain or a failed one, divergences,
+        When the chains fail the verdict of :mod:`bnn.inference.diagnostics.convergence` (one chain or a failed one, divergences,
         predictive :math:`\hat{R} > 1.01`, too small an ESS).
     IncompleteSamplingWarning
         When a chain failed or the run was interrupted (Ctrl-C, SIGTERM).

@@ -7,13 +7,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from bnn.inference.memory import parameter_count, value_bytes
 from bnn.inference.nuts.chain import Engine, InitStrategy
 from bnn.inference.nuts.chains import ChainMethod
 from bnn.inference.nuts.engines import DEFAULT_ENGINE
-from bnn.inference.workers import available_cores
 
 from bnn.options import Options, choice, flag, integer, option, optional, probability, seed
+from bnn.runtime.memory import parameter_count, value_bytes
+from bnn.runtime.workers import available_cores
 
 MIN_SAMPLES = 4
 """Draws per chain at least: split R-hat and ESS need 4."""

@@ -26,7 +26,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from bnn.inference.convergence import IncompleteSamplingWarning
+from bnn.inference.diagnostics.convergence import IncompleteSamplingWarning
 from bnn.inference.nuts.chain import ChainDraws
 
 

@@ -36,7 +36,6 @@ from enum import Enum
 import numpy as np
 import pyro
 import torch
-from bnn.inference.jit_deprecation import torch_jit_deprecation_ignored
 from bnn.inference.nuts.numba_potential import NumbaLogDensity
 from bnn.inference.nuts.numpy_potential import NumpyLogDensity
 from bnn.models.mlp import MAX_PLATE_NESTING
@@ -45,6 +44,7 @@ from pyro.poutine.util import site_is_subsample
 from torch.distributions import biject_to, constraints
 
 from bnn.options import parse_option
+from bnn.runtime.jit_deprecation import torch_jit_deprecation_ignored
 
 CHECK_RTOL = 1e-8  # a compiled log density must reproduce the eager one to this relative error
 MISMATCH_POINTS = 3  # random points at which the flat potential must equal Pyro's up to one constant

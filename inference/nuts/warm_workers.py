@@ -8,7 +8,7 @@ generators, so a warm worker gives the draws a fresh one gives.
 
 Workers are never reused after anything but a clean run: an interruption, a failed chain or a dead worker shuts
 the pool down and kills its workers (:func:`close_chain_workers`), and the next fit starts new ones. Workers end
-with this process as before (:mod:`bnn.worker_process`).
+with this process as before (:mod:`bnn.runtime.worker_process`).
 
 One limit: a worker imported the collection's modules, and the user's, when it started. A module edited and
 reloaded in this process (``importlib.reload``) afterwards is not reloaded in a warm worker: call
@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import loky
-from bnn.inference.workers import WORKER_ENV
 from loky.backend import get_context
 
-from bnn.worker_process import start_worker, stop_signals_held
+from bnn.runtime.worker_process import start_worker, stop_signals_held
+from bnn.runtime.workers import WORKER_ENV
 
 IDLE_SECONDS = 60
 """How long the workers of a finished fit wait for the next fit of this process before they end."""

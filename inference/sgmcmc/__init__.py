@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from bnn.inference.convergence import ConvergenceWarning, IncompleteSamplingWarning
-from bnn.inference.method import Method
-from bnn.inference.posterior import Posterior
+from bnn.inference.core.method import Method
+from bnn.inference.core.posterior import Posterior
+from bnn.inference.diagnostics.convergence import ConvergenceWarning, IncompleteSamplingWarning
 from bnn.inference.sgmcmc.fit import run_sgmcmc
 from bnn.inference.sgmcmc.options import Preconditioner, SGHMCOptions, SGLDOptions, StepSchedule
 from bnn.inference.sgmcmc.record import SGHMCRecord, SGLDRecord

@@ -14,7 +14,7 @@ pSGLD adapts its preconditioner there) and then ``num_samples * thin`` steps, ke
 The chains run side by side in this process, as a leading dimension of one state (one autograd pass serves all
 of them), each with its own start, minibatches and noise, from one generator seeded by ``seed``: the same seed
 gives the same draws. The draws ``(chains, draws, *site_shape)`` get NUTS's convergence checks
-(:mod:`bnn.inference.convergence`: split R-hat over the weights and over the predictions, bulk and tail ESS); when
+(:mod:`bnn.inference.diagnostics.convergence`: split R-hat over the weights and over the predictions, bulk and tail ESS); when
 the predictive :math:`\hat R > 1.01` the record says ``converged = False`` and a :class:`ConvergenceWarning` names the numbers.
 
 Per-draw statistics (ArviZ's ``sample_stats``, ``(chains, draws)``): ``lp``, the minibatch estimate of the log
@@ -35,21 +35,22 @@ import warnings
 import numpy as np
 import pyro
 import torch
-from bnn.inference.convergence import (
+from bnn.inference.core.posterior import Posterior
+from bnn.inference.diagnostics.convergence import (
     ChainDiagnostics,
     ConvergenceWarning,
     IncompleteSamplingWarning,
     chain_diagnostics,
 )
-from bnn.inference.posterior import Posterior
-from bnn.inference.progress import progress_bar
-from bnn.inference.seeding import seeded
 from bnn.inference.sgmcmc.kernels import SGHMCKernel, SGLDKernel, step_size_at
 from bnn.inference.sgmcmc.options import MIN_SAMPLES, Preconditioner, SGLDOptions, SGMCMCOptions, StepSchedule
 from bnn.inference.sgmcmc.potential import MinibatchLogJoint
 from bnn.inference.sgmcmc.record import SGHMCRecord, SGLDRecord
-from bnn.inference.stop_signals import sigterm_as_keyboard_interrupt
-from bnn.inference.workers import one_torch_thread
+
+from bnn.runtime.progress import progress_bar
+from bnn.runtime.seeding import seeded
+from bnn.runtime.stop_signals import sigterm_as_keyboard_interrupt
+from bnn.runtime.workers import one_torch_thread
 
 PROGRESS_EVERY = 50  # steps between updates of the progress bar
 
@@ -118,7 +119,7 @@ def run_sgmcmc(model, x: torch.Tensor, y: torch.Tensor, options: SGMCMCOptions) 
     Warns
     -----
     ConvergenceWarning
-        When the chains fail the verdict of :mod:`bnn.inference.convergence` (one chain, predictive
+        When the chains fail the verdict of :mod:`bnn.inference.diagnostics.convergence` (one chain, predictive
         :math:`\hat{R} > 1.01`, or too small an ESS).
     IncompleteSamplingWarning
         When the run was interrupted (Ctrl-C, SIGTERM) during the draws.

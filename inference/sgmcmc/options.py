@@ -33,9 +33,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from bnn.inference.memory import parameter_count, value_bytes
-
 from bnn.options import Options, choice, flag, integer, number, option, optional, positive_number, probability, seed
+from bnn.runtime.memory import parameter_count, value_bytes
 
 MIN_SAMPLES = 4  # split R-hat and ESS need at least 4 draws per chain
 

@@ -23,7 +23,7 @@ every step's batch is a uniformly random :math:`|B|`-subset.
 from __future__ import annotations
 
 import torch
-from bnn.inference.map_estimate import prior_distributions
+from bnn.inference.posterior_mode.log_joint import prior_distributions
 from torch.distributions import biject_to
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from bnn.inference.convergence import ChainRecord
-from bnn.inference.record import register_record
+from bnn.inference.core.chain_record import ChainRecord
+from bnn.inference.core.record import register_record
 
 
 @dataclass(kw_only=True)

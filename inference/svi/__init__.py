@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from bnn.inference.method import Method
-from bnn.inference.posterior import Posterior
+from bnn.inference.core.method import Method
+from bnn.inference.core.posterior import Posterior
 from bnn.inference.svi.checkpoint import DEFAULT_CHECKPOINT_EVERY
 from bnn.inference.svi.fit import run_svi
 from bnn.inference.svi.gradient_variance import GradientVariance, gradient_variance

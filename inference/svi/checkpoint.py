@@ -32,7 +32,8 @@ from typing import Any
 
 import pyro
 import torch
-from bnn.inference.atomic import atomic_file
+
+from bnn.runtime.atomic import atomic_file
 
 CHECKPOINT_FILE = "svi-checkpoint.pt"
 DEFAULT_CHECKPOINT_EVERY = 1000

@@ -24,7 +24,7 @@ they cancel analytically, local reparameterisation rewrites the likelihood), and
 
 Faults lose nothing. With ``checkpoint_dir`` the loop writes a checkpoint
 (:mod:`bnn.inference.svi.checkpoint`) every ``checkpoint_every`` steps, at the end, and when Ctrl-C
-or SIGTERM arrives (deferred to the end of the current step, :mod:`bnn.inference.stop_signals`);
+or SIGTERM arrives (deferred to the end of the current step, :mod:`bnn.runtime.stop_signals`);
 ``resume`` continues from it to the same numbers as a run never stopped. A step whose loss or
 gradient is not finite is not applied: the fit stops with a
 :class:`~bnn.inference.svi.nonfinite.NonFiniteELBOError` that names the step and the culprits, holds
@@ -37,10 +37,8 @@ import warnings
 
 import pyro
 import torch
-from bnn.inference.convergence import ConvergenceWarning
-from bnn.inference.posterior import Posterior
-from bnn.inference.seeding import seeded
-from bnn.inference.stop_signals import deferred_stop_signals
+from bnn.inference.core.posterior import Posterior
+from bnn.inference.diagnostics.convergence import ConvergenceWarning
 from bnn.inference.svi.checkpoint import checkpoint_target
 from bnn.inference.svi.draw_checks import check_draws
 from bnn.inference.svi.elbo_trend import elbo_trend
@@ -49,7 +47,9 @@ from bnn.inference.svi.loop import SVILoop
 from bnn.inference.svi.minibatches import StepPlan
 from bnn.inference.svi.options import SVIOptions
 
-from bnn.stacklevel import user_stacklevel
+from bnn.runtime.seeding import seeded
+from bnn.runtime.stacklevel import user_stacklevel
+from bnn.runtime.stop_signals import deferred_stop_signals
 
 
 def run_svi(model, x: torch.Tensor, y: torch.Tensor, options: SVIOptions) -> Posterior:

@@ -36,7 +36,6 @@ from dataclasses import dataclass
 import pyro
 import torch
 from bnn.datasets.validation import check_inputs_targets
-from bnn.inference.seeding import seeded
 from bnn.inference.svi.fitted_guide import FittedGuide
 from bnn.inference.svi.kl_weights import KLWeighting
 from bnn.inference.svi.objective import elbo_loss, svi_pair
@@ -45,6 +44,7 @@ from pyro import poutine
 
 from bnn.options import integer, optional, positive_int
 from bnn.options import seed as seed_parser
+from bnn.runtime.seeding import seeded
 
 GROUPS = 10
 """The groups of draws whose spread gives the standard error of the trace."""

@@ -19,10 +19,8 @@ from typing import Any
 
 import pyro
 import torch
-from bnn.inference.guide_draws import sample_guide
-from bnn.inference.posterior import Posterior
-from bnn.inference.progress import progress_bar
-from bnn.inference.stop_signals import StopRequest
+from bnn.inference.core.guide_draws import sample_guide
+from bnn.inference.core.posterior import Posterior
 from bnn.inference.svi.checkpoint import DEFAULT_CHECKPOINT_EVERY, CheckpointFolder, TrainingState, fit_fingerprint
 from bnn.inference.svi.draw_checks import likelihood_refusal
 from bnn.inference.svi.fitted_guide import FittedGuide
@@ -36,6 +34,9 @@ from bnn.inference.svi.record import SVIRecord
 from pyro import poutine
 from pyro.infer.util import zero_grads
 from pyro.optim import PyroLRScheduler
+
+from bnn.runtime.progress import progress_bar
+from bnn.runtime.stop_signals import StopRequest
 
 RECENT = 50
 """The ELBOs averaged into the record's ``final_elbo`` and the progress bar."""

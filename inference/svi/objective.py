@@ -13,15 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bnn.inference.jit_deprecation import torch_jit_deprecation_ignored
 from bnn.inference.svi.kl_weights import KLWeighting, kl_scaled
 from bnn.models.mlp import MAX_PLATE_NESTING
 from pyro.infer import ELBO, JitTrace_ELBO, Trace_ELBO
 
+from bnn.runtime.jit_deprecation import torch_jit_deprecation_ignored
+
 
 class QuietJitTraceELBO(JitTrace_ELBO):
     """Pyro's ``JitTrace_ELBO`` without torch's TorchScript deprecation warning, which its compilation (on the
-    first step) raises and the user cannot act on (:mod:`bnn.inference.jit_deprecation`)."""
+    first step) raises and the user cannot act on (:mod:`bnn.runtime.jit_deprecation`)."""
 
     def loss_and_grads(self, model, guide, *args, **kwargs) -> float:
         with torch_jit_deprecation_ignored():

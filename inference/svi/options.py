@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from bnn.inference.memory import parameter_count, value_bytes
 from bnn.inference.svi.kl_weights import KLWeighting
 from bnn.inference.svi.optimiser import ADAM_BETAS
 from bnn.inference.svi.schedules import LRSchedule
@@ -25,6 +24,7 @@ from bnn.options import (
     positive_number,
     seed,
 )
+from bnn.runtime.memory import parameter_count, value_bytes
 
 DEFAULT_STEPS = 10000
 DEFAULT_KL_WARMUP_FRACTION = 0.25
@@ -64,7 +64,7 @@ class SVIOptions(Options):
         With ``"warmup"``: the fraction of the run, in (0, 1], over which the KL weight
         rises linearly to its full value (default 0.25).
     num_samples : int
-        Draws from the fitted guide kept in the :class:`~bnn.inference.posterior.Posterior`.
+        Draws from the fitted guide kept in the :class:`~bnn.inference.core.posterior.Posterior`.
     seed : int
         Seeds the initialisation, minibatches, ELBO draws and posterior draws.
     progress : bool

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from bnn.inference.record import FitRecord, register_record
+from bnn.inference.core.record import FitRecord, register_record
 from bnn.inference.svi.elbo_trend import elbo_trend
 
 

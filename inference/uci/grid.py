@@ -10,7 +10,7 @@ from typing import Any
 
 from bnn.datasets.uci import available_splits
 
-from bnn.stacklevel import user_stacklevel
+from bnn.runtime.stacklevel import user_stacklevel
 
 SPLITS_TEXT = re.compile(r"\d+(-\d+)?(,\d+(-\d+)?)*")
 DEFAULT_HIDDEN = 50

@@ -1,6 +1,6 @@
 """The local executor: the cells of a UCI run in worker processes on this machine (loky), results as they finish.
 
-Each worker starts with :func:`bnn.worker_process.start_worker` (Ctrl-C and SIGTERM are the parent's; it ends once
+Each worker starts with :func:`bnn.runtime.worker_process.start_worker` (Ctrl-C and SIGTERM are the parent's; it ends once
 the parent is gone) on one torch thread. A cell that raises, or whose worker dies, comes back as a failed result
 (the rerun runs it again); Ctrl-C or SIGTERM ends the workers and loses only the cells in flight.
 """
@@ -15,10 +15,10 @@ from typing import Any
 from bnn.datasets.uci import UCITable
 from bnn.inference.uci.grid import Cell
 from bnn.inference.uci.protocol import failed_row, run_cell
-from bnn.inference.workers import WORKER_ENV
 from loky import ProcessPoolExecutor
 
-from bnn.worker_process import start_worker, stop_signals_held
+from bnn.runtime.worker_process import start_worker, stop_signals_held
+from bnn.runtime.workers import WORKER_ENV
 
 
 def run_local(tables: dict[str, UCITable], cells: list[Cell], workers: int,

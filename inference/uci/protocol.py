@@ -27,8 +27,9 @@ from bnn.datasets.uci import UCITable
 from bnn.inference.evaluation.metrics import evaluate
 from bnn.inference.fit import fit
 from bnn.inference.uci.grid import Cell
-from bnn.inference.workers import one_torch_thread
 from bnn.models import BayesianMLP
+
+from bnn.runtime.workers import one_torch_thread
 
 ACTIVATION = "relu"
 VALIDATION_FRACTION = 0.2

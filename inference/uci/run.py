@@ -18,19 +18,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from bnn.datasets.uci import UCITable, read_uci_table
-from bnn.inference.atomic import check_apart
 from bnn.inference.fit import METHODS
-from bnn.inference.progress import progress_bar
-from bnn.inference.stop_signals import sigterm_as_keyboard_interrupt
 from bnn.inference.uci.grid import Cell, find_datasets, hidden_units, splits_of
 from bnn.inference.uci.local import run_local
 from bnn.inference.uci.protocol import DROPOUT_RATES, PROTOCOL_OPTIONS, failed_row
 from bnn.inference.uci.ray_cluster import import_ray, run_ray
 from bnn.inference.uci.store import RunFolder, fingerprint
 from bnn.inference.uci.table import write_tables
-from bnn.inference.workers import available_cores
 
-from bnn.stacklevel import user_stacklevel
+from bnn.runtime.atomic import check_apart
+from bnn.runtime.progress import progress_bar
+from bnn.runtime.stacklevel import user_stacklevel
+from bnn.runtime.stop_signals import sigterm_as_keyboard_interrupt
+from bnn.runtime.workers import available_cores
 
 EXECUTORS = ("local", "ray")
 
@@ -128,7 +128,7 @@ def run_uci(uci_dir: str | Path, datasets: str, methods: Sequence[str], splits: 
     max_retries : int
         Ray only: retries of a failed or lost task before its cell is reported failed.
     progress : bool
-        A progress bar over the grid (:mod:`bnn.inference.progress`'s policy).
+        A progress bar over the grid (:mod:`bnn.runtime.progress`'s policy).
     command : str, optional
         The command line, written into ``table.md``.
 

@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 from bnn.datasets.uci import UCITable
-from bnn.inference.atomic import write_json
 from bnn.inference.uci.grid import Cell
+
+from bnn.runtime.atomic import write_json
 
 CELLS_FOLDER = "cells"
 

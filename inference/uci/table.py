@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from bnn.inference.atomic import atomic_file
 from bnn.inference.uci.protocol import COLUMNS
 from bnn.inference.uci.published import MC_DROPOUT, PUBLISHED
+
+from bnn.runtime.atomic import atomic_file
 
 RESULTS_FILE, TABLE_FILE = "results.csv", "table.md"
 METRICS = {"rmse": ("Test RMSE (original units; lower is better)", 0, -1.0),

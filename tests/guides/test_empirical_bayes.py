@@ -15,11 +15,11 @@ from bnn.guides import GUIDES, EmpiricalBayesGuide, build_guide
 from bnn.guides.empirical_bayes import empirical_bayes_kl
 from bnn.guides.kl import gaussian_kl
 from bnn.inference import Posterior, fit
-from bnn.inference.cli import main
 from bnn.inference.evaluation import evaluate
 from bnn.models import PRIORS, BayesianMLP, GaussianPrior
 from pyro.infer import JitTrace_ELBO, Trace_ELBO
 
+from bnn.cli.main import main
 from tests.conjugate import CHAIN_LOC_LR, NOISE, PRIOR_SCALE, batch_means, stationary_sgd_chain
 from tests.prior_examples import BY_NAME
 

@@ -7,10 +7,11 @@ import pytest
 import torch
 from bnn.guides.flat_weights import join_sites, num_weights, split_flat
 from bnn.guides.laplace import LATENT_SITE, LaplaceGuide
-from bnn.inference.seeding import seeded
 from bnn.models import BayesianMLP
 from pyro import poutine
 from pyro.infer import Predictive
+
+from bnn.runtime.seeding import seeded
 
 MODEL = BayesianMLP(2, 1, hidden=(3,), likelihood={"name": "gaussian", "scale": None})
 D = num_weights(MODEL.sites)  # 2*3 + 3 + 3 + 1 = 13

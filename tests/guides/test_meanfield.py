@@ -12,12 +12,12 @@ from bnn.guides import GUIDES, MeanFieldGuide, build_guide
 from bnn.guides.flat_normal import prior_median
 from bnn.guides.kl import gaussian_kl
 from bnn.inference import fit
-from bnn.inference.cli import main
-from bnn.inference.guide_draws import sample_guide
-from bnn.inference.map_estimate import map_weights
+from bnn.inference.core.guide_draws import sample_guide
+from bnn.inference.posterior_mode.map_estimate import map_weights
 from bnn.models import BayesianMLP, GaussianLikelihood, GaussianPrior, LaplacePrior, ScaleMixturePrior
 from pyro.infer import Trace_ELBO
 
+from bnn.cli.main import main
 from tests.conjugate import check_meanfield_optimum, meanfield_chain
 
 MIXED = {"*": GaussianPrior(0.7), "layers.1.weight": LaplacePrior(0.5), "layers.1.bias": ScaleMixturePrior()}

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 from bnn.inference import fit
-from bnn.inference.prediction import MIN_OBSERVATION_DRAWS
+from bnn.inference.core.prediction import MIN_OBSERVATION_DRAWS
 from bnn.models import LIKELIHOODS, PRIORS, BayesianMLP
 
 from tests.prior_examples import example_prior

@@ -42,9 +42,10 @@ from bnn.inference.nuts.engines.pyro import initial_point
 from bnn.inference.nuts.numba_potential import NumbaLogDensity
 from bnn.inference.nuts.outcomes import ChainInterrupted
 from bnn.inference.nuts.potential import Backend, FlatLayout, FlatPotential, PotentialKind, TracePotential
-from bnn.inference.seeding import seeded
 from nutpie.compile_pymc import CompiledPyMCModel
 from nutpie.compiled_pyfunc import from_pyfunc
+
+from bnn.runtime.seeding import seeded
 
 POLL_SECONDS = 0.25
 DRAWS = "z"  # nutpie's one "variable": the flat unconstrained draw
@@ -72,7 +73,7 @@ def on_one_torch_thread(function: Callable[[np.ndarray], tuple]) -> Callable[[np
 
     nutpie calls the potential from a thread of its own, and torch's thread count is set per thread: a new
     thread computes with one OpenMP thread per core, whatever ``torch.set_num_threads`` said elsewhere (a
-    worker's ``OMP_NUM_THREADS=1`` reaches it, the sequential chains' :func:`~bnn.inference.workers.one_torch_thread`
+    worker's ``OMP_NUM_THREADS=1`` reaches it, the sequential chains' :func:`~bnn.runtime.workers.one_torch_thread`
     does not). On the network sizes NUTS can sample, a gradient on two threads took ten times as long as on one.
     """
     configured = threading.local()

@@ -19,21 +19,22 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
-from bnn.inference.jit_deprecation import torch_jit_deprecation_ignored
-from bnn.inference.map_estimate import map_weights
 from bnn.inference.nuts.chain import ChainDraws, ChainJob, InitStrategy, sampler_stats
 from bnn.inference.nuts.potential import MAX_PLATE_NESTING
-from bnn.inference.seeding import seeded
+from bnn.inference.posterior_mode.map_estimate import map_weights
 from pyro.infer import MCMC, NUTS
 from pyro.infer.autoguide import init_to_sample, init_to_value
 from pyro.infer.mcmc.util import initialize_model
+
+from bnn.runtime.jit_deprecation import torch_jit_deprecation_ignored
+from bnn.runtime.seeding import seeded
 
 
 def initial_point(model, x: torch.Tensor, y: torch.Tensor, init: InitStrategy | dict[str, torch.Tensor], *,
                   jit_compile: bool) -> tuple[dict[str, torch.Tensor], Callable, dict]:
     """The chain's unconstrained start, the potential :math:`U` and the site transforms :math:`T`.
 
-    ``InitStrategy.MAP`` starts at :func:`~bnn.inference.map_estimate.map_weights` from a prior draw of the chain's
+    ``InitStrategy.MAP`` starts at :func:`~bnn.inference.posterior_mode.map_estimate.map_weights` from a prior draw of the chain's
     seed (a start need not be the exact mode, so the polish's warning that it stopped short is not passed on)."""
     if init is InitStrategy.MAP:
         with warnings.catch_warnings():

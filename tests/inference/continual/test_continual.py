@@ -6,9 +6,10 @@ import pytest
 import torch
 from bnn.datasets.continual import ContinualBenchmark, load_moving_regression, load_split_digits
 from bnn.inference import Posterior
-from bnn.inference.cli import main
 from bnn.inference.continual import CONTINUAL_METHODS, ContinualOptions, ContinualSetup, forgetting, run_continual
 from bnn.models import GaussianPrior, MultiHeadMLP, PosteriorPrior
+
+from bnn.cli.main import main
 
 TINY = {"hidden": (4,), "steps": 10, "num_samples": 3, "coreset_size": 4}
 

@@ -15,14 +15,15 @@ import torch
 from bnn.datasets import load_toy1d
 from bnn.guides.flat_weights import split_flat
 from bnn.inference import Posterior, fit
-from bnn.inference.cli import main
+from bnn.inference.core.record import read_record
 from bnn.inference.ensemble import EnsembleRecord, IncompleteEnsembleWarning, fit_ensemble
 from bnn.inference.ensemble import fit as ensemble_fit
 from bnn.inference.evaluation.compare import compare
-from bnn.inference.map_estimate import find_map
-from bnn.inference.record import read_record
-from bnn.inference.seeding import seeded
+from bnn.inference.posterior_mode.map_estimate import find_map
 from bnn.models import BayesianMLP
+
+from bnn.cli.main import main
+from bnn.runtime.seeding import seeded
 
 ROOT = Path(__file__).resolve().parents[3]
 X = torch.linspace(-1, 1, 20).unsqueeze(-1)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from bnn.datasets import DATASETS, load_dataset, load_toy1d
 from bnn.inference import Posterior, fit
-from bnn.inference.convergence import chain_diagnostics
+from bnn.inference.diagnostics.convergence import chain_diagnostics
 from bnn.inference.evaluation.compare import compare, label_fits, rank
 from bnn.inference.evaluation.report import CHAIN_ADVICE, OTHER_CHAIN_ADVICE, convergence_warnings
 from bnn.inference.nuts import NUTSRecord

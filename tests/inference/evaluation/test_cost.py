@@ -4,8 +4,8 @@ import pytest
 from bnn.datasets import load_toy1d
 from bnn.inference import fit
 from bnn.inference.evaluation.cost import estimate_cost, format_seconds, free_cores
-from bnn.inference.evidence_search import MAX_EVALUATIONS
 from bnn.inference.fit import METHODS, prepare_data
+from bnn.inference.posterior_mode.evidence_search import MAX_EVALUATIONS
 from bnn.models import BayesianMLP
 
 
@@ -21,7 +21,7 @@ def _estimate(method, options, model, data):
     return estimate_cost(method, METHODS.get(method).options.parse(method, options), model, x, y)
 
 
-@pytest.mark.filterwarnings("ignore::bnn.inference.convergence.ConvergenceWarning")  # 30 + 300 draws need not converge
+@pytest.mark.filterwarnings("ignore::bnn.inference.diagnostics.convergence.ConvergenceWarning")  # 30 + 300 draws
 def test_nuts_worst_case_bounds_the_gradients_of_a_short_run_and_times_them_to_an_order_of_magnitude():
     # the default net's size: the gradient, not the fixed cost of a call from Python, sets the time per gradient
     model, data = BayesianMLP(1, 1, hidden=(50,), likelihood={"name": "gaussian", "scale": None}), load_toy1d()

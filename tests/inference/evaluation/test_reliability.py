@@ -8,8 +8,7 @@ import pandas as pd
 import pytest
 from bnn.datasets import load_toy1d
 from bnn.inference import fit
-from bnn.inference.cli import build_parser
-from bnn.inference.convergence import ConvergenceWarning
+from bnn.inference.diagnostics.convergence import ConvergenceWarning
 from bnn.inference.evaluation import reliability
 from bnn.inference.evaluation.reliability import (
     fit_warnings,
@@ -20,6 +19,8 @@ from bnn.inference.evaluation.reliability import (
     with_flags,
 )
 from bnn.models import BayesianMLP
+
+from bnn.cli.main import build_parser
 
 INFERENCE = Path(reliability.__file__).resolve().parents[1]
 WARNING_SOURCES = sorted([*INFERENCE.glob("*/record.py"), *INFERENCE.glob("*/fit.py"), INFERENCE / "map_estimate.py",

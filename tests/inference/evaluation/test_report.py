@@ -4,14 +4,15 @@ import pandas as pd
 import pytest
 from bnn.datasets import load_toy1d
 from bnn.inference import fit
-from bnn.inference.atomic import MARKER
-from bnn.inference.cli import main
 from bnn.inference.evaluation.reliability import fit_warnings
 from bnn.inference.evaluation.report import markdown_table, slug, write_comparison
 from bnn.models import BayesianMLP
 
+from bnn.cli.main import main
+from bnn.runtime.atomic import MARKER
 
-@pytest.mark.filterwarnings("ignore::bnn.inference.convergence.ConvergenceWarning")  # 10 + 10 draws need not converge
+
+@pytest.mark.filterwarnings("ignore::bnn.inference.diagnostics.convergence.ConvergenceWarning")  # 10 + 10 draws need not converge
 def test_compare_command_writes_the_report_of_all_three_methods(tmp_path):
     out = tmp_path / "report"
     argv = ["compare", "--dataset", "toy1d", "--methods", "svi,nuts,laplace", "--hidden", "4", "--steps", "20",

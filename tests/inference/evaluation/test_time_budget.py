@@ -2,12 +2,13 @@ from __future__ import annotations
 
 import pytest
 from bnn.datasets import load_toy1d
-from bnn.inference.cli import main
 from bnn.inference.evaluation.cost import CostEstimate, gradient_count
 from bnn.inference.evaluation.time_budget import REPORT_SHARE, Choice, choose_fits, cost_lines, parse_duration, plan
-from bnn.inference.evidence_search import MAX_EVALUATIONS
 from bnn.inference.fit import METHODS
+from bnn.inference.posterior_mode.evidence_search import MAX_EVALUATIONS
 from bnn.models import BayesianMLP
+
+from bnn.cli.main import main
 
 ROWS = 100
 SECONDS_PER_GRADIENT = {"nuts": 1e-4, "svi": 2e-3, "laplace": 1e-3}  # a fake clock: the plan sees only these

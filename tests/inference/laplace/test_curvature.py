@@ -8,7 +8,6 @@ from dataclasses import dataclass
 import pytest
 import torch
 from bnn.guides.flat_weights import num_weights, split_flat
-from bnn.inference import output_curvature
 from bnn.inference.laplace.curvature import (
     HessianType,
     Structure,
@@ -19,6 +18,7 @@ from bnn.inference.laplace.curvature import (
     likelihood_curvature,
 )
 from bnn.inference.laplace.prior_curvature import elementwise_curvature, prior_curvature
+from bnn.inference.posterior_mode import output_curvature
 from bnn.models import BayesianMLP, GaussianPrior, LaplacePrior, Likelihood, ScaleMixturePrior
 from bnn.models.likelihoods import GaussianLikelihood
 from bnn.models.sites import WeightSite

@@ -16,12 +16,12 @@ import pytest
 import torch
 from bnn.guides.flat_weights import join_sites, split_flat
 from bnn.inference import Posterior, fit
-from bnn.inference.cli import main
 from bnn.inference.laplace import fit as laplace_module
-from bnn.inference.map_estimate import MapEstimate
+from bnn.inference.posterior_mode.map_estimate import MapEstimate
 from bnn.models import BayesianMLP, GaussianPrior, LaplacePrior
 from scipy.optimize import minimize, minimize_scalar
 
+from bnn.cli.main import main
 from tests.conjugate import NOISE, PRIOR_SCALE
 
 FAST = dict(map_steps=100, map_tolerance=1e-4, num_samples=200, tune_prior_precision=False, progress=False)  # mode to 1e-4 sd
@@ -151,7 +151,7 @@ def test_a_learned_noise_is_the_one_maximising_the_exact_evidence(conjugate, tun
                     options={"xatol": 1e-10, "fatol": 1e-13, "maxiter": 4000})
     assert record.log_marginal_likelihood == pytest.approx(
         exact_log_evidence_with_noise(conjugate, sigma, PRIOR_SCALE**2 / alpha), rel=1e-10)
-    # the search ends at a parabola's vertex in log(alpha sigma^2) (module notes of bnn.inference.evidence_search):
+    # the search ends at a parabola's vertex in log(alpha sigma^2) (module notes of bnn.inference.posterior_mode.evidence_search):
     # within 1e-3 relative of the maximum here, where the exact evidence is 1e-6 nats below its maximum
     assert sigma == pytest.approx(math.exp(best.x[0]), rel=1e-3)
     assert alpha == pytest.approx(math.exp(best.x[1]) if tune else 1.0, rel=1e-3)
@@ -292,15 +292,17 @@ def test_log_likelihood_is_the_linearised_networks_and_mc_keeps_the_network(conj
 
 
 def test_the_command_line_takes_the_options_the_map_warning_names():
-    from bnn.inference import cli as cli_module
+    from bnn.cli.arguments import fit_options
+    from bnn.cli.compare import options_per_method
+    from bnn.cli.main import build_parser
 
-    arguments = cli_module.build_parser().parse_args(["compare", "--map-lr", "0.05", "--map-tolerance", "0.5",
+    arguments = build_parser().parse_args(["compare", "--map-lr", "0.05", "--map-tolerance", "0.5",
                                                       "--map-max-iter", "7", "--no-tune-prior-precision"])
-    options = cli_module.fit_options(arguments)
-    svi, laplace, map_ = cli_module.options_per_method([("svi", None), ("laplace", None), ("map", None)], options)
+    options = fit_options(arguments)
+    svi, laplace, map_ = options_per_method([("svi", None), ("laplace", None), ("map", None)], options)
     assert (laplace["map_lr"], laplace["map_tolerance"], laplace["map_max_iter"]) == (0.05, 0.5, 7)
     assert laplace["tune_prior_precision"] is False and map_["map_max_iter"] == 7 and "map_lr" not in svi
-    assert "tune_prior_precision" not in cli_module.fit_options(cli_module.build_parser().parse_args(["compare"]))
+    assert "tune_prior_precision" not in fit_options(build_parser().parse_args(["compare"]))
 
 
 def test_an_evidence_without_a_maximum_in_range_is_reported_loudly(conjugate):

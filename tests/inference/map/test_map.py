@@ -130,9 +130,10 @@ def test_bad_options_are_refused_before_any_work(options, message):
 
 
 def test_the_command_line_takes_the_objective():
-    from bnn.inference import cli
+    from bnn.cli.arguments import fit_options
+    from bnn.cli.main import build_parser
 
-    arguments = cli.build_parser().parse_args(["fit", "--method", "map", "--objective", "mle", "--out", "runs/mle"])
-    assert cli.fit_options(arguments)["objective"] == "mle"
+    arguments = build_parser().parse_args(["fit", "--method", "map", "--objective", "mle", "--out", "runs/mle"])
+    assert fit_options(arguments)["objective"] == "mle"
     with pytest.raises(SystemExit):  # argparse names the choices
-        cli.build_parser().parse_args(["fit", "--method", "map", "--objective", "ml", "--out", "runs/mle"])
+        build_parser().parse_args(["fit", "--method", "map", "--objective", "ml", "--out", "runs/mle"])

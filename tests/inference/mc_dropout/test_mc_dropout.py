@@ -9,8 +9,7 @@ import signal
 import pytest
 import torch
 from bnn.inference import Posterior, fit
-from bnn.inference.cli import main
-from bnn.inference.map_estimate import prior_distributions
+from bnn.inference.core.record import read_record
 from bnn.inference.mc_dropout import (
     IncompleteTrainingWarning,
     MCDropoutRecord,
@@ -19,8 +18,10 @@ from bnn.inference.mc_dropout import (
     fit_mc_dropout,
 )
 from bnn.inference.mc_dropout import fit as mc_dropout_fit
-from bnn.inference.record import read_record
+from bnn.inference.posterior_mode.log_joint import prior_distributions
 from bnn.models import BayesianMLP, GaussianPrior
+
+from bnn.cli.main import main
 
 RATE = 0.2
 X = torch.randn(30, 3, generator=torch.Generator().manual_seed(0))

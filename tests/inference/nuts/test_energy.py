@@ -17,7 +17,7 @@ from bnn.inference import fit
 from pyro import poutine
 from scipy import stats
 
-pytestmark = pytest.mark.filterwarnings("ignore::bnn.inference.convergence.ConvergenceWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::bnn.inference.diagnostics.convergence.ConvergenceWarning")
 NUM_SAMPLES = 300
 
 

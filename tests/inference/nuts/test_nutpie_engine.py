@@ -24,7 +24,7 @@ from bnn.models import BayesianMLP, GaussianLikelihood, GaussianPrior, Prior
 
 from tests.conjugate import NOISE, NUM_FEATURES, PRIOR_SCALE
 
-pytestmark = pytest.mark.filterwarnings("ignore::bnn.inference.convergence.ConvergenceWarning")  # short runs
+pytestmark = pytest.mark.filterwarnings("ignore::bnn.inference.diagnostics.convergence.ConvergenceWarning")  # short runs
 
 
 def quick(conjugate, model=None, **options):

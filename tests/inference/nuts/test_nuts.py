@@ -22,22 +22,22 @@ import pyro.distributions as dist
 import pytest
 import torch
 from bnn.inference import Posterior, fit
-from bnn.inference.atomic import MARKER
-from bnn.inference.cli import main
-from bnn.inference.convergence import predictive_r_hat, r_hat_over_points
-from bnn.inference.map_estimate import map_weights
+from bnn.inference.diagnostics.convergence import predictive_r_hat, r_hat_over_points
 from bnn.inference.nuts import ConvergenceWarning, InitStrategy, SequentialChainsWarning
 from bnn.inference.nuts.chain import tree_depth
 from bnn.inference.nuts.chains import available_cores
 from bnn.inference.nuts.engines import pyro as pyro_engine
 from bnn.inference.nuts.engines.pyro import initial_point
-from bnn.inference.seeding import seeded
+from bnn.inference.posterior_mode.map_estimate import map_weights
 from bnn.models import BayesianMLP, Prior
 
+from bnn.cli.main import main
+from bnn.runtime.atomic import MARKER
+from bnn.runtime.seeding import seeded
 from tests.conjugate import conjugate_problem
 
 # short runs are unconverged by design; test_bad_runs_are_flagged checks the warning itself
-pytestmark = pytest.mark.filterwarnings("ignore::bnn.inference.convergence.ConvergenceWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::bnn.inference.diagnostics.convergence.ConvergenceWarning")
 STAT_NAMES = {"diverging", "n_steps", "tree_depth", "step_size", "acceptance_rate", "energy"}
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -380,7 +380,7 @@ print(json.dumps(posterior.record.chain_method), flush=True)
 """
 
 
-@pytest.mark.filterwarnings("ignore::bnn.inference.convergence.ConvergenceWarning")
+@pytest.mark.filterwarnings("ignore::bnn.inference.diagnostics.convergence.ConvergenceWarning")
 def test_a_script_run_as_python_script_py_runs_its_top_level_once(tmp_path):
     """The chain processes do not re-import ``__main__`` (multiprocessing's spawn would, as ``__mp_main__``): a
     script without an ``if __name__ == "__main__":`` guard neither prints twice nor starts its fit again."""

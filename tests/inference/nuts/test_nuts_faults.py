@@ -13,13 +13,14 @@ from pathlib import Path
 import pytest
 import torch
 from bnn.inference import fit
-from bnn.inference.cli import main
-from bnn.inference.convergence import IncompleteSamplingWarning
+from bnn.inference.diagnostics.convergence import IncompleteSamplingWarning
 from bnn.inference.nuts import chains
 from bnn.inference.nuts.engines import ENGINES
 from bnn.models import BayesianMLP
 
-pytestmark = pytest.mark.filterwarnings("ignore::bnn.inference.convergence.ConvergenceWarning")  # short runs
+from bnn.cli.main import main
+
+pytestmark = pytest.mark.filterwarnings("ignore::bnn.inference.diagnostics.convergence.ConvergenceWarning")  # short runs
 
 NUM_WARMUP, NUM_SAMPLES = 30, 40
 ROOT = Path(__file__).resolve().parents[3]

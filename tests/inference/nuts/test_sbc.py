@@ -34,7 +34,7 @@ import numpy as np
 import pytest
 import torch
 from bnn.inference import fit
-from bnn.inference.convergence import ConvergenceWarning
+from bnn.inference.diagnostics.convergence import ConvergenceWarning
 from bnn.models import BayesianMLP
 from scipy.stats import chi2
 

@@ -10,14 +10,14 @@ import psutil
 import pytest
 import torch
 from bnn.inference import fit
-from bnn.inference.convergence import IncompleteSamplingWarning
+from bnn.inference.diagnostics.convergence import IncompleteSamplingWarning
 from bnn.inference.nuts import chains, warm_workers
 
 from tests.inference.nuts.test_nuts_faults import interrupt_at_report
 from tests.processes import LOKY_WORKER, still_running
 
 pytestmark = [
-    pytest.mark.filterwarnings("ignore::bnn.inference.convergence.ConvergenceWarning"),  # short runs
+    pytest.mark.filterwarnings("ignore::bnn.inference.diagnostics.convergence.ConvergenceWarning"),  # short runs
     pytest.mark.skipif(chains.available_cores() < 2, reason="chains run in processes only with two cores"),
 ]
 

@@ -12,9 +12,8 @@ import pytest
 import torch
 from bnn.datasets import load_toy1d
 from bnn.inference import Posterior, fit
-from bnn.inference.cli import main
+from bnn.inference.core.record import read_record
 from bnn.inference.evaluation.compare import compare
-from bnn.inference.record import read_record
 from bnn.inference.sgmcmc import IncompleteSamplingWarning, SGHMCRecord, SGLDRecord, kernels
 from bnn.inference.sgmcmc import fit as sgmcmc_fit
 from bnn.inference.sgmcmc.potential import MinibatchLogJoint
@@ -22,7 +21,9 @@ from bnn.models import BayesianMLP
 from bnn.models.mlp import MAX_PLATE_NESTING
 from pyro.infer.mcmc.util import initialize_model
 
-pytestmark = pytest.mark.filterwarnings("ignore::bnn.inference.convergence.ConvergenceWarning")  # short runs
+from bnn.cli.main import main
+
+pytestmark = pytest.mark.filterwarnings("ignore::bnn.inference.diagnostics.convergence.ConvergenceWarning")  # short runs
 
 SHORT = dict(step_size=1e-4, num_warmup=20, num_samples=10, thin=2, batch_size=10, progress=False)
 

@@ -12,7 +12,7 @@ import warnings
 import torch
 from bnn.datasets import load_toy1d
 from bnn.inference import Posterior, fit
-from bnn.inference.convergence import ConvergenceWarning
+from bnn.inference.diagnostics.convergence import ConvergenceWarning
 from bnn.models import BayesianMLP
 
 STEPS = 150

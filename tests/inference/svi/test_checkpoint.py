@@ -15,12 +15,12 @@ import pytest
 import torch
 from bnn.datasets import load_toy1d
 from bnn.inference import Posterior, fit
-from bnn.inference.atomic import MARKER
-from bnn.inference.cli import main
 from bnn.inference.svi import loop as svi_loop
 from bnn.inference.svi.checkpoint import CHECKPOINT_FILE, FORMAT, SCHEMA_VERSION
 from bnn.models import BayesianMLP
 
+from bnn.cli.main import main
+from bnn.runtime.atomic import MARKER
 from tests.inference.svi.svi_run import CHECKPOINT_EVERY, STEPS, run
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -10,7 +10,7 @@ import pytest
 import torch
 from bnn.datasets import load_toy1d
 from bnn.inference import fit
-from bnn.inference.convergence import ConvergenceWarning
+from bnn.inference.diagnostics.convergence import ConvergenceWarning
 from bnn.inference.svi.elbo_trend import MIN_WINDOW, RISE_Z, elbo_trend
 from bnn.models import BayesianMLP
 

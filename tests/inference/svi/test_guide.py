@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import torch
 from bnn.inference import fit
-from bnn.inference.map_estimate import map_weights
-from bnn.inference.seeding import seeded
+from bnn.inference.posterior_mode.map_estimate import map_weights
 from bnn.models import BayesianMLP, GaussianPrior
+
+from bnn.runtime.seeding import seeded
 
 
 def test_minibatch_svi_with_init_loc_map_starts_at_the_full_data_map():

@@ -10,11 +10,11 @@ import torch
 from bnn.guides import MeanFieldGuide
 from bnn.guides.kl import gaussian_kl
 from bnn.inference import fit
-from bnn.inference.cli import build_parser, fit_options
 from bnn.inference.svi.kl_weights import KLWeighting, kl_scaled
 from bnn.models import BayesianMLP, GaussianLikelihood, GaussianPrior
 from pyro.infer import JitTrace_ELBO, Trace_ELBO
 
+from bnn.cli.main import build_parser, fit_options
 from bnn.options import parse_option
 
 

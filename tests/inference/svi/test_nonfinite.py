@@ -10,11 +10,12 @@ import pytest
 import torch
 from bnn.datasets import load_toy1d
 from bnn.inference import fit
-from bnn.inference.cli import main
 from bnn.inference.svi.checkpoint import CHECKPOINT_FILE
 from bnn.inference.svi.nonfinite import NonFiniteELBOError
 from bnn.models import BayesianMLP
 from pyro.infer.autoguide import AutoNormal
+
+from bnn.cli.main import main
 
 pytestmark = pytest.mark.filterwarnings("ignore:Encountered (NaN|\\+?-?inf)")  # Pyro's own note on the bad loss
 

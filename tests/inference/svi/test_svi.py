@@ -8,13 +8,14 @@ import torch
 from bnn.datasets import load_toy1d, toy_function
 from bnn.inference import fit
 from bnn.inference.evaluation.metrics import evaluate
-from bnn.inference.jit_deprecation import torch_jit_deprecation_ignored
 from bnn.inference.svi.checkpoint import CHECKPOINT_FILE
 from bnn.inference.svi.nonfinite import NonFiniteELBOError
 from bnn.inference.svi.optimiser import ADAM_BETAS
 from bnn.inference.svi.schedules import LRSchedule
 from bnn.models import BayesianMLP
 from pyro.infer.autoguide import AutoDiagonalNormal
+
+from bnn.runtime.jit_deprecation import torch_jit_deprecation_ignored
 
 
 @pytest.fixture(scope="module")

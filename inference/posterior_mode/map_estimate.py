@@ -1,0 +1,309 @@
+r"""The maximum a posteriori weights :math:`\theta_{MAP}`, the centre of a Laplace approximation.
+
+.. math::
+
+    \theta_{MAP} = \arg\max_\theta \; \log p(y \mid x, \theta, \sigma) + \alpha \log p(\theta)
+
+over the flat weight vector (:mod:`bnn.guides.flat_weights`), starting from a draw of the
+prior: Adam on the per-datum objective, then a polish until the Newton decrement
+:math:`\delta = \sqrt{g^\top \Lambda^{-1} g}` (:mod:`bnn.inference.posterior_mode.gauss_newton`; :math:`g` the log joint's
+gradient, :math:`\Lambda` its Gauss-Newton precision) is at most ``tolerance``: the mode then lies, to second
+order, within ``tolerance`` posterior standard deviations. The polish is Levenberg-Marquardt on the
+Gauss-Newton precision where the likelihood has a GGN and a step is affordable
+(:func:`~bnn.inference.posterior_mode.gauss_newton.uses_gauss_newton`), else L-BFGS (strong Wolfe
+line search; :math:`\delta` then from the diagonal of :math:`\Lambda`).
+
+**The noise.** A Gaussian likelihood's learned noise :math:`\sigma` cannot be fitted with the weights: the log
+joint grows without bound as :math:`\sigma \to 0` wherever the network can interpolate its training data
+(measured: on Boston housing, 455 rows and 751 weights, the maximum-likelihood noise fell to 0.014 standardised
+units at the mode and kept falling). So :math:`\sigma` is held while the weights are fitted, and chosen by the
+Laplace evidence :math:`p(y \mid x, \sigma, \alpha)` (:mod:`bnn.inference.posterior_mode.evidence`), a bounded objective that
+charges the weights the fit uses: the weights and noise are :math:`\theta_{MAP}` and :math:`\sigma` at the
+maximum over :math:`\lambda = \alpha\sigma^2` of the evidence, the MAP refitted at each :math:`\lambda`
+(:mod:`bnn.inference.posterior_mode.evidence_search`). The prior precision multiplier :math:`\alpha` is the model's (1) unless
+``multiplier=None`` asks for it to be chosen by the evidence too (the Laplace fit's default). The evidence needs a
+Gaussian prior on the covered weights; under another prior a learned noise is fitted by maximum likelihood with
+the weights (Adam and L-BFGS on :math:`\log\sigma`, reset to :math:`\hat\sigma^2 = \frac{1}{nK}\sum (y - f)^2` after
+each Levenberg-Marquardt step), and a collapse of it is reported.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import pyro
+import torch
+from bnn.guides.flat_weights import join_sites, split_flat
+from bnn.inference.posterior_mode.advice import COLLAPSE_FIX, NO_MAXIMUM_FIX, map_advice
+from bnn.inference.posterior_mode.evidence_search import MAX_STEPS
+from bnn.inference.posterior_mode.gauss_newton import newton_decrement, uses_gauss_newton
+from bnn.inference.posterior_mode.hyperparameter_search import EvidenceSearch, HyperparameterChoice
+from bnn.inference.posterior_mode.log_joint import ScaledPrior, evidence_possible, log_likelihood, log_prior, most_likely_noise
+from bnn.inference.posterior_mode.polish import MapProblem, adam_steps
+
+from bnn.runtime.progress import progress_bar
+from bnn.runtime.stacklevel import user_stacklevel
+
+MAP_STEPS, MAP_LR, MAP_TOLERANCE, MAP_MAX_ITER = 1000, 0.01, 0.1, 1000
+"""The defaults of every MAP fit: Adam's steps and rate, the largest Newton decrement accepted (posterior standard
+deviations) and the polish's iterations at most."""
+KINK_STEP = 1e-8
+r"""The step along the normalised gradient that :func:`falls_along_gradient` tries: its gain
+:math:`\epsilon\lVert g\rVert` is far above float64 round-off of a log joint in the thousands, its loss to a
+curvature :math:`h`, :math:`\epsilon^2 h / 2`, far below it for :math:`h` up to :math:`10^7`."""
+
+
+@dataclass(frozen=True)
+class MapEstimate:
+    r"""The MAP weights and what the Laplace approximation needs at them.
+
+    Attributes
+    ----------
+    theta : torch.Tensor
+        :math:`\theta_{MAP}`, shape ``(D,)``.
+    latents : dict
+        The likelihood's latent sites at their maximum-likelihood value (``{"sigma": ...}``) or ``{}``.
+    log_likelihood, log_prior : float
+        :math:`\log p(y \mid x, \theta_{MAP})` and :math:`\log p(\theta_{MAP})`.
+    grad_norm : float
+        :math:`\lVert \nabla_\theta [\log p(y \mid x, \theta) + \log p(\theta)] \rVert_2` at :math:`\theta_{MAP}`
+        over the judged entries.
+    newton_decrement : float
+        :math:`\delta` there (module notes), in posterior standard deviations.
+    polish : str
+        ``"levenberg-marquardt"`` or ``"lbfgs"``.
+    lbfgs_iterations : int
+        Iterations the polish took.
+    converged : bool
+        Whether :math:`\delta` is at most the tolerance (else a ``RuntimeWarning`` was issued).
+    multiplier : float
+        :math:`\alpha`, held or chosen by the evidence.
+    evidence_evaluations : int, optional
+        MAP refits of the evidence search (``None``: nothing was chosen by the evidence).
+    evidence_bracketed : bool, optional
+        Whether that search found a maximum (else a ``RuntimeWarning`` was issued).
+    at_kink : bool
+        Whether the log joint falls along its own gradient at :math:`\theta_{MAP}` (:func:`falls_along_gradient`):
+        a point where it is not differentiable, such as a ReLU unit switching exactly at training inputs. There the
+        gradient is one-sided, the Newton decrement (which assumes a smooth log joint) stays large, and no larger
+        budget brings it down.
+    stalled : bool
+        Whether the last polish stopped before its iteration limit without converging and not at a kink: its
+        recent rise of the log joint, kept up, would not reach the tolerance within the limit
+        (:mod:`bnn.inference.posterior_mode.gauss_newton`), or L-BFGS stopped changing it.
+    """
+
+    theta: torch.Tensor
+    latents: dict[str, torch.Tensor]
+    log_likelihood: float
+    log_prior: float
+    grad_norm: float
+    newton_decrement: float
+    polish: str
+    lbfgs_iterations: int
+    converged: bool
+    multiplier: float = 1.0
+    evidence_evaluations: int | None = None
+    evidence_bracketed: bool | None = None
+    at_kink: bool = False
+    stalled: bool = False
+
+
+def find_map(
+    model, x: torch.Tensor, y: torch.Tensor, *, steps: int, lr: float, tolerance: float, progress: bool,
+    max_iter: int = MAP_MAX_ITER, judged_from: int = 0, init: torch.Tensor | None = None,
+    noise: torch.Tensor | None = None, multiplier: float | None = 1.0, diagonal_evidence: bool | None = None,
+) -> MapEstimate:
+    r"""Maximise the log joint over the flat weights, the noise and prior multiplier held or chosen by the evidence.
+
+    .. math::
+
+        \theta_{MAP} = \arg\min_\theta \; -\frac{1}{n}\big[\log p(y \mid x, \theta, \sigma) + \alpha\log p(\theta)\big]
+
+    (module notes). Distribution argument checks are off inside: the data were validated at the edge, and
+    every loss is checked for finiteness.
+
+    Parameters
+    ----------
+    model : BayesianMLP
+        The model; its priors give :math:`\log p(\theta)` and the starting draw.
+    x, y : torch.Tensor
+        The training data; the fit works in the dtype of ``x``.
+    steps, lr : int, float
+        Adam's steps and rate before the polish.
+    tolerance : float
+        The largest Newton decrement :math:`\delta` accepted as converged, in posterior standard deviations.
+    progress : bool
+        Show tqdm bars.
+    max_iter : int
+        Iterations of each polish at most (the final one, and each refit of an evidence search).
+    judged_from : int
+        With ``judged_from > 0`` (a Laplace approximation over the entries from there on, the
+        rest held fixed) a second polish optimises those entries alone, and convergence is judged,
+        and the gradient norm reported, on them only: the fixed entries may sit at a kink of their
+        prior (zero under a Laplace prior) where no gradient vanishes and the polish stalls. The evidence
+        covers those entries too.
+    init : torch.Tensor, optional
+        Start here instead of at a draw of the prior (then ``steps=0`` skips Adam).
+    noise : torch.Tensor, optional
+        Hold a learned noise :math:`\sigma` at this value; ``None`` chooses it by the evidence (module notes), or by
+        maximum likelihood with ``multiplier=0`` (no prior term: the evidence is undefined).
+    multiplier : float, optional
+        :math:`\alpha` multiplying :math:`\log p(\theta)` (under a Gaussian prior, the prior precision scaled by
+        :math:`\alpha`); ``None`` chooses it by the evidence (Gaussian priors on the covered weights only).
+    diagonal_evidence : bool, optional
+        Whether the evidence uses the diagonal of the GGN rather than the dense GGN; ``None``: the diagonal only
+        where a Gauss-Newton step is unaffordable (:func:`~bnn.inference.posterior_mode.gauss_newton.uses_gauss_newton`).
+
+    Returns
+    -------
+    MapEstimate
+        :math:`\theta_{MAP}`, the hyper-parameters and the terms of the log joint there (a ``RuntimeWarning`` when
+        not converged, or when the search for the hyper-parameters found no maximum). The initial draw comes from
+        the global random state (call it under :func:`bnn.runtime.seeding.seeded`).
+
+    Raises
+    ------
+    FloatingPointError
+        When the objective or the final gradient is not finite.
+    ValueError
+        With ``multiplier=None`` under a prior that is not Gaussian on the covered weights.
+    """
+    if multiplier is None and not evidence_possible(model, judged_from):
+        raise ValueError("multiplier=None (the prior precision chosen by the evidence) needs Gaussian priors on the "
+                         "covered weights; pass a multiplier")
+    with pyro.validation_enabled(False):
+        return _find_map(model, x, y, steps, lr, tolerance, progress, max_iter, judged_from, init, noise, multiplier,
+                         diagonal_evidence)
+
+
+def _find_map(model, x, y, steps: int, lr: float, tolerance: float, progress: bool, max_iter: int, judged_from: int,
+              init: torch.Tensor | None, noise: torch.Tensor | None, multiplier: float | None,
+              diagonal_evidence: bool | None) -> MapEstimate:
+    prior = ScaledPrior(model, 1.0 if multiplier is None else multiplier)
+    if init is None:
+        init = join_sites(model.sites, {name: d.sample() for name, d in prior.distributions.items()})
+    theta = init.detach().to(x.dtype)
+    learned = bool(model.likelihood.latent_priors())
+    fitted_noise = learned and noise is None  # a noise fitted with the weights (Adam's start) or chosen by the evidence
+    log_noise = {"sigma": most_likely_noise(model, x, y, theta)["sigma"].log().requires_grad_(True)} if fitted_noise else {}
+    fit = MapProblem(model, x, y, judged_from, max_iter)
+    theta = adam_steps(fit, theta, prior, fit.latents(noise), log_noise, steps, lr, progress)
+    bar = fit.bar = progress_bar(desc="MAP (polish)", unit="it", enabled=progress, leave=False)
+    choice = None
+    if multiplier is None or (fitted_noise and multiplier > 0 and evidence_possible(model, judged_from)):
+        held = None if noise is None else float(noise)
+        search = EvidenceSearch(fit, prior, held, multiplier, learned=learned, diagonal=diagonal_evidence)
+        theta, choice = search.run(theta, log_noise["sigma"].detach().exp().item() if fitted_noise else held, tolerance)
+        noise, prior = choice.noise, prior.reweighted(choice.multiplier)
+    elif fitted_noise:  # under a prior the evidence does not cover: the maximum-likelihood noise, watched for a collapse
+        adam_noise = log_noise["sigma"].detach().exp().item()
+        theta = fit.polish(theta, prior, lambda w: most_likely_noise(model, x, y, w), log_noise, tolerance)
+        bar.close()
+        return _estimate(fit, theta, prior, most_likely_noise(model, x, y, theta), tolerance, None, adam_noise=adam_noise)
+    latents = fit.latents(noise)
+    theta = fit.polish(theta, prior, lambda w: latents, {}, tolerance)
+    bar.close()
+    return _estimate(fit, theta, prior, latents, tolerance, choice)
+
+
+def _estimate(fit: MapProblem, theta, prior: ScaledPrior, latents: dict, tolerance: float, choice: HyperparameterChoice | None, *,
+              adam_noise: float | None = None) -> MapEstimate:
+    """The :class:`MapEstimate` at ``theta`` with the noise at ``latents``; warn when not converged, when the noise
+    fitted by maximum likelihood fell tenfold below Adam's (``adam_noise``), or when the evidence had no maximum."""
+    model, x, y, judged_from = fit.model, fit.x, fit.y, fit.judged_from
+    point = theta.clone().requires_grad_(True)
+    with torch.enable_grad():
+        likelihood_term = log_likelihood(model, x, y, point, latents)
+        prior_term = log_prior(model, point, prior.distributions)
+        (gradient,) = torch.autograd.grad(likelihood_term + prior.log_prob(point), point)
+    gradient = gradient[judged_from:]
+    if not torch.isfinite(gradient).all():
+        raise FloatingPointError("the MAP fit ended at non-finite values; lower map_lr or raise map_steps")
+    polish = "levenberg-marquardt" if uses_gauss_newton(model, x.shape[0], theta.shape[0] - judged_from) else "lbfgs"
+    decrement = newton_decrement(gradient, fit.precision(theta, latents, prior, judged_from, polish == "lbfgs"))
+    if choice is not None and not choice.bracketed:
+        warnings.warn(
+            f"the Laplace evidence rose all the way to the end of the search (the weight decay alpha sigma^2 moved by "
+            f"4^{MAX_STEPS} from its start): the prior precision multiplier {choice.multiplier:.4g} and the noise "
+            f"{choice.noise} are where it stopped, not a maximum; {NO_MAXIMUM_FIX}",
+            RuntimeWarning, stacklevel=user_stacklevel())
+    at_kink = not decrement <= tolerance and falls_along_gradient(
+        lambda w: log_likelihood(model, x, y, w, latents) + prior.log_prob(w), theta, judged_from)
+    stalled = not decrement <= tolerance and not at_kink and fit.stopped_early
+    if not decrement <= tolerance:
+        collapse = ""
+        if adam_noise is not None and float(latents["sigma"]) < adam_noise / 10:
+            collapse = (f" The maximum-likelihood noise fell from {adam_noise:.3g} after Adam to "
+                        f"{float(latents['sigma']):.3g}: the network interpolates its training data and the "
+                        f"objective grows without bound as the noise goes to 0; {COLLAPSE_FIX}.")
+        warnings.warn(
+            f"the MAP polish ({polish}) stopped after {fit.iterations} iterations {decrement:.3g} posterior standard "
+            f"deviations from the mode (Newton decrement > map_tolerance={tolerance:g}; gradient norm "
+            f"{gradient.norm().item():.3g}): the MAP estimate (the Laplace approximation's centre, or a guide's start) "
+            f"is off the mode; {map_advice(at_kink, stalled)}.{collapse}",
+            RuntimeWarning,
+            stacklevel=user_stacklevel(),
+        )
+    return MapEstimate(theta, latents, likelihood_term.item(), prior_term.item(), gradient.norm().item(), decrement,
+                       polish, fit.iterations, decrement <= tolerance, prior.weight,
+                       None if choice is None else choice.evaluations, None if choice is None else choice.bracketed,
+                       at_kink, stalled)
+
+
+def falls_along_gradient(log_joint, theta: torch.Tensor, start: int = 0) -> bool:
+    r"""Whether ``log_joint`` falls along its autograd gradient :math:`g` (over the entries from ``start``) at ``theta``:
+    :math:`\log p(\theta + \epsilon g / \lVert g\rVert) < \log p(\theta)` with :math:`\epsilon` = :data:`KINK_STEP`.
+
+    Where the log joint is differentiable the left side is larger by
+    :math:`\epsilon\lVert g\rVert - O(\epsilon^2 h)` (:math:`h` the curvature along :math:`g`, small at this
+    :math:`\epsilon`); where it is smaller, the gradient is not the derivative from that side: a kink
+    (:attr:`MapEstimate.at_kink`).
+    """
+    point = theta.clone().requires_grad_(True)
+    with torch.enable_grad():
+        value = log_joint(point)
+        (gradient,) = torch.autograd.grad(value, point)
+    gradient[:start] = 0
+    norm = gradient.norm()
+    if not norm > 0:
+        return False
+    with torch.no_grad():
+        return float(log_joint(theta + KINK_STEP * gradient / norm)) < float(value)
+
+
+def map_weights(model, x: torch.Tensor, y: torch.Tensor, *, steps: int = MAP_STEPS, lr: float = MAP_LR,
+                tolerance: float = MAP_TOLERANCE) -> dict[str, torch.Tensor]:
+    r"""The MAP value of every latent site of ``model`` on ``(x, y)``, a starting point for a guide.
+
+    .. math::
+
+        \theta_{MAP} = \arg\max_\theta \; \log p(y \mid x, \theta) + \log p(\theta)
+
+    by :func:`find_map` (Adam for ``steps`` steps at rate ``lr`` from a prior draw, then a polish
+    until the Newton decrement is at most ``tolerance``; a ``RuntimeWarning`` when it stops short), in
+    float64 as the Laplace fit (float32 stalls the polish above the tolerance), split into the weight
+    sites, plus a learned noise ``sigma`` as :func:`find_map` chooses it (the Laplace evidence's under a Gaussian
+    prior; the maximum-likelihood noise, which can collapse, under another). SVI passes the result as a guide's
+    ``init_loc`` when the guide options say ``init_loc="map"``; NUTS starts its chains there.
+
+    Parameters
+    ----------
+    model : BayesianMLP
+        The model whose latent sites are estimated.
+    x, y : torch.Tensor
+        The training data, all of it (the MAP of a minibatch is another point).
+    steps, lr, tolerance
+        Adam's steps and rate, and the largest Newton decrement (posterior standard deviations) the polish accepts.
+
+    Returns
+    -------
+    dict of str to torch.Tensor
+        Site name to value, shaped like the site, in the dtype of ``x``. Draws from torch's global
+        random state (call it under :func:`bnn.runtime.seeding.seeded`).
+    """
+    y_work = y.to(torch.float64) if y.is_floating_point() else y
+    estimate = find_map(model, x.to(torch.float64), y_work, steps=steps, lr=lr, tolerance=tolerance, progress=False)
+    values = {**split_flat(model.sites, estimate.theta), **estimate.latents}
+    return {name: value.to(x.dtype) for name, value in values.items()}

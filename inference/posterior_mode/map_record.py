@@ -1,0 +1,56 @@
+"""The record of every fit centred on one MAP estimate (the MAP method, Laplace)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bnn.inference.core.record import FitRecord
+from bnn.inference.posterior_mode.advice import map_advice
+
+
+@dataclass(kw_only=True)
+class MapFitRecord(FitRecord):
+    """What every fit centred on one MAP estimate records about it (the MAP method, Laplace).
+
+    Attributes
+    ----------
+    map_steps, map_lbfgs_iterations : int
+        Adam steps and iterations of the polish (Levenberg-Marquardt or L-BFGS, :attr:`map_polish`) of the MAP fit.
+    map_grad_norm : float
+        The norm of the log joint's gradient at the MAP (see :attr:`MapEstimate.grad_norm`).
+    map_newton_decrement : float, optional
+        The Newton decrement there, in posterior standard deviations (see :attr:`MapEstimate.newton_decrement`).
+    map_polish : str, optional
+        ``"levenberg-marquardt"`` or ``"lbfgs"``.
+    map_converged : bool
+        Whether the Newton decrement is at most the tolerance.
+    noise : float, optional
+        The noise scale of a learned Gaussian noise (module notes).
+    map_at_kink : bool
+        Whether the MAP stopped at a kink of the log joint (see :attr:`MapEstimate.at_kink`).
+    map_stalled : bool
+        Whether its polish stalled before its iteration limit (see :attr:`MapEstimate.stalled`).
+    """
+
+    map_steps: int
+    map_lbfgs_iterations: int
+    map_grad_norm: float
+    map_converged: bool
+    map_newton_decrement: float | None = None
+    map_polish: str | None = None
+    noise: float | None = None
+    map_at_kink: bool = False
+    map_stalled: bool = False
+
+    @property
+    def converged(self) -> bool:
+        """Whether the MAP converged."""
+        return self.map_converged
+
+    def problems(self) -> list[str]:
+        if self.map_converged:
+            return []
+        off = "" if self.map_newton_decrement is None else f"{self.map_newton_decrement:.3g} posterior sd from the mode, "
+        return [f"the MAP did not converge (gradient norm {self.map_grad_norm:.3g}, {off}after {self.map_steps} Adam "
+                f"steps and {self.map_lbfgs_iterations} {self.map_polish or 'polish'} iterations): "
+                f"{map_advice(self.map_at_kink, self.map_stalled)}"]

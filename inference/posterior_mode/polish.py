@@ -1,0 +1,113 @@
+r"""The stages of one MAP search: Adam from a start, then a polish (Levenberg-Marquardt on the Gauss-Newton
+precision, or L-BFGS) until the Newton decrement is at most the tolerance (:mod:`bnn.inference.posterior_mode.map_estimate`)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from bnn.inference.posterior_mode.gauss_newton import (
+    levenberg_marquardt,
+    log_joint_precision,
+    newton_decrement,
+    uses_gauss_newton,
+)
+from bnn.inference.posterior_mode.log_joint import ScaledPrior, log_likelihood
+
+from bnn.runtime.progress import progress_bar
+
+LBFGS_HISTORY = 100
+LBFGS_CHECK_EVERY = 50
+"""L-BFGS iterations between two checks of the Newton decrement."""
+LBFGS_TOLERANCE_CHANGE = 1e-14
+
+
+class MapProblem:
+    """The data, the model and the settings of one :func:`find_map` call, and the pieces its stages share."""
+
+    def __init__(self, model, x, y, judged_from: int, max_iter: int) -> None:
+        self.model, self.x, self.y, self.judged_from, self.max_iter = model, x, y, judged_from, max_iter
+        self.iterations, self.bar = 0, None  # the polish's progress bar, made once Adam is done
+        self.stopped_early = False  # whether the last polish stopped before max_iter
+
+    def latents(self, noise: torch.Tensor | None) -> dict[str, torch.Tensor]:
+        """The likelihood's latents with the noise held at ``noise`` (``{}`` without a learned noise)."""
+        return {} if noise is None else {"sigma": torch.as_tensor(noise, dtype=self.x.dtype)}
+
+    def precision(self, theta, latents, prior: ScaledPrior, start: int, diagonal: bool) -> torch.Tensor:
+        """The Gauss-Newton precision of the log joint over the entries from ``start`` on."""
+        return log_joint_precision(self.model, self.x, theta, latents, prior.curvature(theta, start), start=start,
+                                   diagonal=diagonal)
+
+    def polish(self, theta, prior: ScaledPrior, latents_at, log_noise: dict, tolerance: float) -> torch.Tensor:
+        """Polish all entries, then those from ``judged_from`` on (if any), until the decrement is at most
+        ``tolerance``; ``latents_at(theta)`` gives the noise (held, or at its maximum-likelihood value),
+        ``log_noise`` a learned noise L-BFGS fits with the weights (``{}`` when held)."""
+        for begin in (0, self.judged_from) if self.judged_from else (0,):
+            theta, taken = self._polish_from(theta, begin, prior, latents_at, log_noise, tolerance)
+            self.iterations += taken
+            self.stopped_early = taken < self.max_iter
+        return theta
+
+    def _polish_from(self, theta, begin, prior: ScaledPrior, latents_at, log_noise, tolerance) -> tuple[torch.Tensor, int]:
+        model, x, y = self.model, self.x, self.y
+
+        def joint(weights: torch.Tensor, latents: dict) -> torch.Tensor:
+            return log_likelihood(model, x, y, weights, latents) + prior.log_prob(weights)
+
+        if uses_gauss_newton(model, x.shape[0], theta.shape[0] - self.judged_from):
+            return levenberg_marquardt(joint, latents_at, lambda w, latents: self.precision(w, latents, prior, begin, False),
+                                       theta, start=begin, tolerance=tolerance, max_iterations=self.max_iter,
+                                       progress_bar=self.bar)
+        fixed, block = theta[:begin], theta[begin:].clone().requires_grad_(True)
+        optimiser = torch.optim.LBFGS(
+            [block, *log_noise.values()], lr=1.0, max_iter=LBFGS_CHECK_EVERY, tolerance_grad=0.0,
+            tolerance_change=LBFGS_TOLERANCE_CHANGE, history_size=LBFGS_HISTORY, line_search_fn="strong_wolfe",
+        )
+
+        def closure() -> torch.Tensor:
+            optimiser.zero_grad()
+            weights = torch.cat([fixed, block])
+            latents = {name: value.exp() for name, value in log_noise.items()} or latents_at(weights)
+            loss = -joint(weights, latents) / x.shape[0]
+            loss.backward()
+            return loss
+
+        def decrement(weights: torch.Tensor) -> float:
+            latents = latents_at(weights)
+            point = weights.clone().requires_grad_(True)
+            with torch.enable_grad():
+                (gradient,) = torch.autograd.grad(joint(point, latents), point)
+            return newton_decrement(gradient[begin:], self.precision(weights, latents, prior, begin, True))
+
+        done = 0
+        while done < self.max_iter:
+            optimiser.step(closure)
+            taken = int(optimiser.state_dict()["state"][0]["n_iter"]) - done
+            done += taken
+            self.bar.update(taken)
+            if taken < LBFGS_CHECK_EVERY or decrement(torch.cat([fixed, block.detach()])) <= tolerance:
+                break
+        return torch.cat([fixed, block.detach()]), done
+
+
+def adam_steps(fit: MapProblem, theta: torch.Tensor, prior: ScaledPrior, latents: dict, log_noise: dict, steps: int, lr: float,
+          progress: bool) -> torch.Tensor:
+    """Adam's ``steps`` on the per-datum negative log joint from ``theta``, the noise held at ``latents`` or fitted
+    as ``log_noise``."""
+    model, x, y = fit.model, fit.x, fit.y
+    theta = theta.clone().requires_grad_(True)
+    adam = torch.optim.Adam([theta, *log_noise.values()], lr=lr)
+    bar = progress_bar(range(steps), desc="MAP (Adam)", enabled=progress, leave=False)
+    for step in bar:
+        adam.zero_grad()
+        noise = {name: value.exp() for name, value in log_noise.items()} or latents
+        loss = -(log_likelihood(model, x, y, theta, noise) + prior.log_prob(theta)) / x.shape[0]
+        if not math.isfinite(loss.item()):
+            raise FloatingPointError(f"the MAP objective became {loss.item()} at Adam step {step}; lower map_lr (now {lr})")
+        loss.backward()
+        adam.step()
+        if step % 50 == 0:
+            bar.set_postfix(loss=f"{loss.item():.4g}")
+    bar.close()
+    return theta.detach()

@@ -1,0 +1,165 @@
+"""``bnn compare`` under a time limit: finished fits survive SIGTERM and Ctrl-C, and the same command reuses them."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+from bnn.inference.evaluation import report
+
+from bnn.cli import compare as cli
+from bnn.cli.main import main
+
+COMMAND = ["compare", "--dataset", "toy1d", "--methods", "svi,laplace", "--hidden", "3", "--steps", "30", "--map-steps", "30",
+           "--num-samples", "20", "--quiet"]
+
+
+def run(argv: list[str], capsys) -> tuple[int, str, str]:
+    """Exit status, stdout and stderr of ``bnn`` with ``argv``."""
+    try:
+        code = main(argv)
+    except SystemExit as exit_info:
+        code = exit_info.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def sigterm_at(monkeypatch, module, name: str) -> None:
+    """Send this process SIGTERM when ``module.name`` is first called (the real signal, through its handler)."""
+    original = getattr(module, name)
+    calls = []
+
+    def signalled(*args, **kwargs):
+        if not calls:
+            calls.append(1)
+            signal.raise_signal(signal.SIGTERM)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, signalled)
+
+
+def sigterm_when_fitting(monkeypatch, method: str) -> None:
+    """SIGTERM as ``compare`` starts its ``method`` fit."""
+    original = cli.fit
+
+    def fit(model, data, chosen, **options):
+        if chosen == method:
+            signal.raise_signal(signal.SIGTERM)
+        return original(model, data, chosen, **options)
+
+    monkeypatch.setattr(cli, "fit", fit)
+
+
+def interrupt_and_rerun(tmp_path, monkeypatch, capsys):
+    """Compare stopped by SIGTERM as its second fit starts, then the same command again; return its report folder."""
+    out = tmp_path / "report"
+    sigterm_when_fitting(monkeypatch, "laplace")
+    code, _, err = run([*COMMAND, "--out", str(out)], capsys)
+    monkeypatch.undo()
+    kept = tmp_path / "report.partial-fits"
+    assert code == 130 and err.startswith("interrupted: compare stopped (SIGTERM); the finished fits 01-svi are kept in ")
+    assert err.rstrip().endswith(f"run the same command again to reuse them: bnn {shlex.join([*COMMAND, '--out', str(out)])}")
+    assert not out.exists()
+    code, printed, _ = run([*COMMAND, "--out", str(out)], capsys)
+    assert code == 0 and "reusing the finished svi fit of an earlier run of this command" in printed
+    assert "reusing the finished laplace" not in printed and not kept.exists()  # kept fits go once the report is written
+    return out
+
+
+def test_sigterm_keeps_the_finished_fits_and_the_same_command_reuses_them(tmp_path, monkeypatch, capsys):
+    interrupt_and_rerun(tmp_path, monkeypatch, capsys)
+
+
+@pytest.mark.slow
+def test_a_report_with_a_reused_fit_equals_a_fresh_one(tmp_path, monkeypatch, capsys):
+    reference = tmp_path / "reference"
+    assert run([*COMMAND, "--out", str(reference)], capsys)[0] == 0
+    out = interrupt_and_rerun(tmp_path, monkeypatch, capsys)
+    table, expected = (pd.read_csv(path / "comparison.csv", index_col=0).drop(columns="fit_seconds") for path in (out, reference))
+    pd.testing.assert_frame_equal(table, expected)  # the reused fit gives the same report as a fresh one
+
+
+@pytest.mark.parametrize("change", [["--seed", "1"], ["--steps", "31"], ["--hidden", "4"],
+                                    ["--methods", "svi:meanfield,laplace"]])
+def test_another_command_never_reuses_the_kept_fits(tmp_path, monkeypatch, capsys, change):
+    out = tmp_path / "report"
+    sigterm_when_fitting(monkeypatch, "laplace")
+    assert run([*COMMAND, "--out", str(out)], capsys)[0] == 130
+    monkeypatch.setattr(cli, "fit", lambda *args, **kwargs: (_ for _ in ()).throw(KeyboardInterrupt("stop here")))
+    code, printed, err = run([*COMMAND, *change, "--out", str(out)], capsys)
+    assert code == 130 and "reusing" not in printed and "before any fit finished; nothing was kept" in err
+    assert len(list((tmp_path / "report.partial-fits").iterdir())) == 1  # the first command's fits are still there
+
+
+def test_sigterm_while_writing_the_report_says_what_was_kept(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "report"
+    sigterm_at(monkeypatch, report, "plot_forest")
+    code, _, err = run([*COMMAND, "--out", str(out)], capsys)
+    assert code == 130 and "compare stopped (SIGTERM while writing the report); the finished fits 01-svi, 02-laplace" in err
+    assert not out.exists() and [p.name for p in tmp_path.iterdir()] == ["report.partial-fits"]  # no staging folder left
+
+
+def test_ctrl_c_during_a_fit_keeps_the_fits_before_it(tmp_path, monkeypatch, capsys):
+    original = cli.fit
+
+    def fit(model, data, method, **options):
+        if method == "laplace":
+            raise KeyboardInterrupt
+        return original(model, data, method, **options)
+
+    monkeypatch.setattr(cli, "fit", fit)
+    code, _, err = run([*COMMAND, "--out", str(tmp_path / "report")], capsys)
+    assert code == 130 and "compare stopped (SIGINT); the finished fits 01-svi are kept" in err
+
+
+def test_an_interrupted_chain_fit_ends_compare_and_is_not_kept_as_finished(tmp_path, monkeypatch, capsys):
+    original = cli.fit
+    stopped = SimpleNamespace(record=SimpleNamespace(interrupted="interrupted (SIGTERM) after 12 draws"))
+    monkeypatch.setattr(cli, "fit", lambda model, data, method, **options: stopped if method == "laplace"
+                        else original(model, data, method, **options))
+    code, _, err = run([*COMMAND, "--out", str(tmp_path / "report")], capsys)
+    assert code == 130 and "compare stopped (laplace: interrupted (SIGTERM) after 12 draws); the finished fits 01-svi are" in err
+    kept = next((tmp_path / "report.partial-fits").iterdir())
+    assert sorted(p.name for p in kept.iterdir()) == ["01-svi", "fingerprint.json"]
+
+
+@pytest.mark.parametrize("out", ["/proc/bnn-report", "/sys/bnn/report"])
+def test_an_unwritable_out_is_refused_before_any_fit(out, monkeypatch, capsys):
+    monkeypatch.setattr(cli, "fit", lambda *args, **kwargs: pytest.fail("a fit started"))
+    code, _, err = run([*COMMAND, "--out", out], capsys)
+    assert code == 2 and "error: cannot write into /" in err
+
+
+def test_the_report_may_not_go_into_the_uci_folder(tmp_path, monkeypatch, capsys):
+    (tmp_path / "uci" / "yacht").mkdir(parents=True)
+    monkeypatch.setattr(cli, "fit", lambda *args, **kwargs: pytest.fail("a fit started"))
+    code, _, err = run([*COMMAND, "--uci-dir", str(tmp_path / "uci"), "--dataset", "yacht", "--overwrite", "--out",
+                        str(tmp_path / "uci" / "report")], capsys)
+    assert code == 2 and "lies inside the --uci-dir folder" in err
+
+
+@pytest.mark.slow  # a process of its own: 20-70 s on a shared machine; the tests above send the same signal in-process
+def test_a_terminated_compare_process_exits_130_and_its_log_is_plain_lines(tmp_path):
+    out = tmp_path / "report"
+    argv = [sys.executable, "-m", "bnn", *[a for a in COMMAND if a != "--quiet"], "--methods", "laplace,svi", "--steps",
+            "100000", "--out", str(out)]
+    log = tmp_path / "log.txt"
+    with log.open("w") as handle:
+        process = subprocess.Popen(argv, stdout=handle, stderr=subprocess.STDOUT, env={**os.environ, "BNN_PROGRESS": "on"})
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "report.partial-fits").exists() or "SVI (meanfield): 0/" not in log.read_text():
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 130
+    text = log.read_text()
+    assert "\r" not in text and "\x1b" not in text
+    assert "interrupted: compare stopped (SIGTERM); the finished fits 01-laplace are kept in" in text
+    assert not out.exists()

@@ -1,0 +1,200 @@
+"""Result folders never lose anything: kills at random moments, foreign folders, dead writers' leftovers."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bnn.runtime import atomic
+from bnn.runtime.atomic import (
+    MARKER,
+    atomic_directory,
+    check_apart,
+    check_replaceable,
+    check_writable,
+    claim_entry,
+    recover,
+    result_state,
+)
+
+FILES = ("a.txt", "b.txt", "c.txt")
+WRITER = f"""
+import importlib.util, sys, time
+spec = importlib.util.spec_from_file_location("atomic", sys.argv[1])
+atomic = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(atomic)
+if sys.argv[3] == "two-renames":
+    atomic._exchange = lambda first, second: False
+print("ready", flush=True)
+generation = 1
+while True:
+    with atomic.atomic_directory(sys.argv[2], overwrite=True) as staging:
+        for name in {FILES!r}:
+            (staging / name).write_text(f"{{generation}} " * 2000)
+        (staging / "sub").mkdir()
+        (staging / "sub" / "d.txt").write_text(str(generation))
+    generation += 1
+"""
+"""A process that overwrites one result folder again and again, each generation's files holding its number (loaded
+from the file, without the package, so that it starts in milliseconds)."""
+
+
+def write_generation(target: Path, generation: int) -> None:
+    with atomic_directory(target, overwrite=True) as staging:
+        for name in FILES:
+            (staging / name).write_text(f"{generation} " * 2000)
+        (staging / "sub").mkdir()
+        (staging / "sub" / "d.txt").write_text(str(generation))
+
+
+def complete_generation(target: Path) -> int:
+    """The generation a result folder holds; fails unless it is one whole generation."""
+    assert result_state(target) == "complete", sorted(p.name for p in target.parent.iterdir())
+    assert {p.name for p in target.iterdir()} == {*FILES, "sub", MARKER}
+    generations = {(target / name).read_text() for name in FILES}
+    assert len(generations) == 1
+    generation = int(generations.pop().split()[0])
+    assert (target / "sub" / "d.txt").read_text() == str(generation)
+    return generation
+
+
+def dead_pid() -> int:
+    """The process id of a process that has ended."""
+    return int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout)
+
+
+def kill_a_writer(tmp_path: Path, delay: float, mode: str) -> None:
+    """SIGKILL the writer ``delay`` seconds after it is ready, then check the folder (repaired first for two renames)."""
+    target = tmp_path / "result"
+    if not target.exists():
+        write_generation(target, 0)
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, atomic.__file__, str(target), mode], stdout=subprocess.PIPE)
+    assert writer.stdout.readline() == b"ready\n"
+    time.sleep(delay)
+    writer.send_signal(signal.SIGKILL)
+    writer.wait()
+    if mode == "two-renames":
+        recover(target)  # a kill between the two renames leaves the old folder aside: the next write puts it back
+    complete_generation(target)
+    recover(target)
+    assert [p.name for p in tmp_path.iterdir()] == ["result"]  # the dead writer's staging folders are gone
+    complete_generation(target)
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(delay=st.floats(0, 0.03), mode=st.sampled_from(["exchange", "two-renames"]))
+def test_a_killed_overwrite_leaves_the_old_or_the_new_result(tmp_path_factory, delay, mode):
+    kill_a_writer(tmp_path_factory.mktemp("kill"), delay, mode)
+
+
+@pytest.mark.slow
+@settings(max_examples=300, deadline=None)
+@given(delay=st.floats(0, 0.1), mode=st.sampled_from(["exchange", "two-renames"]))
+def test_many_killed_overwrites_leave_the_old_or_the_new_result(tmp_path_factory, delay, mode):
+    kill_a_writer(tmp_path_factory.mktemp("kill"), delay, mode)
+
+
+def test_the_swap_is_one_exchange_on_linux(tmp_path):
+    if sys.platform != "linux":
+        pytest.skip("renameat2 is Linux's")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "x").write_text("a")
+    assert atomic._exchange(tmp_path / "a", tmp_path / "b")
+    assert (tmp_path / "b" / "x").read_text() == "a" and not any((tmp_path / "a").iterdir())
+
+
+def test_only_dead_writers_staging_folders_are_removed(tmp_path):
+    target = tmp_path / "result"
+    write_generation(target, 1)
+    dead = dead_pid()
+    mine, theirs = target.with_name(f".result.partial-{os.getpid()}-aa"), target.with_name(f".result.partial-{dead}-bb")
+    other = target.with_name(f".other.partial-{dead}-cc")
+    for folder in (mine, theirs, other):
+        folder.mkdir()
+    recover(target)
+    assert mine.exists() and not theirs.exists() and other.exists()  # a live writer's, and another target's, stay
+
+
+def test_an_old_folder_moved_aside_by_a_killed_writer_comes_back(tmp_path):
+    target = tmp_path / "result"
+    write_generation(target, 4)
+    os.replace(target, target.with_name(f".result.old-{dead_pid()}-aa"))
+    write_generation(target, 5)  # the next write repairs first, then replaces the old result
+    assert complete_generation(target) == 5 and [p.name for p in tmp_path.iterdir()] == ["result"]
+
+
+@pytest.mark.parametrize("stranger", ["notes.txt", "data", MARKER])
+def test_a_folder_with_files_we_did_not_write_is_never_replaced(tmp_path, stranger):
+    target = tmp_path / "result"
+    write_generation(target, 1)
+    if stranger == MARKER:
+        (target / MARKER).write_text("not json")
+    else:
+        (target / stranger).write_text("mine")
+    with pytest.raises(ValueError, match="holds files this tool did not write .*choose another folder"):
+        write_generation(target, 2)
+    assert (target / "a.txt").read_text().startswith("1")
+
+
+def test_overwrite_replaces_only_a_result_of_ours_and_only_when_asked(tmp_path):
+    target = tmp_path / "result"
+    check_replaceable(target, overwrite=False)  # absent: fine
+    target.mkdir()
+    check_replaceable(target, overwrite=False)  # empty: fine
+    write_generation(target, 1)
+    with pytest.raises(ValueError, match="exists and is not empty; choose another folder or pass overwrite=True"):
+        check_replaceable(target, overwrite=False)
+    write_generation(target, 2)
+    assert complete_generation(target) == 2
+
+
+def test_a_failed_write_leaves_the_old_result_and_no_staging(tmp_path):
+    target = tmp_path / "result"
+    write_generation(target, 1)
+    with pytest.raises(RuntimeError), atomic_directory(target, overwrite=True) as staging:
+        (staging / "a.txt").write_text("half")
+        raise RuntimeError
+    assert complete_generation(target) == 1 and [p.name for p in tmp_path.iterdir()] == ["result"]
+
+
+def test_a_claimed_checkpoint_folder_is_ours_and_keeps_the_state(tmp_path):
+    run = tmp_path / "run"
+    claim_entry(run, "checkpoint")
+    (run / "checkpoint").mkdir()
+    assert result_state(run) == "checkpoint"
+    write_generation(run, 1)
+    claim_entry(run, "checkpoint")
+    (run / "checkpoint").mkdir()
+    assert result_state(run) == "complete"
+    assert json.loads((run / MARKER).read_text())["files"] == sorted([*FILES, "sub", "checkpoint"])
+
+
+@pytest.mark.parametrize("where", ["/proc/bnn-run", "/proc/self/bnn-run", "/sys/bnn/run"])
+def test_an_unwritable_place_is_refused_before_any_work(where):
+    with pytest.raises(ValueError, match="cannot write into /(proc|sys).*choose an --out in a folder you can write"):
+        check_writable(where)
+
+
+@pytest.mark.parametrize("relation", ["is", "contains", "lies inside"])
+def test_an_out_folder_must_keep_apart_from_the_inputs(tmp_path, relation):
+    data = tmp_path / "uci"
+    out = {"is": data, "contains": tmp_path, "lies inside": data / "yacht" / "run"}[relation]
+    with pytest.raises(ValueError, match=f"--out {out} {relation} the --uci-dir folder {data}, an input"):
+        check_apart(out, {"--resume": None, "--uci-dir": data})
+    check_apart(tmp_path / "run", {"--uci-dir": data})
+
+
+@pytest.mark.parametrize("folder", [Path("."), Path(".."), Path.home(), Path("/")])
+def test_the_current_and_home_folders_and_the_root_are_never_an_out(folder):
+    with pytest.raises(ValueError, match="is never replaced; choose a folder of its own"):
+        check_apart(folder, {})

@@ -1,0 +1,58 @@
+"""Stop signals wait for the loop's safe point, end it with the right exception, and are never lost."""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+import pytest
+
+from bnn.runtime.stop_signals import deferred_stop_signals, sigterm_as_keyboard_interrupt
+
+
+def handlers() -> dict[int, object]:
+    return {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_is_recorded_until_the_loop_stops_on_it(signum):
+    before = handlers()
+    with pytest.raises(KeyboardInterrupt, match="saved; resume from here"):
+        with deferred_stop_signals() as request:
+            signal.raise_signal(signum)
+            assert request.signal == signum  # recorded; nothing raised yet
+            request.stop("saved; resume from here")
+    assert handlers() == before
+
+
+def test_a_signal_the_loop_did_not_act_on_is_raised_again_under_the_previous_handler():
+    with pytest.raises(KeyboardInterrupt):
+        with deferred_stop_signals():
+            signal.raise_signal(signal.SIGINT)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_nothing_is_installed_when_disabled_or_outside_the_main_thread():
+    before, seen = handlers(), []
+    with deferred_stop_signals(enabled=False) as request:
+        seen.append(handlers())
+
+    def in_a_thread():
+        with deferred_stop_signals():
+            seen.append(handlers())
+
+    thread = threading.Thread(target=in_a_thread)
+    thread.start()
+    thread.join()
+    assert seen == [before, before] and request.signal is None
+
+
+def test_sigterm_becomes_a_keyboard_interrupt_within_the_block_only(monkeypatch):
+    before = handlers()
+    with pytest.raises(KeyboardInterrupt, match="^SIGTERM$"):
+        with sigterm_as_keyboard_interrupt():
+            signal.raise_signal(signal.SIGTERM)
+    assert handlers() == before
+    monkeypatch.setattr(signal, "getsignal", lambda signum: signal.SIG_IGN)  # a process that ignores SIGTERM
+    with sigterm_as_keyboard_interrupt():
+        assert signal.signal(signal.SIGTERM, before[signal.SIGTERM]) == before[signal.SIGTERM]  # nothing installed

@@ -1,0 +1,52 @@
+"""The shared worker helpers of :mod:`bnn.runtime.workers`, and the workers' lives: they end with their parent."""
+
+from __future__ import annotations
+
+import os
+
+import psutil
+import pytest
+import torch
+
+from bnn.runtime.workers import available_cores, one_torch_thread
+from tests.processes import kill_all, loky_workers, start_bnn, still_running
+
+WORKERS_GONE_SECONDS = 5
+
+
+def test_one_torch_thread_restores_the_thread_count():
+    before = torch.get_num_threads()
+    with one_torch_thread():
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+
+
+def test_available_cores_are_those_this_process_may_run_on():
+    assert available_cores() == len(os.sched_getaffinity(0))
+
+
+NUTS = ["fit", "--dataset", "toy1d", "--hidden", "3", "--quiet", "--method", "nuts", "--num-chains", "2",
+        "--num-warmup", "20", "--num-samples", "100000", "--max-tree-depth", "4"]
+ENSEMBLE = ["fit", "--dataset", "toy1d", "--hidden", "3", "--quiet", "--method", "ensemble", "--num-members", "2",
+            "--member-method", "parallel", "--map-steps", "10000000"]
+NUTS_SAMPLING = "bnn.inference.nuts.chains:_ProgressBars.__call__"
+
+
+@pytest.mark.skipif(available_cores() < 2, reason="the work runs in processes only with two cores")
+@pytest.mark.parametrize("arguments, working", [
+    pytest.param(NUTS, None, id="nuts-workers-importing"),
+    pytest.param(NUTS, NUTS_SAMPLING, id="nuts-sampling", marks=pytest.mark.slow),  # 45 s: compiles, adapts
+    pytest.param(ENSEMBLE, None, id="ensemble-members-importing"),
+])
+def test_workers_end_within_seconds_of_their_parent_killed_with_sigkill(arguments, working, tmp_path):
+    process = start_bnn(*arguments, "--out", str(tmp_path / "run"), announce=working)
+    family = []
+    try:
+        if working is not None:
+            assert process.stdout.readline() == "working\n", process.communicate(timeout=60)[1]
+        workers = loky_workers(process, 2)
+        family = psutil.Process(process.pid).children(recursive=True)  # loky's resource trackers too
+        process.kill()
+        assert still_running(workers, within=WORKERS_GONE_SECONDS) == []
+    finally:
+        kill_all(process, family)
