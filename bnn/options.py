@@ -145,9 +145,12 @@ def path(option: str, value: Any) -> Path:
     return Path(value)
 
 
-def option(default: Any = MISSING, parse: Parser | None = None, *, default_factory: Any = MISSING) -> Any:
-    """A dataclass field of an :class:`Options` set, parsed by ``parse`` when the set is built."""
-    return field(default=default, default_factory=default_factory, metadata={"parse": parse})
+def option(default: Any = MISSING, parse: Parser | None = None, *, default_factory: Any = MISSING,
+           choices: Callable[[], list[str]] | None = None) -> Any:
+    """A dataclass field of an :class:`Options` set, parsed by ``parse`` when the set is built; ``choices`` lists the
+    names the command line offers for it where its type does not say (a registry's names)."""
+    metadata = {"parse": parse} if choices is None else {"parse": parse, "choices": choices}
+    return field(default=default, default_factory=default_factory, metadata=metadata)
 
 
 @dataclass(frozen=True)

@@ -85,7 +85,7 @@ class EmpiricalBayesGuide(FlatNormalGuide):
 
     Parameters
     ----------
-    model : BayesianMLP
+    model : BayesianNetwork
         The model, with a :class:`~bnn.models.priors.GaussianPrior` on every weight site (its
         scale plays no part).
     init_rho : float

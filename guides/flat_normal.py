@@ -1,6 +1,6 @@
 r"""What the collection's mean-field Gaussian guides share: every latent in one flat vector.
 
-The latent sites of a :class:`~bnn.models.mlp.BayesianMLP` (its weight sites, then the
+The latent sites of a :class:`~bnn.models.network.BayesianNetwork` (its weight sites, then the
 likelihood's latents such as a learned noise ``sigma`` in their unconstrained space) are
 laid end to end in one vector :math:`z \in \mathbb{R}^D` with
 
@@ -138,7 +138,7 @@ class FlatNormalGuide(PyroModule):
 
     Parameters
     ----------
-    model : BayesianMLP
+    model : BayesianNetwork
         The model; its priors are read now, so build a new guide after swapping them.
     """
 

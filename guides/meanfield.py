@@ -38,7 +38,7 @@ from bnn.guides.flat_normal import FlatNormalGuide, check_finite, normal_log_pro
 from bnn.guides.kl import KLEstimator, gaussian_kl, site_estimators
 from bnn.guides.registry import register_guide
 from bnn.models.activations import ACTIVATIONS
-from bnn.models.mlp import OBSERVED_SITE, BayesianMLP
+from bnn.models.network import OBSERVED_SITE
 from pyro.nn import PyroParam, pyro_method
 from pyro.poutine.messenger import Messenger
 
@@ -53,7 +53,7 @@ class MeanFieldGuide(FlatNormalGuide):
 
     Parameters
     ----------
-    model : BayesianMLP
+    model : BayesianNetwork
         The model (its priors are read now: build a new guide after swapping them).
     init_loc : {"prior", "small"} or mapping
         Initial :math:`\mu`: a draw from the prior (breaks the symmetry of hidden units),
@@ -73,8 +73,8 @@ class MeanFieldGuide(FlatNormalGuide):
     local_reparameterisation : bool or "auto"
         Sample pre-activations instead of weights in the ELBO (needs the closed-form KL).
         SVI applies it through :meth:`elbo_pair`. ``"auto"`` (the default) applies it wherever it
-        can: a plain :class:`~bnn.models.mlp.BayesianMLP` with the closed-form KL on every weight
-        site (a Gaussian prior on every weight and ``kl="auto"`` or ``"closed-form"``). With weight draws
+        can: a chain of dense layers (:meth:`~bnn.models.network.BayesianNetwork.dense_layers`) with the closed-form
+        KL on every weight site (a Gaussian prior on every weight and ``kl="auto"`` or ``"closed-form"``). With weight draws
         (plain Bayes by Backprop) and one particle the gradient's noise kept SVI on toy1d far below the
         ELBO it reaches with local reparameterisation (``benchmarks/results/svi_defaults.md``).
 
@@ -99,7 +99,7 @@ class MeanFieldGuide(FlatNormalGuide):
         self.estimators = site_estimators(kl, model.sites, self.priors)
         monte_carlo = sorted(name for name, e in self.estimators.items() if e is KLEstimator.MONTE_CARLO)
         if isinstance(local_reparameterisation, str) and local_reparameterisation == "auto":
-            local_reparameterisation = not monte_carlo and type(model) is BayesianMLP
+            local_reparameterisation = not monte_carlo and model.dense_layers() is not None
         if not isinstance(local_reparameterisation, bool):
             raise ValueError(f"local_reparameterisation must be True, False or 'auto', got {local_reparameterisation!r}")
         if local_reparameterisation and monte_carlo:
@@ -109,9 +109,9 @@ class MeanFieldGuide(FlatNormalGuide):
                 f"sites {monte_carlo} use the Monte Carlo KL (priors {priors}, or kl='monte-carlo'): "
                 "use a Gaussian prior with kl='auto', or local_reparameterisation=False"
             )
-        if local_reparameterisation and type(model) is not BayesianMLP:
-            raise ValueError(f"local reparameterisation writes out the plain BayesianMLP layer by layer, not a "
-                             f"{type(model).__name__}; use local_reparameterisation=False")
+        if local_reparameterisation and model.dense_layers() is None:
+            raise ValueError(f"local reparameterisation writes out a chain of dense layers layer by layer, which "
+                             f"{type(model).__name__} is not (its dense_layers() is None); use local_reparameterisation=False")
         self.local_reparameterisation = local_reparameterisation
         init_rho = check_finite("init_rho", init_rho)
         self.analytic_sites = tuple(name for name, e in self.estimators.items() if e is KLEstimator.CLOSED_FORM)
@@ -199,10 +199,10 @@ class MeanFieldGuide(FlatNormalGuide):
     def local_reparameterised_output(self, x: torch.Tensor, sample_shape: torch.Size) -> torch.Tensor:
         """Network output ``(*sample_shape, n, out)`` with every layer's pre-activations drawn from :math:`q`."""
         params = self.flat_parameters()
-        activation = ACTIVATIONS.get(self.model.activation)
-        sites = self.model.sites
+        chain = self.model.dense_layers()
+        activation = ACTIVATIONS.get(chain.activation)
         h = x
-        for weight_site, bias_site in zip(sites[::2], sites[1::2]):
+        for index, (weight_site, bias_site) in enumerate(chain.layers):
             weight, bias = self.blocks[weight_site.name], self.blocks[bias_site.name]
             w_loc, w_scale = weight.take(params["loc"]), weight.take(params["scale"])
             b_loc, b_scale = bias.take(params["loc"]), bias.take(params["scale"])
@@ -212,7 +212,7 @@ class MeanFieldGuide(FlatNormalGuide):
             s = h.detach().abs().amax(-1, keepdim=True).clamp_min(1.0)
             sd = s * (torch.matmul((h / s) ** 2, (w_scale**2).T) + b_scale**2 / s**2).sqrt()
             h = mean + sd * torch.randn(sample_shape + mean.shape[-2:], dtype=mean.dtype)
-            if weight_site.layer != sites[-1].layer:
+            if index != len(chain.layers) - 1:
                 h = activation(h)
         return h
 

@@ -11,11 +11,10 @@ from typing import Any
 
 import torch
 from bnn.datasets.dataset import Dataset
-from bnn.datasets.validation import check_inputs_targets
 from bnn.inference import ensemble, laplace, map, mc_dropout, nuts, sgmcmc, svi
 from bnn.inference.core.method import Method
+from bnn.inference.core.model_data import check_model, checked_data
 from bnn.inference.core.posterior import Posterior
-from bnn.models import BayesianMLP
 
 from bnn.registry import Registry
 
@@ -26,33 +25,17 @@ METHODS.register(sgmcmc.SGLD.name, sgmcmc.SGLD)
 METHODS.register(sgmcmc.SGHMC.name, sgmcmc.SGHMC)
 
 
-def check_model(model) -> None:
-    """Refuse what is not a :class:`~bnn.models.BayesianMLP` (``TypeError``), and a model whose prior or likelihood
-    holds a tensor that is not on the CPU (``ValueError``), before any work."""
-    if not isinstance(model, BayesianMLP):
-        raise TypeError(f"model must be a BayesianMLP (from bnn.models), got {type(model).__name__}: build one with "
-                        "BayesianMLP(in_features, out_features, hidden=...)")
-    for part in (*model.prior.values(), model.likelihood):
-        for name, value in vars(part).items():
-            if isinstance(value, torch.Tensor) and value.device.type != "cpu":
-                raise ValueError(f"the model's {type(part).__name__} holds {name} on the {value.device.type!r} device; "
-                                 "the collection runs on the CPU (there is no device option yet): build it from CPU "
-                                 f"tensors, for example {name}.cpu()")
-
-
 def prepare_data(model, data) -> tuple[torch.Tensor, torch.Tensor]:
-    """Validate ``data`` (a :class:`Dataset` or ``(x, y)``) for ``model``; return training tensors."""
-    check_model(model)
+    """Validate ``data`` (a :class:`Dataset` or ``(x, y)``) for ``model`` (:func:`~bnn.inference.core.model_data.checked_data`);
+    return training tensors."""
     if isinstance(data, Dataset):
         x, y = data.x_train, data.y_train
     elif isinstance(data, (tuple, list)) and len(data) == 2:
         x, y = data
     else:
+        check_model(model)
         raise ValueError(f"data must be a Dataset or a pair (x, y), got {type(data).__name__}")
-    x, y = check_inputs_targets(x, y)
-    if x.shape[1] != model.in_features:
-        raise ValueError(f"the model reads {model.in_features} input features but x has {x.shape[1]}")
-    return x, model.likelihood.check_targets(y, model.out_features)
+    return checked_data(model, x, y)
 
 
 def fit(model, data, method: str = "svi", **options: Any) -> Posterior:
@@ -60,8 +43,9 @@ def fit(model, data, method: str = "svi", **options: Any) -> Posterior:
 
     Parameters
     ----------
-    model : BayesianMLP
-        The Pyro model.
+    model : BayesianNetwork
+        The Pyro model: a :class:`~bnn.models.BayesianMLP`, or any network written on the model interface
+        (:class:`~bnn.models.network.BayesianNetwork`).
     data : Dataset or (x, y)
         Training data; a :class:`~bnn.datasets.Dataset` also names the run in reports.
     method : str
@@ -83,7 +67,7 @@ def fit(model, data, method: str = "svi", **options: Any) -> Posterior:
     Raises
     ------
     TypeError
-        For a ``model`` that is not a :class:`~bnn.models.BayesianMLP`, before any work starts.
+        For a ``model`` that is not a :class:`~bnn.models.network.BayesianNetwork`, before any work starts.
     ValueError
         For bad data, data or a model not on the CPU, an unknown method or option, a fit that needs more memory
         than the machine has available (:mod:`bnn.runtime.memory`), or a model that cannot be copied, before any

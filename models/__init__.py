@@ -1,4 +1,5 @@
-"""Bayesian neural networks as Pyro programs: networks, priors on weights, likelihoods."""
+"""Bayesian neural networks as Pyro programs: the model interface (:class:`BayesianNetwork`), the networks that
+implement it, priors on weights, likelihoods."""
 
 from bnn.models.activations import ACTIVATIONS
 from bnn.models.likelihoods import (
@@ -9,8 +10,17 @@ from bnn.models.likelihoods import (
     Likelihood,
     get_likelihood,
 )
-from bnn.models.mlp import DATA_PLATE, OBSERVED_SITE, BayesianMLP
+from bnn.models.mlp import BayesianMLP
 from bnn.models.multihead import MultiHeadMLP
+from bnn.models.network import (
+    ARCHITECTURES,
+    DATA_PLATE,
+    OBSERVED_SITE,
+    BayesianNetwork,
+    DenseLayers,
+    check_network,
+    network_from_config,
+)
 from bnn.models.posterior_prior import PosteriorPrior
 from bnn.models.prior_predictive import prior_function_draws
 from bnn.models.priors import (
@@ -29,9 +39,10 @@ from bnn.models.sites import WeightSite
 from bnn.registry import Registry
 
 __all__ = [
-    "ACTIVATIONS", "LIKELIHOODS", "PRIORS", "DATA_PLATE", "OBSERVED_SITE",
-    "BayesianMLP", "BernoulliLikelihood", "CategoricalLikelihood", "GaussianLikelihood",
+    "ACTIVATIONS", "ARCHITECTURES", "LIKELIHOODS", "PRIORS", "DATA_PLATE", "OBSERVED_SITE",
+    "BayesianMLP", "BayesianNetwork", "BernoulliLikelihood", "CategoricalLikelihood", "DenseLayers", "GaussianLikelihood",
     "GaussianPrior", "LaplacePrior", "Likelihood", "MultiHeadMLP", "NormalPrior",
     "PosteriorPrior", "Prior", "Registry", "ScaleMixtureNormal",
-    "ScaleMixturePrior", "WeightSite", "get_likelihood", "get_prior", "prior_function_draws", "register_prior",
+    "ScaleMixturePrior", "WeightSite", "check_network", "get_likelihood", "get_prior", "network_from_config",
+    "prior_function_draws", "register_prior",
 ]

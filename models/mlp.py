@@ -22,11 +22,10 @@ Sample sites, in this order (the names are stable and part of the API):
 The network is written with batched ``matmul``: every weight may carry leading sample
 dimensions, so ``Trace_ELBO(vectorize_particles=True)``, ``Predictive(parallel=True)``
 and vectorised log-likelihoods work (``PyroModule[nn.Linear]`` breaks all three).
-Pyro's plates give a latent drawn under a vectorising plate the shape
-``(*sample, 1, *site_shape)``, the ``1`` sitting in the slot of the ``data`` plate; inside
-the Pyro program such a trailing singleton is dropped (:meth:`BayesianMLP.squeeze_plate_slot`),
-so ``f`` has shape ``(*sample, n, out_features)``. :meth:`BayesianMLP.forward` itself takes
-values as ``(*sample, *site_shape)`` and never guesses.
+The Pyro program, the priors per site and saving come from :class:`~bnn.models.network.BayesianNetwork`, the model
+interface every inference method works through; the MLP adds its sites, :meth:`BayesianMLP.forward` and
+:meth:`BayesianMLP.dense_layers` (the chain of dense layers that MC dropout, local reparameterisation and the compiled
+NUTS kernels write out by hand).
 """
 
 from __future__ import annotations
@@ -34,28 +33,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import pyro
 import torch
 from bnn.models.activations import ACTIVATIONS
-from bnn.models.likelihoods import Likelihood, get_likelihood
-from bnn.models.priors import Prior, get_prior
+from bnn.models.likelihoods import Likelihood
+from bnn.models.network import ARCHITECTURES, BayesianNetwork, DenseLayers
+from bnn.models.priors import Prior
 from bnn.models.sites import WeightSite
-
-from bnn.registry import Registry
-
-ARCHITECTURES: Registry[type] = Registry("architecture")
-"""Network classes by the ``"architecture"`` entry of their config (``mlp`` when it has none)."""
-DATA_PLATE = "data"
-OBSERVED_SITE = "obs"
-MAX_PLATE_NESTING = 1  # the data plate; inference methods put their own sample plates left of it
-
-
-def _sample_dims_first(value: torch.Tensor, event_shape: torch.Size) -> torch.Tensor:
-    """``value`` as ``(*sample, *event_shape)``, dropping the data plate's singleton slot."""
-    lead = value.shape[: value.dim() - len(event_shape)]
-    if len(lead) > 0 and lead[-1] == 1:
-        lead = lead[:-1]
-    return value.reshape(lead + event_shape)
 
 
 def layer_sites(widths: Sequence[int], group: str = "layers", first_layer: int = 0) -> tuple[WeightSite, ...]:
@@ -67,7 +50,8 @@ def layer_sites(widths: Sequence[int], group: str = "layers", first_layer: int =
     )
 
 
-class BayesianMLP:
+@ARCHITECTURES.register("mlp")
+class BayesianMLP(BayesianNetwork):
     r"""A fully connected Bayesian network with a prior on every weight and bias.
 
     Parameters
@@ -83,8 +67,7 @@ class BayesianMLP:
     prior : Prior, str or mapping
         One prior for every site, or a mapping whose keys are site names
         (``"layers.1.weight"``), layer names (``"layers.1"``) or ``"*"`` (every other
-        site); the most specific key wins. Each prior is asked for its sites' distributions
-        here, so one that cannot serve a site (a posterior prior of another model) fails now.
+        site); the most specific key wins (:class:`~bnn.models.network.BayesianNetwork`).
         Change it later with ``model.prior = ...``.
     likelihood : Likelihood or str
         The observation model, see :mod:`bnn.models.likelihoods`.
@@ -122,52 +105,11 @@ class BayesianMLP:
         self.hidden = hidden
         self.activation = activation
         self._activation_fn = ACTIVATIONS.get(activation)
-        self.likelihood = get_likelihood(likelihood)
-        self.likelihood.check_out_features(out_features)
-        self.sites: tuple[WeightSite, ...] = self._weight_sites()
-        self.prior = prior
+        super().__init__(in_features, out_features, self._weight_sites(), prior=prior, likelihood=likelihood)
 
     def _weight_sites(self) -> tuple[WeightSite, ...]:
         """The weight sites, weight then bias of each layer from the inputs to the outputs."""
         return layer_sites((self.in_features, *self.hidden, self.out_features))
-
-    # ----------------------------------------------------------------- priors
-    @property
-    def prior(self) -> dict[str, Prior]:
-        """The prior of each weight site, by site name (assign to swap priors)."""
-        return dict(self._site_priors)
-
-    @prior.setter
-    def prior(self, spec: Prior | str | Mapping[str, Any]) -> None:
-        is_per_site = isinstance(spec, Mapping) and "name" not in spec
-        table = {key: get_prior(value) for key, value in spec.items()} if is_per_site else {"*": get_prior(spec)}
-        layer_names = {site.group for site in self.sites}
-        site_names = {site.name for site in self.sites}
-        unknown = set(table) - layer_names - site_names - {"*"}
-        if unknown:
-            raise ValueError(
-                f"prior keys {sorted(unknown)} match no site; use '*', a layer "
-                f"{sorted(layer_names)} or a site {sorted(site_names)}"
-            )
-        resolved = {}
-        for site in self.sites:
-            for key in (site.name, site.group, "*"):
-                if key in table:
-                    resolved[site.name] = table[key]
-                    break
-            else:
-                raise ValueError(f"no prior given for site {site.name!r}; add a '*' entry for the rest")
-            resolved[site.name].distribution(site)  # a prior that cannot serve the site (wrong shape) fails here
-        self._prior_table = table
-        self._site_priors = resolved
-
-    # ---------------------------------------------------------------- network
-    @property
-    def latent_shapes(self) -> dict[str, torch.Size]:
-        """Every latent site and its shape, weights first, then likelihood latents."""
-        shapes = {site.name: site.shape for site in self.sites}
-        shapes.update({name: d.event_shape for name, d in self.likelihood.latent_priors().items()})
-        return shapes
 
     def forward(self, x: torch.Tensor, weights: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """Network output :math:`f(x; W)` of shape ``(*sample, n, out_features)``.
@@ -190,63 +132,22 @@ class BayesianMLP:
                 h = self._activation_fn(h)
         return h
 
-    def likelihood_latents(self, values: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """The likelihood's latent values from ``values`` (each ``(*sample, *event_shape)``)."""
-        return {name: values[name] for name in self.likelihood.latent_priors()}
+    def activation_widths(self) -> tuple[int, ...]:
+        """The inputs, every hidden layer and the outputs: ``(in_features, *hidden, out_features)``."""
+        return (self.in_features, *self.hidden, self.out_features)
 
-    def squeeze_plate_slot(self, values: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Latent values as drawn under Pyro plates, ``(*sample, 1, *shape)``, as ``(*sample, *shape)``."""
-        return {name: _sample_dims_first(values[name], shape) for name, shape in self.latent_shapes.items()}
+    def dense_layers(self) -> DenseLayers | None:
+        """Its layers and activation; ``None`` for a subclass that rewrites :meth:`forward` (it is no longer this
+        chain)."""
+        if type(self).forward is not BayesianMLP.forward:
+            return None
+        return DenseLayers(tuple(zip(self.sites[::2], self.sites[1::2])), self.activation)
 
-    def observation_distribution(self, x: torch.Tensor, values: Mapping[str, torch.Tensor]):
-        """:math:`p(y \\mid x, W)` with batch shape ``(*sample, n)`` for latent ``values``."""
-        return self.likelihood.distribution(self.forward(x, values), self.likelihood_latents(values))
-
-    def __call__(self, x: torch.Tensor, y: torch.Tensor | None = None, num_data: int | None = None):
-        """Run the generative program; ``num_data`` rescales a minibatch ``x`` to the full data."""
-        values = {
-            site.name: pyro.sample(site.name, self._site_priors[site.name].distribution(site).to_event(len(site.shape)))
-            for site in self.sites
-        }
-        values.update({name: pyro.sample(name, prior) for name, prior in self.likelihood.latent_priors().items()})
-        distribution = self.observation_distribution(x, self.squeeze_plate_slot(values))
-        n = x.shape[0]
-        subsample = None if num_data is None else torch.arange(n)
-        with pyro.plate(DATA_PLATE, size=n if num_data is None else num_data, subsample=subsample):
-            return pyro.sample(OBSERVED_SITE, distribution, obs=y)
-
-    # --------------------------------------------------------------- configs
-    def config(self) -> dict[str, Any]:
-        """JSON-able architecture, priors and likelihood; :meth:`from_config` rebuilds the model."""
-        return {
-            "in_features": self.in_features,
-            "out_features": self.out_features,
-            "hidden": list(self.hidden),
-            "activation": self.activation,
-            "prior": {key: prior.config() for key, prior in self._prior_table.items()},
-            "likelihood": self.likelihood.config(),
-        }
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> BayesianMLP:
-        """Inverse of :meth:`config`; a config with an ``"architecture"`` entry that ``cls`` is not (a subclass of)
-        builds that registered class."""
-        architecture = ARCHITECTURES.get(config.get("architecture", "mlp"))
-        if not issubclass(cls, architecture):
-            return architecture.from_config(config)
-        return cls(
-            config["in_features"],
-            config["out_features"],
-            hidden=config["hidden"],
-            activation=config["activation"],
-            prior=config["prior"],
-            likelihood=config["likelihood"],
-        )
+    def arguments(self) -> dict[str, Any]:
+        return {"in_features": self.in_features, "out_features": self.out_features, "hidden": list(self.hidden),
+                "activation": self.activation}
 
     def __repr__(self) -> str:
         widths = "-".join(map(str, (self.in_features, *self.hidden, self.out_features)))
         priors = ", ".join(f"{k}: {type(p).__name__}" for k, p in self._prior_table.items())
         return f"BayesianMLP({widths}, {self.activation}, prior={{{priors}}}, likelihood={type(self.likelihood).__name__})"
-
-
-ARCHITECTURES.register("mlp", BayesianMLP)

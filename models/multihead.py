@@ -14,8 +14,9 @@ method that works through :meth:`forward` and the Pyro program fits it unchanged
 
 Sites: ``layers.{l}.weight``/``bias`` (shared), ``heads.{t}.weight`` ``(out_features, d_L)`` and
 ``heads.{t}.bias`` ``(out_features,)``; a prior mapping may name a head, ``{"*": ..., "heads.2": ...}``.
-Methods that write the network out by hand (MC dropout, the local reparameterisation of the mean-field
-guide, NUTS's NumPy gradient, which falls back to torch) do not take it.
+It is not a chain of dense layers (:meth:`~bnn.models.network.BayesianNetwork.dense_layers` is ``None``): the methods
+that write one out by hand (MC dropout, the local reparameterisation of the mean-field guide) refuse it, and NUTS
+uses its torch potential.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from typing import Any
 
 import torch
 from bnn.models.likelihoods import Likelihood
-from bnn.models.mlp import ARCHITECTURES, BayesianMLP, layer_sites
+from bnn.models.mlp import BayesianMLP, layer_sites
+from bnn.models.network import ARCHITECTURES
 from bnn.models.priors import Prior
 from bnn.models.sites import WeightSite
 
@@ -35,6 +37,7 @@ def task_inputs(features: torch.Tensor, task: int) -> torch.Tensor:
     return torch.cat([features, torch.full((features.shape[0], 1), float(task), dtype=features.dtype)], dim=1)
 
 
+@ARCHITECTURES.register("multihead")
 class MultiHeadMLP(BayesianMLP):
     r"""Shared hidden layers and ``num_heads`` output heads; ``x`` carries the task index in its last column.
 
@@ -120,15 +123,9 @@ class MultiHeadMLP(BayesianMLP):
         ], dim=-2)  # (*sample, n, heads, out)
         return (heads * mask.unsqueeze(-1)).sum(-2)
 
-    def config(self) -> dict[str, Any]:
-        return {**super().config(), "architecture": "multihead", "in_features": self.num_features,
-                "num_heads": self.num_heads}
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> MultiHeadMLP:
-        return cls(config["in_features"], config["out_features"], num_heads=config["num_heads"],
-                   hidden=config["hidden"], activation=config["activation"], prior=config["prior"],
-                   likelihood=config["likelihood"])
+    def arguments(self) -> dict[str, Any]:
+        return {"in_features": self.num_features, "out_features": self.out_features, "num_heads": self.num_heads,
+                "hidden": list(self.hidden), "activation": self.activation}
 
     def __repr__(self) -> str:
         widths = "-".join(map(str, (self.num_features, *self.hidden)))
@@ -136,5 +133,3 @@ class MultiHeadMLP(BayesianMLP):
             "-".join(map(str, (self.in_features, *self.hidden, self.out_features))),
             f"{widths}-{self.num_heads}x{self.out_features} + task column", 1)
 
-
-ARCHITECTURES.register("multihead", MultiHeadMLP)

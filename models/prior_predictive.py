@@ -18,13 +18,13 @@ width :math:`H` and an output layer of scale :math:`\sigma`, :math:`\operatornam
 from __future__ import annotations
 
 import torch
-from bnn.models.mlp import BayesianMLP
+from bnn.models.network import BayesianNetwork, check_network
 
 from bnn.options import positive_int
 from bnn.options import seed as parse_seed
 
 
-def prior_function_draws(model: BayesianMLP, x: torch.Tensor, num_draws: int, seed: int) -> torch.Tensor:
+def prior_function_draws(model: BayesianNetwork, x: torch.Tensor, num_draws: int, seed: int) -> torch.Tensor:
     r"""``num_draws`` network outputs :math:`f(x; W^{(s)})` with :math:`W^{(s)}` drawn from ``model``'s prior.
 
     Every weight site is drawn from the prior ``model.prior`` gives it (so per-layer and per-site mappings and
@@ -34,8 +34,8 @@ def prior_function_draws(model: BayesianMLP, x: torch.Tensor, num_draws: int, se
 
     Parameters
     ----------
-    model : BayesianMLP
-        The network and its priors (any subclass, such as :class:`~bnn.models.multihead.MultiHeadMLP`).
+    model : BayesianNetwork
+        The network and its priors (any :class:`~bnn.models.network.BayesianNetwork`).
     x : torch.Tensor
         Inputs of shape ``(n, model.in_features)``, floating point and finite.
     num_draws : int
@@ -51,13 +51,12 @@ def prior_function_draws(model: BayesianMLP, x: torch.Tensor, num_draws: int, se
     Raises
     ------
     TypeError
-        If ``model`` is not a :class:`~bnn.models.mlp.BayesianMLP` or ``x`` is not a tensor.
+        If ``model`` is not a :class:`~bnn.models.network.BayesianNetwork` or ``x`` is not a tensor.
     ValueError
         For ``x`` of the wrong shape, not floating point or not finite, and for ``num_draws`` or ``seed`` that
         are not a positive / non-negative integer; each raised before any draw.
     """
-    if not isinstance(model, BayesianMLP):
-        raise TypeError(f"model must be a BayesianMLP, got {type(model).__name__}")
+    check_network(model)
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"x must be a torch.Tensor of shape (n, {model.in_features}), got {type(x).__name__}; "
                         "use torch.as_tensor(x, dtype=torch.float32)")

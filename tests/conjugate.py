@@ -22,7 +22,7 @@ import pyro
 import torch
 import torch.nn.functional as F
 from bnn.inference.svi.objective import QuietJitTraceELBO
-from bnn.models import BayesianMLP, GaussianLikelihood, GaussianPrior
+from bnn.models import BayesianMLP, BayesianNetwork, GaussianLikelihood, GaussianPrior
 
 PRIOR_SCALE = 1.0
 NOISE = 0.5
@@ -32,7 +32,7 @@ NUM_DATA = 40
 
 @dataclass(frozen=True)
 class ConjugateProblem:
-    model: BayesianMLP
+    model: BayesianNetwork
     x: torch.Tensor
     y: torch.Tensor
     mean: torch.Tensor  # (d + 1,) ordered as [weight..., bias]
@@ -40,13 +40,14 @@ class ConjugateProblem:
     meanfield_var: torch.Tensor
 
     def flatten(self, values: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Weight and bias draws ``(..., 1, d)`` and ``(..., 1)`` as ``(..., d + 1)``."""
-        weight = values["layers.0.weight"]
-        return torch.cat([weight.reshape(*weight.shape[:-2], -1), values["layers.0.bias"]], dim=-1)
+        """Weight and bias draws ``(..., 1, d)`` and ``(..., 1)`` (each site of the model, in its order) as ``(..., d + 1)``."""
+        pieces = [values[site.name] for site in self.model.sites]
+        return torch.cat([v.reshape(*v.shape[: v.dim() - len(s.shape)], -1) for v, s in zip(pieces, self.model.sites)], -1)
 
 
-def conjugate_problem(seed: int = 0, dtype=torch.float64) -> ConjugateProblem:
-    """A fixed synthetic data set and its exact posterior, in ``dtype``."""
+def conjugate_problem(seed: int = 0, dtype=torch.float64, model: BayesianNetwork | None = None) -> ConjugateProblem:
+    """A fixed synthetic data set and its exact posterior, in ``dtype``; ``model`` is the network without hidden
+    layers (the default) or another network of the same regression (its sites: the ``(1, d)`` weight, then the bias)."""
     generator = torch.Generator().manual_seed(seed)
     x = torch.randn(NUM_DATA, NUM_FEATURES, generator=generator, dtype=dtype)
     beta = torch.tensor([0.8, -0.5], dtype=dtype)
@@ -55,9 +56,8 @@ def conjugate_problem(seed: int = 0, dtype=torch.float64) -> ConjugateProblem:
     precision = phi.T @ phi / NOISE**2 + torch.eye(NUM_FEATURES + 1, dtype=dtype) / PRIOR_SCALE**2
     cov = torch.linalg.inv(precision)
     mean = cov @ phi.T @ y / NOISE**2
-    model = BayesianMLP(
-        NUM_FEATURES, 1, hidden=(), prior=GaussianPrior(PRIOR_SCALE), likelihood=GaussianLikelihood(scale=NOISE)
-    )
+    model = model or BayesianMLP(NUM_FEATURES, 1, hidden=())
+    model.prior, model.likelihood = GaussianPrior(PRIOR_SCALE), GaussianLikelihood(scale=NOISE)
     return ConjugateProblem(model, x, y, mean, cov, 1 / torch.diagonal(precision))
 
 

@@ -50,24 +50,16 @@ def method_specs(text: str) -> list[tuple[str, str | None]]:
     return specs
 
 
-COMPARE_BUDGET: dict[str, dict[str, Any]] = {"svi": {"jit": True, "steps": 10000}}
-"""Per-method defaults of ``compare`` (under any option the user gives). SVI runs 10,000 JIT-compiled steps, as ``fit``
-does by default (pinned here so that compare's budget does not follow a change of ``fit``'s), with the rest of ``fit``'s
-defaults: the meanfield guide with local reparameterisation, a cosine rate (``benchmarks/results/svi_defaults.md``:
-on toy1d the ELBO reaches its plateau there, 2,000 steps stop about 48 nats below it). NUTS keeps ``fit``'s defaults, maximum
-tree depth 10 included: a lower depth made this posterior's predictive under-dispersed. The measurements behind both
-are in the README's "Measured" section."""
-
-
 def options_per_method(specs: list[tuple[str, str | None]], options: dict[str, Any]) -> list[dict[str, Any]]:
-    """Give each method the options it takes; refuse an option that no chosen method takes."""
+    """Give each method the options it takes, over compare's own defaults for it
+    (:attr:`~bnn.inference.core.method.Method.compare_options`); refuse an option that no chosen method takes."""
     accepted = [set(METHODS.get(method).options.names()) for method, _ in specs]
     unused = sorted(set(options) - set().union(*accepted))
     if unused:
         raise ValueError(f"option(s) {unused} apply to none of the methods {[m for m, _ in specs]}")
     routed = []
     for (method, guide), names in zip(specs, accepted):
-        chosen = {**COMPARE_BUDGET.get(method, {}), **{k: v for k, v in options.items() if k in names}}
+        chosen = {**METHODS.get(method).compare_options, **{k: v for k, v in options.items() if k in names}}
         if guide is not None:
             if "guide" not in names:
                 raise ValueError(f"method {method!r} takes no guide; write {method} instead of {method}:{guide}")
@@ -152,7 +144,8 @@ def add_compare_parser(commands) -> None:
     parser = commands.add_parser(
         "compare", help="fit several methods on one model, write a comparison report",
         epilog="compare's own defaults, below any option given: "
-        + "; ".join(f"{method}: {options}" for method, options in COMPARE_BUDGET.items()))
+        + "; ".join(f"{name}: {dict(METHODS.get(name).compare_options)}" for name in METHODS.names()
+                    if METHODS.get(name).compare_options))
     add_model_arguments(parser)
     add_fit_arguments(parser)
     parser.add_argument("--methods", default="svi,nuts,laplace",

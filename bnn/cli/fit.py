@@ -23,7 +23,7 @@ from bnn.inference.evaluation.plots import plot_fit
 from bnn.inference.fit import METHODS, fit
 from bnn.inference.svi.checkpoint import DEFAULT_CHECKPOINT_EVERY
 from bnn.inference.svi.nonfinite import KEPT_POSTERIOR, NonFiniteELBOError
-from bnn.models import BayesianMLP
+from bnn.models import BayesianNetwork
 from bnn.runtime.atomic import (
     MARKER,
     atomic_directory,
@@ -37,10 +37,15 @@ from bnn.runtime.atomic import (
 CHECKPOINT_FOLDER = "checkpoint"
 
 
+def checkpoints(method: str | None) -> bool:
+    """Whether ``method`` writes checkpoints (its options take ``checkpoint_dir``)."""
+    return method in METHODS and "checkpoint_dir" in METHODS.get(method).options.names()
+
+
 def checkpoint_folder(args: argparse.Namespace) -> Path | None:
-    """Where an SVI ``fit`` keeps its checkpoints: the ``--resume`` folder, else ``<out>/checkpoint``; ``None``
-    for other methods and for ``compare``."""
-    if getattr(args, "method", None) != "svi":
+    """Where a ``fit`` of a method that checkpoints (SVI: its options take ``checkpoint_dir``) keeps its checkpoints:
+    the ``--resume`` folder, else ``<out>/checkpoint``; ``None`` for other methods and for ``compare``."""
+    if not checkpoints(getattr(args, "method", None)):
         return None
     return args.resume if args.resume is not None else args.out / CHECKPOINT_FOLDER
 
@@ -54,12 +59,12 @@ def checkpoint_options(args: argparse.Namespace) -> dict[str, Any]:
         options["checkpoint_every"] = args.checkpoint_every  # another method refuses it by name
     if args.resume is not None:
         options["resume"] = args.resume
-    elif args.method == "svi":
+    elif checkpoints(args.method):
         options["checkpoint_dir"] = checkpoint_folder(args)
     return options
 
 
-def run_metrics(args: argparse.Namespace, dataset, model: BayesianMLP, posterior) -> dict[str, Any]:
+def run_metrics(args: argparse.Namespace, dataset, model: BayesianNetwork, posterior) -> dict[str, Any]:
     """What ``metrics.json`` records: the run, the test metrics (none for a stopped fit) and the entries of the
     fit's record (:meth:`~bnn.inference.core.record.FitRecord.metrics`: SVI's final ELBO and why it stopped early,
     NUTS's diagnostics, verdict and faults, Laplace's curvature, MAP convergence and evidence)."""
@@ -126,21 +131,20 @@ def claimed_checkpoint_folder(args: argparse.Namespace) -> Iterator[None]:
         raise
 
 
-def write_result(args: argparse.Namespace, dataset, model: BayesianMLP, posterior, folder: Path, stopped: bool) -> dict:
+def write_result(args: argparse.Namespace, dataset, model: BayesianNetwork, posterior, folder: Path, stopped: bool) -> dict:
     """Write ``metrics.json``, the posterior and (a completed fit) ``predictive.png`` into ``folder``; mark a stopped
     fit's folder ``stopped``. Return the metrics."""
     metrics = run_metrics(args, dataset, model, posterior)
     posterior.write_into(folder)
     if not stopped:
-        label = args.method if metrics["guide"] is None else f"{args.method} ({metrics['guide']})"
-        plot_fit({label: posterior}, dataset, folder / "predictive.png")
+        plot_fit({posterior.record.label: posterior}, dataset, folder / "predictive.png")
     write_json(folder / "metrics.json", metrics)
     if stopped:
         mark(folder, "stopped")
     return metrics
 
 
-def stopped_beside(args: argparse.Namespace, error: NonFiniteELBOError, dataset, model: BayesianMLP) -> str:
+def stopped_beside(args: argparse.Namespace, error: NonFiniteELBOError, dataset, model: BayesianNetwork) -> str:
     """Write a stopped fit into ``<out>-stopped``, beside the complete result in ``--out`` that it must not replace;
     return the message."""
     beside = args.out.with_name(f"{args.out.name}-stopped")

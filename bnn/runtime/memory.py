@@ -2,7 +2,8 @@ r"""The memory a fit needs, checked against the machine's before any work starts
 
 For a model of :math:`D` parameters on :math:`N` examples a fit holds at least
 
-- the network on the data, activations and their gradients: :math:`2N(d_\text{in} + \sum_l h_l + d_\text{out})` values;
+- the network on the data, activations and their gradients: :math:`2N \sum_l w_l` values, :math:`w_l` the widths of
+  the network's stages (``model.activation_widths()``: an MLP's inputs, hidden layers and outputs);
 - what its method keeps (:meth:`bnn.options.Options.memory_needs`): every posterior's draws (draws :math:`\times D`),
   an optimiser's state (Adam: parameters, gradients and two moments, :math:`4D`; SVI's guide doubles it), NUTS's
   chains (chains :math:`\times` (warmup + samples) :math:`\times D`), Laplace's curvature (:math:`D^2` for the
@@ -40,7 +41,7 @@ def value_bytes(count: int, dtype: torch.dtype | None = None) -> int:
 
 def network_needs(model, num_data: int) -> dict[str, int]:
     """The network's activations and their gradients on ``num_data`` examples, in bytes."""
-    widths = model.in_features + sum(model.hidden) + model.out_features
+    widths = sum(model.activation_widths())
     return {"activations on the data": value_bytes(2 * num_data * widths)}
 
 

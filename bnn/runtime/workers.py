@@ -7,6 +7,7 @@ which stops it and keeps what is done, and ends itself once its parent is gone) 
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,6 +21,13 @@ WORKER_ENV = {"OMP_NUM_THREADS": "1"}
 def available_cores() -> int:
     """Cores this process may run on."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def free_cores() -> int:
+    """Cores the fit's processes can count on: those this process may use, less the load other work puts on them
+    (the one-minute load average, this process's own share left out), at least one."""
+    cores = available_cores()
+    return max(1, min(cores, math.floor(cores - os.getloadavg()[0] + 1)))
 
 
 @contextmanager

@@ -22,14 +22,14 @@ from bnn.guides.flat_weights import join_sites, split_flat
 from bnn.inference.continual.learned import Learned
 from bnn.inference.continual.setup import ContinualSetup
 from bnn.inference.posterior_mode.log_joint import log_likelihood, log_prior, prior_distributions
-from bnn.models.mlp import BayesianMLP
+from bnn.models.network import BayesianNetwork
 
 from bnn.runtime.seeding import seeded
 
 START_SD = 0.1
 
 
-def train_map(model: BayesianMLP, x: torch.Tensor, y: torch.Tensor, start: Mapping[str, torch.Tensor] | None, *,
+def train_map(model: BayesianNetwork, x: torch.Tensor, y: torch.Tensor, start: Mapping[str, torch.Tensor] | None, *,
               steps: int, lr: float) -> dict[str, torch.Tensor]:
     r"""The weights after ``steps`` Adam steps on :math:`-\frac1n[\log p(y \mid x, W) + \log p(W)]` from ``start``
     (a draw of :math:`\mathcal{N}(0, 0.1^2)` when ``None``, from torch's global random state)."""
@@ -48,7 +48,7 @@ def train_map(model: BayesianMLP, x: torch.Tensor, y: torch.Tensor, start: Mappi
     return split_flat(model.sites, theta.detach())
 
 
-def _map_learned(setup: ContinualSetup, model: BayesianMLP, weights: dict[str, torch.Tensor]) -> Learned:
+def _map_learned(setup: ContinualSetup, model: BayesianNetwork, weights: dict[str, torch.Tensor]) -> Learned:
     def predict(x: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
             f = model.forward(x, weights)

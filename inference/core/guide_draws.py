@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyro
 import torch
-from bnn.models.mlp import MAX_PLATE_NESTING
+from bnn.models.network import MAX_PLATE_NESTING
 from pyro import poutine
 
 

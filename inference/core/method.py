@@ -1,14 +1,19 @@
-"""An inference method as the collection registers it: a name, a typed option set and the function that runs it."""
+"""An inference method as the collection registers it: a name, a typed option set and the function that runs it,
+with the facts the rest of the collection asks of it (what it needs of the network, what it costs, how far a time
+budget may shrink it, what to try when its own check fails, and how ``bnn uci`` runs it)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from bnn.inference.core.cost_model import CostModel
+from bnn.inference.core.model_requirement import ModelRequirement
 from bnn.inference.core.model_snapshot import snapshot_model
 from bnn.inference.core.posterior import Posterior
+from bnn.inference.core.uci_protocol import UCIProtocol
 
 from bnn.options import Options
 from bnn.runtime.memory import check_memory, network_needs
@@ -23,19 +28,52 @@ class Method:
     name : str
         The name ``fit(..., method=name)`` and the command line take.
     options : type of Options
-        Its option set; building it validates every option before any work starts.
+        Its option set; building it validates every option before any work starts. The command line makes a flag of
+        each of its fields (:mod:`bnn.cli.arguments`).
     run : callable
         ``run(model, x, y, options) -> Posterior`` on validated training tensors.
+    requires : ModelRequirement, optional
+        What it needs of the network beyond the model interface (``None``: any
+        :class:`~bnn.models.network.BayesianNetwork`); checked before any work.
+    cost : CostModel, optional
+        How its cost is counted and timed (``compare`` prints the estimate; ``--time-budget`` spends by it);
+        ``None``: no estimate.
+    budget_floors : mapping of str to int
+        The options a time budget may lower, each with the least value it lowers it to (empty: a run of fixed
+        length).
+    advice : str, optional
+        What to try, in command-line options, when its own convergence check fails (the report says it).
+    uci : UCIProtocol
+        How ``bnn uci`` runs it.
+    compare_options : mapping
+        ``compare``'s own defaults for it, under any option the user gives.
     """
 
     name: str
     options: type[Options]
     run: Callable[[Any, torch.Tensor, torch.Tensor, Options], Posterior]
+    requires: ModelRequirement | None = None
+    cost: CostModel | None = None
+    budget_floors: Mapping[str, int] = field(default_factory=dict)
+    advice: str | None = None
+    uci: UCIProtocol = field(default_factory=UCIProtocol)
+    compare_options: Mapping[str, Any] = field(default_factory=dict)
+
+    def parse(self, options: Mapping[str, Any]) -> Options:
+        """The parsed option set (``ValueError`` for unknown or bad options)."""
+        return self.options.parse(self.name, options)
+
+    def check_model(self, model) -> None:
+        """Refuse, with a ``ValueError`` naming the network and methods that work, a network it cannot fit."""
+        if self.requires is not None:
+            self.requires.check(self.name, model)
 
     def __call__(self, model, x: torch.Tensor, y: torch.Tensor, **options: Any) -> Posterior:
-        """Parse ``options`` (``ValueError`` for unknown or bad ones), check that the machine has the memory the fit
-        needs (:mod:`bnn.runtime.memory`; ``ValueError`` with the numbers), then run on a copy of ``model``
-        (:func:`~bnn.inference.core.model_snapshot.snapshot_model`: changing ``model`` later leaves the fit alone)."""
-        parsed = self.options.parse(self.name, options)
+        """Parse ``options`` (``ValueError`` for unknown or bad ones), check that the method can fit ``model``
+        (:attr:`requires`) and that the machine has the memory the fit needs (:mod:`bnn.runtime.memory`; ``ValueError``
+        with the numbers), then run on a copy of ``model`` (:func:`~bnn.inference.core.model_snapshot.snapshot_model`:
+        changing ``model`` later leaves the fit alone)."""
+        parsed = self.parse(options)
+        self.check_model(model)
         check_memory(self.name, {**network_needs(model, x.shape[0]), **parsed.memory_needs(model)})
         return self.run(snapshot_model(model), x, y, parsed)

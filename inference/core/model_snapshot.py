@@ -3,7 +3,7 @@
 
 Every method runs on the copy, and its :class:`~bnn.inference.core.posterior.Posterior` (``posterior.model``, its
 ``config()``, what ``save`` writes, ``compare``'s table) and its guide hold it. The copy is deep
-(:func:`copy.deepcopy`): a :class:`~bnn.models.BayesianMLP` holds a few small objects (sites, priors, a likelihood),
+(:func:`copy.deepcopy`): a :class:`~bnn.models.network.BayesianNetwork` holds a few small objects (sites, priors, a likelihood),
 so it costs a fraction of a millisecond. A model holding something that cannot be deep-copied (a lock, an open
 file, a tensor inside an autograd graph) is copied shallowly instead: a new model object that shares those
 attributes' objects. Assigning its attributes (``model.prior = ...``, ``model.likelihood = ...``) still leaves

@@ -21,7 +21,7 @@ from bnn.inference.core.prediction import Prediction, PredictiveType, log_predic
 from bnn.inference.core.record import FitRecord
 from bnn.inference.core.weight_gaussians import weight_gaussians
 from bnn.inference.diagnostics.draws_summary import draws_summary
-from bnn.models.mlp import OBSERVED_SITE, BayesianMLP
+from bnn.models.network import OBSERVED_SITE, BayesianNetwork
 from bnn.models.posterior_prior import PosteriorPrior
 
 from bnn.options import parse_option
@@ -36,9 +36,9 @@ VALUES_PER_BATCH = 2**24
 class LinearizedPredictive(Protocol):
     """A method's linearised (GLM) predictive, as :class:`Posterior` uses it (Laplace has one)."""
 
-    def predict(self, model: BayesianMLP, x: torch.Tensor, num_samples: int) -> Prediction: ...
+    def predict(self, model: BayesianNetwork, x: torch.Tensor, num_samples: int) -> Prediction: ...
 
-    def function_draws(self, model: BayesianMLP, x: torch.Tensor, values: dict[str, torch.Tensor]) -> torch.Tensor: ...
+    def function_draws(self, model: BayesianNetwork, x: torch.Tensor, values: dict[str, torch.Tensor]) -> torch.Tensor: ...
 
     def save(self, path: Path) -> None: ...
 
@@ -48,7 +48,7 @@ class Posterior:
 
     Parameters
     ----------
-    model : BayesianMLP
+    model : BayesianNetwork
         The model that was fitted (``fit`` passes its copy of the user's model, taken when the fit started).
     samples : mapping of str to torch.Tensor
         For each latent site, draws of shape ``(chains, draws, *site_shape)``.
@@ -72,7 +72,7 @@ class Posterior:
 
     def __init__(
         self,
-        model: BayesianMLP,
+        model: BayesianNetwork,
         samples: Mapping[str, torch.Tensor],
         x: torch.Tensor,
         y: torch.Tensor,
@@ -181,7 +181,7 @@ class Posterior:
         so that memory stays bounded however many draws and rows there are."""
         values = {name: v.reshape(-1, *v.shape[2:]) for name, v in self.samples.items()}
         total = self.num_chains * self.num_draws
-        widest = max(self.model.in_features, *self.model.hidden, self.model.out_features)
+        widest = max(self.model.activation_widths())
         per_batch = max(1, VALUES_PER_BATCH // max(1, x.shape[0] * widest))
         for start in range(0, total, per_batch):
             batch = {name: value[start:start + per_batch] for name, value in values.items()}

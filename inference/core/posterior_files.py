@@ -12,7 +12,7 @@ import arviz as az
 import numpy as np
 import torch
 from bnn.inference.core.record import read_record
-from bnn.models.mlp import OBSERVED_SITE, BayesianMLP
+from bnn.models.network import OBSERVED_SITE, BayesianNetwork, network_from_config
 
 from bnn.runtime.atomic import write_json
 
@@ -66,7 +66,7 @@ def read_posterior(directory: str | Path) -> dict[str, Any]:
     if unknown:
         raise ValueError(f"{fit_file} has unknown entries {unknown}; it holds {sorted(FIT_ENTRIES)}: {again}")
     try:
-        model = BayesianMLP.from_config(meta["model"])
+        model = network_from_config(meta["model"])
         record = read_record(meta["record"])
     except (KeyError, TypeError, ValueError) as error:
         raise ValueError(f"{fit_file} is damaged or from another version: its model or record entry is missing or "
@@ -92,7 +92,7 @@ def read_posterior(directory: str | Path) -> dict[str, Any]:
             "linearization": linearization, "constants": constants}
 
 
-def _checked_saved_data(path: Path, model: BayesianMLP, samples: dict[str, torch.Tensor], x: torch.Tensor,
+def _checked_saved_data(path: Path, model: BayesianNetwork, samples: dict[str, torch.Tensor], x: torch.Tensor,
                         y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The training data read from ``path``, checked as ``fit`` checks it, after checking that every site's draws
     have the shape ``(chains, draws, *site_shape)`` of the model and hold no NaN (an infinite draw can be a value a

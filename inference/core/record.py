@@ -44,6 +44,11 @@ class FitRecord:
     dataset: str | None = None
 
     @property
+    def label(self) -> str:
+        """How reports name the fit: its method (a method whose variational family varies adds it)."""
+        return self.method
+
+    @property
     def converged(self) -> bool | None:
         """The method's own verdict on its result (``None`` where the method has no check)."""
         return None

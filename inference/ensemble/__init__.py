@@ -7,11 +7,12 @@ from typing import Any
 import torch
 from bnn.inference.core.method import Method
 from bnn.inference.core.posterior import Posterior
+from bnn.inference.ensemble.cost import COST
 from bnn.inference.ensemble.fit import IncompleteEnsembleWarning, run_ensemble
 from bnn.inference.ensemble.options import EnsembleOptions, MemberMethod
 from bnn.inference.ensemble.record import EnsembleRecord
 
-METHOD = Method("ensemble", EnsembleOptions, run_ensemble)
+METHOD = Method("ensemble", EnsembleOptions, run_ensemble, cost=COST)
 
 
 def fit_ensemble(model, x: torch.Tensor, y: torch.Tensor, **options: Any) -> Posterior:

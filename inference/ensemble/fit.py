@@ -61,6 +61,7 @@ class MemberJob:
     steps: int
     lr: float
     tolerance: float
+    max_iter: int
     dtype: torch.dtype  # the caller's default dtype, which a worker takes on
 
 
@@ -82,7 +83,8 @@ def fit_member(model, x: torch.Tensor, y: torch.Tensor, job: MemberJob) -> Membe
     began = time.perf_counter()
     with seeded(job.seed), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="the MAP polish stopped", category=RuntimeWarning)
-        estimate = find_map(model, x, y, steps=job.steps, lr=job.lr, tolerance=job.tolerance, progress=False)
+        estimate = find_map(model, x, y, steps=job.steps, lr=job.lr, tolerance=job.tolerance, max_iter=job.max_iter,
+                            progress=False)
     return MemberFit(estimate.theta, estimate.latents, estimate.grad_norm, estimate.lbfgs_iterations, estimate.converged,
                      time.perf_counter() - began)
 
@@ -216,7 +218,7 @@ def run_ensemble(model, x: torch.Tensor, y: torch.Tensor, options: EnsembleOptio
         When a member's MAP fit stopped above ``map_tolerance``.
     """
     seeds = member_seeds(options.seed, options.num_members)
-    jobs = [MemberJob(member, seeds[member], options.map_steps, options.map_lr, options.map_tolerance,
+    jobs = [MemberJob(member, seeds[member], options.map_steps, options.map_lr, options.map_tolerance, options.map_max_iter,
                       torch.get_default_dtype()) for member in range(options.num_members)]
     workers = worker_count(options.member_method, options.num_members)
     x_work = x.to(WORKING_DTYPE)

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from enum import Enum
 
 import torch
-from bnn.inference.posterior_mode.map_estimate import MAP_TOLERANCE
+from bnn.inference.posterior_mode.map_options import MapFitOptions
 
-from bnn.options import Options, choice, flag, integer, option, positive_int, positive_number, seed
+from bnn.options import choice, flag, integer, option, seed
 from bnn.runtime.memory import parameter_count, value_bytes
 
 
@@ -24,18 +24,14 @@ class MemberMethod(str, Enum):
 
 
 @dataclass(frozen=True)
-class EnsembleOptions(Options):
-    r"""Options of :func:`~bnn.inference.ensemble.fit_ensemble`.
+class EnsembleOptions(MapFitOptions):
+    r"""Options of :func:`~bnn.inference.ensemble.fit_ensemble`: each member's MAP fit's
+    (:class:`~bnn.inference.posterior_mode.map_options.MapFitOptions`) and
 
     Attributes
     ----------
     num_members : int
         :math:`M`, the MAP fits (>= 2; one is a MAP estimate, not an ensemble); 5, the paper's choice.
-    map_steps, map_lr : int, float
-        Adam steps and rate of each member's MAP fit before its polish (Laplace's defaults).
-    map_tolerance : float
-        Each polish stops within this many posterior standard deviations of the mode (the Newton decrement,
-        :mod:`bnn.inference.posterior_mode.gauss_newton`).
     member_method : {"auto", "parallel", "sequential"}
         See :class:`MemberMethod`.
     seed : int
@@ -45,9 +41,6 @@ class EnsembleOptions(Options):
     """
 
     num_members: int = option(5, integer(minimum=2))
-    map_steps: int = option(1000, positive_int)
-    map_lr: float = option(0.01, positive_number)
-    map_tolerance: float = option(MAP_TOLERANCE, positive_number)
     member_method: MemberMethod = option("auto", choice(MemberMethod))
     seed: int = option(0, seed)
     progress: bool = option(True, flag)

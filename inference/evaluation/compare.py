@@ -54,12 +54,13 @@ BAD_PARETO_K = 0.7
 
 
 def label_fits(posteriors: Sequence[Posterior] | Mapping[str, Posterior]) -> dict[str, Posterior]:
-    """Unique labels: the method, with the guide for SVI, and a counter for repeats."""
+    """Unique labels: each record's :attr:`~bnn.inference.core.record.FitRecord.label` (the method, with the guide for
+    SVI), and a counter for repeats."""
     if isinstance(posteriors, Mapping):
         return dict(posteriors)
     labels: dict[str, Posterior] = {}
     for posterior in posteriors:
-        base = posterior.method if posterior.method != "svi" else f"svi ({posterior.record.guide})"
+        base = posterior.record.label
         label, count = base, 2
         while label in labels:
             label, count = f"{base} #{count}", count + 1
@@ -69,7 +70,7 @@ def label_fits(posteriors: Sequence[Posterior] | Mapping[str, Posterior]) -> dic
 
 def prior_name(posterior: Posterior) -> str:
     """The model's prior as ``name`` or ``name, layers.1: other`` for per-layer priors."""
-    table = posterior.model.config()["prior"]
+    table = posterior.model.prior_config()
     return ", ".join(cfg["name"] if key == "*" else f"{key}: {cfg['name']}" for key, cfg in table.items())
 
 

@@ -17,18 +17,31 @@ from bnn.runtime.arviz_quiet import quiet_arviz
 SHOWN_WEIGHTS = 4
 
 
+def _output_weight_and_bias(posterior: Posterior):
+    """The output layer's first weight site (two or more dimensions) and its first bias-like site (one dimension)."""
+    sites = posterior.model.output_sites()
+    weight = next(site for site in sites if len(site.shape) >= 2)
+    bias = next((site for site in sites if len(site.shape) == 1), None)
+    return weight, bias
+
+
 def shown_weights(posterior: Posterior) -> list[tuple[str, tuple[int, ...]]]:
     """A handful of scalar weights: the first output unit's incoming weights, then its bias."""
-    last = posterior.model.sites[-2]
-    count = min(SHOWN_WEIGHTS, last.shape[1])
-    return [(last.name, (0, j)) for j in range(count)] + [(posterior.model.sites[-1].name, (0,))]
+    weight, bias = _output_weight_and_bias(posterior)
+    count = min(SHOWN_WEIGHTS, weight.shape[-1])
+    lead = (0,) * (len(weight.shape) - 1)
+    return [(weight.name, (*lead, j)) for j in range(count)] + ([(bias.name, (0,))] if bias is not None else [])
 
 
 def _selection(posterior: Posterior) -> tuple[list[str], dict[str, list[int]]]:
-    last = posterior.model.sites[-2]
-    names = [last.name, posterior.model.sites[-1].name]
-    coords = {f"{last.name}_dim_0": [0], f"{last.name}_dim_1": list(range(min(SHOWN_WEIGHTS, last.shape[1]))),
-              f"{names[1]}_dim_0": [0]}
+    weight, bias = _output_weight_and_bias(posterior)
+    dims = len(weight.shape)
+    coords = {f"{weight.name}_dim_{d}": [0] for d in range(dims - 1)}
+    coords[f"{weight.name}_dim_{dims - 1}"] = list(range(min(SHOWN_WEIGHTS, weight.shape[-1])))
+    names = [weight.name]
+    if bias is not None:
+        names.append(bias.name)
+        coords[f"{bias.name}_dim_0"] = [0]
     return names, coords
 
 

@@ -25,6 +25,7 @@ from bnn.inference.evaluation.reliability import (
     units_lines,
     warning_column_line,
 )
+from bnn.inference.fit import METHODS
 
 from bnn.runtime.atomic import atomic_directory
 from bnn.runtime.progress import stages
@@ -57,21 +58,21 @@ def markdown_table(frame: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-CHAIN_ADVICE = {
-    "nuts": "raise --num-warmup and --num-samples (1000 each), run more chains (--num-chains 4), raise --target-accept "
-            "(fewer divergences).",
-    "sgld": "raise --num-warmup and --num-samples (or --thin), or tune --step-size.",
-    "sghmc": "raise --num-warmup and --num-samples (or --thin), or tune --step-size or --friction.",
-}
-"""What a Markov-chain method that did not converge should try, in command-line options (another method: raise its
-warm-up and its draws, :data:`OTHER_CHAIN_ADVICE`)."""
 OTHER_CHAIN_ADVICE = "raise --num-warmup and --num-samples."
+"""What a Markov-chain method without advice of its own (:attr:`~bnn.inference.core.method.Method.advice`) should try."""
+
+
+def chain_advice(method: str) -> str:
+    """What a Markov-chain fit of ``method`` that did not converge should try: the method's own
+    :attr:`~bnn.inference.core.method.Method.advice`, else :data:`OTHER_CHAIN_ADVICE` (a method registered elsewhere)."""
+    advice = METHODS.get(method).advice if method in METHODS else None
+    return advice or OTHER_CHAIN_ADVICE
 
 
 def convergence_warnings(table: pd.DataFrame) -> list[str]:
     """One Markdown line per Markov-chain fit of ``table`` (from :func:`~bnn.inference.evaluation.compare.compare`) that
     did not converge, with its R-hat, ESS and divergences and, since label switching makes weight R-hat overstate a
-    BNN's problem, its predictive R-hat and ESS, then what to try (:data:`CHAIN_ADVICE`). Methods without chains
+    BNN's problem, its predictive R-hat and ESS, then what to try (:func:`chain_advice`). Methods without chains
     (``converged`` is ``None``) have no line."""
     lines = []
     for label, row in table[table["converged"].map(lambda verdict: verdict is False)].iterrows():
@@ -87,7 +88,7 @@ def convergence_warnings(table: pd.DataFrame) -> list[str]:
             "BNN weights are not identifiable (hidden units permute: label switching), so the meaningful check is the "
             f"predictive R-hat of f(x) at the training inputs: {verdict}; the predictions' min bulk ESS "
             f"{_cell(row['ess_predictive_min'])} (100 per chain needed). "
-            f"Try: {CHAIN_ADVICE.get(row['method'], OTHER_CHAIN_ADVICE)}"
+            f"Try: {chain_advice(row['method'])}"
         )
     return lines
 

@@ -1,16 +1,15 @@
 r"""``compare --time-budget``: the draws and steps each method can afford, or the reason it is left out.
 
 The budget :math:`B` less a share for the report (:data:`REPORT_SHARE`: LOO, WAIC, plots) is spent on the fits by
-their cost estimates (:mod:`bnn.inference.evaluation.cost`). Methods of fixed length (Laplace, the MAP, an
-ensemble) are counted as they are; methods whose length is a number of draws or steps (NUTS, SVI, MC dropout,
-SG-MCMC) share what is left, each scaled by the same factor :math:`f = \text{left} / \sum \text{cost}` when
-:math:`f < 1`, but never below the floors of :data:`FLOORS` (nor below what the user asked for): NUTS keeps two
-chains and at least 100 warm-up and 100 kept draws per chain, so that split R-hat and bulk ESS still mean something;
-SVI at least 1,000 steps. A method whose smallest run does not fit is left out, most expensive first, with the
-reason. The NUTS estimate counts every tree at full depth (the most gradients) but not the sampler's work between them:
-on toy1d, whose trees do reach full depth, that work about doubles the time per gradient, so a NUTS run chosen here
-can overrun its share; leave that margin in the budget.
-"""
+their cost estimates (:mod:`bnn.inference.evaluation.cost`). Methods of fixed length (Laplace, the MAP, an ensemble)
+are counted as they are; methods whose length is a number of draws or steps (NUTS, SVI, MC dropout, SG-MCMC) share
+what is left, each scaled by the same factor :math:`f = \text{left} / \sum \text{cost}` when :math:`f < 1`, but never
+below each method's floors (:attr:`~bnn.inference.core.method.Method.budget_floors`), nor below what the user asked
+for: NUTS keeps two chains and at least 100 warm-up and 100 kept draws per chain, so that split R-hat and bulk ESS
+still mean something; SVI at least 1,000 steps. A method whose smallest run does not fit is left out, most expensive
+first, with the reason. The NUTS estimate counts every tree at full depth (the most gradients) but not the sampler's
+work between them: on toy1d, whose trees do reach full depth, that work about doubles the time per gradient, so a NUTS
+run chosen here can overrun its share; leave that margin in the budget."""
 
 from __future__ import annotations
 
@@ -27,15 +26,6 @@ REPORT_SHARE = 0.3
 """The share of the budget kept for the report (LOO, WAIC, the ranking, plots: each fit's log-likelihood at every
 draw and training point, several times): on kin8nm (7,373 training rows, two fits of 1,000 draws) it took about a
 third of a 5-minute run."""
-
-FLOORS: dict[str, dict[str, int]] = {
-    "nuts": {"num_warmup": 100, "num_samples": 100},
-    "svi": {"steps": 1000},
-    "mc-dropout": {"steps": 500},
-    "sgld": {"num_warmup": 1000, "num_samples": 100},
-    "sghmc": {"num_warmup": 1000, "num_samples": 100},
-}
-"""The options a budget may lower, per method, and the least value it lowers each to."""
 
 RESCALE_ATTEMPTS = 8
 """How often :func:`plan` shrinks the factor again when floors keep the scaled cost above what is left."""
@@ -83,17 +73,23 @@ class Choice:
     skipped: bool = False
 
 
+def floors_of(method: str) -> dict[str, int]:
+    """The options a budget may lower for ``method``, each with its floor
+    (:attr:`~bnn.inference.core.method.Method.budget_floors`)."""
+    return dict(METHODS.get(method).budget_floors)
+
+
 def _seconds(choice: Choice) -> float:
     return 0.0 if choice.estimate is None or choice.skipped else choice.estimate.seconds
 
 
 def _rescaled(choice: Choice, parsed, factor: float, rows: int) -> Choice:
-    """``choice`` with every option of :data:`FLOORS` scaled by ``factor`` (not below its floor, nor raised)."""
-    floors = FLOORS[choice.method]
+    """``choice`` with every option of its method's floors scaled by ``factor`` (not below its floor, nor raised)."""
+    floors = floors_of(choice.method)
     lowered = {name: min(getattr(parsed, name), max(floor, math.floor(getattr(parsed, name) * factor)))
                for name, floor in floors.items()}
-    gradients, _, _, how = gradient_count(choice.method, replace(parsed, **lowered), rows)
-    estimate = replace(choice.estimate, gradients=gradients, how=how)
+    count = gradient_count(choice.method, replace(parsed, **lowered), rows)
+    estimate = replace(choice.estimate, gradients=count.gradients, how=count.how)
     changed = [f"{name} {getattr(parsed, name)} -> {value}" for name, value in lowered.items() if value != getattr(parsed, name)]
     note = f"lowered to fit the time budget: {', '.join(changed)} (about {format_seconds(estimate.seconds)})" if changed else None
     return replace(choice, options={**choice.options, **lowered}, estimate=estimate, note=note)
@@ -119,8 +115,8 @@ def plan(choices: list[Choice], parsed: list, budget: float, rows: int) -> list[
         The same fits, with lowered options, a note, or ``skipped`` and the reason.
     """
     left = budget * (1 - REPORT_SHARE)
-    fixed = [i for i, c in enumerate(choices) if c.estimate is None or c.method not in FLOORS
-             or any(getattr(parsed[i], name) is None for name in FLOORS[c.method])]
+    fixed = [i for i, c in enumerate(choices) if c.estimate is None or not floors_of(c.method)
+             or any(getattr(parsed[i], name) is None for name in floors_of(c.method))]
     scalable = [i for i in range(len(choices)) if i not in fixed]
     decided = list(choices)
     for i in sorted(fixed, key=lambda i: _seconds(choices[i])):
@@ -142,7 +138,7 @@ def plan(choices: list[Choice], parsed: list, budget: float, rows: int) -> list[
             break
         dearest = max(scalable, key=lambda i: _seconds(decided[i]))
         decided[dearest] = replace(decided[dearest], skipped=True, note=(
-            f"left out: its smallest run ({', '.join(f'{k} {v}' for k, v in FLOORS[choices[dearest].method].items())}), "
+            f"left out: its smallest run ({', '.join(f'{k} {v}' for k, v in floors_of(choices[dearest].method).items())}), "
             f"about {format_seconds(_seconds(decided[dearest]))}, does not fit in the time budget's {format_seconds(left)} "
             f"beside the other methods; raise --time-budget"))
         scalable.remove(dearest)

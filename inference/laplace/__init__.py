@@ -7,6 +7,8 @@ from typing import Any
 import torch
 from bnn.inference.core.method import Method
 from bnn.inference.core.posterior import Posterior
+from bnn.inference.core.uci_protocol import UCIProtocol
+from bnn.inference.laplace.cost import COST
 from bnn.inference.laplace.curvature import HessianType, Structure
 from bnn.inference.laplace.fit import run_laplace
 from bnn.inference.laplace.linearized import Linearization
@@ -14,7 +16,12 @@ from bnn.inference.laplace.options import LaplaceOptions
 from bnn.inference.laplace.precision import posterior_precision
 from bnn.inference.laplace.record import LaplaceRecord
 
-METHOD = Method("laplace", LaplaceOptions, run_laplace)
+METHOD = Method(
+    "laplace", LaplaceOptions, run_laplace, cost=COST,
+    uci=UCIProtocol(options={"tune_prior_precision": True},
+                    selection="evidence: prior precision and noise scale by the Laplace marginal likelihood (the MAP "
+                              "refitted at each)"),
+)
 
 
 def fit_laplace(model, x: torch.Tensor, y: torch.Tensor, **options: Any) -> Posterior:

@@ -81,7 +81,7 @@ def check_combination(hessian_type: HessianType, structure: Structure) -> None:
 def covered_from(model, structure: Structure) -> int:
     r"""Index of the first weight of :math:`\theta` the structure treats as random."""
     if structure is Structure.LAST_LAYER:
-        return num_weights(model.sites) - model.sites[-2].numel - model.sites[-1].numel
+        return num_weights(model.sites) - num_weights(model.output_sites())
     return 0
 
 

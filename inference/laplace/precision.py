@@ -31,7 +31,7 @@ def posterior_precision(model, x: torch.Tensor, y: torch.Tensor, values: Mapping
 
     Parameters
     ----------
-    model : BayesianMLP
+    model : BayesianNetwork
         The model.
     x, y : torch.Tensor
         The training data.

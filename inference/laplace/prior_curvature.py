@@ -34,7 +34,7 @@ def covered_sites(model, start: int) -> Iterator[WeightSite]:
 
 
 def _refusal(model, problems: list[str], where: str) -> ValueError:
-    last = f"layers.{model.sites[-1].layer}"
+    last = model.output_sites()[-1].group
     return ValueError(
         f"the Laplace approximation needs a positive prior curvature -d^2/dw^2 log p(w) on every weight it covers, "
         f"but {where} it is zero, negative or undefined for: {'; '.join(problems)}. What works: Gaussian priors "

@@ -8,11 +8,12 @@ from typing import Any
 import torch
 from bnn.inference.core.method import Method
 from bnn.inference.core.posterior import Posterior
+from bnn.inference.map.cost import COST
 from bnn.inference.map.fit import run_map
 from bnn.inference.map.options import MapOptions, Objective
 from bnn.inference.map.record import MapRecord
 
-METHOD = Method("map", MapOptions, run_map)
+METHOD = Method("map", MapOptions, run_map, cost=COST)
 
 
 def fit_map(model, x: torch.Tensor, y: torch.Tensor, **options: Any) -> Posterior:

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from enum import Enum
 
 import torch
-from bnn.inference.posterior_mode.map_estimate import MAP_MAX_ITER, MAP_TOLERANCE
+from bnn.inference.posterior_mode.map_options import MapFitOptions
 
-from bnn.options import Options, choice, flag, option, positive_int, positive_number, seed
+from bnn.options import choice, flag, option, seed
 from bnn.runtime.memory import parameter_count, value_bytes
 
 
@@ -24,22 +24,15 @@ class Objective(str, Enum):
 
 
 @dataclass(frozen=True)
-class MapOptions(Options):
-    r"""Options of :func:`~bnn.inference.map.fit_map`.
+class MapOptions(MapFitOptions):
+    r"""Options of :func:`~bnn.inference.map.fit_map`: the MAP fit's
+    (:class:`~bnn.inference.posterior_mode.map_options.MapFitOptions`) and
 
     Attributes
     ----------
     objective : {"map", "mle"}
-        See :class:`Objective`: the log joint (default) or the log-likelihood alone.
-    map_steps, map_lr : int, float
-        Adam steps and rate before the polish (Laplace's defaults).
-    map_tolerance : float
-        The polish stops once the estimate lies within this many standard deviations of the optimum (the Newton
-        decrement, :mod:`bnn.inference.posterior_mode.gauss_newton`; under ``objective="mle"`` the curvature is the likelihood's
-        alone).
-    map_max_iter : int
-        Iterations of the polish at most (Levenberg-Marquardt, or L-BFGS where a Gauss-Newton step is too
-        costly: :func:`~bnn.inference.posterior_mode.gauss_newton.uses_gauss_newton`).
+        See :class:`Objective`: the log joint (default) or the log-likelihood alone (then the polish's curvature,
+        and its ``map_tolerance``, are the likelihood's alone).
     seed : int
         Seeds the start, a draw of the prior: the same seed gives the same estimate.
     progress : bool
@@ -47,10 +40,6 @@ class MapOptions(Options):
     """
 
     objective: Objective = option("map", choice(Objective))
-    map_steps: int = option(1000, positive_int)
-    map_lr: float = option(0.01, positive_number)
-    map_tolerance: float = option(MAP_TOLERANCE, positive_number)
-    map_max_iter: int = option(MAP_MAX_ITER, positive_int)
     seed: int = option(0, seed)
     progress: bool = option(True, flag)
 

@@ -6,7 +6,10 @@ from typing import Any
 
 import torch
 from bnn.inference.core.method import Method
+from bnn.inference.core.model_requirement import DENSE_LAYERS
 from bnn.inference.core.posterior import Posterior
+from bnn.inference.core.uci_protocol import UCIProtocol
+from bnn.inference.mc_dropout.cost import COST
 from bnn.inference.mc_dropout.fit import (
     IncompleteTrainingWarning,
     draw_masks,
@@ -17,8 +20,14 @@ from bnn.inference.mc_dropout.fit import (
 )
 from bnn.inference.mc_dropout.options import MCDropoutOptions
 from bnn.inference.mc_dropout.record import MCDropoutRecord
+from bnn.inference.mc_dropout.validation import dropout_rate_candidates
 
-METHOD = Method("mc-dropout", MCDropoutOptions, run_mc_dropout)
+METHOD = Method(
+    "mc-dropout", MCDropoutOptions, run_mc_dropout, requires=DENSE_LAYERS, cost=COST, budget_floors={"steps": 500},
+    uci=UCIProtocol(selection="validation: dropout rate on a random {validation_fraction:.0%} of the training split "
+                              "(highest mean log-likelihood), then refit on the whole training split",
+                    validation=dropout_rate_candidates),
+)
 
 
 def fit_mc_dropout(model, x: torch.Tensor, y: torch.Tensor, **options: Any) -> Posterior:

@@ -54,7 +54,6 @@ from bnn.inference.mc_dropout.options import MCDropoutOptions
 from bnn.inference.mc_dropout.record import MCDropoutRecord
 from bnn.inference.posterior_mode.log_joint import prior_distributions
 from bnn.models.activations import ACTIVATIONS
-from bnn.models.mlp import BayesianMLP
 from pyro.distributions.transforms import biject_to
 
 from bnn.runtime.progress import progress_bar
@@ -70,14 +69,14 @@ def draw_masks(model, rate: float, shape: tuple[int, ...]) -> list[torch.Tensor]
     """Inverted-dropout masks of every layer's inputs, ``(*shape, d_l)``: 0 with probability ``rate``, else
     ``1 / (1 - rate)`` (uses the global random state)."""
     keep = 1.0 - rate
-    return [torch.bernoulli(torch.full((*shape, site.shape[1]), keep)) / keep for site in model.sites[::2]]
+    return [torch.bernoulli(torch.full((*shape, weight.shape[1]), keep)) / keep for weight, _ in model.dense_layers().layers]
 
 
 def masked_weights(model, weights: Mapping[str, torch.Tensor], masks: list[torch.Tensor]) -> dict[str, torch.Tensor]:
     """The weight draws ``(*lead, *site_shape)`` of the masks ``(*lead, d_l)``: column ``j`` of layer ``l`` times
     ``masks[l][..., j]``, the biases as they are."""
     draws = {}
-    for mask, weight, bias in zip(masks, model.sites[::2], model.sites[1::2]):
+    for mask, (weight, bias) in zip(masks, model.dense_layers().layers):
         draws[weight.name] = weights[weight.name] * mask.unsqueeze(-2)
         draws[bias.name] = weights[bias.name].expand(*mask.shape[:-1], *bias.shape)
     return draws
@@ -86,9 +85,10 @@ def masked_weights(model, weights: Mapping[str, torch.Tensor], masks: list[torch
 def dropout_forward(model, x: torch.Tensor, weights: Mapping[str, torch.Tensor], masks: list[torch.Tensor]) -> torch.Tensor:
     """The dropout network at ``x`` ``(n, d_0)``: each layer's input times its mask (broadcast against the input,
     ``(n, d_l)`` for a mask per example, ``(S, 1, d_l)`` for one per draw), then the layer of ``weights``."""
-    activation = ACTIVATIONS.get(model.activation)
+    chain = model.dense_layers()
+    activation = ACTIVATIONS.get(chain.activation)
     h = x
-    for index, (mask, weight, bias) in enumerate(zip(masks, model.sites[::2], model.sites[1::2])):
+    for index, (mask, (weight, bias)) in enumerate(zip(masks, chain.layers)):
         h = torch.matmul(h * mask, weights[weight.name].transpose(-1, -2)) + weights[bias.name]
         h = h if index == len(masks) - 1 else activation(h)
     return h
@@ -98,8 +98,9 @@ def expected_log_prior(model, weights: Mapping[str, torch.Tensor], rate: float, 
     r""":math:`\mathbb{E}_q[\log p(W)]` up to a constant: :math:`(1-p)\log p(M/(1-p))` summed over the dropped weight
     sites, :math:`\log p(b)` over the biases (see the module notes)."""
     keep = 1.0 - rate
-    total = sum(keep * distributions[site.name].log_prob(weights[site.name] / keep).sum() for site in model.sites[::2])
-    return total + sum(distributions[site.name].log_prob(weights[site.name]).sum() for site in model.sites[1::2])
+    layers = model.dense_layers().layers
+    total = sum(keep * distributions[weight.name].log_prob(weights[weight.name] / keep).sum() for weight, _ in layers)
+    return total + sum(distributions[bias.name].log_prob(weights[bias.name]).sum() for _, bias in layers)
 
 
 def _batches(n: int, batch_size: int):
@@ -158,9 +159,6 @@ def run_mc_dropout(model, x: torch.Tensor, y: torch.Tensor, options: MCDropoutOp
     ValueError
         When the objective becomes non-finite (lower ``lr``).
     """
-    if type(model) is not BayesianMLP:
-        raise ValueError(f"mc-dropout writes out the plain BayesianMLP layer by layer, not a {type(model).__name__}; "
-                         "use another method (svi, laplace, ensemble, sgld, sghmc, nuts)")
     rate, steps, n = options.dropout_rate, options.steps, x.shape[0]
     batch_size = n if options.batch_size is None else min(options.batch_size, n)
     latent_priors = model.likelihood.latent_priors()

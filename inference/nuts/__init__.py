@@ -15,15 +15,26 @@ from typing import Any
 import torch
 from bnn.inference.core.method import Method
 from bnn.inference.core.posterior import Posterior
+from bnn.inference.core.uci_protocol import UCIProtocol
 from bnn.inference.diagnostics.convergence import ConvergenceWarning, IncompleteSamplingWarning
 from bnn.inference.nuts.chain import Engine, InitStrategy
 from bnn.inference.nuts.chains import ChainMethod, SequentialChainsWarning
+from bnn.inference.nuts.cost import COST
 from bnn.inference.nuts.engines import DEFAULT_ENGINE
 from bnn.inference.nuts.fit import run_nuts
 from bnn.inference.nuts.options import NUTSOptions
 from bnn.inference.nuts.record import NUTSRecord
 
-METHOD = Method("nuts", NUTSOptions, run_nuts)
+UCI_CHAINS = 2
+"""The chains of a ``bnn uci`` cell that does not set ``num_chains`` (the default's two, on a machine with the cores)."""
+
+METHOD = Method(
+    "nuts", NUTSOptions, run_nuts, cost=COST, budget_floors={"num_warmup": 100, "num_samples": 100},
+    advice="raise --num-warmup and --num-samples (1000 each), run more chains (--num-chains 4), raise --target-accept "
+           "(fewer divergences).",
+    uci=UCIProtocol(selection="posterior: weights and noise scale sampled; prior N(0, 1) fixed",
+                    cores=lambda options: options.get("num_chains") or UCI_CHAINS),
+)
 
 
 def fit_nuts(model, x: torch.Tensor, y: torch.Tensor, **options: Any) -> Posterior:

@@ -18,14 +18,13 @@ import math
 
 import numpy as np
 from bnn.inference.nuts import numba_kernel as kernel
-from bnn.inference.nuts.numpy_potential import Unsupported, is_exp
+from bnn.inference.nuts.numpy_potential import Unsupported, dense_chain, is_exp
 from bnn.models.likelihoods import (
     BernoulliLikelihood,
     CategoricalLikelihood,
     GaussianLikelihood,
     HeteroscedasticGaussianLikelihood,
 )
-from bnn.models.mlp import BayesianMLP
 from bnn.models.posterior_prior import PosteriorPrior
 from bnn.models.priors import GaussianPrior, LaplacePrior, ScaleMixturePrior
 
@@ -88,10 +87,9 @@ class NumbaLogDensity:
 
     def __init__(self, potential) -> None:
         model = potential.model
-        if type(model) is not BayesianMLP:
-            raise Unsupported(f"the kernel is compiled for the plain BayesianMLP, not a {type(model).__name__}")
-        if model.activation not in kernel.ACTIVATION_CODES:
-            raise Unsupported(f"activation {model.activation!r} is not compiled")
+        chain = dense_chain(model, "the kernel is compiled")
+        if chain.activation not in kernel.ACTIVATION_CODES:
+            raise Unsupported(f"activation {chain.activation!r} is not compiled")
         for name, transform in potential.transforms.items():
             if not is_exp(transform):
                 raise Unsupported(f"latent {name!r} is mapped by {transform}, not sigma = exp(u)")
@@ -112,7 +110,7 @@ class NumbaLogDensity:
             return offset
 
         ints[kernel.ROWS], ints[kernel.LAYERS] = rows, layers
-        ints[kernel.ACTIVATION], ints[kernel.LIKELIHOOD] = kernel.ACTIVATION_CODES[model.activation], code
+        ints[kernel.ACTIVATION], ints[kernel.LIKELIHOOD] = kernel.ACTIVATION_CODES[chain.activation], code
         ints[kernel.X_AT], ints[kernel.Y_AT], ints[kernel.TARGETS] = place(x), place(y), y.shape[1]
         ints[kernel.LIKELIHOOD_AT] = place(parameters)
         ints[kernel.NOISE_AT] = at.get("sigma", -1)

@@ -40,7 +40,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 from bnn.models.likelihoods import BernoulliLikelihood, CategoricalLikelihood, GaussianLikelihood
-from bnn.models.mlp import BayesianMLP
+from bnn.models.network import DenseLayers
 from bnn.models.posterior_prior import PosteriorPrior
 from bnn.models.priors import GaussianPrior, LaplacePrior, ScaleMixturePrior
 
@@ -50,6 +50,16 @@ Array = np.ndarray
 
 class Unsupported(NotImplementedError):
     """The model has a part (prior, likelihood, activation, transform) without a hand-derived gradient."""
+
+
+def dense_chain(model, what: str) -> DenseLayers:
+    """``model``'s chain of dense layers (:meth:`~bnn.models.network.BayesianNetwork.dense_layers`), its sites in the
+    order of ``model.sites``; :class:`Unsupported` (``what`` says for what) when it is not one."""
+    chain = model.dense_layers()
+    if chain is None or tuple(site for layer in chain.layers for site in layer) != tuple(model.sites):
+        raise Unsupported(f"{what} for a chain of dense layers, which {type(model).__name__} is not "
+                          "(its dense_layers() is None)")
+    return chain
 
 
 def _sigmoid(a: Array) -> Array:
@@ -135,9 +145,8 @@ class NumpyLogDensity:
 
     def __init__(self, potential) -> None:
         model = potential.model
-        if type(model) is not BayesianMLP:
-            raise Unsupported(f"the gradient is written out for the plain BayesianMLP, not a {type(model).__name__}")
-        self.activation, self.activation_derivative = self._activation(model.activation)
+        chain = dense_chain(model, "the gradient is written out")
+        self.activation, self.activation_derivative = self._activation(chain.activation)
         self.sites = list(model.sites)
         self.priors = [(model.prior[site.name], self._prior_gradient(model.prior[site.name], site)) for site in self.sites]
         self.likelihood = model.likelihood

@@ -1,6 +1,6 @@
 r"""The model's log joint as a function of one flat unconstrained vector, compiled once.
 
-For a :class:`~models.BayesianMLP` with weight sites :math:`W_s`, likelihood latents
+For a :class:`~bnn.models.network.BayesianNetwork` with weight sites :math:`W_s`, likelihood latents
 :math:`\theta_j` (such as a learned noise :math:`\sigma`) and data :math:`(x, y)`, the flat
 vector :math:`z = [\operatorname{vec} W_1, \dots, \operatorname{vec} T_j(\theta_j), \dots]`
 holds every latent in the unconstrained space, :math:`T_j` = ``biject_to(support)^{-1}``
@@ -18,7 +18,7 @@ potential :math:`-U(z)` (see :mod:`bnn.inference.nuts.fit`), without the trace: 
 tensor operations that ``torch.compile`` or TorchScript can compile, evaluated with its
 gradient :math:`\nabla_z \log\pi` in float64 by :meth:`FlatPotential.value_and_grad`.
 
-That formula describes the program :meth:`models.BayesianMLP.__call__` runs; a model whose
+That formula describes the program :meth:`bnn.models.network.BayesianNetwork.__call__` runs; a model whose
 program differs (a subclass with a site of its own, a changed likelihood) needs Pyro's
 generic potential instead, :class:`TracePotential`, which evaluates the program's trace.
 :func:`flat_potential_mismatch` tells the two cases apart before sampling: the flat
@@ -38,7 +38,7 @@ import pyro
 import torch
 from bnn.inference.nuts.numba_potential import NumbaLogDensity
 from bnn.inference.nuts.numpy_potential import NumpyLogDensity
-from bnn.models.mlp import MAX_PLATE_NESTING
+from bnn.models.network import MAX_PLATE_NESTING
 from pyro.infer.mcmc.util import initialize_model
 from pyro.poutine.util import site_is_subsample
 from torch.distributions import biject_to, constraints
@@ -130,7 +130,7 @@ class FlatPotential(FlatLayout):
 
     Parameters
     ----------
-    model : BayesianMLP
+    model : BayesianNetwork
         The model; its priors and likelihood are read once, at construction.
     x, y : torch.Tensor
         The training data.

@@ -4,10 +4,16 @@ log-likelihood :math:`\log p(y \mid x, \theta)`, its log prior :math:`\log p(\th
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import pyro
 import torch
-from bnn.guides.flat_weights import split_flat
+from bnn.guides.flat_weights import join_sites, split_flat
 from bnn.inference.posterior_mode.gauss_newton import elementwise_curvature
 from bnn.models.priors import GaussianPrior
+
+from bnn.runtime.seeding import seeded
+from bnn.runtime.timing import median_seconds
 
 
 def log_prior(model, theta: torch.Tensor, distributions: dict | None = None) -> torch.Tensor:
@@ -73,3 +79,26 @@ class ScaledPrior:
         values = split_flat(self.model.sites, theta)
         pieces = [elementwise_curvature(self.distributions[s.name], values[s.name]).reshape(-1) for s in self.model.sites]
         return self.weight * torch.cat(pieces)[start:]
+
+
+def log_joint_gradient(model, x: torch.Tensor, y: torch.Tensor) -> Callable[[], object]:
+    r"""One value-and-gradient of :math:`\log p(y \mid x, \theta) + \log p(\theta)` by autograd at a prior draw of
+    the flat weights, as the MAP, Laplace and the stochastic-gradient methods take them."""
+    with seeded(0):
+        distributions = prior_distributions(model)
+        theta = join_sites(model.sites, {name: d.sample() for name, d in distributions.items()}).to(x.dtype)
+    latents = {name: torch.ones(()) for name in model.likelihood.latent_priors()}
+
+    def call() -> None:
+        point = theta.clone().requires_grad_(True)
+        with pyro.validation_enabled(False), torch.enable_grad():
+            total = log_likelihood(model, x, y, point, latents) + log_prior(model, point, distributions)
+            torch.autograd.grad(total, point)
+
+    return call
+
+
+def log_joint_gradient_seconds(model, x: torch.Tensor, y: torch.Tensor, options=None) -> float:
+    """The median wall time of :func:`log_joint_gradient` on ``(x, y)``: the cost unit of the methods that step on
+    the log joint (``options`` is not read)."""
+    return median_seconds(log_joint_gradient(model, x, y))

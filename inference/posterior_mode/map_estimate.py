@@ -126,7 +126,7 @@ def find_map(
 
     Parameters
     ----------
-    model : BayesianMLP
+    model : BayesianNetwork
         The model; its priors give :math:`\log p(\theta)` and the starting draw.
     x, y : torch.Tensor
         The training data; the fit works in the dtype of ``x``.
@@ -290,7 +290,7 @@ def map_weights(model, x: torch.Tensor, y: torch.Tensor, *, steps: int = MAP_STE
 
     Parameters
     ----------
-    model : BayesianMLP
+    model : BayesianNetwork
         The model whose latent sites are estimated.
     x, y : torch.Tensor
         The training data, all of it (the MAP of a minibatch is another point).

@@ -101,7 +101,7 @@ def output_jacobian(model, x: torch.Tensor, theta: torch.Tensor, start: int) -> 
 
 def rows_per_chunk(model, covered: int, itemsize: int) -> int:
     """Data rows per chunk so that per-row Jacobians and activations fit :data:`JACOBIAN_BUDGET_BYTES`."""
-    width = model.in_features + sum(model.hidden) + model.out_features
+    width = sum(model.activation_widths())
     return max(1, JACOBIAN_BUDGET_BYTES // (covered * width * itemsize))
 
 

@@ -8,12 +8,17 @@ import torch
 from bnn.inference.core.method import Method
 from bnn.inference.core.posterior import Posterior
 from bnn.inference.diagnostics.convergence import ConvergenceWarning, IncompleteSamplingWarning
+from bnn.inference.sgmcmc.cost import COST
 from bnn.inference.sgmcmc.fit import run_sgmcmc
 from bnn.inference.sgmcmc.options import Preconditioner, SGHMCOptions, SGLDOptions, StepSchedule
 from bnn.inference.sgmcmc.record import SGHMCRecord, SGLDRecord
 
-SGLD = Method("sgld", SGLDOptions, run_sgmcmc)
-SGHMC = Method("sghmc", SGHMCOptions, run_sgmcmc)
+FLOORS = {"num_warmup": 1000, "num_samples": 100}
+"""The least burn-in and draws a time budget leaves an SG-MCMC run."""
+SGLD = Method("sgld", SGLDOptions, run_sgmcmc, cost=COST, budget_floors=FLOORS,
+              advice="raise --num-warmup and --num-samples (or --thin), or tune --step-size.")
+SGHMC = Method("sghmc", SGHMCOptions, run_sgmcmc, cost=COST, budget_floors=FLOORS,
+               advice="raise --num-warmup and --num-samples (or --thin), or tune --step-size or --friction.")
 
 
 def fit_sgld(model, x: torch.Tensor, y: torch.Tensor, **options: Any) -> Posterior:

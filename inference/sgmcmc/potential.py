@@ -32,7 +32,7 @@ class MinibatchLogJoint:
 
     Parameters
     ----------
-    model : BayesianMLP
+    model : BayesianNetwork
         The model; its priors and likelihood are read once, here.
     x, y : torch.Tensor
         The training data (validated by ``fit``).

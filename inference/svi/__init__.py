@@ -7,7 +7,9 @@ from typing import Any
 import torch
 from bnn.inference.core.method import Method
 from bnn.inference.core.posterior import Posterior
+from bnn.inference.core.uci_protocol import UCIProtocol
 from bnn.inference.svi.checkpoint import DEFAULT_CHECKPOINT_EVERY
+from bnn.inference.svi.cost import COST
 from bnn.inference.svi.fit import run_svi
 from bnn.inference.svi.gradient_variance import GradientVariance, gradient_variance
 from bnn.inference.svi.kl_weights import KLWeighting
@@ -16,7 +18,14 @@ from bnn.inference.svi.options import SVIOptions
 from bnn.inference.svi.record import SVIRecord
 from bnn.inference.svi.schedules import LRSchedule
 
-METHOD = Method("svi", SVIOptions, run_svi)
+METHOD = Method(
+    "svi", SVIOptions, run_svi, cost=COST, budget_floors={"steps": 1000},
+    uci=UCIProtocol(selection="ELBO: weights and noise scale by the ELBO; prior N(0, 1) fixed"),
+    # compare's budget: 10,000 JIT-compiled steps, as fit's defaults (pinned so that compare does not follow a change
+    # of fit's); on toy1d the ELBO reaches its plateau there, 2,000 steps stop about 48 nats below it
+    # (benchmarks/results/svi_defaults.md)
+    compare_options={"jit": True, "steps": 10000},
+)
 
 
 def fit_svi(model, x: torch.Tensor, y: torch.Tensor, **options: Any) -> Posterior:

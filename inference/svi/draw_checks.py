@@ -19,7 +19,7 @@ def likelihood_refusal(model, x: torch.Tensor, samples: dict[str, torch.Tensor])
 
     Parameters
     ----------
-    model : BayesianMLP
+    model : BayesianNetwork
         The model whose observation distribution is built, on the first example of ``x``.
     x : torch.Tensor
         The inputs.

@@ -57,7 +57,7 @@ def run_svi(model, x: torch.Tensor, y: torch.Tensor, options: SVIOptions) -> Pos
 
     Parameters
     ----------
-    model : BayesianMLP
+    model : BayesianNetwork
         The model.
     x, y : torch.Tensor
         The training data, :math:`N` examples.

@@ -35,11 +35,10 @@ from dataclasses import dataclass
 
 import pyro
 import torch
-from bnn.datasets.validation import check_inputs_targets
+from bnn.inference.core.model_data import check_model, checked_data
 from bnn.inference.svi.fitted_guide import FittedGuide
 from bnn.inference.svi.kl_weights import KLWeighting
 from bnn.inference.svi.objective import elbo_loss, svi_pair
-from bnn.models import BayesianMLP
 from pyro import poutine
 
 from bnn.options import integer, optional, positive_int
@@ -124,7 +123,7 @@ def gradient_variance(model, guide, x, y, *, num_draws: int = 1000, batch_size: 
 
     Parameters
     ----------
-    model : BayesianMLP
+    model : BayesianNetwork
         The model.
     guide : callable
         A guide of ``model``: a built guide (a ``PyroModule``'s own current values; an autoguide's parameters are
@@ -151,20 +150,16 @@ def gradient_variance(model, guide, x, y, *, num_draws: int = 1000, batch_size: 
     Raises
     ------
     TypeError
-        For a ``model`` that is not a ``BayesianMLP`` or a ``guide`` that is not callable.
+        For a ``model`` that is not a :class:`~bnn.models.network.BayesianNetwork` or a ``guide`` that is not callable.
     ValueError
         For bad data, ``num_draws`` below 20, a ``batch_size`` above :math:`N` or another bad option, before
         any draw; for a guide with no parameters, at the first draw.
     """
-    if not isinstance(model, BayesianMLP):
-        raise TypeError(f"model must be a BayesianMLP (from bnn.models), got {type(model).__name__}")
+    check_model(model)
     if not callable(guide):
         raise TypeError(f"guide must be a guide callable such as MeanFieldGuide(model) or posterior.extras['guide'], "
                         f"got {type(guide).__name__}")
-    x, y = check_inputs_targets(x, y)
-    if x.shape[1] != model.in_features:
-        raise ValueError(f"the model reads {model.in_features} input features but x has {x.shape[1]}")
-    y = model.likelihood.check_targets(y, model.out_features)
+    x, y = checked_data(model, x, y)
     n = x.shape[0]
     num_draws = integer(minimum=2 * GROUPS)("num_draws", num_draws)
     batch_size = optional(integer(minimum=1, maximum=n))(f"batch_size (at most the {n} examples)", batch_size)

@@ -64,7 +64,7 @@ class SVILoop:
 
     Parameters
     ----------
-    model : BayesianMLP
+    model : BayesianNetwork
         The model.
     x, y : torch.Tensor
         The training data.

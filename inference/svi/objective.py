@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from bnn.inference.svi.kl_weights import KLWeighting, kl_scaled
-from bnn.models.mlp import MAX_PLATE_NESTING
+from bnn.models.network import MAX_PLATE_NESTING
 from pyro.infer import ELBO, JitTrace_ELBO, Trace_ELBO
 
 from bnn.runtime.jit_deprecation import torch_jit_deprecation_ignored

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from bnn.guides import GUIDES
 from bnn.inference.svi.kl_weights import KLWeighting
 from bnn.inference.svi.optimiser import ADAM_BETAS
 from bnn.inference.svi.schedules import LRSchedule
@@ -82,7 +83,7 @@ class SVIOptions(Options):
         Checkpoints go on being written there unless ``checkpoint_dir`` names another folder.
     """
 
-    guide: Any = option("meanfield")
+    guide: Any = option("meanfield", choices=GUIDES.names)
     guide_options: dict[str, Any] = option(None, mapping)
     steps: int | None = option(None, optional(positive_int))
     epochs: int | None = option(None, optional(positive_int))

@@ -48,6 +48,11 @@ class SVIRecord(FitRecord):
     stopped: str | None = None
 
     @property
+    def label(self) -> str:
+        """``svi (<guide>)``: the guide makes the fit."""
+        return f"svi ({self.guide})"
+
+    @property
     def converged(self) -> bool | None:
         """SVI's own check: ``False`` when the ELBO was still rising at the end (:mod:`~bnn.inference.svi.elbo_trend`),
         ``None`` for a run too short to judge or stopped early."""

@@ -11,7 +11,8 @@ split's mean and standard deviation, and on the test split
 
 both in the target's original units (:math:`s_y` its training standard deviation). The prior is
 :math:`\mathcal{N}(0, 1)` on every weight in standardised units and the noise scale is learned. Nothing is chosen
-on the test split: :data:`SELECTION` says, per method, what chooses its hyper-parameters.
+on the test split: each method's protocol (:attr:`~bnn.inference.core.method.Method.uci`) says what chooses its
+hyper-parameters.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import numpy as np
 from bnn.datasets.dataset import Dataset
 from bnn.datasets.uci import UCITable
 from bnn.inference.evaluation.metrics import evaluate
-from bnn.inference.fit import fit
+from bnn.inference.fit import METHODS, fit
 from bnn.inference.uci.grid import Cell
 from bnn.models import BayesianMLP
 
@@ -34,19 +35,8 @@ from bnn.runtime.workers import one_torch_thread
 ACTIVATION = "relu"
 VALIDATION_FRACTION = 0.2
 """The share of a training split held out to choose hyper-parameters on (the papers' choice)."""
-DROPOUT_RATES = (0.005, 0.01, 0.05, 0.1)
-"""The dropout rates tried when the data set folder has no ``dropout_rates.txt`` (the shipped sets' own grid)."""
-PROTOCOL_OPTIONS: dict[str, dict[str, Any]] = {"laplace": {"tune_prior_precision": True}}
-"""Options the protocol sets for a method (the user's ``--set`` wins)."""
-SELECTION = {
-    "svi": "ELBO: weights and noise scale by the ELBO; prior N(0, 1) fixed",
-    "laplace": "evidence: prior precision and noise scale by the Laplace marginal likelihood (the MAP refitted at each)",
-    "nuts": "posterior: weights and noise scale sampled; prior N(0, 1) fixed",
-    "mc-dropout": f"validation: dropout rate on a random {VALIDATION_FRACTION:.0%} of the training split (highest "
-                  "mean log-likelihood), then refit on the whole training split",
-}
 FIXED = "fixed: the method's defaults; prior N(0, 1), noise scale learned by the fit"
-"""What :data:`SELECTION` says for a method it does not name, and for a validated option the user fixed."""
+"""The selection of a method whose protocol states none, and of a validated option the user fixed."""
 COLUMNS = ("dataset", "method", "split", "status", "rmse", "test_ll", "seconds", "verdict", "selection", "chosen",
            "problems", "attempts")
 """The fields of a cell's result, in the order of ``results.csv``. ``status`` is ``ok`` or ``failed``; ``attempts``
@@ -57,7 +47,9 @@ success took); ``problems`` holds the method's own warnings, or a failed cell's 
 def selection(method: str, validation: dict[str, list[float]], set_by_user: dict[str, Any] | None = None) -> str:
     """How ``method``'s hyper-parameters are chosen in a run that validates ``validation``, naming the options the
     user set (``set_by_user``, from ``--set``)."""
-    chosen_by = SELECTION[method] if method in SELECTION and (method != "mc-dropout" or validation) else FIXED
+    protocol = METHODS.get(method).uci
+    validated = protocol.validation is None or bool(validation)
+    chosen_by = protocol.selection.format(validation_fraction=VALIDATION_FRACTION) if protocol.selection and validated else FIXED
     if not set_by_user:
         return chosen_by
     return f"{chosen_by}; except these, set by the user: " + ", ".join(f"{name}={value}" for name, value in set_by_user.items())

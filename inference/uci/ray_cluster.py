@@ -13,10 +13,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from bnn.datasets.uci import UCITable
+from bnn.inference.fit import METHODS
 from bnn.inference.uci.grid import Cell
 from bnn.inference.uci.protocol import failed_row, run_cell
-
-DEFAULT_NUTS_CHAINS = 2
 
 
 def import_ray():
@@ -35,10 +34,9 @@ def import_ray():
 
 
 def cores_needed(cell: Cell) -> int:
-    """The cores ``cell`` keeps busy: NUTS runs its chains in parallel processes, every other method one."""
-    if cell.method == "nuts":
-        return cell.options.get("num_chains") or DEFAULT_NUTS_CHAINS
-    return 1
+    """The cores ``cell`` keeps busy, by its method's protocol (NUTS runs its chains in parallel processes, the other
+    methods one)."""
+    return METHODS.get(cell.method).uci.cores(cell.options)
 
 
 def run_ray(tables: dict[str, UCITable], cells: list[Cell], workers: int, address: str | None = None,

@@ -21,7 +21,7 @@ from bnn.datasets.uci import UCITable, read_uci_table
 from bnn.inference.fit import METHODS
 from bnn.inference.uci.grid import Cell, find_datasets, hidden_units, splits_of
 from bnn.inference.uci.local import run_local
-from bnn.inference.uci.protocol import DROPOUT_RATES, PROTOCOL_OPTIONS, failed_row
+from bnn.inference.uci.protocol import failed_row
 from bnn.inference.uci.ray_cluster import import_ray, run_ray
 from bnn.inference.uci.store import RunFolder, fingerprint
 from bnn.inference.uci.table import write_tables
@@ -67,22 +67,18 @@ def method_options(methods: Sequence[str], overrides: dict[str, dict[str, Any]])
         raise ValueError(f"--set names method(s) {stray} that are not in --methods {list(methods)}")
     options = {}
     for method in methods:
-        chosen = {**PROTOCOL_OPTIONS.get(method, {}), **overrides.get(method, {}), "progress": False}
+        chosen = {**METHODS.get(method).uci.options, **overrides.get(method, {}), "progress": False}
         METHODS.get(method).options.parse(method, chosen)
         options[method] = chosen
     return options
 
 
 def validation_grid(method: str, options: dict[str, Any], folder: Path) -> dict[str, list[float]]:
-    """The options ``method`` chooses on a validation part: MC dropout's rate from the folder's ``dropout_rates.txt``
-    (else :data:`~bnn.inference.uci.protocol.DROPOUT_RATES`), unless the user fixed it."""
-    if method != "mc-dropout" or "dropout_rate" in options:
-        return {}
-    path = folder / "dropout_rates.txt"
-    rates = [float(v) for v in path.read_text().split()] if path.is_file() else list(DROPOUT_RATES)
-    if not rates or not all(0 < rate < 1 for rate in rates):
-        raise ValueError(f"{path} must list dropout rates in (0, 1), got {rates}")
-    return {"dropout_rate": rates}
+    """The options ``method`` chooses on a validation part of each training split of the data set in ``folder``, with
+    their candidates (its protocol's :attr:`~bnn.inference.core.uci_protocol.UCIProtocol.validation`; empty when it
+    has none or the user fixed them)."""
+    choose = METHODS.get(method).uci.validation
+    return {} if choose is None else choose(options, folder)
 
 
 def execute(executor: str, tables: dict[str, UCITable], cells: list[Cell], workers: int, address: str | None,

@@ -13,17 +13,51 @@ Each method registers what it must match in ``CHECKS``:
 * ``laplace`` (GGN, full): the GGN is the exact Hessian of this model, so the mean and
   covariance of :math:`\mathcal{N}(\theta_{MAP}, \Lambda^{-1})` equal :math:`m` and :math:`S`
   to 1e-4 relative (no Monte Carlo error: the mode and curvature are deterministic).
+* ``map``: the mode is :math:`m`; the polish stops at a Newton decrement
+  :math:`\delta = \lVert\theta - m\rVert_\Lambda \le` ``map_tolerance``, so each entry lies within
+  ``map_tolerance`` :math:`\sqrt{S_{kk}}` of :math:`m_k`.
+
+Each runs on two networks of the same regression: the collection's MLP without hidden layers, and
+:class:`SlopeIntercept`, a network written here on the model interface (not an MLP: other sites, its own
+``forward``, no chain of dense layers), which NUTS evaluates through its torch potential.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import arviz as az
 import numpy as np
 import pytest
 import torch
 from bnn.inference import fit
+from bnn.models import ARCHITECTURES, BayesianNetwork, WeightSite
 
-from tests.conjugate import autonormal_chain, check_meanfield_optimum
+from tests.conftest import default_dtype
+from tests.conjugate import NUM_FEATURES, autonormal_chain, check_meanfield_optimum, conjugate_problem
+
+
+@ARCHITECTURES.register("test-slope-intercept")
+class SlopeIntercept(BayesianNetwork):
+    r""":math:`f(x) = x\,s^\top + c`, written on the model interface with its own sites and ``forward``."""
+
+    def __init__(self, in_features: int, *, prior="gaussian", likelihood="gaussian") -> None:
+        sites = (WeightSite("slope", 0, torch.Size((1, in_features)), in_features),
+                 WeightSite("intercept", 0, torch.Size((1,)), 1))
+        super().__init__(in_features, 1, sites, prior=prior, likelihood=likelihood)
+
+    def forward(self, x: torch.Tensor, weights) -> torch.Tensor:
+        return torch.einsum("nd,...od->...no", x, weights["slope"]) + weights["intercept"].unsqueeze(-2)
+
+    def arguments(self) -> dict[str, Any]:
+        return {"in_features": self.in_features}
+
+
+@pytest.fixture(scope="module", params=["mlp", "written-here"])
+def problem(request):
+    """The conjugate problem on the collection's MLP, then on :class:`SlopeIntercept`, in float64 for the module."""
+    with default_dtype(torch.float64):
+        yield conjugate_problem() if request.param == "mlp" else conjugate_problem(model=SlopeIntercept(NUM_FEATURES))
 
 
 def check_svi(conjugate, posterior):
@@ -53,6 +87,12 @@ def check_laplace(conjugate, posterior):
     torch.testing.assert_close(guide.covariance(), conjugate.cov, rtol=1e-4, atol=0)
 
 
+def check_map(conjugate, posterior):
+    tolerance = CHECKS["map"][0]["map_tolerance"]
+    theta = conjugate.flatten({name: value[0, 0] for name, value in posterior.samples.items()})
+    assert ((theta - conjugate.mean).abs() <= tolerance * conjugate.cov.diagonal().sqrt()).all()
+
+
 CHECKS = {
     "svi": (dict(guide="autonormal", steps=1500, lr=0.01, lr_schedule="cosine", final_lr_fraction=0.01, num_particles=8,
                  guide_options={"init_scale": 0.05}), check_svi),
@@ -60,14 +100,15 @@ CHECKS = {
     "nuts": (dict(num_warmup=300, num_samples=1000, num_chains=2, chain_method="sequential"), check_nuts),
     "laplace": (dict(hessian="ggn", structure="full", map_steps=200, map_tolerance=1e-4, tune_prior_precision=False),
                 check_laplace),
+    "map": (dict(map_steps=200, map_tolerance=1e-4), check_map),
 }
 
 
 @pytest.mark.parametrize(
     "method, engine", [(method, None) for method in sorted(set(CHECKS) - {"nuts"})] + [("nuts", "nutpie"), ("nuts", "pyro")]
 )
-def test_method_matches_the_exact_posterior(conjugate, method, engine):
+def test_method_matches_the_exact_posterior(problem, method, engine):
     options, check = CHECKS[method]
     options = options if engine is None else {**options, "engine": engine}
-    posterior = fit(conjugate.model, (conjugate.x, conjugate.y), method, seed=1, progress=False, **options)
-    check(conjugate, posterior)
+    posterior = fit(problem.model, (problem.x, problem.y), method, seed=1, progress=False, **options)
+    check(problem, posterior)

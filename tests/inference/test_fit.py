@@ -44,8 +44,8 @@ class PriorOffTheCPU(GaussianPrior):
 @pytest.mark.parametrize(
     "model, data, options, error, message",
     [
-        (None, (X, Y), {}, TypeError, "model must be a BayesianMLP .* got NoneType"),
-        ("BayesianMLP(2, 1)", (X, Y), {}, TypeError, "model must be a BayesianMLP .* got str"),
+        (None, (X, Y), {}, TypeError, "model must be a BayesianNetwork .* got NoneType"),
+        ("BayesianMLP(2, 1)", (X, Y), {}, TypeError, "model must be a BayesianNetwork .* got str"),
         (BayesianMLP(2, 1), (X, Y), {"guide_options": [1]}, ValueError, r"guide_options must be a mapping .* got \[1\]"),
         (BayesianMLP(2, 1), (X, Y), {"steps": np.float64(2)}, ValueError, r"steps must be a positive integer, got np.float64"),
         (BayesianMLP(2, 1), (X.to("meta"), Y), {}, ValueError, "inputs x is on the 'meta' device; .* x.cpu()"),

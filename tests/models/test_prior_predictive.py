@@ -129,5 +129,5 @@ def test_bad_input_is_refused_naming_the_problem(x, num_draws, seed, error, mess
 
 
 def test_a_model_that_is_not_a_bayesian_mlp_is_refused():
-    with pytest.raises(TypeError, match="model must be a BayesianMLP, got function"):
+    with pytest.raises(TypeError, match=r"model must be a BayesianNetwork \(bnn.models\), got function"):
         prior_function_draws(lambda x: x, X, 10, 0)

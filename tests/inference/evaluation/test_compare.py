@@ -9,7 +9,8 @@ from bnn.datasets import DATASETS, load_dataset, load_toy1d
 from bnn.inference import Posterior, fit
 from bnn.inference.diagnostics.convergence import chain_diagnostics
 from bnn.inference.evaluation.compare import compare, label_fits, rank
-from bnn.inference.evaluation.report import CHAIN_ADVICE, OTHER_CHAIN_ADVICE, convergence_warnings
+from bnn.inference.evaluation.report import OTHER_CHAIN_ADVICE, convergence_warnings
+from bnn.inference.fit import METHODS
 from bnn.inference.nuts import NUTSRecord
 from bnn.models import BayesianMLP
 
@@ -101,7 +102,7 @@ def test_chains_that_disagree_are_flagged(toy):
     predictive = disagree["r_hat_predictive"]
     assert f"predictive R-hat of f(x) at the training inputs: {predictive:.4g} (the chains disagree on the predictions too)" \
         in warning
-    assert warning.endswith(f"(100 per chain needed). Try: {CHAIN_ADVICE['nuts']}")
+    assert warning.endswith(f"(100 per chain needed). Try: {METHODS.get('nuts').advice}")
     [registered_elsewhere] = convergence_warnings(table.assign(method="my-chains"))  # a Markov-chain method of a user's
     assert registered_elsewhere.endswith(f"Try: {OTHER_CHAIN_ADVICE}")
 

@@ -3,10 +3,12 @@ from __future__ import annotations
 import pytest
 from bnn.datasets import load_toy1d
 from bnn.inference import fit
-from bnn.inference.evaluation.cost import estimate_cost, format_seconds, free_cores
+from bnn.inference.evaluation.cost import estimate_cost, format_seconds
 from bnn.inference.fit import METHODS, prepare_data
 from bnn.inference.posterior_mode.evidence_search import MAX_EVALUATIONS
 from bnn.models import BayesianMLP
+
+from bnn.runtime.workers import free_cores
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +65,7 @@ def test_minibatch_methods_time_a_minibatch_gradient(problem):
 
 
 def test_free_cores_are_the_cores_less_the_load_of_other_work(monkeypatch):
-    monkeypatch.setattr("bnn.inference.evaluation.cost.available_cores", lambda: 4)
+    monkeypatch.setattr("bnn.runtime.workers.available_cores", lambda: 4)
     for load, free in ((0.2, 4), (1.0, 4), (2.5, 2), (3.0, 2), (9.0, 1)):
         monkeypatch.setattr("os.getloadavg", lambda load=load: (load, 0.0, 0.0))
         assert free_cores() == free

@@ -17,8 +17,8 @@ SECONDS_PER_GRADIENT = {"nuts": 1e-4, "svi": 2e-3, "laplace": 1e-3}  # a fake cl
 @pytest.fixture(autouse=True)
 def two_free_cores(monkeypatch):
     """The fake clock's machine: two cores, both free (whatever the load of the machine running the tests)."""
-    monkeypatch.setattr("bnn.inference.evaluation.cost.free_cores", lambda: 2)
-    monkeypatch.setattr("bnn.inference.evaluation.cost.available_cores", lambda: 2)
+    monkeypatch.setattr("bnn.runtime.workers.free_cores", lambda: 2)
+    monkeypatch.setattr("bnn.runtime.workers.available_cores", lambda: 2)
 
 
 @pytest.mark.parametrize("text, seconds", [("90s", 90), ("10m", 600), ("1h", 3600), ("1h30m", 5400), (" 2.5M ", 150)])
@@ -37,8 +37,8 @@ def fake_choices(asked: dict[str, dict]) -> tuple[list[Choice], list]:
     choices, parsed = [], []
     for method, options in asked.items():
         options_set = METHODS.get(method).options.parse(method, options)
-        gradients, parallel, bound, how = gradient_count(method, options_set, ROWS)
-        estimate = CostEstimate(method, gradients, SECONDS_PER_GRADIENT[method], parallel, bound, how)
+        count = gradient_count(method, options_set, ROWS)
+        estimate = CostEstimate(method, count.gradients, SECONDS_PER_GRADIENT[method], count.parallel, count.bound, count.how)
         choices.append(Choice(method, options, estimate))
         parsed.append(options_set)
     return choices, parsed

@@ -18,7 +18,7 @@ from bnn.inference.sgmcmc import IncompleteSamplingWarning, SGHMCRecord, SGLDRec
 from bnn.inference.sgmcmc import fit as sgmcmc_fit
 from bnn.inference.sgmcmc.potential import MinibatchLogJoint
 from bnn.models import BayesianMLP
-from bnn.models.mlp import MAX_PLATE_NESTING
+from bnn.models.network import MAX_PLATE_NESTING
 from pyro.infer.mcmc.util import initialize_model
 
 from bnn.cli.main import main

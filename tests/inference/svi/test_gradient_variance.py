@@ -252,7 +252,7 @@ def fixed_guide(x, y=None, num_data=None):
 @pytest.mark.parametrize(
     ("change", "error", "message"),
     [
-        ({"model": "not a model"}, TypeError, "model must be a BayesianMLP"),
+        ({"model": "not a model"}, TypeError, "model must be a BayesianNetwork"),
         ({"guide": 3}, TypeError, "guide must be a guide callable"),
         ({"x": torch.zeros(8, 2)}, ValueError, "reads 1 input features but x has 2"),
         ({"y": torch.zeros(7)}, ValueError, "differ in length"),

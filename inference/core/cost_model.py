@@ -1,0 +1,70 @@
+r"""How a method says what a fit will cost before it runs: the units of work it needs (gradients or steps),
+counted from its options, times the measured time of one unit on the model and data at hand.
+
+Each method's package states its :class:`CostModel` (``cost.py``) and its :class:`~bnn.inference.core.method.Method`
+carries it; :mod:`bnn.inference.evaluation.cost` measures the units and says the estimates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from bnn.options import Options
+
+
+@dataclass(frozen=True)
+class GradientCount:
+    """The work one fit needs.
+
+    Attributes
+    ----------
+    gradients : int
+        Units of work (value-and-gradient evaluations, or whole steps), per process when ``parallel`` > 1.
+    parallel : int
+        Processes sharing the work (chains or members side by side).
+    bound : str
+        ``"worst case"`` (an upper bound), ``"floor"`` (a lower bound), ``"measured steps"``, or NUTS's ``"every
+        tree at full depth"``.
+    how : str
+        The count spelled out, for the user.
+    """
+
+    gradients: int
+    parallel: int
+    bound: str
+    how: str
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """A method's cost: its count and the unit it is timed in.
+
+    Attributes
+    ----------
+    count : callable
+        ``count(options, rows, model) -> GradientCount`` for parsed ``options`` on ``rows`` training examples.
+    unit_seconds : callable
+        ``unit_seconds(model, x, y, options) -> float``: the measured wall time of one unit on ``(x, y)``.
+    unit_key : str
+        Methods timing the same unit (``"log joint"``) share one measurement.
+    minibatch : bool
+        The unit is timed on one minibatch (``options.batch_size`` rows, all of them when it is ``None``), not on the
+        full data.
+    unit : str
+        What ``count`` counts, for messages: ``"gradients"`` or ``"steps"``.
+    """
+
+    count: Callable[[Options, int, Any], GradientCount]
+    unit_seconds: Callable[[Any, torch.Tensor, torch.Tensor, Options], float]
+    unit_key: str
+    minibatch: bool = False
+    unit: str = "gradients"
+
+    def rows(self, options: Options, n: int) -> int:
+        """The rows one unit is timed on: ``n``, or one minibatch of them."""
+        batch_size = getattr(options, "batch_size", None) if self.minibatch else None
+        return n if batch_size is None else min(batch_size, n)

@@ -1,0 +1,30 @@
+"""The checks every fit makes of its model and data before any work: the model states the model interface and lives
+on the CPU, and the data suit it."""
+
+from __future__ import annotations
+
+import torch
+from bnn.datasets.validation import check_inputs_targets
+from bnn.models.network import check_network
+
+
+def check_model(model) -> None:
+    """Refuse what is not a :class:`~bnn.models.network.BayesianNetwork` (``TypeError``), and a model whose prior or
+    likelihood holds a tensor that is not on the CPU (``ValueError``), before any work."""
+    check_network(model)
+    for part in (*model.prior.values(), model.likelihood):
+        for name, value in vars(part).items():
+            if isinstance(value, torch.Tensor) and value.device.type != "cpu":
+                raise ValueError(f"the model's {type(part).__name__} holds {name} on the {value.device.type!r} device; "
+                                 "the collection runs on the CPU (there is no device option yet): build it from CPU "
+                                 f"tensors, for example {name}.cpu()")
+
+
+def checked_data(model, x, y) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(x, y)`` checked for ``model`` (:func:`check_model` first): finite floating-point inputs of shape
+    ``(n, model.in_features)`` and targets the likelihood accepts, in the dtypes the fit computes in."""
+    check_model(model)
+    x, y = check_inputs_targets(x, y)
+    if x.shape[1] != model.in_features:
+        raise ValueError(f"the model reads {model.in_features} input features but x has {x.shape[1]}")
+    return x, model.likelihood.check_targets(y, model.out_features)

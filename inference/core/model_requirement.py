@@ -1,0 +1,36 @@
+"""What a method needs of a network beyond the model interface, stated by the method and checked before any work."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ModelRequirement:
+    """A property of the network that a method relies on.
+
+    Attributes
+    ----------
+    what : str
+        The property, for the refusal: ``"a chain of dense layers (model.dense_layers() is not None)"``.
+    holds : callable
+        ``holds(model) -> bool``.
+    instead : str
+        Methods that fit any network, named in the refusal.
+    """
+
+    what: str
+    holds: Callable[[object], bool]
+    instead: str = "svi, nuts, laplace, map, ensemble, sgld or sghmc"
+
+    def check(self, method: str, model) -> None:
+        """Raise ``ValueError`` naming the method, the network and the methods that work, unless the property holds."""
+        if not self.holds(model):
+            raise ValueError(f"method {method!r} needs {self.what}, which {type(model).__name__} is not; use "
+                             f"{self.instead}")
+
+
+DENSE_LAYERS = ModelRequirement("a chain of dense layers that it writes out layer by layer (model.dense_layers() "
+                                "is not None)", lambda model: model.dense_layers() is not None)
+"""The network states its chain of dense layers (:meth:`~bnn.models.network.BayesianNetwork.dense_layers`)."""

@@ -1,0 +1,37 @@
+"""What ``bnn uci`` needs to know of a method to run it under the papers' protocol (:mod:`bnn.inference.uci.protocol`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+def one_core(options: Mapping[str, Any]) -> int:
+    """A method that runs in one process."""
+    return 1
+
+
+@dataclass(frozen=True)
+class UCIProtocol:
+    """A method's settings under the UCI protocol.
+
+    Attributes
+    ----------
+    options : mapping
+        Fit options the protocol sets (the user's ``--set`` wins).
+    selection : str, optional
+        How the method's hyper-parameters are chosen, for the results table (``{validation_fraction}`` is filled in);
+        ``None``: fixed, the method's defaults.
+    validation : callable, optional
+        ``validation(options, folder) -> {option: candidates}``: options chosen on a validation part of each
+        training split, from the data set's ``folder`` (empty when the user fixed them); ``None``: none.
+    cores : callable
+        ``cores(options) -> int``: the cores one cell keeps busy.
+    """
+
+    options: Mapping[str, Any] = field(default_factory=dict)
+    selection: str | None = None
+    validation: Callable[[Mapping[str, Any], Path], dict[str, list[float]]] | None = None
+    cores: Callable[[Mapping[str, Any]], int] = one_core

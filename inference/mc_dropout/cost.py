@@ -1,0 +1,16 @@
+"""What an MC dropout fit costs: at least ``steps`` gradients on a minibatch (a floor: the network's masks and the
+optimiser come on top)."""
+
+from __future__ import annotations
+
+from bnn.inference.core.cost_model import CostModel, GradientCount
+from bnn.inference.mc_dropout.options import MCDropoutOptions
+from bnn.inference.posterior_mode.log_joint import log_joint_gradient_seconds
+
+
+def count(options: MCDropoutOptions, rows: int, model) -> GradientCount:
+    """The training steps of ``options``."""
+    return GradientCount(options.steps, 1, "floor", f"{options.steps} steps")
+
+
+COST = CostModel(count, log_joint_gradient_seconds, "log joint", minibatch=True)

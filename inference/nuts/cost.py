@@ -1,0 +1,37 @@
+r"""What a NUTS run costs: :math:`C (W + S)(2^d - 1)` gradients of the sampler's potential on the full data, the
+worst case where every draw's tree reaches the maximum depth :math:`d` (a BNN's posterior often gets there:
+toy1d's does), for ``C`` chains of ``W`` warm-up and ``S`` kept draws; chains in parallel processes divide the wall
+time by :math:`\min(C, \text{free cores})`. The sampler's own work between gradients is not counted (on toy1d it
+about doubles the time per gradient)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from bnn.inference.core.cost_model import CostModel, GradientCount
+from bnn.inference.nuts.options import NUTSOptions
+from bnn.inference.nuts.potential import FlatPotential
+
+from bnn.runtime import workers
+from bnn.runtime.timing import median_seconds
+
+
+def count(options: NUTSOptions, rows: int, model) -> GradientCount:
+    """The gradients of a run of ``options`` at full tree depth."""
+    chains = options.num_chains or min(2, workers.available_cores())
+    leapfrogs = 2**options.max_tree_depth - 1
+    iterations = options.num_warmup + options.num_samples
+    return GradientCount(chains * iterations * leapfrogs, min(chains, workers.free_cores()), "every tree at full depth",
+                         f"{chains} chains x ({options.num_warmup} + {options.num_samples}) draws x {leapfrogs} leapfrog "
+                         f"steps (tree depth {options.max_tree_depth})")
+
+
+def potential_gradient_seconds(model, x: torch.Tensor, y: torch.Tensor, options=None) -> float:
+    """The median time of one value-and-gradient of the potential the NUTS engine evaluates
+    (:class:`~bnn.inference.nuts.potential.FlatPotential`), at a point of small weights."""
+    potential = FlatPotential(model, x, y)
+    z = np.linspace(-0.5, 0.5, potential.dim)
+    return median_seconds(lambda: potential.value_and_grad(z))
+
+
+COST = CostModel(count, potential_gradient_seconds, "nuts potential")

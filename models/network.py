@@ -1,0 +1,267 @@
+r"""The model interface: what every inference method may use of a Bayesian network.
+
+A Bayesian network of the collection is the Pyro program
+
+.. math::
+
+    W_s \sim p_s(W_s) \quad (s \in \text{sites}), \qquad z \sim p(z), \qquad
+    y_i \mid x_i, W, z \sim p\big(y_i \mid f(x_i; W), z\big) \quad (i = 1, \dots, N),
+
+where each weight site :math:`s` (a :class:`~bnn.models.sites.WeightSite`: name, shape, layer, fan-in) has a prior
+from :mod:`bnn.models.priors`, :math:`z` are the likelihood's own latents (a learned noise scale) and :math:`f` is a
+deterministic network written as a *batched* function of the weights. A network states its sites and its
+:meth:`~BayesianNetwork.forward`; this base class supplies the rest: the priors per site (one prior, or a mapping by
+site, layer or ``"*"``), the Pyro program (``__call__``), the likelihood's latents, and saving by a registered name.
+Every method of :func:`bnn.inference.fit` works through this interface alone: SVI and NUTS through the Pyro program
+and the sites, Laplace, the MAP and the ensemble through :meth:`~BayesianNetwork.forward` over the flat weights.
+A method that needs more declares it and refuses other networks before any work (MC dropout and the local
+reparameterisation of the mean-field guide write a chain of dense layers out by hand: :meth:`~BayesianNetwork.dense_layers`).
+
+Writing a network takes its sites, ``forward`` and ``arguments``::
+
+    @ARCHITECTURES.register("skip")
+    class SkipNet(BayesianNetwork):
+        def __init__(self, in_features, hidden=8, *, prior="gaussian", likelihood="gaussian"):
+            self.hidden = hidden
+            sites = (WeightSite("hidden.weight", 0, torch.Size((hidden, in_features)), in_features), ...)
+            super().__init__(in_features, 1, sites, prior=prior, likelihood=likelihood)
+
+        def forward(self, x, weights):      # weights[name]: (*sample, *site.shape) -> (*sample, n, 1)
+            ...
+
+        def arguments(self):
+            return {"in_features": self.in_features, "hidden": self.hidden}
+
+Contract of :meth:`~BayesianNetwork.forward`: ``x`` has shape ``(n, in_features)``, each ``weights[name]`` has shape
+``(*sample, *site.shape)`` with the same leading sample dimensions (none, one or more), and the result has shape
+``(*sample, n, out_features)``: write it with batched ``matmul`` (``x @ w.transpose(-1, -2)``), not ``nn.Linear``,
+so that vectorised ELBOs, ``Predictive(parallel=True)`` and the per-row Jacobians of Laplace (``torch.func``) work.
+The output layer's sites come last in :attr:`~BayesianNetwork.sites` (:meth:`~BayesianNetwork.output_sites`).
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyro
+import torch
+from bnn.models.likelihoods import Likelihood, get_likelihood
+from bnn.models.priors import Prior, get_prior
+from bnn.models.sites import WeightSite
+
+from bnn.registry import Registry
+
+ARCHITECTURES: Registry[type] = Registry("architecture")
+"""Network classes by the ``"architecture"`` entry of their config (``mlp`` when a config has none)."""
+DATA_PLATE = "data"
+OBSERVED_SITE = "obs"
+MAX_PLATE_NESTING = 1  # the data plate; inference methods put their own sample plates left of it
+
+
+def _sample_dims_first(value: torch.Tensor, event_shape: torch.Size) -> torch.Tensor:
+    """``value`` as ``(*sample, *event_shape)``, dropping the data plate's singleton slot."""
+    lead = value.shape[: value.dim() - len(event_shape)]
+    if len(lead) > 0 and lead[-1] == 1:
+        lead = lead[:-1]
+    return value.reshape(lead + event_shape)
+
+
+@dataclass(frozen=True)
+class DenseLayers:
+    r"""A network that is a chain of dense layers, :math:`h_{l+1} = \phi(h_l W_l^\top + b_l)` with no activation
+    after the last, stated for the methods that write it out layer by layer.
+
+    Attributes
+    ----------
+    layers : tuple of (WeightSite, WeightSite)
+        The weight ``(d_{l+1}, d_l)`` and bias ``(d_{l+1},)`` sites of each layer, from the inputs to the outputs.
+    activation : str
+        The hidden activation, a name in :data:`bnn.models.activations.ACTIVATIONS`.
+    """
+
+    layers: tuple[tuple[WeightSite, WeightSite], ...]
+    activation: str
+
+
+class BayesianNetwork(abc.ABC):
+    r"""Base class of the collection's networks: weight sites with priors, a batched forward, a likelihood, and
+    the Pyro program they make (module notes).
+
+    Parameters
+    ----------
+    in_features : int
+        The columns of ``x`` the network reads.
+    out_features : int
+        The outputs of :meth:`forward`, ``(*sample, n, out_features)``.
+    sites : sequence of WeightSite
+        The weight sites, in the order of the flat weight vector; the output layer's sites last.
+    prior : Prior, str or mapping
+        One prior for every site, or a mapping whose keys are site names (``"layers.1.weight"``), layer names
+        (``"layers.1"``) or ``"*"`` (every other site); the most specific key wins. Each prior is asked for its
+        sites' distributions here, so one that cannot serve a site fails now. Change it later with
+        ``model.prior = ...``.
+    likelihood : Likelihood, str or mapping
+        The observation model, see :mod:`bnn.models.likelihoods`.
+
+    Raises
+    ------
+    ValueError
+        For sizes that are not positive integers, duplicate site names, a likelihood that does not suit
+        ``out_features``, or a prior that matches no site or cannot serve one.
+    """
+
+    def __init__(self, in_features: int, out_features: int, sites: Sequence[WeightSite], *,
+                 prior: Prior | str | Mapping[str, Any] = "gaussian",
+                 likelihood: Likelihood | str | Mapping[str, Any] = "gaussian") -> None:
+        for what, value in (("in_features", in_features), ("out_features", out_features)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{what} must be a positive integer, got {value!r}")
+        sites = tuple(sites)
+        if not sites or not all(isinstance(site, WeightSite) for site in sites):
+            raise ValueError(f"a network needs one WeightSite or more (bnn.models.WeightSite), got {sites!r}")
+        names = [site.name for site in sites]
+        if len(set(names)) != len(names):
+            raise ValueError(f"site names must be unique, got {names}")
+        self.in_features = in_features
+        self.out_features = out_features
+        self.likelihood = get_likelihood(likelihood)
+        self.likelihood.check_out_features(out_features)
+        self.sites: tuple[WeightSite, ...] = sites
+        self.prior = prior
+
+    # ----------------------------------------------------------- the network
+    @abc.abstractmethod
+    def forward(self, x: torch.Tensor, weights: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """Network output :math:`f(x; W)` of shape ``(*sample, n, out_features)`` for ``x`` of shape
+        ``(n, in_features)`` and each ``weights[name]`` of shape ``(*sample, *site.shape)``."""
+
+    @abc.abstractmethod
+    def arguments(self) -> dict[str, Any]:
+        """JSON-able keyword arguments that rebuild this network with its class, besides ``prior`` and
+        ``likelihood``: ``type(self)(**self.arguments(), prior=..., likelihood=...)``."""
+
+    def activation_widths(self) -> tuple[int, ...]:
+        """The values one input row makes at each stage of the network, its inputs first: the memory check, the
+        Laplace curvature's chunks and the predictive's batches are sized by them. By default the inputs and the
+        leading dimension of every site of two or more dimensions (a dense layer's output units)."""
+        return (self.in_features, *(site.shape[0] for site in self.sites if len(site.shape) >= 2))
+
+    def output_sites(self) -> tuple[WeightSite, ...]:
+        """The sites of the layer that makes the outputs: the trailing sites that share the last site's layer
+        (Laplace's ``structure="last-layer"`` covers them)."""
+        last = self.sites[-1].layer
+        count = next((i for i, site in enumerate(reversed(self.sites)) if site.layer != last), len(self.sites))
+        return self.sites[len(self.sites) - count:]
+
+    def dense_layers(self) -> DenseLayers | None:
+        """The network as a chain of dense layers, for the methods that write it out by hand; ``None`` (the
+        default) for a network that is not one."""
+        return None
+
+    # ----------------------------------------------------------------- priors
+    @property
+    def prior(self) -> dict[str, Prior]:
+        """The prior of each weight site, by site name (assign to swap priors)."""
+        return dict(self._site_priors)
+
+    @prior.setter
+    def prior(self, spec: Prior | str | Mapping[str, Any]) -> None:
+        is_per_site = isinstance(spec, Mapping) and "name" not in spec
+        table = {key: get_prior(value) for key, value in spec.items()} if is_per_site else {"*": get_prior(spec)}
+        layer_names = {site.group for site in self.sites}
+        site_names = {site.name for site in self.sites}
+        unknown = set(table) - layer_names - site_names - {"*"}
+        if unknown:
+            raise ValueError(
+                f"prior keys {sorted(unknown)} match no site; use '*', a layer "
+                f"{sorted(layer_names)} or a site {sorted(site_names)}"
+            )
+        resolved = {}
+        for site in self.sites:
+            for key in (site.name, site.group, "*"):
+                if key in table:
+                    resolved[site.name] = table[key]
+                    break
+            else:
+                raise ValueError(f"no prior given for site {site.name!r}; add a '*' entry for the rest")
+            resolved[site.name].distribution(site)  # a prior that cannot serve the site (wrong shape) fails here
+        self._prior_table = table
+        self._site_priors = resolved
+
+    def prior_config(self) -> dict[str, Any]:
+        """The prior as it was given, JSON-able: each key (``"*"``, a layer, a site) and its prior's config."""
+        return {key: prior.config() for key, prior in self._prior_table.items()}
+
+    # ----------------------------------------------------------- the program
+    @property
+    def latent_shapes(self) -> dict[str, torch.Size]:
+        """Every latent site and its shape, weights first, then likelihood latents."""
+        shapes = {site.name: site.shape for site in self.sites}
+        shapes.update({name: d.event_shape for name, d in self.likelihood.latent_priors().items()})
+        return shapes
+
+    def likelihood_latents(self, values: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The likelihood's latent values from ``values`` (each ``(*sample, *event_shape)``)."""
+        return {name: values[name] for name in self.likelihood.latent_priors()}
+
+    def squeeze_plate_slot(self, values: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Latent values as drawn under Pyro plates, ``(*sample, 1, *shape)``, as ``(*sample, *shape)``."""
+        return {name: _sample_dims_first(values[name], shape) for name, shape in self.latent_shapes.items()}
+
+    def observation_distribution(self, x: torch.Tensor, values: Mapping[str, torch.Tensor]):
+        r""":math:`p(y \mid x, W)` with batch shape ``(*sample, n)`` for latent ``values``."""
+        return self.likelihood.distribution(self.forward(x, values), self.likelihood_latents(values))
+
+    def __call__(self, x: torch.Tensor, y: torch.Tensor | None = None, num_data: int | None = None):
+        """Run the generative program; ``num_data`` rescales a minibatch ``x`` to the full data."""
+        values = {
+            site.name: pyro.sample(site.name, self._site_priors[site.name].distribution(site).to_event(len(site.shape)))
+            for site in self.sites
+        }
+        values.update({name: pyro.sample(name, prior) for name, prior in self.likelihood.latent_priors().items()})
+        distribution = self.observation_distribution(x, self.squeeze_plate_slot(values))
+        n = x.shape[0]
+        subsample = None if num_data is None else torch.arange(n)
+        with pyro.plate(DATA_PLATE, size=n if num_data is None else num_data, subsample=subsample):
+            return pyro.sample(OBSERVED_SITE, distribution, obs=y)
+
+    # --------------------------------------------------------------- configs
+    def config(self) -> dict[str, Any]:
+        """JSON-able architecture (its registered name and :meth:`arguments`), priors and likelihood;
+        :meth:`from_config` rebuilds the model."""
+        name = ARCHITECTURES.name_of(type(self))
+        if name is None:
+            raise ValueError(f"{type(self).__name__} is not registered as an architecture, so it cannot be saved by "
+                             f"name; register it with @ARCHITECTURES.register('a-name') (bnn.models.ARCHITECTURES)")
+        return {"architecture": name, **self.arguments(), "prior": self.prior_config(), "likelihood": self.likelihood.config()}
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> BayesianNetwork:
+        """Inverse of :meth:`config`. The config's ``"architecture"`` (``mlp`` when it has none) names the class; a
+        ``cls`` that is that class or a subclass of it builds itself, any other call builds the named class."""
+        architecture = ARCHITECTURES.get(config.get("architecture", "mlp"))
+        if not (isinstance(cls, type) and issubclass(cls, architecture)):
+            return architecture.from_config(config)
+        arguments = {key: value for key, value in config.items() if key not in ("architecture", "prior", "likelihood")}
+        return cls(**arguments, prior=config["prior"], likelihood=config["likelihood"])
+
+    def __repr__(self) -> str:
+        priors = ", ".join(f"{k}: {type(p).__name__}" for k, p in self._prior_table.items())
+        arguments = ", ".join(f"{k}={v!r}" for k, v in self.arguments().items())
+        return f"{type(self).__name__}({arguments}, prior={{{priors}}}, likelihood={type(self.likelihood).__name__})"
+
+
+def network_from_config(config: Mapping[str, Any]) -> BayesianNetwork:
+    """The network a :meth:`BayesianNetwork.config` describes, of its registered architecture."""
+    return ARCHITECTURES.get(config.get("architecture", "mlp")).from_config(config)
+
+
+def check_network(model: Any) -> None:
+    """Refuse, with a ``TypeError`` that says how to make one, what is not a :class:`BayesianNetwork`."""
+    if not isinstance(model, BayesianNetwork):
+        raise TypeError(f"model must be a BayesianNetwork (bnn.models), got {type(model).__name__}: use BayesianMLP("
+                        "in_features, out_features, hidden=...), or write your own network by subclassing "
+                        "bnn.models.BayesianNetwork (its sites, forward and arguments)")
