@@ -9,7 +9,10 @@ from typing import Any
 
 import pytest
 import torch
+from bnn.datasets import Dataset
 from bnn.inference import METHODS, Posterior, fit
+from bnn.inference.evaluation.compare import label_fits
+from bnn.inference.evaluation.report import write_comparison
 from bnn.inference.nuts.potential import Backend, FlatPotential
 from bnn.models import ARCHITECTURES, BayesianMLP, BayesianNetwork, GaussianPrior, LaplacePrior, WeightSite
 from bnn.models.network import network_from_config
@@ -67,8 +70,12 @@ def test_every_method_that_takes_any_network_fits_one_written_here(method):
 
 def test_every_registered_method_is_covered_by_the_quick_fits_or_refuses_the_network():
     """A method added later must either fit a network written on the interface (add it to QUICK) or declare what it
-    needs (``Method.requires``)."""
-    assert set(METHODS.names()) == set(QUICK) | {name for name in METHODS.names() if METHODS.get(name).requires}
+    needs (``Method.requires``); a refusal names exactly the methods that take any network."""
+    requiring = {name for name in METHODS.names() if METHODS.get(name).requires}
+    assert set(METHODS.names()) == set(QUICK) | requiring and not set(QUICK) & requiring
+    for name in requiring:
+        named = set(METHODS.get(name).requires.instead.replace(" or ", ", ").split(", "))
+        assert named == set(QUICK), name
 
 
 def test_mc_dropout_refuses_a_network_that_is_not_a_chain_of_dense_layers_before_any_work(monkeypatch):
@@ -93,13 +100,23 @@ def test_the_mean_field_guide_leaves_out_local_reparameterisation_for_it_and_ref
         MeanFieldGuide(skip_net(), local_reparameterisation=True)
 
 
-def test_a_fit_of_it_saves_and_loads_by_its_registered_name(tmp_path):
+def test_a_fit_of_it_saves_loads_compares_and_becomes_the_next_prior(tmp_path):
     posterior = fit(skip_net(hidden=3), (X, Y), "laplace", seed=0, progress=False, **QUICK["laplace"])
     posterior.save(tmp_path / "run")
     loaded = Posterior.load(tmp_path / "run")
     assert isinstance(loaded.model, SkipNet) and loaded.model.hidden == 3
     assert loaded.model.config() == posterior.model.config() and loaded.model.config()["architecture"] == "test-skip"
     torch.testing.assert_close(loaded.predict(X, seed=0).mean, posterior.predict(X, seed=0).mean)
+    prior = posterior.as_prior()
+    assert set(prior.loc) == {site.name for site in posterior.model.sites}
+    next_task = skip_net(hidden=3)
+    next_task.prior = prior
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # 30 steps: the ELBO is still rising
+        next_fit = fit(next_task, (X, Y), "svi", seed=0, progress=False, **QUICK["svi"])
+    data = Dataset.from_arrays("skip", "regression", X.numpy(), Y.numpy(), X.numpy(), Y.numpy())
+    table = write_comparison(label_fits([posterior, next_fit]), data, tmp_path / "report", command="test", progress=False)
+    assert list(table.index) == ["laplace", "svi (meanfield)"] and (tmp_path / "report" / "report.md").is_file()
 
 
 def test_priors_are_chosen_per_site_and_per_layer_on_it():
