@@ -145,6 +145,24 @@ def path(option: str, value: Any) -> Path:
     return Path(value)
 
 
+def json_value(value: Any) -> Any:
+    """``value`` as JSON holds it: a ``str`` enum by its value, a path as text, a tensor or array as nested lists,
+    mappings and sequences item by item, a class or function (a guide given as a factory) by its qualified name."""
+    if isinstance(value, Enum):
+        return value.value
+    if value is None or isinstance(value, (bool, str, numbers.Number)):
+        return value
+    if isinstance(value, PathLike):
+        return str(value)
+    if isinstance(value, Mapping):
+        return {str(key): json_value(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_value(item) for item in value]
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    return f"{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', type(value).__qualname__)}"
+
+
 def option(default: Any = MISSING, parse: Parser | None = None, *, default_factory: Any = MISSING,
            choices: Callable[[], list[str]] | None = None) -> Any:
     """A dataclass field of an :class:`Options` set, parsed by ``parse`` when the set is built; ``choices`` lists the
@@ -171,6 +189,11 @@ class Options:
         """The bytes the method holds at once for ``model`` besides the network on the data, by what holds them
         (``bnn.runtime.memory`` checks their sum against the machine before any work); none by default."""
         return {}
+
+    def to_json(self) -> dict[str, Any]:
+        """Every option by name, as JSON holds it (:func:`json_value`); building the set from it gives the same options
+        where JSON holds them exactly (every option but given tensors and factories)."""
+        return {entry.name: json_value(getattr(self, entry.name)) for entry in fields(self)}
 
     @classmethod
     def names(cls) -> list[str]:

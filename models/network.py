@@ -242,11 +242,19 @@ class BayesianNetwork(abc.ABC):
     def from_config(cls, config: Mapping[str, Any]) -> BayesianNetwork:
         """Inverse of :meth:`config`. The config's ``"architecture"`` (``mlp`` when it has none) names the class; a
         ``cls`` that is that class or a subclass of it builds itself, any other call builds the named class."""
-        architecture = ARCHITECTURES.get(config.get("architecture", "mlp"))
+        name = config.get("architecture", "mlp")
+        architecture = ARCHITECTURES.get(name)
         if not (isinstance(cls, type) and issubclass(cls, architecture)):
             return architecture.from_config(config)
+        missing = sorted({"prior", "likelihood"} - set(config))
+        if missing:
+            raise ValueError(f"the config of a {name!r} network lacks {missing}")
         arguments = {key: value for key, value in config.items() if key not in ("architecture", "prior", "likelihood")}
-        return cls(**arguments, prior=config["prior"], likelihood=config["likelihood"])
+        model = cls(**arguments, prior=config["prior"], likelihood=config["likelihood"])
+        if set(arguments) != set(model.arguments()):
+            raise ValueError(f"the config of a {name!r} network must give the arguments {sorted(model.arguments())}, "
+                             f"got {sorted(arguments)}")
+        return model
 
     def __repr__(self) -> str:
         priors = ", ".join(f"{k}: {type(p).__name__}" for k, p in self._prior_table.items())

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from bnn.options import Options
+
 RECORDS: dict[str, type[FitRecord]] = {}
 
 
@@ -74,8 +76,12 @@ class FitRecord:
         return None
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-able dict: ``method`` and every field (nested records as dicts)."""
-        return {"method": self.method, **dataclasses.asdict(self)}
+        """A JSON-able dict: ``method`` and every field (nested records as dicts, the method's options as
+        :meth:`~bnn.options.Options.to_json` writes them)."""
+        data = {entry.name: getattr(self, entry.name) for entry in dataclasses.fields(self)}
+        return {"method": self.method, **{name: value.to_json() if isinstance(value, Options)
+                                          else dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
+                                          for name, value in data.items()}}
 
 
 def register_record(cls: type[FitRecord]) -> type[FitRecord]:

@@ -239,8 +239,7 @@ def run_ensemble(model, x: torch.Tensor, y: torch.Tensor, options: EnsembleOptio
     draws.update({name: torch.stack([fit.latents[name] for fit in fits]).to(x.dtype)
                   for name in model.likelihood.latent_priors()})
     record = EnsembleRecord(
-        seed=options.seed, train_seconds=train_seconds, num_members=options.num_members, map_steps=options.map_steps,
-        map_lr=options.map_lr, map_tolerance=options.map_tolerance,
+        seed=options.seed, train_seconds=train_seconds, options=options,
         member_method="parallel" if workers > 1 else "sequential", member_seeds=seeds, members_kept=kept,
         member_seconds=[fit.seconds for fit in fits], map_lbfgs_iterations=[fit.lbfgs_iterations for fit in fits],
         map_grad_norms=[fit.grad_norm for fit in fits], map_converged=[fit.converged for fit in fits],

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from bnn.inference.core.record import FitRecord, register_record
+from bnn.inference.ensemble.options import EnsembleOptions
 
 
 @register_record
@@ -15,7 +16,8 @@ class EnsembleRecord(FitRecord):
 
     Attributes
     ----------
-    num_members, map_steps, map_lr, map_tolerance : as the options
+    options : EnsembleOptions
+        The options it ran with.
     member_method : str
         ``"parallel"`` (processes) or ``"sequential"``, as the members actually ran.
     member_seeds : list of int
@@ -34,10 +36,7 @@ class EnsembleRecord(FitRecord):
     """
 
     method: ClassVar[str] = "ensemble"
-    num_members: int
-    map_steps: int
-    map_lr: float
-    map_tolerance: float
+    options: EnsembleOptions
     member_method: str
     member_seeds: list[int]
     members_kept: list[int]
@@ -60,7 +59,7 @@ class EnsembleRecord(FitRecord):
         stalled = [member for member, done in zip(self.members_kept, self.map_converged) if not done]
         if stalled:
             found.append(f"the MAP fits of members {stalled} did not converge (Newton decrement above "
-                         f"map_tolerance={self.map_tolerance:g}): raise map_steps or map_lr, or loosen map_tolerance")
+                         f"map_tolerance={self.options.map_tolerance:g}): raise map_steps or map_lr, or loosen map_tolerance")
         if self.failed_members:
             found.append(f"members failed: {self.failed_members}")
         if self.incomplete:

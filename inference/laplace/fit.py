@@ -182,8 +182,8 @@ def run_laplace(model, x: torch.Tensor, y: torch.Tensor, options: LaplaceOptions
                              constants={name: value.to(x.dtype) for name, value in estimate.latents.items()})
         draws = sample_guide(guide, num_samples, model.latent_shapes, x, y)
     record = LaplaceRecord(
-        guide="laplace", seed=seed, train_seconds=train_seconds, map_seconds=map_seconds, hessian=hessian_type.value,
-        structure=structure.value, num_weights_covered=scale.shape[0], map_steps=map_steps,
+        guide="laplace", seed=seed, train_seconds=train_seconds, options=options, map_seconds=map_seconds,
+        num_weights_covered=scale.shape[0],
         map_lbfgs_iterations=estimate.lbfgs_iterations, map_grad_norm=estimate.grad_norm,
         map_converged=estimate.converged, map_at_kink=estimate.at_kink, map_stalled=estimate.stalled,
         map_newton_decrement=estimate.newton_decrement, map_polish=estimate.polish,

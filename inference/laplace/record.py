@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 from bnn.inference.core.record import register_record
 from bnn.inference.laplace.linearized import Linearization
+from bnn.inference.laplace.options import LaplaceOptions
 from bnn.inference.posterior_mode.advice import NO_MAXIMUM_FIX
 from bnn.inference.posterior_mode.map_record import MapFitRecord
 
@@ -19,13 +20,14 @@ class LaplaceRecord(MapFitRecord):
 
     Attributes
     ----------
+    options : LaplaceOptions
+        The options it ran with (``hessian``: the likelihood curvature; ``structure``: the entries of the precision
+        kept).
     map_seconds : float
         Wall time of the MAP fit (Adam, then the polish; with the evidence search's refits when tuned).
-    hessian, structure : str
-        The likelihood curvature and the entries of the precision kept.
     num_weights_covered : int
         Weights with a Gaussian posterior (the rest, outside ``structure``, are held at the MAP).
-    map_steps, map_lbfgs_iterations, map_grad_norm, map_converged, noise
+    map_lbfgs_iterations, map_grad_norm, map_converged, noise
         How the MAP fit ended (:class:`~bnn.inference.posterior_mode.map_record.MapFitRecord`).
     log_marginal_likelihood : float
         The Laplace estimate of :math:`\log p(\mathcal{D})`.
@@ -45,8 +47,7 @@ class LaplaceRecord(MapFitRecord):
 
     method: ClassVar[str] = "laplace"
     map_seconds: float
-    hessian: str
-    structure: str
+    options: LaplaceOptions
     num_weights_covered: int
     log_marginal_likelihood: float
     prior_precision: dict[str, float] | None = None
@@ -61,8 +62,9 @@ class LaplaceRecord(MapFitRecord):
         return super().problems() + (unsettled if self.evidence_converged is False else [])
 
     def metrics(self) -> dict[str, Any]:
-        return {"hessian": self.hessian, "structure": self.structure, "map_grad_norm": self.map_grad_norm,
-                "map_converged": self.map_converged, "log_marginal_likelihood": self.log_marginal_likelihood}
+        return {"hessian": self.options.hessian.value, "structure": self.options.structure.value,
+                "map_grad_norm": self.map_grad_norm, "map_converged": self.map_converged,
+                "log_marginal_likelihood": self.log_marginal_likelihood}
 
     def load_linearization(self, path: Path, model) -> Linearization | None:
         """The linearised predictive saved at ``path`` by :meth:`~bnn.inference.core.posterior.Posterior.save`."""

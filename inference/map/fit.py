@@ -55,8 +55,7 @@ def run_map(model, x: torch.Tensor, y: torch.Tensor, options: MapOptions) -> Pos
     train_seconds = time.perf_counter() - began
     draws = {**split_flat(model.sites, estimate.theta), **estimate.latents}
     record = MapRecord(
-        seed=options.seed, train_seconds=train_seconds, objective=options.objective.value, map_steps=options.map_steps,
-        map_lr=options.map_lr, map_tolerance=options.map_tolerance, map_lbfgs_iterations=estimate.lbfgs_iterations,
+        seed=options.seed, train_seconds=train_seconds, options=options, map_lbfgs_iterations=estimate.lbfgs_iterations,
         map_grad_norm=estimate.grad_norm, map_converged=estimate.converged, map_at_kink=estimate.at_kink,
         map_stalled=estimate.stalled, map_newton_decrement=estimate.newton_decrement, map_polish=estimate.polish,
         log_likelihood=estimate.log_likelihood, log_joint=estimate.log_likelihood + estimate.log_prior,

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from bnn.inference.core.record import register_record
+from bnn.inference.map.options import MapOptions
 from bnn.inference.posterior_mode.map_record import MapFitRecord
 
 
@@ -16,25 +17,21 @@ class MapRecord(MapFitRecord):
 
     Attributes
     ----------
-    objective : str
-        ``"map"`` or ``"mle"``, as the option (:class:`~bnn.inference.map.options.Objective`).
-    map_lr, map_tolerance : float
-        As the options.
+    options : MapOptions
+        The options it ran with.
     log_likelihood : float
         :math:`\log p(y \mid x, \hat\theta)` at the estimate (standardised units): what ``"mle"`` maximises.
     log_joint : float
         :math:`\log p(y \mid x, \hat\theta) + \log p(\hat\theta)` (standardised units): what ``"map"`` maximises.
-    map_steps, map_lbfgs_iterations, map_grad_norm, map_converged, noise
+    map_lbfgs_iterations, map_grad_norm, map_converged, noise
         How the MAP fit ended (:class:`~bnn.inference.posterior_mode.map_record.MapFitRecord`).
     """
 
     method: ClassVar[str] = "map"
-    objective: str
-    map_lr: float
-    map_tolerance: float
+    options: MapOptions
     log_likelihood: float
     log_joint: float
 
     def metrics(self) -> dict[str, Any]:
-        return {"objective": self.objective, "map_converged": self.map_converged, "map_grad_norm": self.map_grad_norm,
-                "log_likelihood": self.log_likelihood, "log_joint": self.log_joint}
+        return {"objective": self.options.objective.value, "map_converged": self.map_converged,
+                "map_grad_norm": self.map_grad_norm, "log_likelihood": self.log_likelihood, "log_joint": self.log_joint}

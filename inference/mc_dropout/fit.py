@@ -182,8 +182,8 @@ def run_mc_dropout(model, x: torch.Tensor, y: torch.Tensor, options: MCDropoutOp
         warnings.warn(f"MC dropout returns the network trained so far: {incomplete_reason}. See posterior.record.",
                       IncompleteTrainingWarning, stacklevel=4)
     record = MCDropoutRecord(
-        seed=options.seed, train_seconds=train_seconds, dropout_rate=rate, steps=steps, lr=options.lr,
-        batch_size=batch_size, num_samples=options.num_samples, steps_done=len(history), loss_history=history,
+        seed=options.seed, train_seconds=train_seconds, options=options, batch_size=batch_size, steps_done=len(history),
+        loss_history=history,
         noise=latents["sigma"].item() if "sigma" in latents else None, incomplete=incomplete_reason is not None,
         incomplete_reason=incomplete_reason,
     )

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from bnn.inference.core.record import FitRecord, register_record
+from bnn.inference.mc_dropout.options import MCDropoutOptions
 
 
 @register_record
@@ -15,26 +16,24 @@ class MCDropoutRecord(FitRecord):
 
     Attributes
     ----------
-    dropout_rate, steps, lr, num_samples : as the options
+    options : MCDropoutOptions
+        The options it ran with.
     batch_size : int
         Examples per step (the training set's size for full-batch steps).
     steps_done : int
-        The steps taken (``steps`` unless interrupted).
+        The steps taken (``options.steps`` unless interrupted).
     loss_history : list of float
         The objective of every step: the negative expected log joint per example (see
         :mod:`bnn.inference.mc_dropout.fit`), up to a constant.
     noise : float, optional
         The noise scale a learned Gaussian noise was fitted to.
     incomplete : bool
-        Training was interrupted (Ctrl-C, SIGTERM) before ``steps``; ``incomplete_reason`` says when.
+        Training was interrupted (Ctrl-C, SIGTERM) before ``options.steps``; ``incomplete_reason`` says when.
     """
 
     method: ClassVar[str] = "mc-dropout"
-    dropout_rate: float
-    steps: int
-    lr: float
+    options: MCDropoutOptions
     batch_size: int
-    num_samples: int
     steps_done: int
     loss_history: list[float]
     noise: float | None = None
@@ -46,5 +45,5 @@ class MCDropoutRecord(FitRecord):
 
     def metrics(self) -> dict[str, Any]:
         faults = {"incomplete": True, "incomplete_reason": self.incomplete_reason} if self.incomplete else {}
-        return {"final_loss": self.loss_history[-1], "dropout_rate": self.dropout_rate,
+        return {"final_loss": self.loss_history[-1], "dropout_rate": self.options.dropout_rate,
                 **({} if self.noise is None else {"noise": self.noise}), **faults}

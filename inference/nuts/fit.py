@@ -188,11 +188,9 @@ def run_nuts(model, x: torch.Tensor, y: torch.Tensor, options: NUTSOptions) -> P
         warnings.warn(_convergence_message(diagnostics, len(chains), stats["diverging"].shape[1]),
                       ConvergenceWarning, stacklevel=4)
     record = NUTSRecord(
-        seed=options.seed, train_seconds=train_seconds, num_warmup=options.num_warmup, num_samples=options.num_samples,
-        num_chains=num_chains, target_accept=options.target_accept, max_tree_depth=options.max_tree_depth,
-        dense_mass=options.dense_mass, init=jobs[0].init.value if isinstance(jobs[0].init, InitStrategy) else "values",
-        chain_method="parallel" if parallel else "sequential", jit_compile=options.jit_compile,
-        engine=options.engine.value, potential=jobs[0].potential.value, potential_reason=mismatch,
+        seed=options.seed, train_seconds=train_seconds, options=options, num_chains=num_chains,
+        init=jobs[0].init.value if isinstance(jobs[0].init, InitStrategy) else "values",
+        chain_method="parallel" if parallel else "sequential", potential=jobs[0].potential.value, potential_reason=mismatch,
         chain_seeds=[job.seed for job in jobs], chain_seconds=[chain.seconds for chain in chains],
         chain_gradients=[chain.gradients for chain in chains],
         gradient_evaluations=sum(chain.gradients for chain in chains), diagnostics=diagnostics, **outcome_info,

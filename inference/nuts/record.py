@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 from bnn.inference.core.chain_record import ChainRecord
 from bnn.inference.core.record import register_record
+from bnn.inference.nuts.options import NUTSOptions
 
 
 @register_record
@@ -16,13 +17,14 @@ class NUTSRecord(ChainRecord):
 
     Attributes
     ----------
-    num_warmup, num_samples, num_chains, target_accept, max_tree_depth, dense_mass, jit_compile : as the options
+    options : NUTSOptions
+        The options it ran with.
+    num_chains : int
+        The chains run (``options.num_chains``, or its default for the machine).
     init : str
         The chains' start: ``"prior"``, ``"map"`` or ``"values"`` (given site values).
     chain_method : str
         ``"parallel"`` (processes) or ``"sequential"``, as the chains actually ran.
-    engine : str
-        The NUTS implementation (``"nutpie"`` or ``"pyro"``).
     potential : str
         ``"flat"`` (the model's fast potential) or ``"trace"`` (Pyro's generic one); ``potential_reason`` says why
         the flat one was not used.
@@ -41,16 +43,10 @@ class NUTSRecord(ChainRecord):
     """
 
     method: ClassVar[str] = "nuts"
-    num_warmup: int
-    num_samples: int
+    options: NUTSOptions
     num_chains: int
-    target_accept: float
-    max_tree_depth: int
-    dense_mass: bool
     init: str
     chain_method: str
-    jit_compile: bool
-    engine: str
     potential: str
     potential_reason: str | None = None
     chain_seeds: list[int]
@@ -66,4 +62,4 @@ class NUTSRecord(ChainRecord):
 
     def metrics(self) -> dict[str, Any]:
         failed = {"failed_chains": self.failed_chains} if self.failed_chains else {}
-        return {**super().metrics(), "engine": self.engine, **failed}
+        return {**super().metrics(), "engine": self.options.engine.value, **failed}

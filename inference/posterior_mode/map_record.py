@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from bnn.inference.core.record import FitRecord
 from bnn.inference.posterior_mode.advice import map_advice
+from bnn.inference.posterior_mode.map_options import MapFitOptions
 
 
 @dataclass(kw_only=True)
@@ -14,8 +15,10 @@ class MapFitRecord(FitRecord):
 
     Attributes
     ----------
-    map_steps, map_lbfgs_iterations : int
-        Adam steps and iterations of the polish (Levenberg-Marquardt or L-BFGS, :attr:`map_polish`) of the MAP fit.
+    options : MapFitOptions
+        The options it ran with (the MAP fit's, and the method's own).
+    map_lbfgs_iterations : int
+        Iterations of the polish (Levenberg-Marquardt or L-BFGS, :attr:`map_polish`) of the MAP fit.
     map_grad_norm : float
         The norm of the log joint's gradient at the MAP (see :attr:`MapEstimate.grad_norm`).
     map_newton_decrement : float, optional
@@ -32,7 +35,7 @@ class MapFitRecord(FitRecord):
         Whether its polish stalled before its iteration limit (see :attr:`MapEstimate.stalled`).
     """
 
-    map_steps: int
+    options: MapFitOptions
     map_lbfgs_iterations: int
     map_grad_norm: float
     map_converged: bool
@@ -51,6 +54,6 @@ class MapFitRecord(FitRecord):
         if self.map_converged:
             return []
         off = "" if self.map_newton_decrement is None else f"{self.map_newton_decrement:.3g} posterior sd from the mode, "
-        return [f"the MAP did not converge (gradient norm {self.map_grad_norm:.3g}, {off}after {self.map_steps} Adam "
+        return [f"the MAP did not converge (gradient norm {self.map_grad_norm:.3g}, {off}after {self.options.map_steps} Adam "
                 f"steps and {self.map_lbfgs_iterations} {self.map_polish or 'polish'} iterations): "
                 f"{map_advice(self.map_at_kink, self.map_stalled)}"]

@@ -186,15 +186,10 @@ def _record(options: SGMCMCOptions, steps: int, batch_size: int, diagnostics: Ch
             incomplete: dict) -> SGLDRecord | SGHMCRecord:
     """The record of the run: its options, its steps and the chains' diagnostics."""
     common = dict(
-        seed=options.seed, train_seconds=train_seconds, step_size=options.step_size,
-        step_schedule=options.step_schedule.value, decay_offset=options.decay_offset, decay_power=options.decay_power,
-        num_warmup=options.num_warmup, num_samples=options.num_samples, thin=options.thin, num_chains=options.num_chains,
-        batch_size=batch_size, gradient_evaluations=steps * options.num_chains, diagnostics=diagnostics,
+        seed=options.seed, train_seconds=train_seconds, options=options, batch_size=batch_size,
+        gradient_evaluations=steps * options.num_chains, diagnostics=diagnostics,
         final_step_size=step_size_at(steps - 1, options.step_size, offset=options.decay_offset,
                                      polynomial=options.step_schedule is StepSchedule.POLYNOMIAL, power=options.decay_power),
         **incomplete,
     )
-    if isinstance(options, SGLDOptions):
-        return SGLDRecord(**common, precondition=options.precondition.value, precondition_decay=options.precondition_decay,
-                          precondition_epsilon=options.precondition_epsilon)
-    return SGHMCRecord(**common, friction=options.friction)
+    return SGLDRecord(**common) if isinstance(options, SGLDOptions) else SGHMCRecord(**common)

@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 from bnn.inference.core.chain_record import ChainRecord
 from bnn.inference.core.record import register_record
+from bnn.inference.sgmcmc.options import SGHMCOptions, SGLDOptions, SGMCMCOptions
 
 
 @dataclass(kw_only=True)
@@ -15,7 +16,8 @@ class SGMCMCRecord(ChainRecord):
 
     Attributes
     ----------
-    step_size, step_schedule, decay_offset, decay_power, num_warmup, num_samples, thin, num_chains : as the options
+    options : SGLDOptions or SGHMCOptions
+        The options it ran with.
     batch_size : int
         Data points per gradient (the data size for full batches).
     final_step_size : float
@@ -29,37 +31,28 @@ class SGMCMCRecord(ChainRecord):
         The run was interrupted (Ctrl-C, SIGTERM) and holds fewer draws than asked; ``incomplete_reason`` says what.
     """
 
-    step_size: float
-    step_schedule: str
-    decay_offset: float
-    decay_power: float
-    num_warmup: int
-    num_samples: int
-    thin: int
-    num_chains: int
+    options: SGMCMCOptions
     batch_size: int
     final_step_size: float
     gradient_evaluations: int
 
     def metrics(self) -> dict[str, Any]:
-        return {**super().metrics(), "step_size": self.step_size, "batch_size": self.batch_size}
+        return {**super().metrics(), "step_size": self.options.step_size, "batch_size": self.batch_size}
 
 
 @register_record
 @dataclass(kw_only=True)
 class SGLDRecord(SGMCMCRecord):
-    """The record of :func:`~bnn.inference.sgmcmc.fit_sgld`; ``precondition`` and its two constants as the options."""
+    """The record of :func:`~bnn.inference.sgmcmc.fit_sgld`."""
 
     method: ClassVar[str] = "sgld"
-    precondition: str
-    precondition_decay: float
-    precondition_epsilon: float
+    options: SGLDOptions
 
 
 @register_record
 @dataclass(kw_only=True)
 class SGHMCRecord(SGMCMCRecord):
-    """The record of :func:`~bnn.inference.sgmcmc.fit_sghmc`; ``friction`` as the option."""
+    """The record of :func:`~bnn.inference.sgmcmc.fit_sghmc`."""
 
     method: ClassVar[str] = "sghmc"
-    friction: float
+    options: SGHMCOptions

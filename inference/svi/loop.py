@@ -198,9 +198,7 @@ class SVILoop:
         options = self.options
         return SVIRecord(
             guide=self.guide_name, seed=options.seed, train_seconds=time.perf_counter() - self.start,
-            first_step_seconds=self.first_step_seconds, steps=steps_done, batch_size=self.plan.batch_size,
-            lr=options.lr, lr_schedule=options.lr_schedule.value, num_particles=options.num_particles, jit=options.jit,
-            kl_weighting=options.kl_weighting.value,
+            options=options, first_step_seconds=self.first_step_seconds, steps=steps_done, batch_size=self.plan.batch_size,
             kl_warmup_steps=self.plan.warmup_steps if options.kl_weighting is KLWeighting.WARMUP else None,
             resumed_from_step=self.start_step if options.resume is not None else None,
             final_elbo=recent_mean(self.elbo), elbo=list(self.elbo), stopped=stopped,

@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 from bnn.inference.core.record import FitRecord, register_record
 from bnn.inference.svi.elbo_trend import elbo_trend
+from bnn.inference.svi.options import SVIOptions
 
 
 @register_record
@@ -16,10 +17,14 @@ class SVIRecord(FitRecord):
 
     Attributes
     ----------
+    options : SVIOptions
+        The options it ran with.
     first_step_seconds : float
         Wall time of the first step (it compiles a JIT loss).
-    steps, batch_size, lr, lr_schedule, num_particles, jit, kl_weighting : as the options
-        The trajectory that was run (``steps`` done, fewer when the fit stopped early).
+    steps : int
+        The steps done (fewer than planned when the fit stopped early).
+    batch_size : int
+        The minibatch size in force (all the data when ``options.batch_size`` is ``None``).
     kl_warmup_steps : int, optional
         With ``kl_weighting="warmup"``, the steps over which the KL weight rose to 1.
     resumed_from_step : int, optional
@@ -33,14 +38,10 @@ class SVIRecord(FitRecord):
     """
 
     method: ClassVar[str] = "svi"
+    options: SVIOptions
     first_step_seconds: float
     steps: int
     batch_size: int
-    lr: float
-    lr_schedule: str
-    num_particles: int
-    jit: bool
-    kl_weighting: str
     kl_warmup_steps: int | None = None
     resumed_from_step: int | None = None
     final_elbo: float

@@ -76,6 +76,11 @@ def _without_record_field(folder, name):
     return {**meta, "record": {key: value for key, value in meta["record"].items() if key != name}}
 
 
+def _without_model_field(folder, name):
+    meta = json.loads((folder / "fit.json").read_text())
+    return {**meta, "model": {key: value for key, value in meta["model"].items() if key != name}}
+
+
 def _with_record_field(folder, name, value):
     meta = json.loads((folder / "fit.json").read_text())
     return {**meta, "record": {**meta["record"], name: value}}
@@ -94,7 +99,10 @@ def _with_record_field(folder, name, value):
         (lambda run: _write_fit_json(run, _with_record_field(run, "seed", "zero")),
          r"fit.json is damaged .*field 'the laplace record.seed' must be an integer, got 'zero'"),
         (lambda run: _write_fit_json(run, {**json.loads((run / "fit.json").read_text()), "model": {"in_features": 1}}),
-         r"fit.json is damaged or from another version: .*KeyError: 'out_features'"),
+         r"fit.json is damaged or from another version: .*the config of a 'mlp' network lacks \['likelihood', 'prior'\]"),
+        (lambda run: _write_fit_json(run, _without_model_field(run, "hidden")),
+         r"fit.json is damaged .*the config of a 'mlp' network must give the arguments \['activation', 'hidden', "
+         r"'in_features', 'out_features'\], got \['activation', 'in_features', 'out_features'\]"),
         (lambda run: (run / "fit.json").write_bytes(bytes(range(256))), r"fit.json is damaged \(UnicodeDecodeError"),
         (lambda run: az.from_dict(posterior={"w": torch.zeros(1, 3).numpy()}).to_netcdf(str(run / "posterior.nc")),
          r"posterior.nc does not hold the draws and data of the model in .*fit.json"),
@@ -106,7 +114,7 @@ def _with_record_field(folder, name, value):
          r"linearization.pt does not hold a linearisation for this model \(TypeError"),
     ],
     ids=["no model entry", "record without method", "record without a field", "record with a wrong type",
-         "partial model entry", "binary fit.json", "foreign posterior.nc", "damaged linearization",
+         "partial model entry", "model entry without an argument", "binary fit.json", "foreign posterior.nc", "damaged linearization",
          "linearization without scale", "linearization not a dict"],
 )
 def test_each_damaged_file_is_named_with_what_to_do(saved, damage, message):

@@ -44,7 +44,8 @@ def exact_log_evidence(conjugate, prior_variance: float) -> float:
 
 def test_info_and_inference_data_groups(conjugate, posterior):
     info = posterior.record.to_json()
-    assert (info["method"], info["guide"], info["hessian"], info["structure"]) == ("laplace", "laplace", "ggn", "full")
+    options = info["options"]
+    assert (info["method"], info["guide"], options["hessian"], options["structure"]) == ("laplace", "laplace", "ggn", "full")
     assert info["map_grad_norm"] < 1e-4 and info["prior_precision"] == {"layers.0.weight": 1.0, "layers.0.bias": 1.0}
     assert posterior.num_chains == 1 and posterior.num_draws == 200
     groups = set(posterior.to_inference_data().groups())
@@ -249,7 +250,7 @@ def test_command_line_writes_the_three_files_and_refuses_wrong_combinations(floa
     assert {p.name for p in out.iterdir()} >= {"metrics.json", "posterior.nc", "fit.json", "predictive.png"}
     assert "test_rmse" in capsys.readouterr().out
     loaded = Posterior.load(out)
-    assert loaded.record.structure == "diag" and loaded.linearization.guide.mean.dtype == torch.float32
+    assert loaded.record.options.structure == "diag" and loaded.linearization.guide.mean.dtype == torch.float32
     assert np.isfinite(loaded.predict(torch.zeros(2, 1), predictive="linearized").std.numpy()).all()
     for wrong, message in [
         (["--method", "svi", "--hessian", "ggn"], "method 'svi' takes no option(s) ['hessian']"),

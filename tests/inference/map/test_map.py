@@ -42,7 +42,7 @@ def test_the_mle_is_least_squares_and_the_map_is_ridge(conjugate):
                        seed=1, progress=False)
         theta = conjugate.flatten({name: value[0, 0] for name, value in estimate.samples.items()})
         torch.testing.assert_close(theta, expected, atol=1e-8, rtol=0)
-        assert estimate.record.objective == objective and estimate.record.map_converged
+        assert estimate.record.options.objective == objective and estimate.record.map_converged
 
 
 def test_the_mle_of_a_learned_noise_is_the_root_mean_squared_residual(conjugate):

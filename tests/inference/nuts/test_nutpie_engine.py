@@ -55,7 +55,7 @@ def test_both_engines_give_the_same_groups_and_statistics(conjugate):
     groups = {engine: set(run.to_inference_data().groups()) for engine, run in runs.items()}
     assert groups["nutpie"] == groups["pyro"]
     nutpie, pyro = runs["nutpie"], runs["pyro"]
-    assert nutpie.record.engine == "nutpie" and pyro.record.engine == "pyro"
+    assert nutpie.record.options.engine == "nutpie" and pyro.record.options.engine == "pyro"
     assert set(nutpie.sample_stats) == set(pyro.sample_stats)
     for name, value in pyro.sample_stats.items():
         assert nutpie.sample_stats[name].shape == value.shape == (2, 20), name

@@ -195,7 +195,7 @@ def test_command_line_writes_the_three_files_with_diagnostics(tmp_path, capsys):
     assert metrics["method"] == "nuts" and metrics["r_hat_max"] is None  # one chain: no R-hat
     assert {"ess_bulk_min", "ess_tail_min", "divergences", "converged"} <= set(metrics)
     info = json.loads((out / "fit.json").read_text())["record"]
-    assert (info["num_warmup"], info["max_tree_depth"], info["init"]) == (10, 4, "map")
+    assert (info["options"]["num_warmup"], info["options"]["max_tree_depth"], info["init"]) == (10, 4, "map")
     assert set(Posterior.load(out).sample_stats) == STAT_NAMES
 
 

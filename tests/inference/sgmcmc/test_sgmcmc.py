@@ -181,7 +181,8 @@ def test_the_polynomial_schedule_and_psgld_reach_the_record_and_the_draws(toy, m
     expected = options["step_size"] * (1 + draw_steps / 10.0) ** -0.6
     torch.testing.assert_close(torch.as_tensor(posterior.sample_stats["step_size"][1]), expected)
     record = posterior.record
-    assert isinstance(record, SGLDRecord) and record.precondition == "rmsprop" and record.step_schedule == "polynomial"
+    assert isinstance(record, SGLDRecord) and record.options.precondition == "rmsprop"
+    assert record.options.step_schedule == "polynomial"
     assert record.final_step_size == pytest.approx(options["step_size"] * (1 + 39 / 10.0) ** -0.6)
     gain = posterior.extras["preconditioner"]
     assert set(gain) == set(model.latent_shapes) and all((value > 0).all() for value in gain.values())
@@ -213,12 +214,13 @@ def test_command_line_options_reach_the_samplers(tmp_path):
     main([*base, "--method", "sghmc", "--step-size", "2e-5", "--friction", "0.2", "--thin", "3", "--batch-size", "25",
           "--num-chains", "3", "--out", str(tmp_path / "sghmc")])
     record = json.loads((tmp_path / "sghmc" / "fit.json").read_text())["record"]
-    assert (record["method"], record["step_size"], record["friction"], record["thin"], record["batch_size"],
-            record["num_chains"]) == ("sghmc", 2e-5, 0.2, 3, 25, 3)
+    options = record["options"]
+    assert (record["method"], options["step_size"], options["friction"], options["thin"], record["batch_size"],
+            options["num_chains"]) == ("sghmc", 2e-5, 0.2, 3, 25, 3)
     main([*base, "--method", "sgld", "--precondition", "rmsprop", "--step-schedule", "polynomial", "--decay-offset", "50",
           "--decay-power", "0.8", "--out", str(tmp_path / "sgld")])
     metrics = json.loads((tmp_path / "sgld" / "metrics.json").read_text())
     assert metrics["method"] == "sgld" and math.isfinite(metrics["r_hat_max"]) and "converged" in metrics
-    record = json.loads((tmp_path / "sgld" / "fit.json").read_text())["record"]
-    assert (record["precondition"], record["step_schedule"], record["decay_offset"], record["decay_power"]) == (
+    options = json.loads((tmp_path / "sgld" / "fit.json").read_text())["record"]["options"]
+    assert (options["precondition"], options["step_schedule"], options["decay_offset"], options["decay_power"]) == (
         "rmsprop", "polynomial", 50.0, 0.8)

@@ -109,7 +109,7 @@ def test_svi_applies_the_weight_of_every_step(weighting, jit):
         expected = 3 * KLWeighting(weighting).weight(batch=step % 3, num_batches=3, step=step,
                                                           warmup_steps=warmup_steps)
         assert 1 - (a - b) / kl == pytest.approx(expected, abs=1e-3)
-    assert weighted.record.kl_weighting == weighting and uniform.record.kl_weighting == "uniform"
+    assert weighted.record.options.kl_weighting == weighting and uniform.record.options.kl_weighting == "uniform"
 
 
 def test_full_batch_blundell_is_plain_svi():
