@@ -57,7 +57,7 @@ def test_a_model_deepcopy_refuses_is_copied_shallowly_and_still_kept_from_a_prio
     snapshot = snapshot_model(model)
     assert snapshot is not model and snapshot.lock is model.lock
     model.prior = "laplace"
-    assert snapshot.config()["prior"] == {"*": {"name": "gaussian", "scale": 1.0, "fan_in_scaling": False}}
+    assert snapshot.prior_config() == {"*": {"name": "gaussian", "scale": 1.0, "fan_in_scaling": False}}
 
 
 class RefusesCopies(BayesianMLP):
