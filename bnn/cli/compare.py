@@ -56,7 +56,7 @@ does by default (pinned here so that compare's budget does not follow a change o
 defaults: the meanfield guide with local reparameterisation, a cosine rate (``benchmarks/results/svi_defaults.md``:
 on toy1d the ELBO reaches its plateau there, 2,000 steps stop about 48 nats below it). NUTS keeps ``fit``'s defaults, maximum
 tree depth 10 included: a lower depth made this posterior's predictive under-dispersed. The measurements behind both
-are in the README's "Measured" section."""
+are summed up in ``benchmarks/results/README.md``."""
 
 
 def options_per_method(specs: list[tuple[str, str | None]], options: dict[str, Any]) -> list[dict[str, Any]]:

@@ -25,7 +25,7 @@ method              gradients
                     curvature comes on top; an ensemble ``M`` times that (members in parallel processes as cores
                     allow)
 ``mc-dropout``      :math:`T` on a minibatch
-``sgld``, ``sghmc`` :math:`C (W + S \cdot \text{thin})` on a minibatch
+``sgld``/``sghmc``  :math:`C (W + S \cdot \text{thin})` on a minibatch
 ==================  ==========================================================================================
 
 Each estimate says which figure it is (worst case or floor).
