@@ -7,7 +7,7 @@ Per fit (one row, indexed by a unique label such as ``nuts`` or ``svi (meanfield
 ``prior``
 ``predictive``                ``mc`` or ``linearized`` (Laplace), the predictive the metrics use
 ``fit_seconds``               wall time of the fit
-``test_rmse`` / ``test_acc…`` :func:`bnn.inference.evaluation.metrics.evaluate`, in the target's original
+``test_rmse``/``test_acc…``   :func:`bnn.inference.evaluation.metrics.evaluate`, in the target's original
 ``test_ll``, ``coverage_…``   units, with ROC-AUC (binary) and calibration (coverage of the 50%
 ``ece``, ``roc_auc``          and 90% predictive intervals, or expected calibration error)
 ``elbo``                      final ELBO of an SVI fit (a lower bound of the log evidence)
@@ -16,7 +16,7 @@ Per fit (one row, indexed by a unique label such as ``nuts`` or ``svi (meanfield
 ``loo_bad_k``                 with Pareto :math:`\hat k > 0.7`, where the estimate is unreliable
 ``waic_elpd``, ``waic_se``,   WAIC and whether ArviZ warned that it may fail
 ``waic_warning``
-``r_hat_max``, ``ess_bulk_…`` MCMC diagnostics over the weights (NUTS only, unrounded): max
+``r_hat_max``/``ess_bulk_…``  MCMC diagnostics over the weights (NUTS only, unrounded): max
 ``ess_tail_min``              rank-normalised split R-hat (several chains), min bulk and tail
 ``divergences``               ESS (one chain too), the number of divergences
 ``converged``                 the chains' own verdict (:mod:`bnn.inference.diagnostics.convergence`): two or

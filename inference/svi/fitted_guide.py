@@ -29,6 +29,8 @@ class FittedGuide:
         Its parameters, the state of the fit's store (``pyro.get_param_store().get_state()``: ``"params"`` and
         ``"constraints"`` by name).
 
+    Notes
+    -----
     Attributes other than ``guide`` and ``param_state`` are the fitted guide's own (``site_loc_scale()``,
     ``locs``, ``median()``, ...): read outside a call they give the fit's values, since a ``PyroModule`` reads
     its own parameters there. Code that runs the guide in other ways (``elbo_pair()``'s guide, a hand-written
