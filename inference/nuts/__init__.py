@@ -28,6 +28,8 @@ from bnn.inference.nuts.record import NUTSRecord
 UCI_CHAINS = 2
 """The chains of a ``bnn uci`` cell that does not set ``num_chains`` (the default's two, on a machine with the cores)."""
 
+# compare keeps fit's defaults for NUTS, the maximum tree depth of 10 included: a lower depth made toy1d's predictive
+# under-dispersed (benchmarks/results/nuts_defaults.md)
 METHOD = Method(
     "nuts", NUTSOptions, run_nuts, cost=COST, budget_floors={"num_warmup": 100, "num_samples": 100},
     advice="raise --num-warmup and --num-samples (1000 each), run more chains (--num-chains 4), raise --target-accept "

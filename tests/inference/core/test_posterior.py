@@ -114,8 +114,8 @@ def _with_record_field(folder, name, value):
          r"linearization.pt does not hold a linearisation for this model \(TypeError"),
     ],
     ids=["no model entry", "record without method", "record without a field", "record with a wrong type",
-         "partial model entry", "model entry without an argument", "binary fit.json", "foreign posterior.nc", "damaged linearization",
-         "linearization without scale", "linearization not a dict"],
+         "partial model entry", "model entry without an argument", "binary fit.json", "foreign posterior.nc",
+         "damaged linearization", "linearization without scale", "linearization not a dict"],
 )
 def test_each_damaged_file_is_named_with_what_to_do(saved, damage, message):
     damage(saved)
