@@ -34,4 +34,5 @@ class UCIProtocol:
     options: Mapping[str, Any] = field(default_factory=dict)
     selection: str | None = None
     validation: Callable[[Mapping[str, Any], Path], dict[str, list[float]]] | None = None
-    cores: Callable[[Mapping[str, Any]], int] = one_core
+    # a factory, so that the class holds no function attribute that documentation tools would read as a method
+    cores: Callable[[Mapping[str, Any]], int] = field(default_factory=lambda: one_core)
