@@ -90,8 +90,9 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
     each forwarded only when given)."""
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
-    parser.add_argument("--guide-option", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
-                        help="an option of the svi guide, repeatable, for example init_scale=0.01")
+    parser.add_argument("--guide-option", "--guide-options", type=_key_value, action="append", default=[],
+                        metavar="KEY=VALUE", dest="guide_option",
+                        help="an option of the svi guide (guide_options), repeatable, for example init_scale=0.01")
     add_method_flags(parser)
 
 

@@ -38,6 +38,10 @@ def test_every_record_round_trips_through_json(record):
     assert read_record(json.loads(json.dumps(record.to_json()))) == record
 
 
+def test_a_record_labels_its_fit_by_its_method_and_an_svi_fit_by_its_guide_too():
+    assert (NUTS.label, SVI.label, LAPLACE.label) == ("nuts", "svi (meanfield)", "laplace")
+
+
 def test_a_record_holds_its_options_and_writes_them_as_json_holds_them():
     assert SVI.to_json()["options"]["checkpoint_dir"] == "runs/checkpoint" and SVI.options.lr == 0.01
     assert LAPLACE.to_json()["options"]["structure"] == "diag" and LAPLACE.metrics()["structure"] == "diag"

@@ -11,7 +11,7 @@ from bnn.inference.diagnostics.convergence import chain_diagnostics
 from bnn.inference.evaluation.compare import compare, label_fits, rank
 from bnn.inference.evaluation.report import OTHER_CHAIN_ADVICE, convergence_warnings
 from bnn.inference.fit import METHODS
-from bnn.inference.nuts import NUTSRecord
+from bnn.inference.nuts import NUTSOptions, NUTSRecord
 from bnn.models import BayesianMLP
 
 TINY = {
@@ -65,9 +65,9 @@ def chains_posterior(model, samples, x, y) -> Posterior:
     """A NUTS-like posterior of the chains ``samples`` ``(chains, draws, ...)``, diagnosed as ``fit_nuts`` does."""
     chains, draws = next(iter(samples.values())).shape[:2]
     diagnostics = chain_diagnostics(model, samples, x, np.zeros((chains, draws), dtype=bool))
-    record = NUTSRecord(seed=0, train_seconds=0.0, num_warmup=0, num_samples=draws, num_chains=chains, target_accept=0.8,
-                        max_tree_depth=10, dense_mass=False, init="prior", chain_method="sequential", jit_compile=False,
-                        engine="pyro", potential="trace", chain_seeds=[0] * chains, chain_seconds=[0.0] * chains,
+    record = NUTSRecord(seed=0, train_seconds=0.0, options=NUTSOptions(num_warmup=0, num_samples=draws, engine="pyro"),
+                        num_chains=chains, init="prior", chain_method="sequential", potential="trace",
+                        chain_seeds=[0] * chains, chain_seconds=[0.0] * chains,
                         chain_gradients=[0] * chains, gradient_evaluations=0, diagnostics=diagnostics,
                         chains_kept=list(range(chains)))
     return Posterior(model, samples, x, y, record)
@@ -134,8 +134,8 @@ def test_every_built_in_data_set_gets_finite_loo_and_waic(name):
 
 def test_labels_are_unique():
     class Fake:
-        def __init__(self, method, guide=None):
-            self.method, self.record = method, SimpleNamespace(guide=guide)
+        def __init__(self, label):
+            self.record = SimpleNamespace(label=label)
 
-    labels = label_fits([Fake("svi", "autonormal"), Fake("svi", "autonormal"), Fake("nuts"), Fake("svi", "meanfield")])
+    labels = label_fits([Fake("svi (autonormal)"), Fake("svi (autonormal)"), Fake("nuts"), Fake("svi (meanfield)")])
     assert list(labels) == ["svi (autonormal)", "svi (autonormal) #2", "nuts", "svi (meanfield)"]

@@ -23,9 +23,8 @@ from bnn.models import BayesianMLP
 from bnn.cli.main import build_parser
 
 INFERENCE = Path(reliability.__file__).resolve().parents[1]
-WARNING_SOURCES = sorted([*INFERENCE.glob("*/record.py"), *INFERENCE.glob("*/fit.py"), INFERENCE / "map_estimate.py",
-                          INFERENCE / "convergence.py", INFERENCE / "evaluation" / "report.py",
-                          INFERENCE / "evaluation" / "reliability.py"])
+WARNING_SOURCES = sorted(INFERENCE.rglob("*.py"))
+"""Every module of bnn.inference: records, fits, the methods' advice, the MAP search's, the report's."""
 
 
 def parser_flags(command: str) -> set[str]:
