@@ -14,7 +14,8 @@ from bnn.inference.svi.kl_weights import KLWeighting, kl_scaled
 from bnn.models import BayesianMLP, GaussianLikelihood, GaussianPrior
 from pyro.infer import JitTrace_ELBO, Trace_ELBO
 
-from bnn.cli.main import build_parser, fit_options
+from bnn.cli.arguments import fit_options
+from bnn.cli.main import build_parser
 from bnn.options import parse_option
 
 
