@@ -23,8 +23,9 @@ from bnn.models import BayesianMLP
 from bnn.cli.main import build_parser
 
 INFERENCE = Path(reliability.__file__).resolve().parents[1]
-WARNING_SOURCES = sorted([*INFERENCE.glob("*/record.py"), *INFERENCE.glob("*/fit.py"), INFERENCE / "map_estimate.py",
-                          INFERENCE / "convergence.py", INFERENCE / "evaluation" / "report.py",
+WARNING_SOURCES = sorted([*INFERENCE.glob("*/record.py"), *INFERENCE.glob("*/fit.py"),
+                          *(INFERENCE / "posterior_mode" / name for name in ("map_estimate.py", "advice.py", "polish.py")),
+                          INFERENCE / "diagnostics" / "convergence.py", INFERENCE / "evaluation" / "report.py",
                           INFERENCE / "evaluation" / "reliability.py"])
 
 
