@@ -6,11 +6,13 @@ OUT ?= results/demo
 # lint-imports finds a package's modules by walking its folder, which misses the package-dir mapping of
 # pyproject.toml (bnn.inference lives in inference/): it runs on a tree of links laid out like the installed bnn
 IMPORT_TREE := build/import-tree
+# the markers of pyproject.toml's [tool.pytest.ini_options] that make test runs and make test-fast leaves out
+FAST_TIER := not slow and not long and not notebooks and not subprocess and not packaging and not benchmarks
 # the reference in docs/ (Sphinx), built from scratch each time: warnings are errors, so a broken reference or a
 # docstring that is not valid reStructuredText fails `make test`; docs/api/ holds the generated API pages
 DOCS_OUT := build/docs
 
-.PHONY: demo test lint docs
+.PHONY: demo test test-fast import-contracts docs lint
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, found " + sys.version'
@@ -27,11 +29,19 @@ $(VENV)/.installed: pyproject.toml
 demo: $(VENV)/.installed
 	$(VENV)/bin/bnn compare --dataset toy1d --methods svi,nuts,laplace --out $(OUT) --overwrite
 
-test: $(VENV)/.installed docs
+# the docs build, then every test but the slow statistical checks (pytest -m slow): notebooks, packaging, subprocesses
+# and benchmarks included
+test: import-contracts docs
+	$(PY) -m pytest
+
+# the unit tier, before every commit (under 3 minutes on two cores): leaves out the tests marked as slow by nature
+test-fast: import-contracts
+	$(PY) -m pytest -m "$(FAST_TIER)"
+
+import-contracts: $(VENV)/.installed
 	rm -rf $(IMPORT_TREE) && mkdir -p $(IMPORT_TREE)/bnn
 	ln -s $(CURDIR)/bnn/* $(CURDIR)/datasets $(CURDIR)/models $(CURDIR)/guides $(CURDIR)/inference $(IMPORT_TREE)/bnn/
 	cd $(IMPORT_TREE) && $(abspath $(VENV))/bin/lint-imports --config $(CURDIR)/pyproject.toml --no-cache
-	$(PY) -m pytest
 
 docs: $(VENV)/.installed
 	rm -rf $(DOCS_OUT) docs/api

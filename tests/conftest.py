@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import signal
+from pathlib import Path
 
 import pytest
 import torch
 
-from tests.conjugate import conjugate_problem
+from tests.support.conjugate import conjugate_problem
+from tests.support.uci import write_uci_folder
 
 
 @contextlib.contextmanager
@@ -24,7 +26,7 @@ def default_dtype(dtype: torch.dtype):
 
 @pytest.fixture(scope="module")
 def conjugate():
-    """The conjugate linear-regression problem of :mod:`tests.conjugate`, in float64 for the module."""
+    """The conjugate linear-regression problem of :mod:`tests.support.conjugate`, in float64 for the module."""
     with default_dtype(torch.float64):
         yield conjugate_problem()
 
@@ -41,6 +43,12 @@ def float32():
     """The library's usual default dtype, for a test in a module whose ``conjugate`` sets float64 while it lives."""
     with default_dtype(torch.float32):
         yield
+
+
+@pytest.fixture
+def tiny_uci(tmp_path) -> Path:
+    """A folder holding one small data set in the UCI layout, ``tiny``, with two splits (``bnn uci`` and its runner)."""
+    return write_uci_folder(tmp_path / "uci", "tiny")
 
 
 @pytest.fixture(autouse=True)

@@ -12,7 +12,9 @@ import psutil
 import pytest
 
 from bnn.console import INTERRUPTED
-from tests.processes import kill_all, start_bnn
+from tests.support.processes import kill_all, start_bnn
+
+pytestmark = pytest.mark.subprocess
 
 FIT = ["fit", "--dataset", "toy1d", "--hidden", "3", "--quiet"]
 # per method: its options (long enough never to finish), where its work starts, and what the last line says was kept

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.subprocess
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE_DIRS = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
 PACKAGE_FOLDERS = [ROOT / folder for folder in PACKAGE_DIRS.values()]

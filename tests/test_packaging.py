@@ -19,6 +19,8 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+pytestmark = pytest.mark.packaging
+
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 PACKAGE_DIRS = PROJECT["tool"]["setuptools"]["package-dir"]  # import name -> folder of the repository

@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from benchmarks import laplace_uci
+
+pytestmark = pytest.mark.benchmarks
 
 
 def tiny_uci(folder, name="yacht"):

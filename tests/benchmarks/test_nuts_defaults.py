@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from benchmarks import nuts_defaults
+
+pytestmark = pytest.mark.benchmarks
 
 
 def test_settings_parse_to_fit_options():

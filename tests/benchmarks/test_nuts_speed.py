@@ -9,6 +9,8 @@ import pytest
 
 from benchmarks import nuts_speed
 
+pytestmark = pytest.mark.benchmarks
+
 TINY = ["--warmup", "10", "--draws", "10", "--repeats", "1", "--backends", "numpy,eager"]
 
 

@@ -9,6 +9,8 @@ import torch
 
 from benchmarks import svi_defaults
 
+pytestmark = pytest.mark.benchmarks
+
 
 def test_the_mean_field_gap_of_a_correlated_gaussian_is_its_closed_form():
     # for two unit variances with correlation r: Lambda_kk = 1 / (1 - r^2), det Lambda = 1 / (1 - r^2),

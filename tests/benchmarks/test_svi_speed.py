@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from benchmarks import svi_speed
+
+pytestmark = pytest.mark.benchmarks
 
 
 def test_prints_a_table_and_ends_with_the_step_time_ratio(capsys):

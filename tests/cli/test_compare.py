@@ -73,6 +73,7 @@ def interrupt_and_rerun(tmp_path, monkeypatch, capsys):
     return out
 
 
+@pytest.mark.long
 def test_sigterm_keeps_the_finished_fits_and_the_same_command_reuses_them(tmp_path, monkeypatch, capsys):
     interrupt_and_rerun(tmp_path, monkeypatch, capsys)
 
@@ -86,6 +87,7 @@ def test_a_report_with_a_reused_fit_equals_a_fresh_one(tmp_path, monkeypatch, ca
     pd.testing.assert_frame_equal(table, expected)  # the reused fit gives the same report as a fresh one
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("change", [["--seed", "1"], ["--steps", "31"], ["--hidden", "4"],
                                     ["--methods", "svi:meanfield,laplace"]])
 def test_another_command_never_reuses_the_kept_fits(tmp_path, monkeypatch, capsys, change):
@@ -98,6 +100,7 @@ def test_another_command_never_reuses_the_kept_fits(tmp_path, monkeypatch, capsy
     assert len(list((tmp_path / "report.partial-fits").iterdir())) == 1  # the first command's fits are still there
 
 
+@pytest.mark.long
 def test_sigterm_while_writing_the_report_says_what_was_kept(tmp_path, monkeypatch, capsys):
     out = tmp_path / "report"
     sigterm_at(monkeypatch, report, "plot_forest")
@@ -106,6 +109,7 @@ def test_sigterm_while_writing_the_report_says_what_was_kept(tmp_path, monkeypat
     assert not out.exists() and [p.name for p in tmp_path.iterdir()] == ["report.partial-fits"]  # no staging folder left
 
 
+@pytest.mark.long
 def test_ctrl_c_during_a_fit_keeps_the_fits_before_it(tmp_path, monkeypatch, capsys):
     original = cli.fit
 

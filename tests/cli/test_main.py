@@ -14,11 +14,12 @@ from bnn.cli.arguments import fit_options
 from bnn.cli.compare import options_per_method
 from bnn.cli.main import build_parser, main
 from bnn.runtime.atomic import MARKER
-from tests.inference.svi.test_checkpoint import signal_at_step
+from tests.support.interrupts import signal_at_step
 
 RESULT_FILES = {"metrics.json", "posterior.nc", "fit.json", "predictive.png", MARKER}
 
 
+@pytest.mark.long
 def test_fit_writes_the_three_files_and_records_its_own_command(tmp_path):
     out = tmp_path / "a run"  # a space: the recorded command must quote it
     argv = ["fit", "--dataset", "toy1d", "--prior", "gaussian", "--guide", "autonormal", "--method", "svi",
@@ -76,6 +77,7 @@ def test_hidden_none_asks_for_a_network_without_hidden_layers():
     assert arguments.hidden == ()
 
 
+@pytest.mark.subprocess
 def test_module_entry_point_runs(tmp_path):
     result = subprocess.run([sys.executable, "-m", "bnn", "fit", "--help"], capture_output=True, text=True)
     assert result.returncode == 0 and "--prior {gaussian,laplace,scale-mixture}" in result.stdout
@@ -90,6 +92,7 @@ def test_compare_budget_reaches_only_its_methods_and_yields_to_given_options():
     assert options_per_method([("laplace", None)], {}) == [{}]  # a budget of absent methods is no unused option
 
 
+@pytest.mark.long
 @pytest.mark.filterwarnings("ignore::bnn.inference.diagnostics.convergence.ConvergenceWarning")  # 5 + 5 draws: one chain
 def test_nuts_options_reach_the_sampler(tmp_path):
     out = tmp_path / "nuts"
@@ -111,6 +114,7 @@ def test_no_jit_turns_off_the_compare_default():
     assert "jit" not in fit_options(build_parser().parse_args(["compare"]))
 
 
+@pytest.mark.long
 def test_ctrl_c_keeps_a_checkpoint_by_default_and_says_how_to_resume(monkeypatch, tmp_path, capsys):
     out = tmp_path / "run"
     arguments = ["fit", "--dataset", "toy1d", "--hidden", "3", "--steps", "40", "--num-samples", "5", "--quiet",
@@ -156,6 +160,7 @@ def test_a_non_finite_elbo_keeps_the_last_finite_posterior_in_the_out_folder(tmp
     assert kept.record.stopped == "non-finite ELBO at step 1" and kept.record.steps == 1
 
 
+@pytest.mark.long
 def test_laplace_metrics_carry_its_own_diagnostics(tmp_path):
     out = tmp_path / "laplace"
     main(["fit", "--method", "laplace", "--hidden", "2", "--noise", "0.1", "--map-steps", "50", "--num-samples", "20", "--quiet",
@@ -168,6 +173,7 @@ def test_laplace_metrics_carry_its_own_diagnostics(tmp_path):
     assert (metrics["hessian"], metrics["structure"]) == ("ggn", "full")
 
 
+@pytest.mark.long
 def test_the_likelihood_option_sizes_the_network_and_refuses_a_noise(tmp_path, capsys):
     out = tmp_path / "het"
     main(["fit", "--likelihood", "heteroscedastic-gaussian", "--hidden", "3", "--steps", "20", "--num-samples", "10",

@@ -86,6 +86,7 @@ def test_overwrite_refuses_the_current_folder_and_above(tmp_path, capsys, monkey
     assert (tmp_path / "work" / "script.py").is_file()
 
 
+@pytest.mark.long
 @pytest.mark.filterwarnings("ignore:Encountered NaN:UserWarning")  # pyro on the NaN this test provokes
 def test_a_stopped_fit_never_replaces_a_complete_result(tmp_path, capsys):
     out = tmp_path / "run"

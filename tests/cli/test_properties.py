@@ -72,6 +72,7 @@ def clean_error(err: str) -> str:
     return message
 
 
+@pytest.mark.long
 @settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(options=OPTIONS, method=st.sampled_from(["svi", "svi", "laplace"]), out_is_file=st.booleans())
 @example(options={"--lr": "1e38"}, method="svi", out_is_file=False)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from bnn.datasets import load_uci
 
-UCI = Path(__file__).resolve().parents[3] / "shared" / "data" / "uci"
+from tests.support.uci import UCI
 
 
 def write_uci(folder: Path, data: str, train="0\n1\n2\n", test="3\n", features="0\n1\n", target="2\n") -> Path:

@@ -130,6 +130,7 @@ def assert_finite_fit(posterior, x):
     assert torch.isfinite(prediction.mean).all() and torch.isfinite(prediction.std).all()
 
 
+@pytest.mark.long
 @SETTINGS
 @given(case=CASES)
 @example(case=Case(np.zeros((3, FEATURES)), np.array([0.0, math.nan, 1.0]),
@@ -143,6 +144,7 @@ def test_any_regression_data_fits_or_raises_a_value_error_naming_the_defect(case
             run_tiny_fit(case.x, case.y)
 
 
+@pytest.mark.long
 @settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(labels=arrays(np.float64, st.integers(1, 8), elements=st.one_of(
     st.sampled_from([0.0, 1.0, 2.0, -1.0, 0.5]), st.floats(allow_nan=True, allow_infinity=True))),

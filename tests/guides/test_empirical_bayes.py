@@ -20,8 +20,8 @@ from bnn.models import PRIORS, BayesianMLP, GaussianPrior
 from pyro.infer import JitTrace_ELBO, Trace_ELBO
 
 from bnn.cli.main import main
-from tests.conjugate import CHAIN_LOC_LR, NOISE, PRIOR_SCALE, batch_means, stationary_sgd_chain
-from tests.prior_examples import BY_NAME
+from tests.support.conjugate import CHAIN_LOC_LR, NOISE, PRIOR_SCALE, batch_means, stationary_sgd_chain
+from tests.support.prior_examples import BY_NAME
 
 
 @pytest.fixture(autouse=True)
@@ -52,6 +52,7 @@ def test_the_default_start_is_a_prior_draw_of_the_means_with_small_scales():
     assert expected[: guide.num_weights].std() > 0.3  # distinct means: the hidden units start as distinct functions
 
 
+@pytest.mark.long
 def test_the_default_start_fits_where_every_mean_at_zero_stays_a_constant_function():
     """gamma = 0 makes every hidden unit the same function with KL 0: SVI stays there and predicts the mean,
     with an RMSE of the targets' own spread; from a prior draw the same budget fits the sine."""
@@ -152,7 +153,7 @@ LOG_SCALE_LR = 0.1
 
 
 def mean_and_log_scale_step(gamma_rho: torch.Tensor):
-    r"""The ``step`` of :func:`tests.conjugate.stationary_sgd_chain` for ``gamma_rho``: SGD in :math:`(\mu, \ln\sigma)`.
+    r"""The ``step`` of :func:`tests.support.conjugate.stationary_sgd_chain` for ``gamma_rho``: SGD in :math:`(\mu, \ln\sigma)`.
 
     From the raw gradients, :math:`\partial_\mu = \partial_\gamma / \sigma` and
     :math:`\partial_{\ln\sigma} = \sigma\,\partial_\rho / \sigma'(\rho) - \gamma\,\partial_\gamma`
@@ -173,6 +174,7 @@ def mean_and_log_scale_step(gamma_rho: torch.Tensor):
     return step
 
 
+@pytest.mark.long
 def test_fit_reaches_the_exact_empirical_bayes_optimum_and_stores_the_prior_variances(conjugate, tmp_path):
     r"""The fit ends at the optimum :math:`\theta^*` of the closed-form objective :math:`\bar F` (means and log-scales).
 
@@ -182,7 +184,7 @@ def test_fit_reaches_the_exact_empirical_bayes_optimum_and_stores_the_prior_vari
     the chain's average is off :math:`\theta^*` by that average plus the deterministic bias
     :math:`b = -J^{-1}\,\overline{r}`, :math:`r_t = \nabla\bar F(\theta_t) - J(\theta_t - \theta^*)`, computed
     exactly from the closed form; the fit ended within 4 of the chain's stationary standard deviations of
-    :math:`\theta^* + b` (see :func:`tests.conjugate.check_meanfield_optimum`). The prior variances reach the
+    :math:`\theta^* + b` (see :func:`tests.support.conjugate.check_meanfield_optimum`). The prior variances reach the
     InferenceData and the saved posterior.
     """
     optimum = exact_empirical_bayes_optimum(conjugate)

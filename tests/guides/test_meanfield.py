@@ -18,7 +18,7 @@ from bnn.models import BayesianMLP, GaussianLikelihood, GaussianPrior, LaplacePr
 from pyro.infer import Trace_ELBO
 
 from bnn.cli.main import main
-from tests.conjugate import check_meanfield_optimum, meanfield_chain
+from tests.support.conjugate import check_meanfield_optimum, meanfield_chain
 
 MIXED = {"*": GaussianPrior(0.7), "layers.1.weight": LaplacePrior(0.5), "layers.1.bias": ScaleMixturePrior()}
 
@@ -110,6 +110,7 @@ def test_init_options(data):
     torch.testing.assert_close(loc_scale["layers.1.bias"][1], torch.full((1,), 0.6931472))  # softplus(0)
 
 
+@pytest.mark.long
 def test_init_loc_map_weights_start_the_guide_at_the_map_before_any_step(data):
     """Given map_weights of the data (what fit passes for init_loc="map"), mu starts there, sigma at the ML noise."""
     x, y = data
@@ -134,6 +135,7 @@ def test_init_loc_map_is_resolved_by_fit_not_by_the_guide():
         MeanFieldGuide(small_model(), init_loc="map")
 
 
+@pytest.mark.long
 def test_cli_starts_at_the_map(tmp_path):
     out = tmp_path / "map"
     main(["fit", "--dataset", "toy1d", "--guide", "meanfield", "--guide-option", "init_loc=map", "--hidden", "4",
@@ -189,6 +191,7 @@ def bootstrap_total_variance(rows: torch.Tensor, resamples: int, seed: int) -> t
     return ((squares - sums**2 / n) / (n - 1)).sum(-1)
 
 
+@pytest.mark.long
 def test_local_reparameterisation_lowers_the_gradient_variance_and_keeps_its_mean():
     data = load_toy1d(n_train=100)
     seeds = 100
@@ -212,6 +215,7 @@ def test_a_prior_swap_needs_a_new_guide(data):
         guide(x, y)
 
 
+@pytest.mark.long
 def test_guides_of_two_fits_keep_their_own_parameters_and_same_seed_gives_same_numbers(data):
     a = fit(small_model(), data, guide="meanfield", steps=15, seed=1, progress=False, num_samples=5)
     assert not pyro.get_param_store().keys()  # the fit ran in its own scope
@@ -230,6 +234,7 @@ def test_guides_of_two_fits_keep_their_own_parameters_and_same_seed_gives_same_n
     assert all(torch.equal(again.samples[k], a.samples[k]) for k in a.samples)
 
 
+@pytest.mark.long
 @pytest.mark.parametrize(
     "options", [{"kl": "closed-form", "local_reparameterisation": False}, {"kl": "monte-carlo"},
                 {"local_reparameterisation": True}], ids=str
@@ -237,7 +242,7 @@ def test_guides_of_two_fits_keep_their_own_parameters_and_same_seed_gives_same_n
 def test_reaches_the_mean_field_optimum_of_the_conjugate_posterior(conjugate, options):
     """Means equal the exact posterior mean m, variances the mean-field optimum 1/Lambda_kk: SGD steps from the
     fit's end, with an exact stationary mean, average to them within 4 batch-means standard errors, and the fit
-    ended within their stationary spread (:func:`tests.conjugate.check_meanfield_optimum`)."""
+    ended within their stationary spread (:func:`tests.support.conjugate.check_meanfield_optimum`)."""
     posterior = fit(
         conjugate.model, (conjugate.x, conjugate.y), guide="meanfield", guide_options={"init_rho": -3.0, **options},
         steps=1000, lr=0.01, lr_schedule="cosine", final_lr_fraction=0.01, num_particles=8, jit=True, seed=1,
@@ -247,6 +252,7 @@ def test_reaches_the_mean_field_optimum_of_the_conjugate_posterior(conjugate, op
     check_meanfield_optimum(conjugate, chain, fitted)
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("prior", ["gaussian", "laplace", "scale-mixture"])
 def test_cli_fits_with_each_prior(tmp_path, prior):
     out = tmp_path / prior

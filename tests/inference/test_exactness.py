@@ -1,9 +1,9 @@
-r"""Every method against the closed-form posterior of Bayesian linear regression (tests/conjugate.py).
+r"""Every method against the closed-form posterior of Bayesian linear regression (tests/support/conjugate.py).
 
 Each method registers what it must match in ``CHECKS``:
 
 * ``svi`` (AutoNormal, mean field): from the fit's end, SGD steps whose stationary mean is
-  exactly the mean-field optimum (:func:`tests.conjugate.stationary_sgd_chain`): their
+  exactly the mean-field optimum (:func:`tests.support.conjugate.stationary_sgd_chain`): their
   average equals :math:`m` and the variances :math:`1/\Lambda_{kk}` within 4 batch-means
   standard errors, lies below :math:`S_{kk}` by more than 4 of them, and the fit ended
   within 4 of the chain's stationary standard deviations of it.
@@ -34,7 +34,7 @@ from bnn.inference import fit
 from bnn.models import ARCHITECTURES, BayesianNetwork, WeightSite
 
 from tests.conftest import default_dtype
-from tests.conjugate import NUM_FEATURES, autonormal_chain, check_meanfield_optimum, conjugate_problem
+from tests.support.conjugate import NUM_FEATURES, autonormal_chain, check_meanfield_optimum, conjugate_problem
 
 
 @ARCHITECTURES.register("test-slope-intercept")
@@ -104,6 +104,7 @@ CHECKS = {
 }
 
 
+@pytest.mark.long
 @pytest.mark.parametrize(
     "method, engine", [(method, None) for method in sorted(set(CHECKS) - {"nuts"})] + [("nuts", "nutpie"), ("nuts", "pyro")]
 )

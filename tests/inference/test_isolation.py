@@ -75,6 +75,7 @@ def assert_same_fit(a: Posterior, b: Posterior) -> None:
     torch.testing.assert_close(a.predict(X).std, b.predict(X).std, rtol=0, atol=0)
 
 
+@pytest.mark.long
 @pytest.mark.filterwarnings("ignore::bnn.inference.diagnostics.convergence.ConvergenceWarning")  # 20 + 20 draws need not converge
 @pytest.mark.parametrize("first, second", PAIRS, ids=[f"{a}-then-{b}" for a, b in PAIRS])
 def test_two_different_fits_in_one_process_equal_their_solo_runs(first, second, toy, solo):
@@ -87,6 +88,7 @@ def test_two_different_fits_in_one_process_equal_their_solo_runs(first, second, 
     assert_same_fit(two, expected[1])
 
 
+@pytest.mark.long
 @pytest.mark.filterwarnings("ignore::bnn.inference.diagnostics.convergence.ConvergenceWarning")
 @pytest.mark.parametrize("method", sorted(BUDGET))
 def test_a_fit_gives_the_same_numbers_after_save_load(method, toy, solo, tmp_path):

@@ -165,6 +165,7 @@ def test_the_ggn_of_a_heteroscedastic_gaussian_is_its_fisher():
         torch.testing.assert_close(output_hessian(likelihood, f[i : i + 1], {})[0], expected)
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("hessian", ["ggn", "exact"])
 def test_laplace_fits_a_heteroscedastic_model_and_predicts_by_monte_carlo(hessian):
     generator = torch.Generator().manual_seed(0)

@@ -110,6 +110,7 @@ def test_bad_model_options_are_refused(kwargs, message):
         BayesianMLP(3, kwargs.pop("out_features"), **kwargs)
 
 
+@pytest.mark.long
 def test_pyro_tools_work_on_the_model_directly(data):
     """Vectorised particles, Predictive(parallel=True), an autoguide the collection does not wrap, MCMC."""
     x, y = data

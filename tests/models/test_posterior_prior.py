@@ -7,7 +7,7 @@ import pytest
 import torch
 from bnn.models import BayesianMLP, GaussianPrior, MultiHeadMLP, PosteriorPrior, get_prior
 
-from tests.prior_examples import example_prior
+from tests.support.prior_examples import example_prior
 
 
 def model() -> BayesianMLP:

@@ -11,7 +11,7 @@ from bnn.models.priors import register_prior
 from bnn.models.scale_mixture import ScaleMixtureNormal
 from bnn.models.sites import WeightSite
 
-from tests.prior_examples import example_prior
+from tests.support.prior_examples import example_prior
 
 SITE = WeightSite("layers.1.weight", 1, torch.Size([3, 4]), fan_in=4)
 

@@ -10,7 +10,7 @@ from bnn.inference import fit
 from bnn.inference.core.prediction import MIN_OBSERVATION_DRAWS
 from bnn.models import LIKELIHOODS, PRIORS, BayesianMLP
 
-from tests.prior_examples import example_prior
+from tests.support.prior_examples import example_prior
 
 TARGETS = {
     "gaussian": (1, lambda n, g: torch.randn(n, generator=g)),
@@ -20,7 +20,7 @@ TARGETS = {
 }
 
 
-@pytest.mark.parametrize("hidden", [(), (6,), (5, 4)])
+@pytest.mark.parametrize("hidden", [(), (6,), pytest.param((5, 4), marks=pytest.mark.long)])
 @pytest.mark.parametrize("prior", PRIORS.names())
 @pytest.mark.parametrize("likelihood", LIKELIHOODS.names())
 def test_a_few_svi_steps(hidden, prior, likelihood):

@@ -90,12 +90,14 @@ def kill_a_writer(tmp_path: Path, delay: float, mode: str) -> None:
     complete_generation(target)
 
 
+@pytest.mark.subprocess
 @settings(max_examples=30, deadline=None, derandomize=True)
 @given(delay=st.floats(0, 0.03), mode=st.sampled_from(["exchange", "two-renames"]))
 def test_a_killed_overwrite_leaves_the_old_or_the_new_result(tmp_path_factory, delay, mode):
     kill_a_writer(tmp_path_factory.mktemp("kill"), delay, mode)
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(delay=st.floats(0, 0.1), mode=st.sampled_from(["exchange", "two-renames"]))
@@ -113,6 +115,7 @@ def test_the_swap_is_one_exchange_on_linux(tmp_path):
     assert (tmp_path / "b" / "x").read_text() == "a" and not any((tmp_path / "a").iterdir())
 
 
+@pytest.mark.subprocess
 def test_only_dead_writers_staging_folders_are_removed(tmp_path):
     target = tmp_path / "result"
     write_generation(target, 1)
@@ -125,6 +128,7 @@ def test_only_dead_writers_staging_folders_are_removed(tmp_path):
     assert mine.exists() and not theirs.exists() and other.exists()  # a live writer's, and another target's, stay
 
 
+@pytest.mark.subprocess
 def test_an_old_folder_moved_aside_by_a_killed_writer_comes_back(tmp_path):
     target = tmp_path / "result"
     write_generation(target, 4)

@@ -91,6 +91,7 @@ def test_every_bar_of_the_package_goes_through_the_policy():
     assert progress.__file__.startswith(str(ROOT))
 
 
+@pytest.mark.subprocess
 def test_a_fit_logged_to_a_file_writes_a_few_plain_lines(tmp_path):
     log = tmp_path / "log.txt"
     with log.open("w") as handle:

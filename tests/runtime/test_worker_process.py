@@ -12,7 +12,9 @@ import time
 import psutil
 import pytest
 
-from tests.processes import LOKY_WORKER, ROOT, kill_all
+from tests.support.processes import LOKY_WORKER, ROOT, kill_all
+
+pytestmark = pytest.mark.subprocess
 
 FIRST_WORKERS_MASK = """
 import json, loky, signal

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from bnn.runtime.workers import available_cores, one_torch_thread
-from tests.processes import kill_all, loky_workers, start_bnn, still_running
+from tests.support.processes import kill_all, loky_workers, start_bnn, still_running
 
 WORKERS_GONE_SECONDS = 5
 
@@ -32,6 +32,7 @@ ENSEMBLE = ["fit", "--dataset", "toy1d", "--hidden", "3", "--quiet", "--method",
 NUTS_SAMPLING = "bnn.inference.nuts.chains:_ProgressBars.__call__"
 
 
+@pytest.mark.subprocess
 @pytest.mark.skipif(available_cores() < 2, reason="the work runs in processes only with two cores")
 @pytest.mark.parametrize("arguments, working", [
     pytest.param(NUTS, None, id="nuts-workers-importing"),

@@ -13,7 +13,7 @@ from bnn.inference.cavi import exact_posterior, normal_gamma_regression
 from pyro import poutine
 from scipy import stats
 
-from tests.inference.cavi.conftest import regression_problem
+from tests.support.cavi import regression_problem
 
 
 def gamma(shape: float, rate: float) -> dist.Gamma:

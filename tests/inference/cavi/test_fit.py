@@ -7,7 +7,7 @@ import pytest
 import torch
 from bnn.inference.cavi import exact_posterior, fit_cavi
 
-from tests.inference.cavi.conftest import regression_problem
+from tests.support.cavi import regression_problem
 
 ROUND_OFF = 1e-13  # relative: float64 ELBO sums of a few hundred terms
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 from bnn.inference.cavi import fit_cavi, fit_svi, meanfield_elbo
 
-from tests.inference.cavi.conftest import regression_problem
+from tests.support.cavi import regression_problem
 
 STEPS = 200
 

@@ -22,6 +22,7 @@ def small(benchmark: ContinualBenchmark, tasks: int = 2, rows: int = 30) -> Cont
     return ContinualBenchmark(first.name, kept, first.likelihood, first.out_features, first.multi_head)
 
 
+@pytest.mark.long
 def test_every_method_learns_two_tasks_and_a_rerun_resumes(tmp_path):
     benchmark = small(load_split_digits())
     first = run_continual(benchmark, CONTINUAL_METHODS.names(), tmp_path, **TINY)
@@ -77,6 +78,7 @@ def test_forgetting_and_tables():
     assert forgetting([[0.9]], "accuracy") is None
 
 
+@pytest.mark.long
 def test_command_line_writes_the_report(tmp_path, capsys):
     main(["continual", "--benchmark", "moving-regression", "--methods", "finetune,online-laplace", "--hidden", "8",
           "--steps", "20", "--num-samples", "5", "--out", str(tmp_path), "--quiet"])

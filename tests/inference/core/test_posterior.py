@@ -86,6 +86,7 @@ def _with_record_field(folder, name, value):
     return {**meta, "record": {**meta["record"], name: value}}
 
 
+@pytest.mark.long
 @pytest.mark.parametrize(
     "damage, message",
     [
@@ -149,6 +150,7 @@ def _cut_site(idata):
     idata.posterior = idata.posterior.isel({idata.posterior["layers.0.weight"].dims[2]: slice(0, 2)})
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("damage, message", [
     (lambda run: _write_fit_json(run, {**json.loads((run / "fit.json").read_text()), "extra": 1}),
      r"fit.json has unknown entries \['extra'\]; it holds \['model', 'record', 'schema_version'\]"),
@@ -205,6 +207,7 @@ def test_the_same_posterior_predicts_the_same_draws(posterior):
     assert not torch.equal(posterior.predict(x, seed=1).draws, posterior.predict(x, seed=2).draws)
 
 
+@pytest.mark.long
 def test_classification_metrics_in_the_right_ranges():
     data = load_dataset("breast_cancer")
     model = BayesianMLP(data.in_features, 1, hidden=(8,), likelihood="bernoulli")
@@ -245,6 +248,7 @@ def test_the_saved_file_keeps_the_draws_and_a_float32_log_likelihood_and_no_pred
                                posterior.pointwise_log_likelihood(posterior.x, posterior.y))
 
 
+@pytest.mark.long
 def test_each_saved_draw_costs_its_weights_and_one_float32_log_likelihood_per_row(tmp_path):
     data = load_toy1d(n_train=200, n_test=10)
     model = BayesianMLP(1, 1, hidden=(6,), likelihood={"name": "gaussian", "scale": None})

@@ -15,7 +15,7 @@ from bnn.inference import Posterior, fit
 from bnn.models import BayesianMLP, GaussianLikelihood, GaussianPrior, PosteriorPrior
 from pyro.infer import JitTrace_ELBO
 
-from tests.conjugate import ConjugateProblem, check_meanfield_optimum, log_scale_step, stationary_sgd_chain
+from tests.support.conjugate import ConjugateProblem, check_meanfield_optimum, log_scale_step, stationary_sgd_chain
 
 NOISE, PRIOR_SCALE, HALF = 0.5, 1.0, 20
 BETA, BIAS = torch.tensor([0.8, -0.5]), 0.3
@@ -68,6 +68,7 @@ def linear_model(prior=None) -> BayesianMLP:
 FIRST_PRIOR = (torch.zeros(3), torch.full((3,), PRIOR_SCALE**2))
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("structure", ["diag", "full"])
 def test_laplace_in_sequence_is_the_posterior_of_all_the_data(structure):
     (x1, y1), (x2, y2) = orthogonal_half(1), orthogonal_half(2)
@@ -85,6 +86,7 @@ def test_laplace_in_sequence_is_the_posterior_of_all_the_data(structure):
     assert second.as_prior().source == "laplace"
 
 
+@pytest.mark.long
 def test_moment_matching_the_exact_gaussian_gives_its_moments_within_monte_carlo_error():
     """Draws of the exact half-1 posterior, moment matched: means within 4 standard errors sd/sqrt(S), variances
     within 4 of theirs, sqrt(2/(S-1)) var (Gaussian draws)."""
@@ -127,7 +129,7 @@ def _meanfield_fit(model, data) -> tuple[Posterior, torch.Tensor, torch.Tensor]:
 @pytest.mark.slow
 def test_vcl_in_sequence_reaches_each_mean_field_optimum_and_they_compose_to_the_joint_posterior():
     """Each mean-field fit reaches the exact optimum under the prior it was given (4 batch-means standard errors,
-    :func:`tests.conjugate.check_meanfield_optimum`); those optima compose exactly to the joint posterior."""
+    :func:`tests.support.conjugate.check_meanfield_optimum`); those optima compose exactly to the joint posterior."""
     (x1, y1), (x2, y2) = orthogonal_half(1), orthogonal_half(2)
     first, chain, fitted = _meanfield_fit(linear_model(), (x1, y1))
     mean1, variance1 = exact_posterior(x1, y1, *FIRST_PRIOR)
@@ -156,6 +158,7 @@ def test_vcl_short_run_moves_towards_the_joint_posterior():
     assert (loc - joint_mean).abs().max() < 0.05, loc - joint_mean
 
 
+@pytest.mark.long
 def test_the_prior_survives_save_and_load_of_a_posterior_fitted_under_it(tmp_path):
     x1, y1 = orthogonal_half(1)
     carried = fit(linear_model(), (x1, y1), method="laplace", progress=False, num_samples=5).as_prior()
@@ -167,6 +170,7 @@ def test_the_prior_survives_save_and_load_of_a_posterior_fitted_under_it(tmp_pat
     assert loaded.as_prior(moment_matching=True).source == "moment-matching"
 
 
+@pytest.mark.long
 def test_a_last_layer_laplace_posterior_is_refused():
     model = BayesianMLP(2, 1, hidden=(3,), likelihood=GaussianLikelihood(scale=NOISE))
     posterior = fit(model, orthogonal_half(1), method="laplace", structure="last-layer", progress=False, num_samples=5)

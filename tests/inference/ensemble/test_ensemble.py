@@ -74,6 +74,7 @@ def workers_of(parent: int) -> list[int]:
             if parent_of(pid) == parent and alive(pid) and "resource_tracker" not in command_of(pid)]
 
 
+@pytest.mark.long
 def test_each_member_is_one_draw_of_its_own_map_fit(sequential):
     assert sequential.num_chains == 1 and sequential.num_draws == 3
     assert sequential.samples["layers.0.weight"].shape == (1, 3, 4, 1) and sequential.samples["sigma"].shape == (1, 3)
@@ -90,6 +91,7 @@ def test_each_member_is_one_draw_of_its_own_map_fit(sequential):
     assert record.noise == pytest.approx(sequential.samples["sigma"][0].tolist())
 
 
+@pytest.mark.long
 def test_the_same_seed_gives_the_same_members_and_another_seed_others(sequential):
     again = fit(small_model(), (X, Y), "ensemble", num_members=3, member_method="sequential", seed=1, **QUICK)
     other = fit(small_model(), (X, Y), "ensemble", num_members=3, member_method="sequential", seed=2, **QUICK)
@@ -100,6 +102,7 @@ def test_the_same_seed_gives_the_same_members_and_another_seed_others(sequential
         assert not torch.equal(other.samples["layers.0.weight"][0, member], sequential.samples["layers.0.weight"][0, member])
 
 
+@pytest.mark.subprocess
 def test_processes_give_the_same_members_as_the_sequence_and_end_with_the_fit(sequential):
     parallel = fit(small_model(), (X, Y), "ensemble", num_members=3, member_method="parallel", seed=1, **QUICK)
     assert parallel.record.member_method == "parallel"
@@ -252,6 +255,7 @@ def test_the_record_metrics_name_the_members(sequential):
     assert json.loads(json.dumps(metrics)) == metrics
 
 
+@pytest.mark.long
 def test_the_command_line_takes_the_method_and_its_options(tmp_path):
     out = tmp_path / "run"
     main(["fit", "--method", "ensemble", "--num-members", "2", "--member-method", "sequential", "--map-steps", "20",

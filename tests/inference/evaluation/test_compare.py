@@ -35,6 +35,7 @@ def fits(toy):
     return [fit(model, toy, method, seed=0, progress=False, **TINY[method]) for method in TINY]
 
 
+@pytest.mark.long
 def test_regression_table_has_every_column_and_loo_waic_for_every_method(fits, toy):
     table = compare(fits, toy)
     assert list(table.index) == ["svi (meanfield)", "nuts", "laplace"]
@@ -53,6 +54,7 @@ def test_regression_table_has_every_column_and_loo_waic_for_every_method(fits, t
     assert set(ranking.index) == set(table.index) and ranking["weight"].sum() == pytest.approx(1.0)
 
 
+@pytest.mark.long
 def test_classification_table_has_accuracy_auc_and_ece():
     data = load_dataset("breast_cancer")
     model = BayesianMLP(data.in_features, 1, hidden=(4,), likelihood="bernoulli")
@@ -79,6 +81,7 @@ CHAIN_DRAWS = 5000
 stay below 1.01 by ~60 sd (with 2 x 100 draws the sd is ~0.008 and they cross 1.01 often)."""
 
 
+@pytest.mark.long
 def test_chains_that_disagree_are_flagged(toy):
     """Two chains around different functions (one shifted by 3 posterior sds of the output bias + 1), against two
     chains of independent draws from one distribution."""
@@ -117,6 +120,7 @@ def test_one_chain_nuts_gets_ess_but_no_r_hat(toy):
     assert not row["converged"]  # one chain cannot show that it found the whole posterior
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("name", DATASETS.names())
 def test_every_built_in_data_set_gets_finite_loo_and_waic(name):
     data = load_dataset(name)

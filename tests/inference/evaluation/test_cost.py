@@ -36,6 +36,7 @@ def test_nuts_worst_case_bounds_the_gradients_of_a_short_run_and_times_them_to_a
     assert 0.1 < measured / estimate.seconds_per_gradient < 10
 
 
+@pytest.mark.long
 def test_svi_estimate_is_within_an_order_of_magnitude_of_a_measured_run(problem):
     model, data = problem
     options = dict(steps=200, num_samples=10, progress=False)

@@ -34,6 +34,7 @@ def test_bad_shapes_are_named(x, x_train, message):
         nearest_training_distance(x, x_train)
 
 
+@pytest.mark.long
 def test_the_picture_is_written(tmp_path):
     data = load_toy1d(n_train=30, n_test=10)
     model = BayesianMLP(1, 1, hidden=(5,))

@@ -6,7 +6,10 @@ import os
 import subprocess
 import sys
 
+import pytest
 
+
+@pytest.mark.subprocess
 def test_importing_the_plots_keeps_the_users_backend():
     """A notebook's inline backend (here: svg, set the same way through MPLBACKEND) survives the import."""
     probe = ("import matplotlib; import bnn.inference.evaluation.plots, bnn.inference.evaluation.posterior_plots, "

@@ -52,6 +52,7 @@ def test_option_names_become_flags_and_plain_words_stay():
     assert with_flags("the not_an_option stays") == "the not_an_option stays"
 
 
+@pytest.mark.long
 def test_an_elbo_still_rising_is_reported_once():
     """SVI's record reports its own unfinished ELBO (:mod:`bnn.inference.svi.elbo_trend`); the report adds no second line."""
     model = BayesianMLP(1, 1, hidden=(8,))

@@ -12,6 +12,7 @@ from bnn.cli.main import main
 from bnn.runtime.atomic import MARKER
 
 
+@pytest.mark.long
 @pytest.mark.filterwarnings("ignore::bnn.inference.diagnostics.convergence.ConvergenceWarning")  # 10 + 10 draws need not converge
 def test_compare_command_writes_the_report_of_all_three_methods(tmp_path):
     out = tmp_path / "report"
@@ -61,6 +62,7 @@ def test_markdown_table_and_slugs():
     assert slug("svi (meanfield) #2") == "svi-meanfield-2"
 
 
+@pytest.mark.long
 def test_each_fits_own_warnings_reach_the_report(tmp_path):
     data = load_toy1d(n_train=30, n_test=10)
     model = BayesianMLP(1, 1, hidden=(3,), likelihood={"name": "gaussian", "scale": 0.1})

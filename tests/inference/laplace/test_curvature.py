@@ -24,7 +24,7 @@ from bnn.models.likelihoods import GaussianLikelihood
 from bnn.models.sites import WeightSite
 from torch.autograd.functional import hessian, jacobian
 
-from tests.conjugate import NOISE, conjugate_problem
+from tests.support.conjugate import NOISE, conjugate_problem
 
 GGN, EXACT = HessianType.GGN, HessianType.EXACT
 FULL, DIAG, LAST = Structure.FULL, Structure.DIAG, Structure.LAST_LAYER
@@ -147,6 +147,7 @@ print((after - before) * 1024 / (dim * dim * 8), FULL_MATRICES_AT_PEAK)
 """
 
 
+@pytest.mark.subprocess
 def test_the_declared_peak_covers_the_measured_peak_of_the_factorisation():
     """In a fresh process, the resident memory the factorisation adds on top of the precision it is given
     stays within the other ``FULL_MATRICES_AT_PEAK - 1`` matrices of the memory check (ru_maxrss, D = 2000)."""

@@ -1,6 +1,6 @@
 """The Laplace method behind ``fit``: against closed forms of Bayesian linear and logistic regression.
 
-Bayesian linear regression (tests/conjugate.py) is linear-Gaussian, so its Laplace
+Bayesian linear regression (tests/support/conjugate.py) is linear-Gaussian, so its Laplace
 approximation, linearised predictive and Laplace evidence are all exact:
 :math:`p(y) = \\mathcal{N}(y; 0, \\sigma^2 I + s^2 \\Phi\\Phi^\\top)` and the predictive at
 :math:`\\phi^*` is :math:`\\mathcal{N}(\\phi^{*\\top} m, \\sigma^2 + \\phi^{*\\top} S \\phi^*)`.
@@ -22,7 +22,7 @@ from bnn.models import BayesianMLP, GaussianPrior, LaplacePrior
 from scipy.optimize import minimize, minimize_scalar
 
 from bnn.cli.main import main
-from tests.conjugate import NOISE, PRIOR_SCALE
+from tests.support.conjugate import NOISE, PRIOR_SCALE
 
 FAST = dict(map_steps=100, map_tolerance=1e-4, num_samples=200, tune_prior_precision=False, progress=False)  # mode to 1e-4 sd
 
@@ -133,6 +133,7 @@ def exact_log_evidence_with_noise(conjugate, noise: float, prior_variance: float
     return torch.distributions.MultivariateNormal(torch.zeros(phi.shape[0]), cov).log_prob(conjugate.y).item()
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("tune", [False, True])
 def test_a_learned_noise_is_the_one_maximising_the_exact_evidence(conjugate, tune):
     """Linear-Gaussian with an unknown noise: the evidence is exact, p(y | sigma, alpha) = N(y; 0, sigma^2 I + s^2 /
@@ -175,6 +176,7 @@ def test_binary_linearised_predictive_is_the_probit_approximation(conjugate):
     torch.testing.assert_close(prediction.std, (prediction.probs * (1 - prediction.probs)).sqrt(), rtol=1e-8, atol=0)
 
 
+@pytest.mark.long
 def test_multiclass_linearised_predictive_is_the_multiclass_probit(conjugate):
     model = BayesianMLP(2, 3, hidden=(), prior=GaussianPrior(1.0), likelihood="categorical")
     labels = torch.bucketize(conjugate.y, conjugate.y.quantile(torch.tensor([1 / 3, 2 / 3])))
@@ -189,6 +191,7 @@ def test_multiclass_linearised_predictive_is_the_multiclass_probit(conjugate):
     torch.testing.assert_close(prediction.probs, probs, rtol=1e-8, atol=0)
 
 
+@pytest.mark.long
 def test_last_layer_works_with_a_laplace_prior_below_a_gaussian_last_layer(conjugate):
     model = BayesianMLP(2, 1, hidden=(3,), prior={"*": LaplacePrior(1.0), "layers.1": GaussianPrior(1.0)},
                         likelihood={"name": "gaussian", "scale": NOISE})
@@ -242,6 +245,7 @@ def test_a_prior_with_no_curvature_anywhere_is_refused_before_the_map(conjugate,
         fit(model, (conjugate.x, conjugate.y), "laplace", tune_prior_precision=True, progress=False)
 
 
+@pytest.mark.long
 def test_command_line_writes_the_three_files_and_refuses_wrong_combinations(float32, tmp_path, capsys):
     out = tmp_path / "laplace"
     common = ["fit", "--dataset", "toy1d", "--hidden", "4", "--noise", "0.1", "--quiet", "--out"]
@@ -269,6 +273,7 @@ def test_an_unconverged_map_is_reported_loudly(conjugate):
     assert posterior.record.map_converged is False
 
 
+@pytest.mark.long
 def test_log_likelihood_is_the_linearised_networks_and_mc_keeps_the_network(conjugate):
     """LOO/WAIC read the pointwise log-likelihood of the predictive Laplace reports (the GLM):
     at every draw, f(x; theta_MAP) + J (theta - theta_MAP), checked against torch.func.jvp."""

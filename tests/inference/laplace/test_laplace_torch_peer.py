@@ -79,6 +79,7 @@ CASES = [("regression", "full"), *(pytest.param(task, structure, marks=pytest.ma
 """Full regression in the default run, every other pairing in the slow one."""
 
 
+@pytest.mark.long
 @pytest.mark.parametrize(("task", "structure"), CASES)
 def test_precision_covariance_evidence_and_glm_predictive_match_laplace_torch(task, structure):
     model, posterior, x, y, x_test = collection_fit(task, structure)

@@ -9,7 +9,7 @@ from bnn.inference import fit
 from bnn.inference.laplace import posterior_precision
 from bnn.models import BayesianMLP, GaussianPrior
 
-from tests.conjugate import NOISE, PRIOR_SCALE
+from tests.support.conjugate import NOISE, PRIOR_SCALE
 
 
 def test_on_the_conjugate_model_both_curvatures_are_the_exact_precision(conjugate):
@@ -26,6 +26,7 @@ def test_on_the_conjugate_model_both_curvatures_are_the_exact_precision(conjugat
     assert torch.allclose(last_layer, exact, atol=1e-10)  # no hidden layer: the last layer is everything
 
 
+@pytest.mark.long
 def test_the_ggn_precision_of_a_bnn_is_positive_definite_and_its_exact_hessian_differs():
     data = load_toy1d(n_train=40, n_test=5)
     model = BayesianMLP(1, 1, hidden=(10,), prior=GaussianPrior(1.0), likelihood={"name": "gaussian", "scale": None})

@@ -14,7 +14,7 @@ from bnn.inference.evaluation.compare import compare, rank
 from bnn.models import BayesianMLP
 from sklearn.linear_model import LogisticRegression
 
-from tests.conjugate import NOISE, PRIOR_SCALE
+from tests.support.conjugate import NOISE, PRIOR_SCALE
 
 
 @pytest.fixture(scope="module")
@@ -30,6 +30,7 @@ def test_the_estimate_is_the_mode_of_the_exact_posterior(conjugate, estimate):
     assert estimate.record.map_converged and estimate.record.problems() == []
 
 
+@pytest.mark.long
 def test_the_mle_is_least_squares_and_the_map_is_ridge(conjugate):
     # linear network, Gaussian noise sigma, prior N(0, s^2 I) on weight and bias: the MLE minimises ||y - Phi b||^2,
     # the MAP adds the penalty (sigma / s)^2 ||b||^2; both in closed form
@@ -57,6 +58,7 @@ def test_the_mle_of_a_learned_noise_is_the_root_mean_squared_residual(conjugate)
     assert estimate.record.log_likelihood == pytest.approx(expected, rel=1e-10)
 
 
+@pytest.mark.long
 def test_the_mle_of_a_logistic_network_is_unpenalised_logistic_regression():
     # overlapping classes, so the MLE is finite; scikit-learn's Newton solver without a penalty (C = inf), tight tolerance
     rng = np.random.default_rng(0)
@@ -88,6 +90,7 @@ def test_the_predictive_is_the_plug_in_one_whose_only_spread_is_the_noise(conjug
     assert torch.allclose(prediction.std, torch.full((2,), NOISE), atol=5 * NOISE / math.sqrt(2 * (draws - 1)))
 
 
+@pytest.mark.long
 def test_same_seed_same_estimate_and_a_record_that_survives_save_and_load(tmp_path):
     data = load_toy1d(n_train=30, n_test=10)
     model = BayesianMLP(1, 1, hidden=(6,), likelihood={"name": "gaussian", "scale": None})
@@ -107,6 +110,7 @@ def test_a_map_that_stops_short_says_so():
     assert "the MAP did not converge" in estimate.record.problems()[0]
 
 
+@pytest.mark.long
 def test_compare_has_no_loo_for_a_point_estimate_and_rank_leaves_it_out():
     data = load_toy1d(n_train=30, n_test=10)
     model = BayesianMLP(1, 1, hidden=(6,))

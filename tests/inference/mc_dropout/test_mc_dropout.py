@@ -44,6 +44,7 @@ def masks_of(posterior: Posterior) -> list[torch.Tensor]:
     return [(posterior.draws()[site.name] != 0).any(-2).to(X.dtype) / keep for site in posterior.model.sites[::2]]
 
 
+@pytest.mark.long
 def test_draws_zero_whole_columns_at_the_dropout_rate(posterior):
     weights = posterior.extras["weights"]
     draws = posterior.draws()
@@ -89,6 +90,7 @@ def test_other_priors_and_a_fixed_noise_train(prior):
     assert all(torch.isfinite(value).all() for value in posterior.samples.values())
 
 
+@pytest.mark.long
 def test_a_learned_noise_is_fitted_and_every_draw_holds_it():
     model = BayesianMLP(3, 1, hidden=(5,), likelihood={"name": "gaussian", "scale": None})
     posterior = fit(model, (X, Y), "mc-dropout", steps=300, num_samples=3, dropout_rate=0.01, progress=False)

@@ -27,6 +27,7 @@ def potential(conjugate, values: dict[str, torch.Tensor]) -> float:
     return -float(poutine.trace(conditioned).get_trace(conjugate.x, conjugate.y).log_prob_sum())
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("engine", ["nutpie", "pyro"])
 def test_energy_less_the_previous_potential_is_a_fresh_momentum(conjugate, engine):
     posterior = fit(conjugate.model, (conjugate.x, conjugate.y), "nuts", num_warmup=100, num_samples=NUM_SAMPLES,
@@ -46,6 +47,7 @@ def test_energy_less_the_previous_potential_is_a_fresh_momentum(conjugate, engin
     assert stats.kstest(twice_kinetic, stats.chi2(dim).cdf).pvalue > 0.001
 
 
+@pytest.mark.long
 def test_arviz_reads_the_energy(conjugate):
     """``az.bfmi`` and ``az.plot_energy`` work on the posterior; a 3-d Gaussian posterior is explored well (E-BFMI
     far above Stan's warning level of 0.3)."""

@@ -22,7 +22,7 @@ from bnn.inference.nuts.engines.nutpie import ZERO_GRADIENT_NUDGE, nudged_start
 from bnn.inference.nuts.potential import Backend, FlatPotential
 from bnn.models import BayesianMLP, GaussianLikelihood, GaussianPrior, Prior
 
-from tests.conjugate import NOISE, NUM_FEATURES, PRIOR_SCALE
+from tests.support.conjugate import NOISE, NUM_FEATURES, PRIOR_SCALE
 
 pytestmark = pytest.mark.filterwarnings("ignore::bnn.inference.diagnostics.convergence.ConvergenceWarning")  # short runs
 
@@ -50,6 +50,7 @@ def test_bad_engine_options_raise(conjugate, options, message):
         quick(conjugate, **options)
 
 
+@pytest.mark.long
 def test_both_engines_give_the_same_groups_and_statistics(conjugate):
     runs = {engine: quick(conjugate, engine=engine, max_tree_depth=3) for engine in ("nutpie", "pyro")}
     groups = {engine: set(run.to_inference_data().groups()) for engine, run in runs.items()}
@@ -73,6 +74,7 @@ def test_both_engines_give_the_same_groups_and_statistics(conjugate):
         assert np.all(np.array(per_chain) >= kept_steps + 30) and np.all(np.array(per_chain) <= kept_steps + 30 * 7)
 
 
+@pytest.mark.subprocess
 def test_same_seed_same_draws_in_processes_and_in_sequence(conjugate):
     runs = {
         name: quick(conjugate, seed=seed, chain_method=method)
@@ -99,6 +101,7 @@ def test_the_compiled_kernel_gives_the_eager_potentials_draws(conjugate):
     np.testing.assert_array_equal(compiled.sample_stats["n_steps"], eager.sample_stats["n_steps"])
 
 
+@pytest.mark.long
 def test_learned_noise_comes_back_positive_and_near_the_truth():
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(200, 1, generator=generator, dtype=torch.float64)
@@ -165,6 +168,7 @@ def shifted(conjugate):
     return ShiftedMLP.from_config(conjugate.model.config()), mean, cov
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("engine", ["nutpie", "pyro"])
 def test_a_program_the_model_does_not_describe_is_sampled_through_pyros_potential(conjugate, shifted, engine):
     model, mean, cov = shifted
@@ -180,6 +184,7 @@ def test_a_program_the_model_does_not_describe_is_sampled_through_pyros_potentia
         assert abs(value.mean() - mean[index].item()) < 4 * standard_error, (name, value.mean(), mean[index])
 
 
+@pytest.mark.long
 def test_the_collections_models_keep_the_fast_flat_potential(conjugate):
     assert quick(conjugate).record.potential == "flat" and quick(conjugate).record.potential_reason is None
     assert quick(conjugate, engine="pyro").record.potential == "trace"  # Pyro's NUTS reads the trace itself

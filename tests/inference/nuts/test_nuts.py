@@ -34,7 +34,7 @@ from bnn.models import BayesianMLP, Prior
 from bnn.cli.main import main
 from bnn.runtime.atomic import MARKER
 from bnn.runtime.seeding import seeded
-from tests.conjugate import conjugate_problem
+from tests.support.conjugate import conjugate_problem
 
 # short runs are unconverged by design; test_bad_runs_are_flagged checks the warning itself
 pytestmark = pytest.mark.filterwarnings("ignore::bnn.inference.diagnostics.convergence.ConvergenceWarning")
@@ -115,6 +115,7 @@ def test_sample_stats_have_one_value_per_draw(problem):
     assert info["diagnostics"]["divergences"] == int(stats["diverging"].sum())
 
 
+@pytest.mark.subprocess
 def test_same_seed_same_draws_in_processes_and_in_sequence(float64):
     runs = {
         name: quick(float64, seed=seed, chain_method=method)
@@ -186,6 +187,7 @@ def test_each_chain_starts_from_its_own_given_values(problem):
         assert torch.equal(same[chain], other[chain]) and not torch.equal(same[1 - chain], other[1 - chain])
 
 
+@pytest.mark.long
 def test_command_line_writes_the_three_files_with_diagnostics(tmp_path, capsys):
     out = tmp_path / "run"
     main(["fit", "--method", "nuts", "--dataset", "toy1d", "--hidden", "3", "--num-warmup", "10", "--num-samples",
@@ -257,6 +259,7 @@ class RecordsItsProcess(BayesianMLP):
         return super().__call__(*args, **kwargs)
 
 
+@pytest.mark.subprocess
 @pytest.mark.skipif(available_cores() < 2, reason="two chains share one worker on one core")
 def test_chains_run_in_their_own_processes_on_one_thread(problem, tmp_path):
     model = RecordsItsProcess.from_config(problem.model.config())
@@ -279,6 +282,7 @@ class LockedPrior(Prior):
         return dist.Normal(0.0, 1.0).expand(site.shape)
 
 
+@pytest.mark.long
 @pytest.mark.skipif(available_cores() < 2, reason="chain_method='auto' runs in sequence on one core")
 def test_a_model_that_cannot_be_pickled_falls_back_to_sequential_chains(problem):
     model = BayesianMLP(2, 1, hidden=(), prior=LockedPrior(), likelihood=problem.model.likelihood)
@@ -295,6 +299,7 @@ def assert_same_draws(posterior, reference) -> None:
         assert torch.equal(posterior.samples[site], value), site
 
 
+@pytest.mark.subprocess
 def test_classes_defined_in_a_function_or_in_main_run_in_processes(problem, monkeypatch):
     """cloudpickle sends by value what a worker could not import: a class defined inside a function, and one of a
     ``__main__`` that is no importable file (a notebook, an interactive session)."""
@@ -328,7 +333,7 @@ import pyro.distributions as dist
 from dataclasses import dataclass
 from bnn.inference import fit
 from bnn.models import BayesianMLP, Prior
-from tests.conjugate import conjugate_problem
+from tests.support.conjugate import conjugate_problem
 
 @dataclass(frozen=True)
 class ScriptPrior(Prior):  # in __main__ of `python -c`: no file a worker could import it from
@@ -345,6 +350,7 @@ print(json.dumps({method: {"chain_method": run.record.chain_method,
 """
 
 
+@pytest.mark.subprocess
 def test_a_prior_defined_in_a_python_c_script_samples_in_processes():
     done = subprocess.run([sys.executable, "-c", MAIN_SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
@@ -354,6 +360,7 @@ def test_a_prior_defined_in_a_python_c_script_samples_in_processes():
     assert np.shape(runs["parallel"]["draws"]["layers.0.bias"]) == (2, 10, 1)
 
 
+@pytest.mark.subprocess
 @pytest.mark.skipif(available_cores() < 2, reason="chain_method='auto' runs in sequence on one core")
 def test_a_broken_process_pool_falls_back_to_the_same_draws_in_sequence(problem):
     model = DiesInWorkers.from_config(problem.model.config())
@@ -380,6 +387,7 @@ print(json.dumps(posterior.record.chain_method), flush=True)
 """
 
 
+@pytest.mark.subprocess
 @pytest.mark.filterwarnings("ignore::bnn.inference.diagnostics.convergence.ConvergenceWarning")
 def test_a_script_run_as_python_script_py_runs_its_top_level_once(tmp_path):
     """The chain processes do not re-import ``__main__`` (multiprocessing's spawn would, as ``__mp_main__``): a

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import signal
 import subprocess
@@ -19,6 +18,7 @@ from bnn.inference.nuts.engines import ENGINES
 from bnn.models import BayesianMLP
 
 from bnn.cli.main import main
+from tests.support.interrupts import interrupt_at_report
 
 pytestmark = pytest.mark.filterwarnings("ignore::bnn.inference.diagnostics.convergence.ConvergenceWarning")  # short runs
 
@@ -52,20 +52,7 @@ def chains_fail(monkeypatch, failing: set[int]) -> None:
         monkeypatch.setitem(ENGINES, kind, failing_engine(run_chain))
 
 
-def interrupt_at_report(monkeypatch, report: int, when=lambda: True, stage: str | None = None) -> None:
-    """The progress callback (in this process) raises ``KeyboardInterrupt`` at its ``report``-th call or,
-    if ``when()`` is false then (or the report is not of ``stage``, "Warmup" or "Sample", when given), at the first
-    call after that where it is true."""
-    calls, show = itertools.count(1), chains._ProgressBars.__call__
-
-    def interrupting(self, message):
-        if next(calls) >= report and when() and stage in (None, message[1]):
-            raise KeyboardInterrupt
-        show(self, message)
-
-    monkeypatch.setattr(chains._ProgressBars, "__call__", interrupting)
-
-
+@pytest.mark.long
 def test_a_failing_chain_loses_only_its_own_draws(conjugate, complete, monkeypatch):
     chains_fail(monkeypatch, {1})
     with pytest.warns(IncompleteSamplingWarning, match=r"chain 1 failed \(RuntimeError: chain 1 broke\)"):
@@ -84,6 +71,7 @@ def test_when_every_chain_fails_the_first_chains_error_is_raised(conjugate, monk
         quick(conjugate)
 
 
+@pytest.mark.long
 def test_ctrl_c_keeps_the_draws_the_running_nutpie_chain_made(conjugate, complete, monkeypatch):
     interrupt_at_report(monkeypatch, NUM_WARMUP + 10)  # chain 0, after its 10th draw
     with pytest.warns(IncompleteSamplingWarning, match=r"interrupted \(KeyboardInterrupt\); kept chains \[0\]"):
@@ -96,6 +84,7 @@ def test_ctrl_c_keeps_the_draws_the_running_nutpie_chain_made(conjugate, complet
         assert torch.equal(posterior.samples[site][0], value[0, :kept]), site
 
 
+@pytest.mark.long
 def test_ctrl_c_keeps_the_chains_the_pyro_engine_finished(conjugate, complete, monkeypatch):
     interrupt_at_report(monkeypatch, NUM_WARMUP + NUM_SAMPLES + 5)  # in chain 1's warmup
     with pytest.warns(IncompleteSamplingWarning, match=f"kept chains \\[0\\] with {NUM_SAMPLES} of {NUM_SAMPLES}"):
@@ -125,6 +114,7 @@ class FailsForOneSeed(BayesianMLP):
         return super().__call__(*args, **kwargs)
 
 
+@pytest.mark.subprocess
 @pytest.mark.skipif(chains.available_cores() < 2, reason="needs two cores to run two chains at once")
 def test_in_processes_a_failing_chain_and_ctrl_c_keep_the_other_chains_draws(conjugate, complete, monkeypatch, tmp_path):
     model = FailsForOneSeed.from_config(conjugate.model.config())
@@ -140,6 +130,7 @@ def test_in_processes_a_failing_chain_and_ctrl_c_keep_the_other_chains_draws(con
     assert 10 <= posterior.num_draws < 5000
 
 
+@pytest.mark.long
 def test_command_line_marks_an_interrupted_run_incomplete_in_metrics_and_exits_130(monkeypatch, tmp_path, capsys):
     interrupt_at_report(monkeypatch, 20 + 10)
     out = tmp_path / "run"
@@ -154,6 +145,7 @@ def test_command_line_marks_an_interrupted_run_incomplete_in_metrics_and_exits_1
     assert message.endswith(f"{out} holds what it kept, marked incomplete in metrics.json\n") and message.count("\n") == 1
 
 
+@pytest.mark.long
 def test_compare_stops_at_an_interrupted_fit_and_exits_130(monkeypatch, tmp_path, capsys):
     interrupt_at_report(monkeypatch, 20 + 10)
     out = tmp_path / "report"
@@ -170,7 +162,7 @@ SAMPLING_RUN = """
 import json, sys, torch
 from bnn.inference import fit
 from bnn.inference.nuts import chains
-from tests.conjugate import conjugate_problem
+from tests.support.conjugate import conjugate_problem
 
 torch.set_default_dtype(torch.float64)
 problem, show, reports = conjugate_problem(), chains._ProgressBars.__call__, []
@@ -189,6 +181,7 @@ print(json.dumps({"draws": posterior.num_draws, "incomplete": record.incomplete,
 """
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("num_chains, chain_method", [
     ("1", "sequential"),
     pytest.param("2", "parallel", marks=pytest.mark.skipif(chains.available_cores() < 2, reason="needs two cores")),
@@ -209,27 +202,13 @@ def test_sigterm_keeps_the_draws_made_like_ctrl_c(num_chains, chain_method):
     assert 10 <= result["draws"] < 100_000
 
 
-class SlowOnceMarked(BayesianMLP):
-    """A model whose every run of the program, so every gradient of Pyro's potential, takes ``SLOW_SECONDS`` once
-    the file ``marker`` exists (importable, so it reaches worker processes): then one iteration takes longer than
-    :data:`~bnn.inference.nuts.chains.STOP_GRACE_SECONDS`."""
-
-    marker: Path
-
-    def __call__(self, *args, **kwargs):
-        if self.marker.exists():
-            time.sleep(SLOW_SECONDS)
-        return super().__call__(*args, **kwargs)
-
-
-SLOW_SECONDS = 10.0
 SLOW_RUN = """
 import sys, torch
 from pathlib import Path
 from bnn.inference import fit
 from bnn.inference.nuts import chains
-from tests.conjugate import conjugate_problem
-from tests.inference.nuts.test_nuts_faults import SlowOnceMarked
+from tests.support.conjugate import conjugate_problem
+from tests.support.slow_model import SlowOnceMarked
 
 torch.set_default_dtype(torch.float64)
 problem, show = conjugate_problem(), chains._ProgressBars.__call__

@@ -17,7 +17,7 @@ from bnn.models import LIKELIHOODS, PRIORS, BayesianMLP, Prior
 from bnn.models.activations import ACTIVATIONS
 from pyro.infer.mcmc.util import initialize_model
 
-from tests.prior_examples import example_prior
+from tests.support.prior_examples import example_prior
 
 LIKELIHOOD_SPECS = {
     "gaussian": {"name": "gaussian", "scale": 0.3},
@@ -142,6 +142,7 @@ def test_learned_noise_maps_back_through_exp():
     torch.testing.assert_close(potential.flatten(potential.unconstrained(z)), z)
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("backend", [Backend.TRACE, Backend.COMPILE])
 def test_compiled_backends_equal_pyros_potential(backend):
     model = BayesianMLP(2, 1, hidden=(3,), prior="scale-mixture", likelihood={"name": "gaussian", "scale": None})

@@ -115,11 +115,13 @@ FULL = dict(replications=200, draws=99, bins=20)  # 100 rank values in 20 bins, 
 
 
 # Pyro's engine pays Python per leapfrog step: its short version took 400 s on a loaded 2-core machine, so it is slow
+@pytest.mark.long
 @pytest.mark.parametrize("engine", ["nutpie", pytest.param("pyro", marks=pytest.mark.slow)])
 def test_sbc_short(engine):
     assert_calibrated(sbc_p_values(nuts_sampler(engine), **SHORT))
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("sample", [prior_sampler, nuts_sampler("nutpie", 3 * SIGMA), nuts_sampler("nutpie", SIGMA / 3)],
                          ids=["prior", "noise x3", "noise /3"])
 def test_sbc_rejects_wrong_posteriors(sample):

@@ -13,12 +13,13 @@ from bnn.inference import fit
 from bnn.inference.diagnostics.convergence import IncompleteSamplingWarning
 from bnn.inference.nuts import chains, warm_workers
 
-from tests.inference.nuts.test_nuts_faults import interrupt_at_report
-from tests.processes import LOKY_WORKER, still_running
+from tests.support.interrupts import interrupt_at_report
+from tests.support.processes import LOKY_WORKER, still_running
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore::bnn.inference.diagnostics.convergence.ConvergenceWarning"),  # short runs
     pytest.mark.skipif(chains.available_cores() < 2, reason="chains run in processes only with two cores"),
+    pytest.mark.subprocess,
 ]
 
 

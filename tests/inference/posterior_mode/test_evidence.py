@@ -10,7 +10,7 @@ import torch
 from bnn.inference.posterior_mode.evidence import hyperparameters_on_line, log_determinant
 from scipy.optimize import minimize_scalar
 
-from tests.conjugate import PRIOR_SCALE
+from tests.support.conjugate import PRIOR_SCALE
 
 
 def exact_log_evidence(phi: torch.Tensor, y: torch.Tensor, noise: float, prior_variance: float) -> float:

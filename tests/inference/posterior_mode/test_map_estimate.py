@@ -56,6 +56,7 @@ def laplace_log_evidence(model, x, y, theta: torch.Tensor, noise: float) -> floa
                  - torch.linalg.slogdet(precision)[1] / 2)
 
 
+@pytest.mark.long
 def test_under_a_gaussian_prior_the_noise_is_a_maximum_of_the_laplace_evidence():
     x, y = noisy_sine(20)
     model = model_with(GaussianPrior(1.0), 20)
@@ -77,6 +78,7 @@ def test_under_a_gaussian_prior_the_noise_is_a_maximum_of_the_laplace_evidence()
     assert max(evidence[0.5], evidence[2.0]) < evidence[1.0] - SEARCH_TOLERANCE**2
 
 
+@pytest.mark.long
 def test_under_another_prior_the_maximum_likelihood_noise_collapses_and_the_fit_says_so():
     x, y = noisy_sine(8)
     sites = model_with(GaussianPrior(1.0), 30).sites
@@ -109,6 +111,7 @@ def test_falls_along_gradient_tells_a_kink_from_a_smooth_slope():
     assert not map_estimate.falls_along_gradient(kink, theta, start=2)  # no judged entry: no gradient, no kink
 
 
+@pytest.mark.long
 @pytest.mark.skipif(not find_uci_dir().is_dir(), reason="needs ../shared/data/uci beside the repository")
 def test_a_relu_map_stuck_at_a_kink_says_so_instead_of_asking_for_more_iterations():
     """The papers' ReLU network on UCI yacht, split 0: the mode sits where hidden units switch exactly at training
@@ -123,6 +126,7 @@ def test_a_relu_map_stuck_at_a_kink_says_so_instead_of_asking_for_more_iteration
     assert not [w for w in caught if "map_max_iter" in str(w.message)]
 
 
+@pytest.mark.long
 @pytest.mark.skipif(not find_uci_dir().is_dir(), reason="needs ../shared/data/uci beside the repository")
 def test_a_relu_map_whose_polish_stalls_says_so_instead_of_asking_for_more_iterations():
     """The same fit on one torch thread, as every `bnn uci` cell runs: the polish stops before its budget, at a kink or

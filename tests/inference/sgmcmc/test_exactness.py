@@ -1,4 +1,4 @@
-r"""SGLD, pSGLD and SGHMC against the closed-form posterior of Bayesian linear regression (tests/conjugate.py).
+r"""SGLD, pSGLD and SGHMC against the closed-form posterior of Bayesian linear regression (tests/support/conjugate.py).
 
 The posterior is :math:`\mathcal{N}(m, S)`, :math:`S = \Lambda^{-1}`, :math:`\lambda(\Lambda) = 123, 197, 233`.
 
@@ -53,7 +53,7 @@ import pytest
 from bnn.inference import fit
 from bnn.inference.sgmcmc import ConvergenceWarning
 
-from tests.conjugate import NOISE, NUM_DATA
+from tests.support.conjugate import NOISE, NUM_DATA
 
 BIAS_SHARE = 0.5  # the stationary bias must stay below this many standard errors of each checked entry
 MIN_ESS = 100  # every checked mean needs this many effective draws: fewer make the standard error itself unreliable
@@ -147,6 +147,7 @@ def run(conjugate, name: str, options: dict):
     return posterior
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("name", QUICK)
 def test_matches_the_exact_posterior(conjugate, name):
     run(conjugate, name, QUICK[name])

@@ -209,6 +209,7 @@ def test_compare_gives_sgld_and_sghmc_rows_with_r_hat_and_ess(toy, model):
         assert table.loc[label, "converged"] == diagnostics.converged and table.loc[label, "divergences"] == 0
 
 
+@pytest.mark.long
 def test_command_line_options_reach_the_samplers(tmp_path):
     base = ["fit", "--dataset", "toy1d", "--hidden", "2", "--quiet", "--num-warmup", "10", "--num-samples", "5"]
     main([*base, "--method", "sghmc", "--step-size", "2e-5", "--friction", "0.2", "--thin", "3", "--batch-size", "25",

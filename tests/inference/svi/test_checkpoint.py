@@ -3,7 +3,6 @@ never stopped; checkpoints load with ``weights_only=True``; resuming refuses wha
 
 from __future__ import annotations
 
-import itertools
 import json
 import signal
 import subprocess
@@ -15,13 +14,13 @@ import pytest
 import torch
 from bnn.datasets import load_toy1d
 from bnn.inference import Posterior, fit
-from bnn.inference.svi import loop as svi_loop
 from bnn.inference.svi.checkpoint import CHECKPOINT_FILE, FORMAT, SCHEMA_VERSION
 from bnn.models import BayesianMLP
 
 from bnn.cli.main import main
 from bnn.runtime.atomic import MARKER
-from tests.inference.svi.svi_run import CHECKPOINT_EVERY, STEPS, run
+from tests.support.interrupts import signal_at_step
+from tests.support.svi_run import CHECKPOINT_EVERY, STEPS, run
 
 ROOT = Path(__file__).resolve().parents[3]
 SMALL_STEPS = 30
@@ -64,22 +63,10 @@ def assert_same_fit(resumed: Posterior, reference: Posterior) -> None:
         assert torch.equal(resumed.samples[name], value), name
 
 
-def signal_at_step(monkeypatch, call: int, signum: int = signal.SIGINT) -> None:
-    """Deliver ``signum`` to this process during the ``call``-th SVI step."""
-    calls = itertools.count(1)
-    step = svi_loop.guarded_step
-
-    def signalling_step(*args, **kwargs):
-        if next(calls) == call:
-            signal.raise_signal(signum)
-        return step(*args, **kwargs)
-
-    monkeypatch.setattr(svi_loop, "guarded_step", signalling_step)
-
-
+@pytest.mark.subprocess
 @pytest.mark.parametrize("kill", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
 def test_a_killed_run_resumes_to_the_numbers_of_an_uninterrupted_one(kill, uninterrupted, one_thread, tmp_path):
-    process = subprocess.Popen([sys.executable, "-m", "tests.inference.svi.svi_run", str(tmp_path)], cwd=ROOT,
+    process = subprocess.Popen([sys.executable, "-m", "tests.support.svi_run", str(tmp_path)], cwd=ROOT,
                                stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while not (tmp_path / CHECKPOINT_FILE).exists():
@@ -111,6 +98,7 @@ CONFIGS = {
 }
 
 
+@pytest.mark.long
 @pytest.mark.filterwarnings("ignore:`torch.jit.trace` is deprecated:DeprecationWarning")
 @pytest.mark.parametrize("options", CONFIGS.values(), ids=CONFIGS)
 def test_ctrl_c_ends_the_fit_after_its_step_with_a_checkpoint_that_resumes_exactly(options, monkeypatch, tmp_path):
@@ -215,6 +203,7 @@ def test_a_folder_with_another_fits_checkpoint_is_not_overwritten(checkpoint_fol
     assert (checkpoint_folder / CHECKPOINT_FILE).read_bytes() == before
 
 
+@pytest.mark.long
 def test_command_line_checkpoints_inside_the_out_folder_and_resumes(monkeypatch, tmp_path, capsys):
     arguments = ["fit", "--dataset", "toy1d", "--hidden", "3", "--steps", "40", "--num-samples", "5", "--quiet"]
     main([*arguments, "--out", str(tmp_path / "reference")])

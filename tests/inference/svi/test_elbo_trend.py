@@ -52,6 +52,7 @@ def fit_toy(**options):
     return fit(model, load_toy1d(n_train=40, n_test=10), "svi", seed=0, progress=False, num_samples=10, **options)
 
 
+@pytest.mark.long
 def test_a_fit_stopped_while_its_elbo_rises_warns_and_its_record_says_so():
     with pytest.warns(ConvergenceWarning, match=r"ELBO was still rising .* give it more steps") as caught:
         posterior = fit_toy(steps=200, lr_schedule="constant", lr=0.003)
@@ -60,6 +61,7 @@ def test_a_fit_stopped_while_its_elbo_rises_warns_and_its_record_says_so():
     assert any("still rising" in problem for problem in posterior.record.problems())
 
 
+@pytest.mark.long
 def test_a_fit_run_to_its_plateau_passes_the_check():
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)

@@ -150,6 +150,7 @@ def assert_within_monte_carlo_error(measured_variance, variance, fourth, draws=D
     assert np.all(np.abs(measured_variance - variance) <= Z * standard_error), (measured_variance, variance, standard_error)
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("kl", ["closed-form", "monte-carlo"])
 def test_weight_draws_match_the_exact_variance(regression, kl):
     model, x, y = regression
@@ -162,6 +163,7 @@ def test_weight_draws_match_the_exact_variance(regression, kl):
     assert result.mean_variance == pytest.approx(result.total / 4)
 
 
+@pytest.mark.long
 def test_local_reparameterisation_matches_the_exact_variance(regression):
     model, x, y = regression
     variance, fourth = exact_local_draws(x, y)
@@ -169,6 +171,7 @@ def test_local_reparameterisation_matches_the_exact_variance(regression):
     assert_within_monte_carlo_error(measured(result), variance, fourth)
 
 
+@pytest.mark.long
 def test_particles_divide_the_variance_by_their_number(regression):
     """Four particles averaged: variance / 4 and, the particles being independent, a fourth moment
     :math:`\\mu_4/K^3 + 3(K-1)\\sigma^4/K^3` of the mean."""
@@ -191,6 +194,7 @@ def test_the_closed_form_kl_has_less_variance_than_the_monte_carlo_kl(regression
     assert monte_carlo.total - closed.total > margin
 
 
+@pytest.mark.long
 def test_local_reparameterisation_lowers_the_variance_of_a_network():
     """A 1-8-1 network at its starting parameters (a draw from the prior, sigma 0.31): one draw of noise per
     example instead of one shared by the whole batch."""
@@ -205,6 +209,7 @@ def test_local_reparameterisation_lowers_the_variance_of_a_network():
     assert results[False].total - results[True].total > margin
 
 
+@pytest.mark.long
 def test_minibatches_match_the_exact_variance_and_the_full_batch_is_no_minibatch(regression):
     model, x, y = regression
     variance, fourth = exact_minibatch_draws(x, y, 2)
@@ -216,6 +221,7 @@ def test_minibatches_match_the_exact_variance_and_the_full_batch_is_no_minibatch
     assert same.total == full.total
 
 
+@pytest.mark.long
 def test_a_fitted_guide_is_measured_at_its_own_parameters_and_nothing_leaks():
     data = load_toy1d(n_train=30, n_test=10)
     model = BayesianMLP(1, 1, hidden=(4,), likelihood={"name": "gaussian", "scale": 0.2})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from bnn.inference import fit
 from bnn.inference.posterior_mode.map_estimate import map_weights
@@ -10,6 +11,7 @@ from bnn.models import BayesianMLP, GaussianPrior
 from bnn.runtime.seeding import seeded
 
 
+@pytest.mark.long
 def test_minibatch_svi_with_init_loc_map_starts_at_the_full_data_map():
     """Under the fit's seed the MAP is the first thing drawn, so the same seed gives the same MAP; one step at a rate
     of 1e-9 moves mu by about 1e-9 from it."""

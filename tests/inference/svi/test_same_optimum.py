@@ -1,8 +1,8 @@
 r"""AutoNormal and the Bayes-by-Backprop guide optimise the same family, so they reach the same optimum.
 
-On the conjugate model (:mod:`tests.conjugate`) the mean-field optimum is known in closed form: means :math:`m`,
+On the conjugate model (:mod:`tests.support.conjugate`) the mean-field optimum is known in closed form: means :math:`m`,
 variances :math:`1/\Lambda_{kk}`. Each guide is fitted with the same schedule, then the SGD chain from its end
-(:func:`tests.conjugate.stationary_sgd_chain`, an exact stationary mean) measures where its optimiser settles and how
+(:func:`tests.support.conjugate.stationary_sgd_chain`, an exact stationary mean) measures where its optimiser settles and how
 much it jitters there.
 """
 
@@ -11,12 +11,13 @@ from __future__ import annotations
 import pytest
 from bnn.inference import fit
 
-from tests.conjugate import autonormal_chain, check_meanfield_optimum, meanfield_chain
+from tests.support.conjugate import autonormal_chain, check_meanfield_optimum, meanfield_chain
 
 SCHEDULE = dict(lr=0.01, lr_schedule="cosine", final_lr_fraction=0.01, num_particles=8, jit=True, seed=1,
                 progress=False, num_samples=10)
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("steps, chain_steps", [pytest.param(1000, 600, id="short"),
                                                 pytest.param(2000, 2000, id="long", marks=pytest.mark.slow)])
 def test_autonormal_and_bayes_by_backprop_reach_the_same_mean_field_optimum(conjugate, steps, chain_steps):

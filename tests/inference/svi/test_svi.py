@@ -27,6 +27,7 @@ def small_model(**kwargs):
     return BayesianMLP(1, 1, hidden=(8,), **kwargs)
 
 
+@pytest.mark.long
 def test_same_seed_same_numbers_different_seed_different_numbers(toy):
     a = fit(small_model(), toy, steps=30, seed=3, progress=False, num_samples=20)
     b = fit(small_model(), toy, steps=30, seed=3, progress=False, num_samples=20)
@@ -36,6 +37,7 @@ def test_same_seed_same_numbers_different_seed_different_numbers(toy):
     assert a.record.elbo != c.record.elbo
 
 
+@pytest.mark.long
 def test_fits_do_not_leak_parameters_and_leave_the_global_rng_alone(toy):
     """Two guides with identical parameter names: each fit gives what it gives alone."""
     alone = fit(small_model(), toy, steps=25, seed=1, progress=False, num_samples=10)
@@ -53,6 +55,7 @@ def test_fits_do_not_leak_parameters_and_leave_the_global_rng_alone(toy):
     pyro.get_param_store().clear()
 
 
+@pytest.mark.long
 def test_recovers_a_known_function(toy):
     """With the noise known, the predictive mean is within the noise sd (0.1) of the true function,
     and the test RMSE is close to the noise."""

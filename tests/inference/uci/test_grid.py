@@ -3,7 +3,7 @@ import warnings
 import pytest
 from bnn.inference.uci.grid import DEFAULT_HIDDEN, find_datasets, hidden_units, parse_splits, splits_of
 
-from tests.inference.uci.conftest import write_uci_folder
+from tests.support.uci import write_uci_folder
 
 
 @pytest.mark.parametrize("text, splits", [("0-19", list(range(20))), ("0,3,5", [0, 3, 5]), ("4-6,1,5", [1, 4, 5, 6]),

@@ -38,6 +38,7 @@ def test_the_selection_names_the_options_the_user_set(tiny_uci):
     assert selection("sgld", {}, {}) == selection("sgld", {}) == FIXED
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("method", ["svi", "laplace"])
 def test_a_cell_gives_the_same_numbers_twice(tiny_uci, method):
     table = read_uci_table(tiny_uci, "tiny", [1])

@@ -11,7 +11,9 @@ from bnn.inference.uci.protocol import run_cell
 from bnn.inference.uci.ray_cluster import cores_needed, run_ray
 from bnn.inference.uci.run import run_uci
 
-from tests.inference.uci.conftest import FAST_SVI
+from tests.support.uci import FAST_SVI
+
+pytestmark = pytest.mark.subprocess
 
 ray = pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[ray]'")
 

@@ -8,7 +8,7 @@ from bnn.inference.uci.protocol import failed_row
 from bnn.inference.uci.run import run_uci
 from bnn.inference.uci.store import CELLS_FOLDER
 
-from tests.inference.uci.conftest import FAST_SVI, write_uci_folder
+from tests.support.uci import FAST_SVI, write_uci_folder
 
 
 @pytest.fixture
@@ -17,6 +17,7 @@ def unseen(tmp_path):
     return write_uci_folder(tmp_path / "uci", "unseen", rows=2000, constant_column=True)
 
 
+@pytest.mark.subprocess
 def test_an_unseen_data_set_with_a_constant_column_runs_without_nan_says_what_it_did_and_resumes(unseen, tmp_path,
                                                                                                  monkeypatch):
     out = tmp_path / "run"

@@ -4,7 +4,7 @@ import pandas as pd
 from bnn.inference.uci.published import MC_DROPOUT, PUBLISHED
 from bnn.inference.uci.table import markdown, summary, write_tables
 
-from tests.datasets.test_uci import UCI
+from tests.support.uci import UCI
 
 
 def rows(dataset, method, rmses, lls, status=None):

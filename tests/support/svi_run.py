@@ -1,7 +1,7 @@
-"""The tiny SVI fit of the checkpoint tests; ``python -m tests.inference.svi.svi_run DIR`` runs it with checkpoints in DIR.
+"""The tiny SVI fit of the checkpoint tests; ``python -m tests.support.svi_run DIR`` runs it with checkpoints in DIR.
 
 Minibatches, so that a resumed run must restore the epoch's shuffle as well as the parameters,
-Adam's moments and the RNG (a scheduler's state is checked in-process, in test_checkpoint.py).
+Adam's moments and the RNG (a scheduler's state is checked in-process, in tests/inference/svi/test_checkpoint.py).
 """
 
 from __future__ import annotations

@@ -1,11 +1,14 @@
-"""Synthetic data set folders in the UCI benchmark's standard layout, for the runner's tests."""
+"""The UCI data of ../shared, and synthetic data set folders in the UCI benchmark's standard layout, for the runner's
+tests."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
-import pytest
+
+UCI = Path(__file__).resolve().parents[3] / "shared" / "data" / "uci"
+"""The UCI benchmark's data sets, in ../shared beside the checkout."""
 
 FAST_SVI = {"svi": {"steps": 30, "num_samples": 20}}
 """A cheap method for grids whose numbers do not matter, only that they come back the same."""
@@ -32,9 +35,3 @@ def write_uci_folder(root: Path, name: str, rows: int = 120, splits: int = 2, co
         np.savetxt(folder / f"index_train_{split}.txt", order[test:], fmt="%d")
         np.savetxt(folder / f"index_test_{split}.txt", order[:test], fmt="%d")
     return root
-
-
-@pytest.fixture
-def tiny_uci(tmp_path) -> Path:
-    """A folder holding one small data set, ``tiny``, with two splits."""
-    return write_uci_folder(tmp_path / "uci", "tiny")

@@ -1,4 +1,4 @@
-"""``python -m tests.announced_run MODULE:NAME ARGS...``: the ``bnn`` command (:func:`bnn.console.main`) with ARGS,
+"""``python -m tests.support.announced_run MODULE:NAME ARGS...``: the ``bnn`` command (:func:`bnn.console.main`) with ARGS,
 printing ``working`` to stdout once, the first time ``NAME`` (a function or ``Class.method`` of ``MODULE``) runs.
 
 The signal tests wait for that line, so that the signal reaches the command where the work happens (an SVI step, a

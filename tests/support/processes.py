@@ -10,14 +10,14 @@ from pathlib import Path
 
 import psutil
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LOKY_WORKER = "loky.backend.popen_loky_posix"  # in the command line of every loky worker process
 
 
 def start_bnn(*arguments: str, announce: str | None = None) -> subprocess.Popen:
     """``bnn ARGUMENTS`` in a new session (its own process group, as a terminal's foreground job), with pipes; with
-    ``announce`` (``MODULE:NAME``) it prints ``working`` when that first runs (:mod:`tests.announced_run`)."""
-    command = ["-m", "bnn"] if announce is None else ["-m", "tests.announced_run", announce]
+    ``announce`` (``MODULE:NAME``) it prints ``working`` when that first runs (:mod:`tests.support.announced_run`)."""
+    command = ["-m", "bnn"] if announce is None else ["-m", "tests.support.announced_run", announce]
     return subprocess.Popen([sys.executable, *command, *arguments], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
 

@@ -1,0 +1,36 @@
+"""Ctrl-C and signals delivered in this process at a chosen point of a fit: an SVI step, a NUTS progress report."""
+
+from __future__ import annotations
+
+import itertools
+import signal
+
+from bnn.inference.nuts import chains
+from bnn.inference.svi import loop as svi_loop
+
+
+def signal_at_step(monkeypatch, call: int, signum: int = signal.SIGINT) -> None:
+    """Deliver ``signum`` to this process during the ``call``-th SVI step."""
+    calls = itertools.count(1)
+    step = svi_loop.guarded_step
+
+    def signalling_step(*args, **kwargs):
+        if next(calls) == call:
+            signal.raise_signal(signum)
+        return step(*args, **kwargs)
+
+    monkeypatch.setattr(svi_loop, "guarded_step", signalling_step)
+
+
+def interrupt_at_report(monkeypatch, report: int, when=lambda: True, stage: str | None = None) -> None:
+    """The progress callback (in this process) raises ``KeyboardInterrupt`` at its ``report``-th call or,
+    if ``when()`` is false then (or the report is not of ``stage``, "Warmup" or "Sample", when given), at the first
+    call after that where it is true."""
+    calls, show = itertools.count(1), chains._ProgressBars.__call__
+
+    def interrupting(self, message):
+        if next(calls) >= report and when() and stage in (None, message[1]):
+            raise KeyboardInterrupt
+        show(self, message)
+
+    monkeypatch.setattr(chains._ProgressBars, "__call__", interrupting)
