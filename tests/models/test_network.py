@@ -43,7 +43,7 @@ X = torch.linspace(-2, 2, 24).reshape(-1, 1)
 Y = (0.5 * X + torch.sin(2 * X)).reshape(-1) + 0.1 * torch.randn(24, generator=torch.Generator().manual_seed(0))
 QUICK = {
     "svi": {"steps": 30, "num_samples": 20},
-    "nuts": {"num_warmup": 20, "num_samples": 10, "num_chains": 1},
+    "nuts": {"num_warmup": 20, "num_samples": 10, "num_chains": 1, "init": "prior", "max_tree_depth": 4},
     "laplace": {"map_steps": 50, "num_samples": 20},
     "map": {"map_steps": 50},
     "ensemble": {"num_members": 2, "map_steps": 50, "member_method": "sequential"},
@@ -57,7 +57,12 @@ def skip_net(**kwargs) -> SkipNet:
     return SkipNet(1, likelihood={"name": "gaussian", "scale": 0.1}, **kwargs)
 
 
-@pytest.mark.parametrize("method", sorted(QUICK))
+SECONDS = {"nuts", "laplace", "map", "ensemble"}
+"""The quick fits that take seconds (a MAP polish, NUTS's potential compiled): the long tier."""
+
+
+@pytest.mark.parametrize("method", [pytest.param(name, marks=pytest.mark.long) if name in SECONDS else name
+                                    for name in sorted(QUICK)])
 def test_every_method_that_takes_any_network_fits_one_written_here(method):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a few steps cannot converge; the checks of each method are tested elsewhere
@@ -100,6 +105,7 @@ def test_the_mean_field_guide_leaves_out_local_reparameterisation_for_it_and_ref
         MeanFieldGuide(skip_net(), local_reparameterisation=True)
 
 
+@pytest.mark.long
 def test_a_fit_of_it_saves_loads_compares_and_becomes_the_next_prior(tmp_path):
     posterior = fit(skip_net(hidden=3), (X, Y), "laplace", seed=0, progress=False, **QUICK["laplace"])
     posterior.save(tmp_path / "run")
