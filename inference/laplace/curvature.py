@@ -43,7 +43,7 @@ FULL_MATRICES_AT_PEAK = 5
 :func:`bnn.inference.laplace.fit.covariance_factor`'s triangular solve: the precision (formed in place of the curvature),
 its flipped Cholesky factor, the identity and the covariance factor; the fifth covers the allocator's and LAPACK's
 slack (measured: the factorisation adds 3.2-4.1 D x D float64 to the precision's own at D = 3000-1000,
-``tests/inference/test_curvature.py``). Tuning the prior precision peaks lower: the curvature, its rescaled copy
+``tests/inference/laplace/test_curvature.py``). Tuning the prior precision peaks lower: the curvature, its rescaled copy
 and ``eigvalsh``'s work copy."""
 GIB = 2**30
 
