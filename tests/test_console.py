@@ -6,13 +6,15 @@ from __future__ import annotations
 import os
 import re
 import signal
+import subprocess
+import sys
 import time
 
 import psutil
 import pytest
 
 from bnn.console import INTERRUPTED
-from tests.support.processes import kill_all, start_bnn
+from tests.support.processes import ROOT, kill_all, start_bnn
 
 pytestmark = pytest.mark.subprocess
 
@@ -65,3 +67,32 @@ def test_a_signal_during_the_imports_exits_130_quietly(signum, tmp_path):
     finally:
         kill_all(process)
     assert (process.returncode, stderr, stdout) == (INTERRUPTED, "interrupted while starting: nothing was done\n", "")
+
+
+# ``bnn`` whose import of the command line meets a library that catches the KeyboardInterrupt of a SIGTERM (every
+# exception, as some do) and goes on: the imports would finish and the fit run
+SWALLOWING_ENTRY = """
+import builtins, os, signal, sys, time
+from bnn.console import main
+real_import = builtins.__import__
+
+def importing(name, *arguments, **keywords):
+    if name == "bnn.cli.main":
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+        except BaseException:
+            pass
+    return real_import(name, *arguments, **keywords)
+
+builtins.__import__ = importing
+sys.argv = ["bnn", *sys.argv[1:]]
+sys.exit(main())
+"""
+
+
+def test_a_signal_during_the_imports_exits_130_even_when_a_library_swallows_it(tmp_path):
+    done = subprocess.run([sys.executable, "-c", SWALLOWING_ENTRY, *FIT, "--out", str(tmp_path / "run")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert (done.returncode, done.stderr, done.stdout) == (INTERRUPTED, "interrupted while starting: nothing was done\n", "")
+    assert not (tmp_path / "run").exists()
