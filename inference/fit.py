@@ -57,6 +57,10 @@ def fit(model, data, method: str = "svi", **options: Any) -> Posterior:
         :class:`~bnn.inference.ensemble.EnsembleOptions`,
         :class:`~bnn.inference.sgmcmc.SGLDOptions` or :class:`~bnn.inference.sgmcmc.SGHMCOptions`.
 
+    The fit computes on one torch thread, where a second thread gains nothing at this collection's sizes and costs
+    much when another process wants the core, unless you chose a count (``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``, or
+    ``torch.set_num_threads`` after importing ``bnn``): see :func:`~bnn.runtime.workers.fit_threads`.
+
     Returns
     -------
     Posterior

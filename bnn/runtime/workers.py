@@ -1,5 +1,8 @@
 """What every method that runs work in processes, or on one thread, shares: cores, one torch thread, worker settings.
 
+Every fit computes on one torch thread unless the user chose a thread count (:func:`fit_threads`): the networks of
+this collection are small, where a second intra-op thread gains little alone and costs much when another process
+wants the core (two fits at once, a fit beside a notebook or the test suite; ``benchmarks/results/threads.md``).
 A worker process starts with :func:`bnn.runtime.worker_process.start_worker` (it leaves Ctrl-C and SIGTERM to its parent,
 which stops it and keeps what is done, and ends itself once its parent is gone) and computes on one torch thread
 (:data:`WORKER_ENV`, read before it imports torch).
@@ -14,6 +17,10 @@ from contextlib import contextmanager
 
 import torch
 
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+"""The environment variables by which a user sets torch's thread count before it starts."""
+STARTING_THREADS = torch.get_num_threads()
+"""torch's thread count when this module was imported: a different count later is one the user set."""
 WORKER_ENV = {"OMP_NUM_THREADS": "1"}
 """The environment a worker process starts with: one torch thread (small tensors: a second thread only waits)."""
 
@@ -39,3 +46,20 @@ def one_torch_thread() -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(threads)
+
+
+def user_chose_threads() -> bool:
+    """Whether the user set torch's thread count: by :data:`THREAD_VARIABLES`, or by ``torch.set_num_threads``
+    after importing ``bnn`` (a count set before the import cannot be told from torch's default)."""
+    return any(os.environ.get(name) for name in THREAD_VARIABLES) or torch.get_num_threads() != STARTING_THREADS
+
+
+@contextmanager
+def fit_threads() -> Iterator[None]:
+    """Run a fit on one torch thread (:func:`one_torch_thread`), unless the user chose a thread count
+    (:func:`user_chose_threads`), which it keeps."""
+    if user_chose_threads():
+        yield
+    else:
+        with one_torch_thread():
+            yield

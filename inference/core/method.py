@@ -17,6 +17,7 @@ from bnn.inference.core.uci_protocol import UCIProtocol
 
 from bnn.options import Options
 from bnn.runtime.memory import check_memory, network_needs
+from bnn.runtime.workers import fit_threads
 
 
 @dataclass(frozen=True)
@@ -72,8 +73,10 @@ class Method:
         """Parse ``options`` (``ValueError`` for unknown or bad ones), check that the method can fit ``model``
         (:attr:`requires`) and that the machine has the memory the fit needs (:mod:`bnn.runtime.memory`; ``ValueError``
         with the numbers), then run on a copy of ``model`` (:func:`~bnn.inference.core.model_snapshot.snapshot_model`:
-        changing ``model`` later leaves the fit alone)."""
+        changing ``model`` later leaves the fit alone), on one torch thread unless the user chose a count
+        (:func:`~bnn.runtime.workers.fit_threads`)."""
         parsed = self.parse(options)
         self.check_model(model)
         check_memory(self.name, {**network_needs(model, x.shape[0]), **parsed.memory_needs(model)})
-        return self.run(snapshot_model(model), x, y, parsed)
+        with fit_threads():
+            return self.run(snapshot_model(model), x, y, parsed)

@@ -7,8 +7,11 @@ import os
 import psutil
 import pytest
 import torch
+from bnn.inference.core.method import Method
+from bnn.inference.map import MapOptions
+from bnn.models import BayesianMLP
 
-from bnn.runtime.workers import available_cores, one_torch_thread
+from bnn.runtime.workers import THREAD_VARIABLES, available_cores, one_torch_thread
 from tests.support.processes import kill_all, loky_workers, start_bnn, still_running
 
 WORKERS_GONE_SECONDS = 5
@@ -19,6 +22,42 @@ def test_one_torch_thread_restores_the_thread_count():
     with one_torch_thread():
         assert torch.get_num_threads() == 1
     assert torch.get_num_threads() == before
+
+
+def threads_inside_a_fit() -> int:
+    """The torch thread count a method's run sees, through :class:`Method` as ``fit`` calls it."""
+    seen = []
+    probe = Method("probe", MapOptions, lambda model, x, y, options: seen.append(torch.get_num_threads()))
+    probe(BayesianMLP(1, hidden=[2]), torch.zeros(4, 1), torch.zeros(4))
+    return seen[0]
+
+
+@pytest.fixture
+def no_thread_variables(monkeypatch):
+    for name in THREAD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_a_fit_runs_on_one_torch_thread_and_gives_the_count_back(no_thread_variables):
+    before = torch.get_num_threads()
+    assert threads_inside_a_fit() == 1
+    assert torch.get_num_threads() == before
+
+
+@pytest.mark.skipif(torch.get_num_threads() < 2, reason="torch runs on one thread here whatever the fit does")
+@pytest.mark.parametrize("variable", THREAD_VARIABLES)
+def test_a_fit_keeps_the_threads_a_user_set_in_the_environment(no_thread_variables, monkeypatch, variable):
+    monkeypatch.setenv(variable, "3")
+    assert threads_inside_a_fit() == torch.get_num_threads()
+
+
+def test_a_fit_keeps_the_threads_a_user_set_with_torch(no_thread_variables):
+    before = torch.get_num_threads()
+    torch.set_num_threads(before + 1)
+    try:
+        assert threads_inside_a_fit() == before + 1
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_available_cores_are_those_this_process_may_run_on():
