@@ -263,7 +263,10 @@ class BayesianNetwork(abc.ABC):
 
 
 def network_from_config(config: Mapping[str, Any]) -> BayesianNetwork:
-    """The network a :meth:`BayesianNetwork.config` describes, of its registered architecture."""
+    """The network a :meth:`BayesianNetwork.config` describes, of its registered architecture (``ValueError`` for a
+    config that is not a mapping)."""
+    if not isinstance(config, Mapping):
+        raise ValueError(f"a network's config must be a JSON object, got {type(config).__name__}")
     return ARCHITECTURES.get(config.get("architecture", "mlp")).from_config(config)
 
 

@@ -46,6 +46,9 @@ def run_continual_command(args: argparse.Namespace) -> None:
     """Run the benchmark, write ``report.md``, ``continual.png`` and ``continual.json`` into ``--out``, print the tables."""
     methods = [name.strip() for name in args.methods.split(",") if name.strip()]
     options = {name: getattr(args, name) for name in OPTION_ARGUMENTS if getattr(args, name) is not None}
+    if "coreset_size" in options and "vcl-coreset" not in methods:
+        raise ValueError(f"--coreset-size applies to vcl-coreset only, which --methods {','.join(methods)} leaves out; "
+                         "drop the option or add the method")
     result = run_continual(args.benchmark, methods, args.out, report=None if args.quiet else print, **options)
     report = write_continual_report(result, args.out, shlex.join(["bnn", *args.argv]))
     print(markdown_tables(result) + f"\nwritten: {report}")

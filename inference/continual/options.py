@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from bnn.options import Options, option, positive_int, positive_number, seed
+from bnn.options import Options, number, option, positive_int, positive_number, seed
 
 
 def _widths(option_name: str, value) -> tuple[int, ...]:
@@ -31,7 +32,8 @@ class ContinualOptions(Options):
         Adam's rate for every fit.
     init_rho : float
         Initial :math:`\\rho` of the mean-field guide, :math:`\\sigma = \\operatorname{softplus}(\\rho)`; its means start
-        at the previous task's posterior means (at small draws for the first task).
+        at the previous task's posterior means (at small draws for the first task). The guide starts no wider than
+        the first prior: :math:`\\operatorname{softplus}(\\rho) \\le s`.
     num_samples : int
         Posterior draws kept for prediction.
     coreset_size : int
@@ -44,7 +46,14 @@ class ContinualOptions(Options):
     prior_scale: float = option(1.0, positive_number)
     steps: int = option(1500, positive_int)
     lr: float = option(0.01, positive_number)
-    init_rho: float = option(-5.0)
+    init_rho: float = option(-5.0, number())
     num_samples: int = option(100, positive_int)
     coreset_size: int = option(40, positive_int)
     seed: int = option(0, seed)
+
+    def check(self) -> None:
+        start = math.log1p(math.exp(self.init_rho)) if self.init_rho < 30 else self.init_rho  # softplus
+        if start > self.prior_scale:
+            raise ValueError(f"init_rho={self.init_rho:g} starts the guide at sd softplus(init_rho) = {start:.3g}, wider "
+                             f"than the prior's scale {self.prior_scale:g}; pass an init_rho below "
+                             f"{math.log(math.expm1(self.prior_scale)):.3g} (the default -5 starts at sd 0.0067)")

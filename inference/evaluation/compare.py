@@ -145,6 +145,10 @@ def compare(posteriors: Sequence[Posterior] | Mapping[str, Posterior], test_data
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
+RANKING_COLUMNS = ("rank", "elpd_loo", "p_loo", "elpd_diff", "weight", "se", "dse", "warning", "scale")
+"""The columns of ``az.compare``'s table."""
+
+
 def rank(posteriors: Sequence[Posterior] | Mapping[str, Posterior]) -> pd.DataFrame:
     r"""ArviZ's ``az.compare`` ranking of the fits by PSIS-LOO on the training data.
 
@@ -152,14 +156,17 @@ def rank(posteriors: Sequence[Posterior] | Mapping[str, Posterior]) -> pd.DataFr
     ----------
     posteriors : sequence of Posterior, or mapping of label to Posterior
         Fits on the same training data (labelled as in :func:`compare`); point estimates (one draw, such as
-        ``method="map"``) are left out: PSIS-LOO needs posterior draws.
+        ``method="map"``) are left out: PSIS-LOO needs posterior draws; with none left the table is empty.
 
     Returns
     -------
     pandas.DataFrame
         ``az.compare``'s table, best first: ``elpd_loo`` :math:`= \sum_i \log p(y_i \mid y_{-i})`, its
-        difference to the best and standard errors, and the stacking ``weight`` (summing to 1).
+        difference to the best and standard errors, and the stacking ``weight`` (summing to 1); its columns are
+        :data:`RANKING_COLUMNS`.
     """
     data = {label: p.to_inference_data() for label, p in label_fits(posteriors).items() if p.num_chains * p.num_draws > 1}
+    if not data:  # az.compare of nothing raises KeyError: an empty ranking instead
+        return pd.DataFrame(columns=RANKING_COLUMNS)
     with quiet_arviz(reported=True):
         return az.compare(data)

@@ -59,6 +59,8 @@ def markdown_table(frame: pd.DataFrame) -> str:
 
 
 OTHER_CHAIN_ADVICE = "raise --num-warmup and --num-samples."
+NO_RANKING = ("No ranking: PSIS-LOO needs posterior draws, and every fit here is a point estimate (one draw); add a "
+              "method that draws (svi, nuts, laplace, ...) to rank the fits.")
 """What a Markov-chain method without advice of its own (:attr:`~bnn.inference.core.method.Method.advice`) should try."""
 
 
@@ -195,7 +197,8 @@ def write_comparison(posteriors: Mapping[str, Posterior], dataset: Dataset, out:
             *units_lines(scale),
             *(["## Cost", "\n".join(cost_notes)] if cost_notes else []),
             "## Comparison", *warnings, markdown_table(table[shown]),
-            "## ArviZ ranking (az.compare, PSIS-LOO)", *verdict, markdown_table(ranking),
+            "## ArviZ ranking (az.compare, PSIS-LOO)", *verdict,
+            markdown_table(ranking) if len(ranking) else NO_RANKING,
             *([warning_column_line(min(draws))] if draws else []),
             *[f"## {title}\n\n![{title}]({path.name})" for title, path in figures.items()],
             "## Environment", *environment_lines(),

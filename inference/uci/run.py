@@ -60,11 +60,16 @@ def method_options(methods: Sequence[str], overrides: dict[str, dict[str, Any]])
     Raises
     ------
     ValueError
-        For an unknown method, options given for a method not in the run, or an option the method refuses.
+        For an unknown method, options given for a method not in the run, a seed (the grid's ``seed`` sets the
+        cells'), or an option the method refuses.
     """
     stray = sorted(set(overrides) - set(methods))
     if stray:
         raise ValueError(f"--set names method(s) {stray} that are not in --methods {list(methods)}")
+    seeded = sorted(method for method, chosen in overrides.items() if "seed" in chosen)
+    if seeded:
+        raise ValueError(f"--set {seeded[0]}.seed: the cells' seeds come from --seed (the cell of split k fits with "
+                         "seed + k); pass --seed instead")
     options = {}
     for method in methods:
         chosen = {**METHODS.get(method).uci.options, **overrides.get(method, {}), "progress": False}
@@ -83,10 +88,11 @@ def validation_grid(method: str, options: dict[str, Any], folder: Path) -> dict[
 
 def execute(executor: str, tables: dict[str, UCITable], cells: list[Cell], workers: int, address: str | None,
             max_retries: int) -> Iterator[dict[str, Any]]:
-    """The results of ``cells`` as the executor finishes them (nothing started when there are none); closing it
-    ends the cells in flight."""
+    """The results of ``cells`` as the executor finishes them, on at most one worker a cell (nothing started when
+    there are none); closing it ends the cells in flight."""
     if not cells:
         return
+    workers = min(workers, len(cells))  # a worker more than the cells only starts a process that waits
     if executor == "local":
         yield from run_local(tables, cells, workers)
     else:

@@ -31,10 +31,25 @@ def test_bnn_uci_runs_the_grid_with_the_options_set_and_prints_the_table(tiny_uc
     assert "--set svi.steps=7" in (tmp_path / "run" / "table.md").read_text()
 
 
+def test_workers_beyond_the_cells_are_not_started(tiny_uci, tmp_path, monkeypatch):
+    started = []
+
+    def scores(tables, cells, workers):
+        started.append(workers)
+        for cell in cells:
+            yield {**failed_row(cell, "", 1), "status": "ok", "rmse": 1.0, "test_ll": -1.0, "seconds": 0.1,
+                   "verdict": "no check"}
+
+    monkeypatch.setattr(uci_run, "run_local", scores)
+    assert main(command(tiny_uci, tmp_path / "run", "--workers", "99999999999")) == 0
+    assert started == [2]  # the two cells of splits 0-1
+
+
 @pytest.mark.parametrize("extra, message", [
     (["--splits", "5-2"], "ends before it starts"),
     (["--set", "svi.steps"], "--set takes METHOD.OPTION=VALUE"),
     (["--set", "nuts.num_samples=5"], "--set names method(s) ['nuts'] that are not in --methods"),
+    (["--set", "svi.seed=3"], "--set svi.seed: the cells' seeds come from --seed"),
     (["--splits", "7"], "none of the splits [7]"),
 ])
 def test_bad_arguments_exit_2_with_the_reason(tiny_uci, tmp_path, capsys, extra, message):

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -90,6 +91,20 @@ def test_command_line_writes_the_report(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["continual", "--methods", "vcl,nope", "--out", str(tmp_path / "x"), "--quiet"])
     assert exit_info.value.code == 2 and "unknown continual method 'nope'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--methods", "vcl", "--coreset-size", "5"], "--coreset-size applies to vcl-coreset only, which --methods vcl"),
+    (["--init-rho", "1e6"], r"init_rho=1e\+06 starts the guide at sd softplus\(init_rho\) = 1e\+06, wider than the "
+                            "prior's scale 1; pass an init_rho below 0.541"),
+    (["--init-rho", "nan"], "init_rho"),
+])
+def test_options_that_would_be_ignored_or_give_nonsense_are_refused_before_any_work(tmp_path, capsys, extra, message):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["continual", "--out", str(tmp_path / "run"), "--quiet", *extra])
+    assert exit_info.value.code == 2
+    assert re.search(message, capsys.readouterr().err)
+    assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.parametrize("occupant", ["notes.txt", "data/"])

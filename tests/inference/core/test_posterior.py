@@ -101,6 +101,8 @@ def _with_record_field(folder, name, value):
          r"fit.json is damaged .*field 'the laplace record.seed' must be an integer, got 'zero'"),
         (lambda run: _write_fit_json(run, {**json.loads((run / "fit.json").read_text()), "model": {"in_features": 1}}),
          r"fit.json is damaged or from another version: .*the config of a 'mlp' network lacks \['likelihood', 'prior'\]"),
+        (lambda run: _write_fit_json(run, {**json.loads((run / "fit.json").read_text()), "model": [1, 2]}),
+         r"fit.json is damaged or from another version: .*a network's config must be a JSON object, got list"),
         (lambda run: _write_fit_json(run, _without_model_field(run, "hidden")),
          r"fit.json is damaged .*the config of a 'mlp' network must give the arguments \['activation', 'hidden', "
          r"'in_features', 'out_features'\], got \['activation', 'in_features', 'out_features'\]"),
@@ -115,7 +117,8 @@ def _with_record_field(folder, name, value):
          r"linearization.pt does not hold a linearisation for this model \(TypeError"),
     ],
     ids=["no model entry", "record without method", "record without a field", "record with a wrong type",
-         "partial model entry", "model entry without an argument", "binary fit.json", "foreign posterior.nc",
+         "partial model entry", "model entry not an object",
+         "model entry without an argument", "binary fit.json", "foreign posterior.nc",
          "damaged linearization", "linearization without scale", "linearization not a dict"],
 )
 def test_each_damaged_file_is_named_with_what_to_do(saved, damage, message):

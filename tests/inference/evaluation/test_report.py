@@ -75,3 +75,14 @@ def test_each_fits_own_warnings_reach_the_report(tmp_path):
     write_comparison({"svi": svi, "laplace": laplace}, data, tmp_path / "report", command="test")
     report = (tmp_path / "report" / "report.md").read_text()
     assert report.startswith("# svi, laplace on toy1d") and line in report
+
+
+@pytest.mark.parametrize("methods, extra", [("map", []), ("map,map", []), ("map", ["--time-budget", "99999h"])])
+def test_point_estimates_alone_give_a_report_that_says_there_is_no_ranking(methods, extra, tmp_path):
+    out = tmp_path / "report"
+    main(["compare", "--dataset", "toy1d", "--methods", methods, "--hidden", "4", "--map-steps", "50",
+          "--out", str(out), "--quiet", *extra])
+    report = (out / "report.md").read_text()
+    assert "No ranking: PSIS-LOO needs posterior draws" in report
+    assert pd.read_csv(out / "ranking.csv", index_col=0).empty
+    assert len(pd.read_csv(out / "comparison.csv", index_col=0)) == len(methods.split(","))
