@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import enum
+import functools
 import inspect
 import re
 import types
@@ -31,6 +32,7 @@ NAMING_ROLES = frozenset({"class", "func", "mod", "meth", "attr", "data", "obj"}
 SECTION = re.compile(r"^\s*Attributes\n\s*-+\n", re.M)
 
 
+@functools.cache
 def documented_fields(options: type) -> dict[str, str]:
     """Each field named in the numpydoc ``Attributes`` sections of ``options`` and its bases (the class's own entry
     first), with its description on one line."""
@@ -108,8 +110,7 @@ def _default(field: dataclasses.Field) -> Any:
 
 def _help(option: str, takers: list[tuple[str, type, dataclasses.Field]]) -> str:
     """The help of ``option``: the first method's description, then the default of every method that takes it."""
-    description = next((documented_fields(options).get(option) for _, options, _ in takers
-                        if documented_fields(options).get(option)), "")
+    description = next(filter(None, (documented_fields(options).get(option) for _, options, _ in takers)), "")
     defaults: dict[str, list[str]] = {}
     for method, _, field in takers:
         value = _default(field)
@@ -129,8 +130,9 @@ def add_method_flags(parser: argparse.ArgumentParser) -> None:
     for option, takers in flag_fields().items():
         method, options, field = takers[0]
         title = SHARED if len(takers) > 1 else method
-        group = groups.get(title) or groups.setdefault(title, parser.add_argument_group(title))
-        group.add_argument(f"--{option.replace('_', '-')}", dest=option, default=None, help=_help(option, takers),
+        if title not in groups:
+            groups[title] = parser.add_argument_group(title)
+        groups[title].add_argument(f"--{option.replace('_', '-')}", dest=option, default=None, help=_help(option, takers),
                            **flag_settings(options, field))
 
 
