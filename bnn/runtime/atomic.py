@@ -31,6 +31,9 @@ MARKER = ".bnn-result.json"
 """The file that makes a folder recognisably ours: ``{"written_by": "bnn", "state": ..., "files": [...]}``."""
 STATES = ("complete", "stopped", "checkpoint")
 """What a marked folder holds: a complete result, the result of a stopped fit, or only a run's checkpoint."""
+RUN_STATE = "run"
+"""The state of a resumable run's folder, written into in place by the command its marker names
+(:mod:`bnn.runtime.run_folder`); not one of :data:`STATES`, so no atomic write ever replaces it."""
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
 _NO_EXCHANGE = (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP)
@@ -89,6 +92,19 @@ def result_state(folder: str | Path) -> str | None:
     return marker["state"] if isinstance(listed, list) and entries <= set(listed) else None
 
 
+def run_writer(folder: str | Path) -> str | None:
+    """The ``writer`` the marker of ``folder`` names when it marks a run folder (state :data:`RUN_STATE`), else
+    ``None``."""
+    try:
+        marker = json.loads((Path(folder) / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    if isinstance(marker, dict) and marker.get("written_by") == "bnn" and marker.get("state") == RUN_STATE:
+        writer = marker.get("writer")
+        return writer if isinstance(writer, str) else None
+    return None
+
+
 def mark(folder: str | Path, state: str, files: Iterable[str] | None = None) -> None:
     """Write the marker of ``folder``: ``state`` and ``files`` (default: its entries now)."""
     folder = Path(folder)
@@ -134,6 +150,10 @@ def check_replaceable(target: str | Path, *, overwrite: bool) -> None:
     if not target.exists() or not any(target.iterdir()):
         return
     if result_state(target) is None:
+        writer = run_writer(target)
+        if writer is not None:
+            raise ValueError(f"{target} holds a run of `bnn {writer}` (its {MARKER} says so), which only that command "
+                             "writes into and nothing replaces: choose another folder")
         stranger = sorted(path.name for path in target.iterdir())[:3]
         raise ValueError(f"{target} holds files this tool did not write ({', '.join(stranger)}, ...); it replaces only an "
                          "empty folder or a result it wrote, so nothing there is touched: choose another folder")

@@ -6,6 +6,9 @@ predictive mean for regression). Every finished task is written atomically to ``
 prior's config, the MAP weights, the coreset) and ``posterior/`` (a saved
 :class:`~bnn.inference.core.posterior.Posterior`, Bayesian methods). A rerun with the same ``--out`` reads the finished
 tasks and goes on from the next one; ``run.json`` keeps the benchmark and options, and a rerun with others is refused.
+``<out>`` is a run folder of ``bnn continual`` (:mod:`bnn.runtime.run_folder`): refused when it holds anything else,
+locked while a run writes into it, so that a second run of the same folder is refused instead of racing the first.
+A damaged file of the run is named, with what to do about it.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ from bnn.inference.continual.options import ContinualOptions
 from bnn.inference.continual.setup import ContinualSetup
 
 from bnn.registry import Registry
-from bnn.runtime.atomic import atomic_directory, check_writable, write_json
+from bnn.runtime.atomic import atomic_directory, write_json
+from bnn.runtime.run_folder import check_run_folder, locked_run_folder
 
 CONTINUAL_METHODS: Registry[Callable[[ContinualSetup, int, dict[str, Any]], Learned]] = Registry("continual method")
 CONTINUAL_METHODS.register("vcl", vcl)
@@ -63,25 +67,33 @@ class ContinualResult:
     seconds: dict[str, list[float]]
 
 
+def run_entries() -> set[str]:
+    """What a continual run writes into its folder: ``run.json`` and one folder per method."""
+    return {RUN_FILE, *CONTINUAL_METHODS.names()}
+
+
+def read_run_file(path: Path, advice: str) -> Any:
+    """The JSON of the run's file ``path``; a damaged one raises ``ValueError`` naming it, with ``advice``."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{path} is damaged ({error}); {advice}") from None
+
+
 def _check_run_file(out: Path, description: dict[str, Any]) -> None:
-    """Resume the run in ``out`` when its settings are ``description``, or start one in a new or empty ``out``; refuse
-    anything else (other settings, a file, a folder holding files of something else, a folder that cannot be written)
-    before any work."""
+    """Resume the run in ``out`` (checked by :func:`~bnn.runtime.run_folder.check_run_folder`) when its settings are
+    ``description``, or start one in a new or empty ``out``; refuse other settings before any work."""
     run_file = out / RUN_FILE
     if run_file.is_file():
-        found = json.loads(run_file.read_text())
+        found = read_run_file(run_file, "the run's settings are lost with it, so its tasks cannot be resumed: choose "
+                                        "another --out")
         if found != description:
             raise ValueError(f"{out} holds a continual run with other settings ({found}); resume it with those, or "
                              f"choose another --out for {description}")
         return
-    blocking = next((path for path in (out, *out.parents) if path.exists() and not path.is_dir()), None)
-    if blocking is not None:
-        raise ValueError(f"{blocking} is a file, not a folder; choose another --out")
-    if out.is_dir() and any(out.iterdir()):
-        raise ValueError(f"{out} holds files that are not a continual run (no {RUN_FILE}); a run writes only into a new "
-                         "or empty folder, or resumes its own: choose another --out")
-    check_writable(run_file)
-    out.mkdir(parents=True, exist_ok=True)
+    if any(path.name in CONTINUAL_METHODS.names() for path in out.iterdir()):
+        raise ValueError(f"{out} holds the tasks of a continual run without its {RUN_FILE}, so their settings are "
+                         "unknown: choose another --out")
     write_json(run_file, description)
 
 
@@ -120,7 +132,10 @@ def run_continual(benchmark: str | ContinualBenchmark, methods: Sequence[str], o
     Raises
     ------
     ValueError
-        For an unknown benchmark, method or option, or an ``out`` holding a run with other settings, before any work.
+        For an unknown benchmark, method or option, an ``out`` holding a run with other settings or anything but a run
+        of its own, or one that another run is writing into, before any work; for a damaged file of the run, naming it.
+    KeyboardInterrupt
+        On Ctrl-C or SIGTERM, saying how many finished tasks are kept (the task in flight is lost).
     """
     options = ContinualOptions.parse("continual", options)
     if isinstance(methods, str) or not methods:
@@ -130,23 +145,39 @@ def run_continual(benchmark: str | ContinualBenchmark, methods: Sequence[str], o
     if not isinstance(benchmark, ContinualBenchmark):
         benchmark = load_continual_benchmark(benchmark)
     setup, out = ContinualSetup(benchmark, options), Path(out)
-    _check_run_file(out, {"benchmark": benchmark.name, "options": json.loads(json.dumps(dataclasses.asdict(options)))})
+    check_run_folder(out, "continual", run_entries(), unmarked_run=lambda folder: (folder / RUN_FILE).is_file())
+    with locked_run_folder(out, "continual", run_entries()):
+        _check_run_file(out, {"benchmark": benchmark.name, "options": json.loads(json.dumps(dataclasses.asdict(options)))})
+        try:
+            scores, seconds = learn_all(setup, methods, out, report)
+        except KeyboardInterrupt as interrupt:
+            kept = sum(1 for _ in out.glob(f"*/task-*/{METRICS_FILE}"))
+            raise KeyboardInterrupt(f"{str(interrupt) or 'Ctrl-C'}: the {kept} finished task(s) are kept in {out}; the "
+                                    "same command resumes from them") from None
+    metric = "accuracy" if benchmark.is_classification else "rmse"
+    return ContinualResult(benchmark.name, metric, [task.name for task in benchmark.tasks], scores, seconds)
+
+
+def learn_all(setup: ContinualSetup, methods: Sequence[str], out: Path, report: Callable[[str], None] | None
+              ) -> tuple[dict[str, list[list[float]]], dict[str, list[float]]]:
+    """Each method's scores and seconds per task: read from ``out`` for the tasks finished there, else learnt and
+    written there."""
     scores, seconds = {}, {}
     for method in methods:
         carry: dict[str, Any] = {}
         scores[method], seconds[method] = [], []
         for task in range(setup.num_tasks):
             folder = out / method / f"task-{task}"
+            damaged = f"remove {folder} to learn the task again"
             if (folder / METRICS_FILE).is_file():
-                metrics = json.loads((folder / METRICS_FILE).read_text())
+                metrics = read_run_file(folder / METRICS_FILE, damaged)
                 line = "kept"
             else:
                 metrics = _learn_task(setup, method, task, carry, folder)
                 line = "learnt"
-            carry = json.loads((folder / CARRY_FILE).read_text())
+            carry = read_run_file(folder / CARRY_FILE, damaged)
             scores[method].append(metrics["scores"])
             seconds[method].append(metrics["seconds"])
             if report is not None:
                 report(f"{method}: task {task} {line}, scores {[round(s, 4) for s in metrics['scores']]}")
-    metric = "accuracy" if benchmark.is_classification else "rmse"
-    return ContinualResult(benchmark.name, metric, [task.name for task in benchmark.tasks], scores, seconds)
+    return scores, seconds

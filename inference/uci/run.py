@@ -23,11 +23,12 @@ from bnn.inference.uci.grid import Cell, find_datasets, hidden_units, splits_of
 from bnn.inference.uci.local import run_local
 from bnn.inference.uci.protocol import failed_row
 from bnn.inference.uci.ray_cluster import import_ray, run_ray
-from bnn.inference.uci.store import RunFolder, fingerprint
+from bnn.inference.uci.store import RUN_ENTRIES, RunFolder, fingerprint, unmarked_run
 from bnn.inference.uci.table import write_tables
 
 from bnn.runtime.atomic import check_apart
 from bnn.runtime.progress import progress_bar
+from bnn.runtime.run_folder import check_run_folder, locked_run_folder
 from bnn.runtime.stacklevel import user_stacklevel
 from bnn.runtime.stop_signals import sigterm_as_keyboard_interrupt
 from bnn.runtime.workers import available_cores
@@ -163,6 +164,7 @@ def run_uci(uci_dir: str | Path, datasets: str, methods: Sequence[str], splits: 
         raise ValueError(f"splits must be a non-empty list of split numbers (>= 0), got {splits!r}")
     uci_dir, out = Path(uci_dir), Path(out)
     check_apart(out, {"--uci-dir": uci_dir})
+    check_run_folder(out, "uci", RUN_ENTRIES, unmarked_run=unmarked_run)
     overrides = overrides or {}
     options = method_options(list(dict.fromkeys(methods)), overrides)
     tables, cells = {}, []
@@ -175,11 +177,20 @@ def run_uci(uci_dir: str | Path, datasets: str, methods: Sequence[str], splits: 
             validation = validation_grid(method, fit_options, uci_dir / name)
             cells += [Cell(name, method, split, hidden, {**fit_options, "seed": seed + split}, validation,
                            overrides.get(method, {})) for split in chosen]
-    folder = RunFolder(out)
+    with locked_run_folder(out, "uci", RUN_ENTRIES):
+        results = run_cells(RunFolder(out), tables, cells, executor, workers, address, max_retries, progress)
+        missing = "no result came back from the executor"
+        return write_tables([results[cell] or failed_row(cell, missing, 0) for cell in cells], out, command)
+
+
+def run_cells(folder: RunFolder, tables: dict[str, UCITable], cells: list[Cell], executor: str, workers: int,
+              address: str | None, max_retries: int, progress: bool) -> dict[Cell, dict[str, Any] | None]:
+    """Each cell's result: kept from ``folder`` when finished with the same settings, else run (and kept there as it
+    finishes); ``None`` for a cell whose result never came back. An interrupt raises ``KeyboardInterrupt`` naming what
+    was kept."""
     prints = {cell: fingerprint(tables[cell.dataset], cell) for cell in cells}
     results = {cell: folder.finished(cell, prints[cell]) for cell in cells}
     todo = [cell for cell in cells if results[cell] is None]
-    out.mkdir(parents=True, exist_ok=True)
     bar = progress_bar(total=len(cells), initial=len(cells) - len(todo), desc="uci grid", unit="cell", enabled=progress)
     try:
         with sigterm_as_keyboard_interrupt():
@@ -194,8 +205,7 @@ def run_uci(uci_dir: str | Path, datasets: str, methods: Sequence[str], splits: 
                     bar.update()
     except KeyboardInterrupt as interrupt:
         raise KeyboardInterrupt(f"{str(interrupt) or 'Ctrl-C'}: the {sum(r is not None for r in results.values())} finished "
-                                f"cells are kept in {out}; the same command runs the rest") from None
+                                f"cells are kept in {folder.out}; the same command runs the rest") from None
     finally:
         bar.close()
-    missing = "no result came back from the executor"
-    return write_tables([results[cell] or failed_row(cell, missing, 0) for cell in cells], out, command)
+    return results

@@ -3,24 +3,41 @@
 ``<out>/cells/<data set>/<method>/split-<K>.json`` holds the cell's result (:data:`~bnn.inference.uci.protocol.COLUMNS`)
 and its fingerprint: a SHA-256 of everything that decides its numbers (the data set's table, the split's rows, the
 hidden width, the method's options with the seed, the options chosen on validation and their candidates). A rerun
-keeps a finished cell with the same fingerprint, runs again a failed one, and refuses, before any work, a folder
-whose cells were made with other settings.
+keeps a finished cell with the same fingerprint, runs again a failed one (with a warning when its settings or data
+changed since: the fix of a cell that failed for bad data), and refuses, before any work, a folder whose finished cells
+were made with other settings, and a cell file that is not one (tampered, truncated, a folder), naming it.
+
+The folder is a run folder of ``bnn uci`` (:mod:`bnn.runtime.run_folder`): marked as such, locked while a run writes,
+and holding only :data:`RUN_ENTRIES`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from bnn.datasets.uci import UCITable
 from bnn.inference.uci.grid import Cell
+from bnn.inference.uci.protocol import COLUMNS
+from bnn.inference.uci.table import RESULTS_FILE, TABLE_FILE
 
 from bnn.runtime.atomic import write_json
+from bnn.runtime.stacklevel import user_stacklevel
 
 CELLS_FOLDER = "cells"
+RUN_ENTRIES = {CELLS_FOLDER, RESULTS_FILE, TABLE_FILE}
+"""What a run of ``bnn uci`` writes into its folder (beside the marker and the lock)."""
+STATUSES = ("ok", "failed")
+
+
+def unmarked_run(folder: Path) -> bool:
+    """Whether an unmarked ``folder`` holding only :data:`RUN_ENTRIES` is a run made before runs were marked: it has
+    its ``cells`` folder."""
+    return (folder / CELLS_FOLDER).is_dir()
 
 
 def fingerprint(table: UCITable, cell: Cell) -> str:
@@ -37,6 +54,13 @@ def fingerprint(table: UCITable, cell: Cell) -> str:
     return digest.hexdigest()
 
 
+def is_cell_file(stored: Any) -> bool:
+    """Whether ``stored`` (a parsed JSON file) has the shape :meth:`RunFolder.write` gives a cell file."""
+    result = stored.get("result") if isinstance(stored, dict) else None
+    return (isinstance(result, dict) and isinstance(stored.get("fingerprint"), str) and set(COLUMNS) <= set(result)
+            and result["status"] in STATUSES)
+
+
 class RunFolder:
     """The cells of a UCI run kept in ``out`` (module notes)."""
 
@@ -48,14 +72,24 @@ class RunFolder:
         return self.out / CELLS_FOLDER / cell.dataset / cell.method / f"split-{cell.split}.json"
 
     def read(self, cell: Cell) -> dict[str, Any] | None:
-        """The stored file of ``cell`` (``result`` and ``fingerprint``), ``None`` when there is none."""
+        """The stored file of ``cell`` (``result`` and ``fingerprint``), ``None`` when there is none.
+
+        Raises
+        ------
+        ValueError
+            When the file is not a cell file of ``bnn uci`` (not JSON, another shape, a folder), naming it.
+        """
         path = self.path(cell)
-        if not path.is_file():
+        if not path.exists():
             return None
         try:
-            return json.loads(path.read_text())
-        except ValueError as error:
-            raise ValueError(f"{path} is not a result file of bnn uci ({error}); remove it to run that cell again") from None
+            stored = json.loads(path.read_text())
+        except (OSError, ValueError) as error:
+            raise ValueError(f"{path} is not a cell file of bnn uci ({error}); remove it to run that cell again") from None
+        if not is_cell_file(stored):
+            raise ValueError(f"{path} is not a cell file of bnn uci (it needs a fingerprint and a result with the fields "
+                             f"{', '.join(COLUMNS)}, status {' or '.join(STATUSES)}); remove it to run that cell again")
+        return stored
 
     def finished(self, cell: Cell, print_: str) -> dict[str, Any] | None:
         """The result of ``cell`` when a run with fingerprint ``print_`` finished it, else ``None`` (none yet, or failed).
@@ -68,10 +102,14 @@ class RunFolder:
         stored = self.read(cell)
         if stored is None:
             return None
-        if stored.get("fingerprint") != print_:
+        failed = stored["result"]["status"] != "ok"
+        if stored["fingerprint"] != print_ and failed:
+            warnings.warn(f"{cell.name} failed in an earlier run with other settings or data; it runs again with these",
+                          UserWarning, stacklevel=user_stacklevel())
+        elif stored["fingerprint"] != print_:
             raise ValueError(f"{self.out} holds {cell.name} made with other settings (options, seed, data or split "
                              "rows differ); rerun with the same options, or choose another --out for these")
-        return stored["result"] if stored["result"]["status"] == "ok" else None
+        return None if failed else stored["result"]
 
     def write(self, cell: Cell, print_: str, result: dict[str, Any]) -> None:
         """Keep ``result`` of ``cell`` (atomically: a kill leaves the old file or the new one)."""

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import pytest
@@ -111,7 +112,7 @@ def test_options_that_would_be_ignored_or_give_nonsense_are_refused_before_any_w
 def test_an_out_holding_files_of_something_else_is_refused_and_left_as_it_was(tmp_path, occupant):
     (tmp_path / occupant.rstrip("/")).mkdir() if occupant.endswith("/") else (tmp_path / occupant).write_text("mine")
     before = sorted(path.name for path in tmp_path.iterdir())
-    with pytest.raises(ValueError, match=r"holds files that are not a continual run.*choose another --out"):
+    with pytest.raises(ValueError, match=r"holds files `bnn continual` did not write.*choose another --out"):
         run_continual(small(load_split_digits(), tasks=1), ["finetune"], tmp_path, **TINY)
     assert sorted(path.name for path in tmp_path.iterdir()) == before
 
@@ -128,3 +129,51 @@ def test_an_unwritable_out_is_refused_before_any_work(capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["continual", "--methods", "finetune", "--out", "/proc/bnn-continual", "--quiet"])
     assert exit_info.value.code == 2 and "cannot write into /proc" in capsys.readouterr().err
+
+
+def test_a_second_run_of_a_folder_is_refused_while_the_first_writes(tmp_path, monkeypatch):
+    benchmark, refused = small(load_split_digits(), tasks=1), []
+    finetune = CONTINUAL_METHODS.get("finetune")
+
+    def learns_while_a_second_run_starts(setup, task, carry):
+        with pytest.raises(ValueError, match=f"another run \\(process {os.getpid()}\\) is writing into {tmp_path} now"):
+            run_continual(benchmark, ["finetune"], tmp_path, **TINY)
+        refused.append(task)
+        return finetune(setup, task, carry)
+
+    monkeypatch.setitem(CONTINUAL_METHODS._entries, "finetune", learns_while_a_second_run_starts)
+    run_continual(benchmark, ["finetune"], tmp_path, **TINY)
+    assert refused == [0]
+    monkeypatch.undo()
+    lines = []
+    run_continual(benchmark, ["finetune"], tmp_path, report=lines.append, **TINY)  # the lock ended with the run
+    assert lines[0].startswith("finetune: task 0 kept")
+
+
+@pytest.mark.parametrize("damaged", ["run.json", "finetune/task-0/metrics.json", "finetune/task-0/carry.json"])
+def test_a_damaged_file_of_a_run_is_named_with_what_to_do(tmp_path, damaged):
+    benchmark = small(load_split_digits(), tasks=1)
+    run_continual(benchmark, ["finetune"], tmp_path, **TINY)
+    (tmp_path / damaged).write_text("{")
+    advice = "choose another --out" if damaged == "run.json" else f"remove {tmp_path / 'finetune' / 'task-0'} to learn"
+    with pytest.raises(ValueError, match=f"{tmp_path / damaged} is damaged \\(Expecting property name .*\\); .*{advice}"):
+        run_continual(benchmark, ["finetune"], tmp_path, **TINY)
+
+
+def test_an_interrupted_run_says_which_tasks_it_kept_and_the_rerun_resumes(tmp_path, monkeypatch):
+    benchmark = small(load_split_digits(), tasks=2)
+    finetune = CONTINUAL_METHODS.get("finetune")
+
+    def stopped_at_the_second_task(setup, task, carry):
+        if task == 1:
+            raise KeyboardInterrupt("SIGTERM")
+        return finetune(setup, task, carry)
+
+    monkeypatch.setitem(CONTINUAL_METHODS._entries, "finetune", stopped_at_the_second_task)
+    with pytest.raises(KeyboardInterrupt, match=f"SIGTERM: the 1 finished task\\(s\\) are kept in {tmp_path}; the same "
+                                                "command resumes from them"):
+        run_continual(benchmark, ["finetune"], tmp_path, **TINY)
+    monkeypatch.undo()
+    lines = []
+    run_continual(benchmark, ["finetune"], tmp_path, report=lines.append, **TINY)
+    assert [line.split(",")[0] for line in lines] == ["finetune: task 0 kept", "finetune: task 1 learnt"]

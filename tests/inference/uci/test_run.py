@@ -1,5 +1,6 @@
 import json
 import math
+import os
 
 import pandas as pd
 import pytest
@@ -8,6 +9,8 @@ from bnn.inference.uci.protocol import failed_row
 from bnn.inference.uci.run import run_uci
 from bnn.inference.uci.store import CELLS_FOLDER
 
+from bnn.runtime.atomic import MARKER, atomic_directory
+from bnn.runtime.run_folder import LOCK_FILE
 from tests.support.uci import FAST_SVI, write_uci_folder
 
 
@@ -133,3 +136,104 @@ def test_an_interruption_keeps_the_finished_cells_and_the_rerun_runs_the_rest(ti
     monkeypatch.setattr(uci_run, "run_local", records_what_it_is_given)
     run_uci(tiny_uci, "tiny", ["svi"], [0, 1], out, overrides=FAST_SVI, progress=False)
     assert rerun == [1]
+
+
+def ok_row(cell):
+    return {**failed_row(cell, "", 1), "status": "ok", "rmse": 1.0, "test_ll": -1.0, "seconds": 1.0, "verdict": "no check"}
+
+
+def never_runs(tables, cells, workers):
+    raise AssertionError(f"no cell may run: {cells}")
+
+
+def test_a_folder_of_the_users_own_files_is_refused_before_any_work_and_left_as_it_was(tiny_uci, tmp_path, monkeypatch):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "results.csv").write_text("mine\n")
+    (out / "table.md").write_text("mine\n")
+    monkeypatch.setattr(uci_run, "run_local", never_runs)
+    with pytest.raises(ValueError, match=r"mine holds files `bnn uci` did not write \(results.csv, table.md\); it writes "
+                                         "only into a new or empty folder or a run of its own"):
+        run_uci(tiny_uci, "tiny", ["svi"], [0], out, overrides=FAST_SVI, progress=False)
+    assert sorted(path.name for path in out.iterdir()) == ["results.csv", "table.md"]
+    assert (out / "results.csv").read_text() == (out / "table.md").read_text() == "mine\n"
+
+
+def test_a_fit_result_and_a_uci_run_never_write_into_each_other(tiny_uci, tmp_path, monkeypatch):
+    fitted = tmp_path / "fitted"
+    with atomic_directory(fitted) as staging:  # what bnn fit, bnn compare and Posterior.save leave
+        (staging / "fit.json").write_text("{}")
+    monkeypatch.setattr(uci_run, "run_local", never_runs)
+    with pytest.raises(ValueError, match="fitted holds a result of `bnn fit` or `bnn compare`"):
+        run_uci(tiny_uci, "tiny", ["svi"], [0], fitted, overrides=FAST_SVI, progress=False)
+    assert sorted(path.name for path in fitted.iterdir()) == [MARKER, "fit.json"]
+
+    run = tmp_path / "run"
+    monkeypatch.setattr(uci_run, "run_local", lambda tables, cells, workers: map(ok_row, cells))
+    run_uci(tiny_uci, "tiny", ["svi"], [0], run, overrides=FAST_SVI, progress=False)
+    with pytest.raises(ValueError, match="run holds a run of `bnn uci`.*which only that command writes into"):
+        with atomic_directory(run, overwrite=True):
+            pass
+    assert (run / CELLS_FOLDER / "tiny" / "svi" / "split-0.json").is_file()
+
+
+def test_a_second_run_of_a_folder_is_refused_while_the_first_writes(tiny_uci, tmp_path, monkeypatch):
+    out, refused = tmp_path / "run", []
+
+    def runs_a_second_grid_meanwhile(tables, cells, workers):
+        with pytest.raises(ValueError, match=f"another run \\(process {os.getpid()}\\) is writing into .*run now"):
+            run_uci(tiny_uci, "tiny", ["svi"], [0, 1], out, overrides={"svi": {"steps": 31}}, progress=False)
+        refused.append(True)
+        yield from map(ok_row, cells)
+
+    monkeypatch.setattr(uci_run, "run_local", runs_a_second_grid_meanwhile)
+    results = run_uci(tiny_uci, "tiny", ["svi"], [0, 1], out, overrides=FAST_SVI, progress=False)
+    assert refused == [True] and list(results["status"]) == ["ok", "ok"]
+    monkeypatch.setattr(uci_run, "run_local", lambda tables, cells, workers: iter(()))
+    run_uci(tiny_uci, "tiny", ["svi"], [0, 1], out, overrides=FAST_SVI, progress=False)  # the lock ended with the run
+
+
+def test_a_run_made_before_runs_were_marked_is_resumed_and_marked(tiny_uci, tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    monkeypatch.setattr(uci_run, "run_local", lambda tables, cells, workers: map(ok_row, cells))
+    first = run_uci(tiny_uci, "tiny", ["svi"], [0], out, overrides=FAST_SVI, progress=False)
+    (out / MARKER).unlink()
+    (out / LOCK_FILE).unlink()
+    monkeypatch.setattr(uci_run, "run_local", never_runs)
+    again = run_uci(tiny_uci, "tiny", ["svi"], [0], out, overrides=FAST_SVI, progress=False)
+    pd.testing.assert_frame_equal(again, first)
+    assert json.loads((out / MARKER).read_text())["writer"] == "uci"
+
+
+@pytest.mark.parametrize("content", ["[]", "{}", '{"fingerprint": "f"}', '{"fingerprint": "f", "result": null}',
+                                     '{"fingerprint": "f", "result": {"dataset": "tiny"}}', "{", "folder"])
+def test_a_tampered_cell_file_is_named_before_any_work(tiny_uci, tmp_path, monkeypatch, content):
+    out = tmp_path / "run"
+    monkeypatch.setattr(uci_run, "run_local", lambda tables, cells, workers: map(ok_row, cells))
+    run_uci(tiny_uci, "tiny", ["svi"], [0, 1], out, overrides=FAST_SVI, progress=False)
+    cell = out / CELLS_FOLDER / "tiny" / "svi" / "split-1.json"
+    cell.unlink()
+    cell.mkdir() if content == "folder" else cell.write_text(content)
+    monkeypatch.setattr(uci_run, "run_local", never_runs)
+    with pytest.raises(ValueError, match=f"{cell} is not a cell file of bnn uci .*; remove it to run that cell again"):
+        run_uci(tiny_uci, "tiny", ["svi"], [0, 1], out, overrides=FAST_SVI, progress=False)
+
+
+def test_a_cell_that_failed_runs_again_when_its_data_changed(tiny_uci, tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    monkeypatch.setattr(uci_run, "run_local", lambda tables, cells, workers: (failed_row(cell, "ValueError: bad", 1)
+                                                                              for cell in cells))
+    run_uci(tiny_uci, "tiny", ["svi"], [0], out, overrides=FAST_SVI, progress=False)
+    data = tiny_uci / "tiny" / "data.txt"
+    data.write_text(data.read_text().replace("1", "2", 1))  # the data fixed
+    rerun = []
+
+    def records_what_it_is_given(tables, cells, workers):
+        rerun.extend(cells)
+        yield from map(ok_row, cells)
+
+    monkeypatch.setattr(uci_run, "run_local", records_what_it_is_given)
+    with pytest.warns(UserWarning, match="tiny/svi/split-0 failed in an earlier run with other settings or data; it runs "
+                                         "again with these"):
+        results = run_uci(tiny_uci, "tiny", ["svi"], [0], out, overrides=FAST_SVI, progress=False)
+    assert len(rerun) == 1 and list(results["status"]) == ["ok"]
