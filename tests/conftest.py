@@ -56,9 +56,11 @@ def ctrl_c_raises_keyboard_interrupt():
     """SIGINT with Python's own handler during each test, the inherited disposition restored after it.
 
     A test run started as a background job of a non-interactive shell (``make test &``, some CI runners) inherits an
-    ignored SIGINT, which the collection rightly leaves alone; the tests of Ctrl-C need one that raises."""
-    previous = signal.getsignal(signal.SIGINT)
+    ignored SIGINT, which the collection rightly leaves alone; the tests of Ctrl-C need one that raises. SIGTERM's
+    disposition is put back too: ``bnn``'s exit after a stop ignores both signals, as a process about to end."""
+    previous = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
-    if previous is not None:  # None: a handler installed outside Python, which cannot be put back
-        signal.signal(signal.SIGINT, previous)
+    for signum, handler in zip((signal.SIGINT, signal.SIGTERM), previous):
+        if handler is not None:  # None: a handler installed outside Python, which cannot be put back
+            signal.signal(signum, handler)

@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from bnn.console import INTERRUPTED
-from tests.support.processes import ROOT, kill_all, start_bnn
+from tests.support.processes import ROOT, kill_all, loky_workers, start_bnn
 
 pytestmark = pytest.mark.subprocess
 
@@ -96,3 +96,22 @@ def test_a_signal_during_the_imports_exits_130_even_when_a_library_swallows_it(t
                           capture_output=True, text=True, timeout=300)
     assert (done.returncode, done.stderr, done.stdout) == (INTERRUPTED, "interrupted while starting: nothing was done\n", "")
     assert not (tmp_path / "run").exists()
+
+
+def test_a_second_sigterm_while_bnn_uci_stops_still_exits_130_with_its_line(tiny_uci, tmp_path):
+    # a scheduler repeats its SIGTERM: the second lands while the grid ends its cells and writes what it kept
+    process = start_bnn("uci", "--uci-dir", str(tiny_uci), "--datasets", "tiny", "--methods", "svi", "--splits", "0-1",
+                        "--set", "svi.steps=1000000", "--workers", "2", "--quiet", "--out", str(tmp_path / "run"),
+                        announce="bnn.inference.uci.run:run_cells")
+    try:
+        assert process.stdout.readline() == "working\n", process.communicate(timeout=60)[1]
+        loky_workers(process, 2)
+        os.killpg(process.pid, signal.SIGTERM)
+        time.sleep(0.3)
+        stdout, stderr = interrupt(process, signal.SIGTERM)
+    finally:
+        kill_all(process)
+    assert process.returncode == INTERRUPTED, stderr
+    assert "Traceback" not in stderr
+    assert stderr.rstrip("\n").split("\n")[-1] == (f"interrupted: SIGTERM: the 0 finished cells are kept in {tmp_path / 'run'}"
+                                                   "; the same command runs the rest")

@@ -13,6 +13,7 @@ wrote (:mod:`bnn.runtime.atomic`), and ``--out`` keeps apart from the inputs.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 
 from bnn.cli.compare import add_compare_parser
@@ -91,5 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         parser.exit(2, f"error: {error}\n")
     except KeyboardInterrupt as error:
+        for signum in (signal.SIGINT, signal.SIGTERM):  # stopping already: a second stop must not kill the exit
+            signal.signal(signum, signal.SIG_IGN)
         parser.exit(130, interrupted_message(args, error) + "\n")
     return 0

@@ -49,10 +49,20 @@ def test_nothing_is_installed_when_disabled_or_outside_the_main_thread():
 
 def test_sigterm_becomes_a_keyboard_interrupt_within_the_block_only(monkeypatch):
     before = handlers()
+    with sigterm_as_keyboard_interrupt():
+        assert signal.getsignal(signal.SIGTERM) not in (before[signal.SIGTERM], signal.SIG_IGN)
+    assert handlers() == before
+    cleaned = []
     with pytest.raises(KeyboardInterrupt, match="^SIGTERM$"):
         with sigterm_as_keyboard_interrupt():
-            signal.raise_signal(signal.SIGTERM)
-    assert handlers() == before
+            try:
+                signal.raise_signal(signal.SIGTERM)
+            finally:
+                signal.raise_signal(signal.SIGTERM)  # a scheduler's second SIGTERM, during the clean-up
+                cleaned.append(True)
+    assert cleaned == [True]  # the clean-up ran to its end
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN  # stopping: a later SIGTERM cannot kill the exit
+    signal.signal(signal.SIGTERM, before[signal.SIGTERM])
     monkeypatch.setattr(signal, "getsignal", lambda signum: signal.SIG_IGN)  # a process that ignores SIGTERM
     with sigterm_as_keyboard_interrupt():
         assert signal.signal(signal.SIGTERM, before[signal.SIGTERM]) == before[signal.SIGTERM]  # nothing installed
