@@ -56,8 +56,8 @@ def read_posterior(directory: str | Path) -> dict[str, Any]:
             raise ValueError(f"{directory} is not a saved posterior: {path.name} is missing")
     again = "fit and save the posterior again with this version"
     try:
-        meta = json.loads(fit_file.read_text())
-    except ValueError as error:  # not UTF-8 text, or not JSON
+        meta = json.loads(fit_file.read_text(), parse_constant=_refuse_constant)
+    except ValueError as error:  # not UTF-8 text, or not JSON (NaN and Infinity are not)
         raise ValueError(f"{fit_file} is damaged ({type(error).__name__}: {error}); {again}") from None
     if not isinstance(meta, dict) or meta.get("schema_version") != SCHEMA_VERSION:
         found = meta.get("schema_version") if isinstance(meta, dict) else None
@@ -75,6 +75,12 @@ def read_posterior(directory: str | Path) -> dict[str, Any]:
         idata = az.from_netcdf(str(posterior_file))
     except Exception as error:  # netCDF/HDF5 raise many types for a damaged file
         raise ValueError(f"{posterior_file} cannot be read: {error}") from None
+    written = getattr(idata, "constant_data", None)
+    drawn_by = (None, None) if written is None else (written.attrs.get("method"), written.attrs.get("guide"))
+    if drawn_by[0] is not None and drawn_by != (record.method, str(record.guide)):
+        raise ValueError(f"{posterior_file} holds the draws of a {drawn_by[0]} fit (guide {drawn_by[1]}), {fit_file} the "
+                         f"record of a {record.method} fit (guide {record.guide}): the files are from different fits; "
+                         f"{again}")
     dtype = torch.get_default_dtype()
     try:
         samples = {name: torch.as_tensor(idata.posterior[name].values, dtype=dtype) for name in model.latent_shapes}
@@ -90,6 +96,12 @@ def read_posterior(directory: str | Path) -> dict[str, Any]:
     constants = {k: v.values for k, v in idata.constant_data.data_vars.items() if k != "x"}
     return {"model": model, "samples": samples, "x": x, "y": y, "record": record, "sample_stats": stats,
             "linearization": linearization, "constants": constants}
+
+
+def _refuse_constant(name: str) -> None:
+    """``json.loads``'s hook for ``NaN``, ``Infinity`` and ``-Infinity``, which are not JSON (the writer writes
+    ``null``)."""
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def _checked_saved_data(path: Path, model: BayesianNetwork, samples: dict[str, torch.Tensor], x: torch.Tensor,

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from bnn.inference.core.record import register_record
-from bnn.inference.laplace.linearized import Linearization
+from bnn.inference.laplace.linearized import Linearization, is_linearizable
 from bnn.inference.laplace.options import LaplaceOptions
 from bnn.inference.posterior_mode.advice import NO_MAXIMUM_FIX
 from bnn.inference.posterior_mode.map_record import MapFitRecord
@@ -67,5 +67,18 @@ class LaplaceRecord(MapFitRecord):
                 "log_marginal_likelihood": self.log_marginal_likelihood}
 
     def load_linearization(self, path: Path, model) -> Linearization | None:
-        """The linearised predictive saved at ``path`` by :meth:`~bnn.inference.core.posterior.Posterior.save`."""
-        return Linearization.load(path, model) if path.is_file() else None
+        """The linearised predictive saved at ``path`` by :meth:`~bnn.inference.core.posterior.Posterior.save`; ``None``
+        for a likelihood without one.
+
+        Raises
+        ------
+        ValueError
+            When ``path`` is missing for a likelihood that has one: the folder would predict by sampling the weights
+            instead, far wider, with nothing saying so.
+        """
+        if not is_linearizable(model.likelihood):
+            return None
+        if not path.is_file():
+            raise ValueError(f"{path} is missing: this Laplace fit predicts through its linearised predictive, which the "
+                             "file holds; the folder is damaged: fit and save the posterior again")
+        return Linearization.load(path, model)

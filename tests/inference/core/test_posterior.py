@@ -115,11 +115,20 @@ def _with_record_field(folder, name, value):
          r"linearization.pt does not hold a linearisation for this model \(KeyError: 'scale'\)"),
         (lambda run: torch.save([1, 2], run / "linearization.pt"),
          r"linearization.pt does not hold a linearisation for this model \(TypeError"),
+        (lambda run: (run / "linearization.pt").unlink(),
+         r"linearization.pt is missing: this Laplace fit predicts through its linearised predictive"),
+        (lambda run: fit(BayesianMLP(1, 1, hidden=(3,), likelihood={"name": "gaussian", "scale": 0.1}), load_toy1d(n_train=30),
+                         "map", map_steps=5, progress=False).to_netcdf(run / "posterior.nc"),
+         r"posterior.nc holds the draws of a map fit \(guide None\), .*fit.json the record of a laplace fit \(guide "
+         r"laplace\): the files are from different fits"),
+        (lambda run: (run / "fit.json").write_text((run / "fit.json").read_text().replace(
+            '"seed": 1', '"seed": NaN')), r"fit.json is damaged \(ValueError: NaN is not a JSON number\)"),
     ],
     ids=["no model entry", "record without method", "record without a field", "record with a wrong type",
          "partial model entry", "model entry not an object",
          "model entry without an argument", "binary fit.json", "foreign posterior.nc",
-         "damaged linearization", "linearization without scale", "linearization not a dict"],
+         "damaged linearization", "linearization without scale", "linearization not a dict", "linearization missing",
+         "another method's posterior.nc", "NaN in fit.json"],
 )
 def test_each_damaged_file_is_named_with_what_to_do(saved, damage, message):
     damage(saved)
