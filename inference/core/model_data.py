@@ -22,9 +22,17 @@ def check_model(model) -> None:
 
 def checked_data(model, x, y) -> tuple[torch.Tensor, torch.Tensor]:
     """``(x, y)`` checked for ``model`` (:func:`check_model` first): finite floating-point inputs of shape
-    ``(n, model.in_features)`` and targets the likelihood accepts, in the dtypes the fit computes in."""
+    ``(n, model.in_features)``, two rows or more, and targets the likelihood accepts, in the dtypes the fit computes
+    in; a regression target must vary (a constant one leaves nothing to learn, and a learned noise collapses to 0)."""
     check_model(model)
     x, y = check_inputs_targets(x, y)
     if x.shape[1] != model.in_features:
         raise ValueError(f"the model reads {model.in_features} input features but x has {x.shape[1]}")
-    return x, model.likelihood.check_targets(y, model.out_features)
+    if x.shape[0] < 2:
+        raise ValueError("the data has a single training row: a fit learns nothing from it (and the checks, LOO and the "
+                         "validation splits need more); give two rows or more")
+    y = model.likelihood.check_targets(y, model.out_features)
+    if model.likelihood.task == "regression" and bool((y == y[0]).all()):
+        raise ValueError(f"the regression target is constant ({y.flatten()[0].item():g} in every training row): nothing "
+                         "to learn, and a learned noise scale would collapse to 0; check the target column")
+    return x, y
