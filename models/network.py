@@ -86,6 +86,30 @@ class DenseLayers:
     activation: str
 
 
+def check_site_prior(site: WeightSite, prior: Prior) -> None:
+    """Refuse (``ValueError``) a ``prior`` that cannot serve ``site``: a distribution of another shape, or one whose
+    draw or log-density at it is not finite (a negative scale built with ``validate_args=False``), found here rather
+    than by torch in the middle of a fit (an improper prior, which has no draws, is not drawn from). The draw comes from a
+    fork of torch's generator, which it leaves as it was."""
+    distribution = prior.distribution(site)
+    shape = tuple(distribution.batch_shape + distribution.event_shape)
+    if shape != tuple(site.shape):
+        raise ValueError(f"the prior {type(prior).__name__} of site {site.name!r} gives a distribution of shape {shape}; "
+                         f"the site's is {tuple(site.shape)}: expand it to site.shape")
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        try:
+            draw = distribution.sample()
+            log_density = distribution.log_prob(draw)
+        except NotImplementedError:  # an improper prior (ImproperUniform) has no draws; its density is the user's
+            return
+        except (RuntimeError, ValueError) as error:
+            raise ValueError(f"the prior {type(prior).__name__} of site {site.name!r} cannot be drawn from ({error}): "
+                             "check its parameters (a scale must be positive)") from None
+    if not (torch.isfinite(draw).all() and torch.isfinite(log_density).all()):
+        raise ValueError(f"the prior {type(prior).__name__} of site {site.name!r} draws values whose log-density is not "
+                         "finite (NaN or infinite): check its parameters (a scale must be positive)")
+
+
 class BayesianNetwork(abc.ABC):
     r"""Base class of the collection's networks: weight sites with priors, a batched forward, a likelihood, and
     the Pyro program they make (module notes).
@@ -187,7 +211,7 @@ class BayesianNetwork(abc.ABC):
                     break
             else:
                 raise ValueError(f"no prior given for site {site.name!r}; add a '*' entry for the rest")
-            resolved[site.name].distribution(site)  # a prior that cannot serve the site (wrong shape) fails here
+            check_site_prior(site, resolved[site.name])
         self._prior_table = table
         self._site_priors = resolved
 

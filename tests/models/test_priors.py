@@ -105,3 +105,38 @@ def test_a_user_prior_takes_a_few_lines_and_works_by_name():
     assert model.config()["prior"] == {"*": {"name": "test-student-t", "df": 3.0}}
     with pytest.raises(ValueError, match="already registered"):
         register_prior("test-student-t", GaussianPrior)
+
+
+@dataclass(frozen=True)
+class UserPrior(Prior):
+    """A user-written prior whose distribution :attr:`make` builds from the site."""
+
+    make: object
+
+    def distribution(self, site):
+        return self.make(site)
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda site: dist.Normal(0.0, -1.0, validate_args=False).expand(site.shape),
+     r"the prior UserPrior of site 'layers.0.weight' cannot be drawn from \(normal expects all elements of std >= 0.0\)"
+     r": check its parameters \(a scale must be positive\)"),
+    (lambda site: dist.Normal(0.0, 1.0).expand((7,)),
+     r"the prior UserPrior of site 'layers.0.weight' gives a distribution of shape \(7,\); the site's is \(3, 2\)"),
+    (lambda site: dist.Laplace(torch.zeros(site.shape), torch.full(site.shape, -1.0), validate_args=False),
+     "draws values whose log-density is not finite"),
+])
+def test_a_user_prior_that_cannot_serve_a_site_is_refused_when_given_not_during_a_fit(make, message):
+    state = torch.get_rng_state()
+    with pytest.raises(ValueError, match=message):
+        BayesianMLP(2, 1, hidden=(3,), prior=UserPrior(make))
+    model = BayesianMLP(2, 1, hidden=(3,))
+    with pytest.raises(ValueError, match=message):
+        model.prior = UserPrior(make)
+    assert torch.equal(torch.get_rng_state(), state)  # the check's draw leaves torch's generator as it was
+
+
+def test_an_improper_user_prior_is_accepted_without_a_draw():
+    model = BayesianMLP(2, 1, hidden=(3,), prior=UserPrior(
+        lambda site: dist.ImproperUniform(dist.constraints.real, site.shape, ())))
+    assert isinstance(model.prior["layers.0.weight"], UserPrior)
