@@ -121,10 +121,15 @@ def probability(option: str, value: Any) -> float:
     return float(value)
 
 
+MAX_SEED = 2**32 - 1
+"""The largest seed: NumPy's generator, which Pyro seeds with torch's and Python's, takes 32 bits."""
+
+
 def seed(option: str, value: Any) -> int:
-    """``value`` if it is a non-negative integer (Python or NumPy, not a bool); else ``ValueError`` naming ``option``."""
-    if not _is_integer(value) or value < 0:
-        raise ValueError(f"{option} must be a non-negative integer, got {value!r}")
+    """``value`` if it is an integer (Python or NumPy, not a bool) from 0 to :data:`MAX_SEED`; else ``ValueError``
+    naming ``option``."""
+    if not _is_integer(value) or not 0 <= value <= MAX_SEED:
+        raise ValueError(f"{option} must be a non-negative integer below 2**32, got {value!r}")
     return int(value)
 
 

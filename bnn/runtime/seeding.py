@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numbers
 import random
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -11,12 +10,14 @@ import numpy as np
 import pyro
 import torch
 
+from bnn.options import seed as parse_seed
+
 
 @contextmanager
 def seeded(seed: int) -> Iterator[None]:
-    """Run the block with torch, numpy and Python RNGs seeded by ``seed``, then restore them."""
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    """Run the block with torch, numpy and Python RNGs seeded by ``seed`` (checked by :func:`bnn.options.seed`), then
+    restore them."""
+    parse_seed("seed", seed)
     numpy_state, python_state = np.random.get_state(), random.getstate()
     with torch.random.fork_rng(devices=[]):
         pyro.set_rng_seed(seed)

@@ -51,24 +51,32 @@ class Cell:
         return f"{self.dataset}/{self.method}/split-{self.split}"
 
 
+MAX_SPLITS = 10_000
+"""The most split numbers ``--splits`` may name (the benchmark's folders hold 20 at most): a range beyond is a typo,
+refused before it is built in memory."""
+
+
 def parse_splits(text: str) -> list[int]:
     """The split numbers of ``"0-19"``, ``"0,3,5"`` or ``"0-2,7"`` (sorted, each once).
 
     Raises
     ------
     ValueError
-        For any other text, or a range whose end comes before its start.
+        For any other text, a range whose end comes before its start, or more than :data:`MAX_SPLITS` numbers.
     """
     text = text.replace(" ", "")
     if not SPLITS_TEXT.fullmatch(text):
         raise ValueError(f"--splits takes numbers and ranges such as 0-19 or 0,3,5, got {text!r}")
-    splits: set[int] = set()
+    ranges = []
     for part in text.split(","):
         first, _, last = part.partition("-")
         if last and int(last) < int(first):
             raise ValueError(f"--splits range {part!r} ends before it starts; write it as {last}-{first}")
-        splits.update(range(int(first), int(last or first) + 1))
-    return sorted(splits)
+        ranges.append(range(int(first), int(last or first) + 1))
+    if sum(len(numbers) for numbers in ranges) > MAX_SPLITS:
+        raise ValueError(f"--splits {text} names more than {MAX_SPLITS:,} splits; a data set folder holds one "
+                         "index_train_K.txt per split (20 in the benchmark): name the splits it has, such as 0-19")
+    return sorted(set().union(*ranges))
 
 
 def find_datasets(uci_dir: Path, text: str) -> list[str]:

@@ -24,8 +24,9 @@ from bnn.inference.uci.local import run_local
 from bnn.inference.uci.protocol import failed_row
 from bnn.inference.uci.ray_cluster import import_ray, run_ray
 from bnn.inference.uci.store import RUN_ENTRIES, RunFolder, fingerprint, unmarked_run
-from bnn.inference.uci.table import write_tables
+from bnn.inference.uci.table import TABLE_FILE, write_tables
 
+from bnn.options import seed as parse_seed
 from bnn.runtime.atomic import check_apart
 from bnn.runtime.progress import progress_bar
 from bnn.runtime.run_folder import check_run_folder, locked_run_folder
@@ -143,7 +144,8 @@ def run_uci(uci_dir: str | Path, datasets: str, methods: Sequence[str], splits: 
     Raises
     ------
     ValueError
-        For anything wrong with the arguments, the data or ``out`` (module notes), before any work.
+        For anything wrong with the arguments, the data or ``out`` (module notes), before any work; after it, when every
+        cell failed on bad input (:func:`refuse_bad_input`).
     ImportError
         For ``executor="ray"`` without Ray installed.
     """
@@ -162,6 +164,8 @@ def run_uci(uci_dir: str | Path, datasets: str, methods: Sequence[str], splits: 
         raise ValueError(f"methods must be a non-empty list of names from {METHODS.names()}, got {methods!r}")
     if not splits or any(isinstance(k, bool) or not isinstance(k, int) or k < 0 for k in splits):
         raise ValueError(f"splits must be a non-empty list of split numbers (>= 0), got {splits!r}")
+    parse_seed("seed (--seed)", seed)
+    parse_seed(f"seed + split (split k fits with --seed + k; here {seed} + {max(splits)})", seed + max(splits))
     uci_dir, out = Path(uci_dir), Path(out)
     check_apart(out, {"--uci-dir": uci_dir})
     check_run_folder(out, "uci", RUN_ENTRIES, unmarked_run=unmarked_run)
@@ -180,7 +184,21 @@ def run_uci(uci_dir: str | Path, datasets: str, methods: Sequence[str], splits: 
     with locked_run_folder(out, "uci", RUN_ENTRIES):
         results = run_cells(RunFolder(out), tables, cells, executor, workers, address, max_retries, progress)
         missing = "no result came back from the executor"
-        return write_tables([results[cell] or failed_row(cell, missing, 0) for cell in cells], out, command)
+        frame = write_tables([results[cell] or failed_row(cell, missing, 0) for cell in cells], out, command)
+    refuse_bad_input(frame, out)
+    return frame
+
+
+def refuse_bad_input(frame: pd.DataFrame, out: Path) -> None:
+    """Raise ``ValueError`` when every cell of ``frame`` (``results.csv``) failed on bad input (a ``ValueError``: data a
+    fit refuses, a network too big for memory): the grid's input is bad, as it would be for ``bnn fit``. The cells and
+    the tables stay in ``out``; the same command runs the failed cells again."""
+    bad = (frame["status"] == "failed") & frame["problems"].fillna("").str.startswith("ValueError: ")
+    if len(frame) and bad.all():
+        first = frame.iloc[0]
+        raise ValueError(f"every cell failed on bad input, such as {first.dataset} / {first.method} / split {first.split}"
+                         f": {first.problems.removeprefix('ValueError: ')} ({out / TABLE_FILE} lists each); fix it and run"
+                         " the same command again")
 
 
 def run_cells(folder: RunFolder, tables: dict[str, UCITable], cells: list[Cell], executor: str, workers: int,

@@ -7,13 +7,15 @@ from tests.support.uci import write_uci_folder
 
 
 @pytest.mark.parametrize("text, splits", [("0-19", list(range(20))), ("0,3,5", [0, 3, 5]), ("4-6,1,5", [1, 4, 5, 6]),
-                                          ("7", [7])])
+                                          ("7", [7]), ("0-9999", list(range(10_000)))])
 def test_parse_splits(text, splits):
     assert parse_splits(text) == splits
 
 
 @pytest.mark.parametrize("text, message", [("a", "numbers and ranges"), ("1-", "numbers and ranges"),
-                                           ("-1", "numbers and ranges"), ("5-2", "ends before it starts")])
+                                           ("-1", "numbers and ranges"), ("5-2", "ends before it starts"),
+                                           ("0-999999999999", "names more than 10,000 splits"),
+                                           ("0-9999,20000", "names more than 10,000 splits")])
 def test_parse_splits_refuses(text, message):
     with pytest.raises(ValueError, match=message):
         parse_splits(text)

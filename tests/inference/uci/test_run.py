@@ -86,6 +86,9 @@ def test_a_failed_cell_is_reported_and_run_again(tiny_uci, tmp_path, monkeypatch
     ({"methods": "svi"}, "methods must be a non-empty list"),
     ({"methods": ["svy"]}, "svy"),
     ({"splits": []}, "splits must be a non-empty list"),
+    ({"seed": -5}, r"seed \(--seed\) must be a non-negative integer below 2\*\*32, got -5"),
+    ({"seed": 99999999999999999999}, r"seed \(--seed\) must be a non-negative integer below 2\*\*32"),
+    ({"seed": 2**32 - 1, "splits": [0, 1]}, r"seed \+ split .*4294967295 \+ 1\) must be a non-negative integer below"),
     ({"overrides": {"nuts": {"num_samples": 5}}}, r"--set names method\(s\) \['nuts'\] that are not in --methods"),
     ({"overrides": {"svi": {"stepz": 5}}}, "stepz"),
 ])
@@ -221,9 +224,12 @@ def test_a_tampered_cell_file_is_named_before_any_work(tiny_uci, tmp_path, monke
 
 def test_a_cell_that_failed_runs_again_when_its_data_changed(tiny_uci, tmp_path, monkeypatch):
     out = tmp_path / "run"
-    monkeypatch.setattr(uci_run, "run_local", lambda tables, cells, workers: (failed_row(cell, "ValueError: bad", 1)
-                                                                              for cell in cells))
-    run_uci(tiny_uci, "tiny", ["svi"], [0], out, overrides=FAST_SVI, progress=False)
+    monkeypatch.setattr(uci_run, "run_local", lambda tables, cells, workers: (
+        failed_row(cell, "ValueError: the targets y contains infinite values", 1) for cell in cells))
+    with pytest.raises(ValueError, match="every cell failed on bad input, such as tiny / svi / split 0: the targets y "
+                                         "contains infinite values .*table.md lists each.*fix it and run the same command"):
+        run_uci(tiny_uci, "tiny", ["svi"], [0], out, overrides=FAST_SVI, progress=False)
+    assert json.loads((out / CELLS_FOLDER / "tiny" / "svi" / "split-0.json").read_text())["result"]["status"] == "failed"
     data = tiny_uci / "tiny" / "data.txt"
     data.write_text(data.read_text().replace("1", "2", 1))  # the data fixed
     rerun = []
