@@ -59,7 +59,7 @@ model does not declare are sampled too and returned in ``posterior.extras["other
 
 Cost: a draw takes up to :math:`2^{\text{max\_tree\_depth}} - 1` leapfrog steps, so on the 152-latent
 toy BNN (``python -m bnn fit --method nuts --dataset toy1d``), whose draws reach the default depth of
-10, the defaults (400 warmup + 400 draws per chain) cost up to about :math:`8 \times 10^5` gradients
+10, the defaults (300 warmup + 700 draws per chain) cost up to about :math:`10^6` gradients
 per chain, plus each chain's MAP fit (``init="map"``). The nutpie engine on the flat potential's
 NumPy gradient is the fastest per gradient; on Pyro's generic potential it pays an eager run of the
 Pyro program per gradient, and the Pyro engine adds Python bookkeeping to every leapfrog step.

@@ -17,11 +17,20 @@ def test_settings_parse_to_fit_options():
     assert nuts_defaults.parse_setting("") == {}
 
 
-def test_prints_one_row_per_setting(capsys):
+def test_seeds_read_as_ranges_and_lists():
+    assert nuts_defaults.seeds("0-3,7") == [0, 1, 2, 3, 7]
+
+
+def test_prints_one_row_per_setting_and_seed_and_the_seeds_that_converged(capsys):
     tiny = "num_warmup=10,num_samples=10,max_tree_depth=3,chain_method=sequential"
-    nuts_defaults.main(["--settings", f"{tiny};{tiny},init=map"])
-    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(f"| {tiny}")]
-    assert len(rows) == 2 and rows[1].startswith(f"| {tiny},init=map |")
-    # weight R-hat, predictive R-hat, divergences, two ESS, tree depth (<= 3), gradients, seconds
-    assert all(re.fullmatch(r"\| .* \| \d+\.\d{3} \| \d+\.\d{4} \| \d+ \| \d+ \| \d+ \| [0-3]\.\d \| \d+ \| \d+ \|", row)
-               for row in rows), rows
+    nuts_defaults.main(["--settings", f"{tiny};{tiny},init=map", "--seeds", "0-1"])
+    printed = capsys.readouterr().out.splitlines()
+    rows = [line for line in printed if line.startswith(f"| {tiny}")]
+    assert [row.split(" | ")[:2] for row in rows] == [[f"| {tiny}", "0"], [f"| {tiny}", "1"], [f"| {tiny},init=map", "0"],
+                                                      [f"| {tiny},init=map", "1"]]
+    # weight R-hat, predictive R-hat, divergences, two ESS, tree depth (<= 3), gradients, seconds, verdict
+    assert all(re.fullmatch(r"\| .* \| \d \| \d+\.\d{3} \| \d+\.\d{4} \| \d+ \| \d+ \| \d+ \| [0-3]\.\d \| \d+ \| \d+ "
+                            r"\| (yes|no) \|", row) for row in rows), rows
+    summaries = [line for line in printed if line.endswith("seeds converged")]
+    assert [line.rsplit(": ", 1)[0] for line in summaries] == [tiny, f"{tiny},init=map"]
+    assert all(re.fullmatch(r".*: [0-2] of 2 seeds converged", line) for line in summaries)

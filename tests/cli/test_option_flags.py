@@ -65,7 +65,7 @@ def test_flags_take_their_type_default_and_choices_from_the_option_set():
         with pytest.raises(SystemExit):
             parser.parse_args(["compare", *bad])
     text = subcommand_help("compare")
-    assert "--num-warmup NUM_WARMUP Adaptation iterations per chain, discarded (>= 0). [default nuts: 400; sghmc: 5000; " \
+    assert "--num-warmup NUM_WARMUP Adaptation iterations per chain, discarded (>= 0). [default nuts: 300; sghmc: 5000; " \
            "sgld: 10000]" in text
     assert "--tune-prior-precision, --no-tune-prior-precision" in text and "[default laplace: unset]" in text
 
