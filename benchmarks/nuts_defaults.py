@@ -33,11 +33,9 @@ from bnn.inference.diagnostics.convergence import ConvergenceWarning
 from bnn.models import BayesianMLP
 
 DEFAULT_SETTINGS = ";".join([
-    "num_warmup=200,num_samples=200",
-    "num_warmup=200,num_samples=200,init=map",
-    "num_warmup=400,num_samples=400",
-    "num_warmup=400,num_samples=400,init=map",
-    "num_warmup=400,num_samples=400,init=map,seed=1",
+    "num_warmup=400,num_samples=400,target_accept=0.8",  # the defaults before 300 + 700 at 0.9
+    "num_warmup=300,num_samples=500",
+    "",  # fit's defaults
 ])
 COLUMNS = ["setting", "seed", "max R-hat (weights)", "predictive R-hat", "divergences", "min bulk ESS (weights)",
            "min bulk ESS f(x)", "mean tree depth", "gradients", "wall s", "converged"]
