@@ -17,12 +17,15 @@ def dropout_rate_candidates(options: Mapping[str, Any], folder: Path) -> dict[st
     Raises
     ------
     ValueError
-        For a ``dropout_rates.txt`` that lists no rate or one outside (0, 1).
+        For a ``dropout_rates.txt`` that lists no rate, a word that is not a number, or a rate outside (0, 1).
     """
     if "dropout_rate" in options:
         return {}
     path = folder / "dropout_rates.txt"
-    rates = [float(v) for v in path.read_text().split()] if path.is_file() else list(DROPOUT_RATES)
+    try:
+        rates = [float(v) for v in path.read_text().split()] if path.is_file() else list(DROPOUT_RATES)
+    except ValueError as error:  # a word that is not a number
+        raise ValueError(f"{path} must list dropout rates in (0, 1) separated by spaces or lines ({error})") from None
     if not rates or not all(0 < rate < 1 for rate in rates):
         raise ValueError(f"{path} must list dropout rates in (0, 1), got {rates}")
     return {"dropout_rate": rates}

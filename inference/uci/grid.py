@@ -114,7 +114,7 @@ def hidden_units(folder: Path) -> int:
     if not path.is_file():
         return DEFAULT_HIDDEN
     text = path.read_text().strip()
-    if not text.isdigit() or int(text) < 1:
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:  # "²".isdigit() holds, and int("²") fails
         raise ValueError(f"{path} must hold one positive whole number (the hidden units), got {text!r}")
     return int(text)
 

@@ -39,9 +39,10 @@ def test_hidden_units(tmp_path):
     assert hidden_units(root / "a") == 10
     (root / "a" / "n_hidden.txt").unlink()
     assert hidden_units(root / "a") == DEFAULT_HIDDEN
-    (root / "a" / "n_hidden.txt").write_text("ten\n")
-    with pytest.raises(ValueError, match="one positive whole number"):
-        hidden_units(root / "a")
+    for text in ("ten\n", "\u00b2\n", "0\n"):  # "²" is a digit to str.isdigit, not to int()
+        (root / "a" / "n_hidden.txt").write_text(text)
+        with pytest.raises(ValueError, match=f"{root / 'a' / 'n_hidden.txt'} must hold one positive whole number"):
+            hidden_units(root / "a")
 
 
 def test_splits_of_keeps_those_the_data_set_has_and_says_so(tmp_path):

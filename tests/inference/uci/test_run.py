@@ -109,9 +109,11 @@ def test_mc_dropout_chooses_its_rate_on_the_folders_grid_unless_fixed(tiny_uci):
     assert uci_run.validation_grid("mc-dropout", {}, tiny_uci / "tiny") == {"dropout_rate": [0.01, 0.1]}
     assert uci_run.validation_grid("mc-dropout", {"dropout_rate": 0.05}, tiny_uci / "tiny") == {}
     assert uci_run.validation_grid("svi", {}, tiny_uci / "tiny") == {}
-    (tiny_uci / "tiny" / "dropout_rates.txt").write_text("0.01\n1.5\n")
-    with pytest.raises(ValueError, match=r"must list dropout rates in \(0, 1\)"):
-        uci_run.validation_grid("mc-dropout", {}, tiny_uci / "tiny")
+    for text in ("0.01\n1.5\n", "0.1 abc\n"):
+        (tiny_uci / "tiny" / "dropout_rates.txt").write_text(text)
+        with pytest.raises(ValueError, match=f"{tiny_uci / 'tiny' / 'dropout_rates.txt'} must list dropout rates in "
+                                             r"\(0, 1\)"):
+            uci_run.validation_grid("mc-dropout", {}, tiny_uci / "tiny")
 
 
 def test_an_interruption_keeps_the_finished_cells_and_the_rerun_runs_the_rest(tiny_uci, tmp_path, monkeypatch):
