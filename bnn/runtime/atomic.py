@@ -37,13 +37,17 @@ RUN_STATE = "run"
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
 _NO_EXCHANGE = (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP)
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+FREE_SPACE_MARGIN = 1 << 20
+"""Bytes kept free beyond a write's estimate (file system metadata, the marker, small files)."""
 
 
 @contextmanager
 def atomic_file(path: str | Path, mode: str = "w") -> Iterator[IO]:
     """Yield a handle on a temporary file beside ``path``; on success it is synced and renamed to ``path``.
 
-    On an exception the temporary file is removed and ``path`` keeps its old content (or stays absent).
+    On an exception the temporary file is removed and ``path`` keeps its old content (or stays absent); a full disk
+    raises ``ValueError`` saying so.
     """
     path = Path(path)
     with tempfile.NamedTemporaryFile(mode, dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False) as handle:
@@ -51,11 +55,27 @@ def atomic_file(path: str | Path, mode: str = "w") -> Iterator[IO]:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
-        except BaseException:
-            handle.close()
+        except BaseException as error:
+            try:
+                handle.close()
+            except OSError:
+                pass  # on a full disk the close's own flush fails too; the file goes all the same
             os.unlink(handle.name)
+            if isinstance(error, OSError) and error.errno in _DISK_FULL:
+                raise ValueError(f"the disk that holds {path} is full ({error.strerror}); {path} holds what it held "
+                                 "before: free space there or choose another --out") from None
             raise
     os.replace(handle.name, path)
+
+
+def check_free_space(folder: str | Path, needed: int, what: str) -> None:
+    """Refuse (``ValueError``) to write ``what``, about ``needed`` bytes, into ``folder`` when its file system has less
+    free than that and :data:`FREE_SPACE_MARGIN`: a library that meets a full disk mid-file may crash rather than
+    raise (HDF5 did, writing netCDF)."""
+    free = shutil.disk_usage(folder).free
+    if free < needed + FREE_SPACE_MARGIN:
+        raise ValueError(f"{what} needs about {(needed + FREE_SPACE_MARGIN) / 2**20:.1f} MiB in {folder}, and its file "
+                         f"system has {free / 2**20:.1f} MiB free: free space there or choose another --out")
 
 
 def finite_or_null(value: Any) -> Any:
@@ -138,15 +158,18 @@ def check_replaceable(target: str | Path, *, overwrite: bool) -> None:
     Raises
     ------
     ValueError
-        When ``target`` or a folder above it is a file; when ``target`` holds entries this package did not write
-        (:func:`result_state` is ``None``), whatever ``overwrite`` says; when it holds a result of ours and
-        ``overwrite`` is false.
+        When ``target`` or a folder above it is a file; when ``target`` is a mount point (a rename cannot replace it:
+        ``EBUSY`` after the work); when ``target`` holds entries this package did not write (:func:`result_state` is
+        ``None``), whatever ``overwrite`` says; when it holds a result of ours and ``overwrite`` is false.
     """
     target = Path(target)
     blocking = next((path for path in (target, *target.parents) if path.exists() and not path.is_dir()), None)
     if blocking is not None:
         below = "" if blocking == target else f", so the folder {target} cannot be made"
         raise ValueError(f"{blocking} is a file, not a folder{below}; choose another folder path")
+    if target.exists() and os.path.ismount(target):
+        raise ValueError(f"{target} is a mount point: a result is swapped in by renaming a complete folder onto it, which "
+                         f"cannot replace a mount point; choose a folder inside it, such as {target / 'run'}")
     if not target.exists() or not any(target.iterdir()):
         return
     if result_state(target) is None:
@@ -321,6 +344,9 @@ def atomic_directory(target: str | Path, *, overwrite: bool = False) -> Iterator
             mark(staging, "complete")
         check_replaceable(target, overwrite=True)
         _replace(staging, target, retired)
-    except BaseException:
+    except BaseException as error:
         shutil.rmtree(staging, ignore_errors=True)
+        if isinstance(error, OSError) and error.errno in _DISK_FULL:
+            raise ValueError(f"the disk that holds {target} is full ({error.strerror}); {target} holds what it held "
+                             "before: free space there or choose another --out") from None
         raise

@@ -14,7 +14,7 @@ import torch
 from bnn.inference.core.record import read_record
 from bnn.models.network import OBSERVED_SITE, BayesianNetwork, network_from_config
 
-from bnn.runtime.atomic import write_json
+from bnn.runtime.atomic import check_free_space, write_json
 
 SCHEMA_VERSION = 2  # 2: the typed fit record under "record" (1 had an untyped "info")
 POSTERIOR_FILE = "posterior.nc"
@@ -31,9 +31,20 @@ def write_netcdf(idata: az.InferenceData, path: str | Path) -> None:
     az.InferenceData(**kept).to_netcdf(str(path))
 
 
+def netcdf_bytes(idata: az.InferenceData) -> int:
+    """About the bytes :func:`write_netcdf` writes for ``idata``: its arrays, the log-likelihood in float32."""
+    groups = [group for group in idata.groups() if group != "posterior_predictive"]
+    return sum(array.nbytes // (2 if group == "log_likelihood" and array.dtype.itemsize == 8 else 1)
+               for group in groups for array in getattr(idata, group).data_vars.values())
+
+
 def write_posterior(posterior, folder: Path) -> None:
-    """Write the files of ``posterior`` into the existing ``folder`` (inside an atomic write)."""
-    posterior.to_netcdf(folder / POSTERIOR_FILE)
+    """Write the files of ``posterior`` into the existing ``folder`` (inside an atomic write), after checking that its
+    file system has room for them (:func:`~bnn.runtime.atomic.check_free_space`)."""
+    idata = posterior.to_inference_data()
+    linearization = 0 if posterior.linearization is None else posterior.linearization.nbytes()
+    check_free_space(folder, netcdf_bytes(idata) + linearization, f"the posterior ({POSTERIOR_FILE})")
+    write_netcdf(idata, folder / POSTERIOR_FILE)
     write_json(folder / FIT_FILE, {"schema_version": SCHEMA_VERSION, "model": posterior.model.config(),
                                    "record": posterior.record.to_json()})
     if posterior.linearization is not None:

@@ -123,6 +123,10 @@ class Linearization:
             return Prediction(draws, f, label_mean, label_variance.sqrt(), epistemic, probs)
 
     # ------------------------------------------------------------ save/load
+    def nbytes(self) -> int:
+        """About the bytes :meth:`save` writes: the Gaussian's mean and scale (the rest is small)."""
+        return self.guide.mean.nbytes + self.guide.scale.nbytes
+
     def save(self, path: str | Path) -> None:
         """Write the Gaussian over weights to ``path`` (tensors only; read back without pickle)."""
         torch.save(self.guide.state(), path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -18,12 +19,14 @@ from bnn.runtime import atomic
 from bnn.runtime.atomic import (
     MARKER,
     atomic_directory,
+    atomic_file,
     check_apart,
     check_replaceable,
     check_writable,
     claim_entry,
     recover,
     result_state,
+    write_json,
 )
 
 FILES = ("a.txt", "b.txt", "c.txt")
@@ -148,6 +151,48 @@ def test_a_folder_with_files_we_did_not_write_is_never_replaced(tmp_path, strang
     with pytest.raises(ValueError, match="holds files this tool did not write .*choose another folder"):
         write_generation(target, 2)
     assert (target / "a.txt").read_text().startswith("1")
+
+
+def test_a_full_disk_is_one_clear_error_and_the_old_result_stays(tmp_path):
+    target = tmp_path / "result"
+    write_generation(target, 1)
+    with pytest.raises(ValueError, match=f"the disk that holds {target} is full \\(No space left on device\\); {target} "
+                                         "holds what it held before: free space there or choose another --out"):
+        with atomic_directory(target, overwrite=True) as staging:
+            (staging / "a.txt").write_text("2")
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    assert complete_generation(target) == 1
+    assert [path.name for path in tmp_path.iterdir()] == ["result"]  # no staging folder left
+
+
+def test_a_full_disk_while_writing_a_file_is_one_clear_error_and_leaves_no_temporary_file(tmp_path):
+    path = tmp_path / "split-0.json"
+    write_json(path, {"kept": 1})
+    with pytest.raises(ValueError, match=f"the disk that holds {path} is full"):
+        with atomic_file(path) as handle:
+            handle.write("{")
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    assert [p.name for p in tmp_path.iterdir()] == ["split-0.json"] and json.loads(path.read_text()) == {"kept": 1}
+
+
+def test_too_little_free_space_is_refused_before_writing(tmp_path, monkeypatch):
+    monkeypatch.setattr(atomic.shutil, "disk_usage", lambda folder: type("usage", (), {"free": 3 * 2**20})())
+    atomic.check_free_space(tmp_path, 2**20, "a result")  # 1 MiB and the margin fit in 3 MiB
+    with pytest.raises(ValueError, match=f"a result needs about 3.0 MiB in {tmp_path}, and its file system has 3.0 MiB "
+                                         "free: free space there or choose another --out"):
+        atomic.check_free_space(tmp_path, 2 * 2**20 + 1, "a result")
+
+
+def test_a_mount_point_is_refused_before_any_work(tmp_path, monkeypatch):
+    # an empty read-only mount given as --out --overwrite: the rename that swaps the result in fails with EBUSY
+    mount = tmp_path / "mount"
+    mount.mkdir()
+    monkeypatch.setattr("os.path.ismount", lambda path: Path(path) == mount)
+    worked = []
+    with pytest.raises(ValueError, match=f"{mount} is a mount point: .*choose a folder inside it, such as {mount / 'run'}"):
+        with atomic_directory(mount, overwrite=True):
+            worked.append(True)
+    assert worked == [] and list(mount.iterdir()) == []
 
 
 def test_overwrite_replaces_only_a_result_of_ours_and_only_when_asked(tmp_path):

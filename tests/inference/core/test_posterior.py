@@ -42,6 +42,16 @@ def test_save_load_round_trip_keeps_numbers(posterior, tmp_path):
         posterior.save(tmp_path / "run")
 
 
+def test_a_save_without_room_for_the_posterior_is_refused_and_keeps_the_old_one(posterior, tmp_path, monkeypatch):
+    posterior.save(tmp_path / "run")
+    before = (tmp_path / "run" / "posterior.nc").read_bytes()
+    monkeypatch.setattr("shutil.disk_usage", lambda folder: type("usage", (), {"free": 2**20})())
+    with pytest.raises(ValueError, match=r"the posterior \(posterior.nc\) needs about 1.\d MiB in .*, and its file system "
+                                         r"has 1.0 MiB free: free space there or choose another --out"):
+        posterior.save(tmp_path / "run", overwrite=True)
+    assert (tmp_path / "run" / "posterior.nc").read_bytes() == before
+
+
 def test_loading_a_damaged_or_foreign_folder_says_what_is_wrong(posterior, tmp_path):
     with pytest.raises(ValueError, match="fit.json is missing"):
         Posterior.load(tmp_path)
