@@ -17,6 +17,7 @@ from bnn.inference.core.cost_model import GradientCount
 from bnn.inference.fit import METHODS
 
 from bnn.options import Options
+from bnn.runtime.workers import fit_threads
 
 
 @dataclass(frozen=True)
@@ -89,5 +90,6 @@ def estimate_cost(method: str, options: Options, model, x: torch.Tensor, y: torc
     key = (cost.unit_key, rows)
     timings = {} if timings is None else timings
     if key not in timings:
-        timings[key] = cost.unit_seconds(model, x[:rows], y[:rows], options)
+        with fit_threads():  # the torch threads the fit itself will run on
+            timings[key] = cost.unit_seconds(model, x[:rows], y[:rows], options)
     return CostEstimate(method, count.gradients, timings[key], count.parallel, count.bound, count.how, cost.unit)

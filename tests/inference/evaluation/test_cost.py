@@ -37,13 +37,17 @@ def test_nuts_worst_case_bounds_the_gradients_of_a_short_run_and_times_them_to_a
 
 
 @pytest.mark.long
-def test_svi_estimate_is_within_an_order_of_magnitude_of_a_measured_run(problem):
+@pytest.mark.parametrize("jit", [True, False])
+def test_svi_estimate_is_within_2x_of_a_measured_run_jit_or_not(problem, jit):
+    # the step is timed as the fit takes it: a JIT step after the compilation, on the fit's torch threads (the
+    # estimate timed steps without JIT before, and missed a 10,000-step JIT run by 4x)
     model, data = problem
-    options = dict(steps=200, num_samples=10, progress=False)
+    options = dict(steps=1000, num_samples=10, progress=False, jit=jit)
     estimate = _estimate("svi", options, model, data)
     record = fit(model, data, "svi", **options).record
-    assert estimate.gradients == 200
-    assert 0.1 < (record.train_seconds - record.first_step_seconds) / 199 / estimate.seconds_per_gradient < 10
+    assert estimate.gradients == 1000
+    measured = (record.train_seconds - record.first_step_seconds) / 999  # the first step: set-up and compilation
+    assert 0.5 < measured / estimate.seconds_per_gradient < 2
 
 
 def test_map_based_methods_count_adam_steps_and_lbfgs_iterations(problem):
