@@ -86,16 +86,23 @@ class DenseLayers:
     activation: str
 
 
+MAX_DRAWN_WEIGHTS = 2**20
+"""The largest site whose prior :func:`check_site_prior` draws from (8 MiB of float64)."""
+
+
 def check_site_prior(site: WeightSite, prior: Prior) -> None:
     """Refuse (``ValueError``) a ``prior`` that cannot serve ``site``: a distribution of another shape, or one whose
     draw or log-density at it is not finite (a negative scale built with ``validate_args=False``), found here rather
     than by torch in the middle of a fit (an improper prior, which has no draws, is not drawn from). The draw comes from a
-    fork of torch's generator, which it leaves as it was."""
+    fork of torch's generator, which it leaves as it was; a site of more than :data:`MAX_DRAWN_WEIGHTS` weights is checked
+    for its shape alone, so that a network too big for memory is still refused by the fit's memory check, not here."""
     distribution = prior.distribution(site)
     shape = tuple(distribution.batch_shape + distribution.event_shape)
     if shape != tuple(site.shape):
         raise ValueError(f"the prior {type(prior).__name__} of site {site.name!r} gives a distribution of shape {shape}; "
                          f"the site's is {tuple(site.shape)}: expand it to site.shape")
+    if site.numel > MAX_DRAWN_WEIGHTS:
+        return
     with torch.random.fork_rng(devices=[]), torch.no_grad():
         try:
             draw = distribution.sample()

@@ -7,6 +7,7 @@ import pyro.distributions as dist
 import pytest
 import torch
 from bnn.models import PRIORS, BayesianMLP, GaussianPrior, LaplacePrior, Prior, ScaleMixturePrior, get_prior
+from bnn.models.network import MAX_DRAWN_WEIGHTS
 from bnn.models.priors import register_prior
 from bnn.models.scale_mixture import ScaleMixtureNormal
 from bnn.models.sites import WeightSite
@@ -140,3 +141,11 @@ def test_an_improper_user_prior_is_accepted_without_a_draw():
     model = BayesianMLP(2, 1, hidden=(3,), prior=UserPrior(
         lambda site: dist.ImproperUniform(dist.constraints.real, site.shape, ())))
     assert isinstance(model.prior["layers.0.weight"], UserPrior)
+
+
+def test_a_site_too_big_to_draw_is_checked_for_its_shape_alone():
+    # 4e9 hidden units: a draw of the first site would take 32 GB; the fit's memory check, not this one, refuses it
+    huge = BayesianMLP(1, 1, hidden=(4_000_000_000,))
+    assert huge.sites[0].numel > MAX_DRAWN_WEIGHTS
+    with pytest.raises(ValueError, match=r"gives a distribution of shape \(7,\)"):  # the shape is still checked
+        huge.prior = UserPrior(lambda site: dist.Normal(0.0, 1.0).expand((7,)))
