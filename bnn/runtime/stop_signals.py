@@ -67,25 +67,20 @@ def sigterm_as_keyboard_interrupt() -> Iterator[None]:
 
     For loops that already stop cleanly on Ctrl-C and keep what they made (NUTS keeps its draws):
     a scheduler's or ``kill``'s SIGTERM then ends them the same way instead of killing the
-    process. Main thread only; a SIGTERM the process ignores stays ignored. The previous handler
-    comes back when the block ends, unless a SIGTERM came: the process is stopping then, and a second
-    SIGTERM (schedulers repeat theirs) is ignored from the first on, so that it can neither cut the clean-up
-    that keeps the finished work short nor kill the process before it exits with its status.
+    process. Main thread only; a SIGTERM the process ignores stays ignored. After the first SIGTERM,
+    further ones are ignored until the block ends (schedulers repeat theirs), so that a second one cannot cut
+    short the clean-up that keeps the finished work; the previous handler comes back when the block ends.
     """
     if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) in (signal.SIG_IGN, None):
         yield
         return
 
-    received = []
-
     def interrupt(signum: int, frame) -> NoReturn:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        received.append(signum)
         raise KeyboardInterrupt("SIGTERM")
 
     previous = signal.signal(signal.SIGTERM, interrupt)
     try:
         yield
     finally:
-        if not received:
-            signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGTERM, previous)

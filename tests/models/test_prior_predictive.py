@@ -120,7 +120,7 @@ def test_the_same_seed_gives_the_same_draws_and_leaves_the_callers_state_alone()
         (torch.zeros(4, 3), 0, 0, ValueError, "num_draws must be a positive integer, got 0"),
         (torch.zeros(4, 3), -5, 0, ValueError, "num_draws must be a positive integer, got -5"),
         (torch.zeros(4, 3), 2.5, 0, ValueError, "num_draws must be a positive integer, got 2.5"),
-        (torch.zeros(4, 3), 10, -1, ValueError, "seed must be a non-negative integer, got -1"),
+        (torch.zeros(4, 3), 10, -1, ValueError, "seed must be a non-negative integer below 2\\*\\*32, got -1"),
     ],
 )
 def test_bad_input_is_refused_naming_the_problem(x, num_draws, seed, error, message):

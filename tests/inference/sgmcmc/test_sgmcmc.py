@@ -57,7 +57,7 @@ def model():
     ("sgld", {"precondition_decay": 1.0}, r"precondition_decay must be a probability in \(0, 1\)"),
     ("sgld", {"precondition": "rmsprop", "num_warmup": 0}, "precondition='rmsprop' adapts its preconditioner during the "
                                                              "burn-in and freezes it for the draws: give num_warmup >= 1"),
-    ("sgld", {"seed": -1}, "seed must be a non-negative integer, got -1"),
+    ("sgld", {"seed": -1}, "seed must be a non-negative integer below 2\\*\\*32, got -1"),
     ("sghmc", {"progress": "no"}, "progress must be True or False, got 'no'"),
 ])
 def test_bad_options_are_refused_before_any_work(monkeypatch, toy, model, method, options, message):
