@@ -61,11 +61,23 @@ def atomic_file(path: str | Path, mode: str = "w") -> Iterator[IO]:
             except OSError:
                 pass  # on a full disk the close's own flush fails too; the file goes all the same
             os.unlink(handle.name)
-            if isinstance(error, OSError) and error.errno in _DISK_FULL:
-                raise ValueError(f"the disk that holds {path} is full ({error.strerror}); {path} holds what it held "
-                                 "before: free space there or choose another --out") from None
+            _raise_if_disk_full(error, path)
             raise
     os.replace(handle.name, path)
+
+
+def _raise_if_disk_full(error: BaseException, path: Path) -> None:
+    """Turn ``error`` into a ``ValueError`` naming ``path`` when it is a full disk (ENOSPC, EDQUOT), which left ``path``
+    as it was."""
+    if isinstance(error, OSError) and error.errno in _DISK_FULL:
+        raise ValueError(f"the disk that holds {path} is full ({error.strerror}); {path} holds what it held before: free "
+                         "space there or choose another --out") from None
+
+
+def blocking_file(path: Path) -> Path | None:
+    """``path`` or the nearest folder above it that exists as a file (so that ``path`` cannot be a folder), else
+    ``None``."""
+    return next((part for part in (path, *path.parents) if part.exists() and not part.is_dir()), None)
 
 
 def check_free_space(folder: str | Path, needed: int, what: str) -> None:
@@ -163,7 +175,7 @@ def check_replaceable(target: str | Path, *, overwrite: bool) -> None:
         ``None``), whatever ``overwrite`` says; when it holds a result of ours and ``overwrite`` is false.
     """
     target = Path(target)
-    blocking = next((path for path in (target, *target.parents) if path.exists() and not path.is_dir()), None)
+    blocking = blocking_file(target)
     if blocking is not None:
         below = "" if blocking == target else f", so the folder {target} cannot be made"
         raise ValueError(f"{blocking} is a file, not a folder{below}; choose another folder path")
@@ -346,7 +358,5 @@ def atomic_directory(target: str | Path, *, overwrite: bool = False) -> Iterator
         _replace(staging, target, retired)
     except BaseException as error:
         shutil.rmtree(staging, ignore_errors=True)
-        if isinstance(error, OSError) and error.errno in _DISK_FULL:
-            raise ValueError(f"the disk that holds {target} is full ({error.strerror}); {target} holds what it held "
-                             "before: free space there or choose another --out") from None
+        _raise_if_disk_full(error, target)
         raise

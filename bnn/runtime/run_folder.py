@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from bnn.runtime.atomic import MARKER, RUN_STATE, check_writable, result_state, run_writer, write_json
+from bnn.runtime.atomic import MARKER, RUN_STATE, blocking_file, check_writable, result_state, run_writer, write_json
 
 LOCK_FILE = ".bnn-lock"
 """The file a writing run locks; it holds the process id of the last run that held the lock."""
@@ -51,7 +51,7 @@ def check_run_folder(folder: str | Path, writer: str, entries: set[str], *,
         comparison, or files this package did not write; when it cannot be written.
     """
     folder = Path(folder)
-    blocking = next((path for path in (folder, *folder.parents) if path.exists() and not path.is_dir()), None)
+    blocking = blocking_file(folder)
     if blocking is not None:
         raise ValueError(f"{blocking} is a file, not a folder; choose another --out")
     check_writable(folder / LOCK_FILE)

@@ -103,12 +103,12 @@ class RunFolder:
         if stored is None:
             return None
         failed = stored["result"]["status"] != "ok"
-        if stored["fingerprint"] != print_ and failed:
+        if stored["fingerprint"] != print_:
+            if not failed:
+                raise ValueError(f"{self.out} holds {cell.name} made with other settings (options, seed, data or split "
+                                 "rows differ); rerun with the same options, or choose another --out for these")
             warnings.warn(f"{cell.name} failed in an earlier run with other settings or data; it runs again with these",
                           UserWarning, stacklevel=user_stacklevel())
-        elif stored["fingerprint"] != print_:
-            raise ValueError(f"{self.out} holds {cell.name} made with other settings (options, seed, data or split "
-                             "rows differ); rerun with the same options, or choose another --out for these")
         return None if failed else stored["result"]
 
     def write(self, cell: Cell, print_: str, result: dict[str, Any]) -> None:
