@@ -7,9 +7,12 @@ For a model of :math:`D` parameters on :math:`N` examples a fit holds at least
 - what its method keeps (:meth:`bnn.options.Options.memory_needs`): every posterior's draws (draws :math:`\times D`),
   an optimiser's state (Adam: parameters, gradients and two moments, :math:`4D`; SVI's guide doubles it), NUTS's
   chains (chains :math:`\times` (warmup + samples) :math:`\times D`), Laplace's curvature (:math:`D^2` for the
-  full structure).
+  full structure), a MAP fit's polish (L-BFGS's history at its full length of :math:`H` pairs, reached after :math:`H`
+  iterations, :math:`(2H + 4) D`); of stages that run one after the other
+  (a MAP fit, then Laplace's curvature) the largest (:func:`peak_stage`).
 
-The sum is a floor (Python, the libraries and temporaries come on top): a fit refused here could not have run.
+The sum is a floor of what a fit that runs its course holds (Python, the libraries and temporaries come on top): a
+fit refused here could not have run to its end (a MAP polish that stops within :math:`H` iterations holds less).
 """
 
 from __future__ import annotations
@@ -43,6 +46,12 @@ def network_needs(model, num_data: int) -> dict[str, int]:
     """The network's activations and their gradients on ``num_data`` examples, in bytes."""
     widths = sum(model.activation_widths())
     return {"activations on the data": value_bytes(2 * num_data * widths)}
+
+
+def peak_stage(*stages: Mapping[str, int]) -> dict[str, int]:
+    """The needs of the stage that holds the most, of ``stages`` run one after the other (what one stage frees
+    before the next starts is not summed)."""
+    return dict(max(stages, key=lambda needs: sum(needs.values())))
 
 
 def _gib(size: int) -> str:

@@ -33,7 +33,7 @@ import numpy as np
 import torch
 from bnn.guides.flat_weights import split_flat
 from bnn.inference.core.posterior import Posterior
-from bnn.inference.ensemble.options import EnsembleOptions, MemberMethod
+from bnn.inference.ensemble.options import EnsembleOptions
 from bnn.inference.ensemble.record import EnsembleRecord
 from bnn.inference.posterior_mode.map_estimate import find_map
 from loky import ProcessPoolExecutor
@@ -43,7 +43,7 @@ from bnn.runtime.progress import progress_bar
 from bnn.runtime.seeding import seeded
 from bnn.runtime.stop_signals import sigterm_as_keyboard_interrupt
 from bnn.runtime.worker_process import start_worker, stop_signals_held
-from bnn.runtime.workers import WORKER_ENV, available_cores, one_torch_thread
+from bnn.runtime.workers import WORKER_ENV, one_torch_thread
 
 WORKING_DTYPE = torch.float64  # the MAP polish needs it
 
@@ -197,16 +197,6 @@ def member_seeds(seed: int, num_members: int) -> list[int]:
     return [int(value) for value in np.random.SeedSequence(seed).generate_state(num_members, dtype=np.uint32) >> 1]
 
 
-def worker_count(method: MemberMethod, num_members: int) -> int:
-    """The worker processes the members run in (1: in this process)."""
-    if method is MemberMethod.SEQUENTIAL:
-        return 1
-    cores = available_cores()
-    if method is MemberMethod.PARALLEL:
-        return max(2, min(num_members, cores))  # processes even on one core: asked for
-    return min(num_members, cores)
-
-
 def run_ensemble(model, x: torch.Tensor, y: torch.Tensor, options: EnsembleOptions) -> Posterior:
     """Fit the :math:`M` members and return them as the draws ``(1, M_kept, *site_shape)`` of a posterior.
 
@@ -220,7 +210,7 @@ def run_ensemble(model, x: torch.Tensor, y: torch.Tensor, options: EnsembleOptio
     seeds = member_seeds(options.seed, options.num_members)
     jobs = [MemberJob(member, seeds[member], options.map_steps, options.map_lr, options.map_tolerance, options.map_max_iter,
                       torch.get_default_dtype()) for member in range(options.num_members)]
-    workers = worker_count(options.member_method, options.num_members)
+    workers = options.workers()
     x_work = x.to(WORKING_DTYPE)
     y_work = y.to(WORKING_DTYPE) if y.is_floating_point() else y
 

@@ -10,6 +10,7 @@ from bnn.inference.posterior_mode.map_options import MapFitOptions
 
 from bnn.options import choice, flag, integer, option, seed
 from bnn.runtime.memory import parameter_count, value_bytes
+from bnn.runtime.workers import available_cores
 
 
 class MemberMethod(str, Enum):
@@ -45,7 +46,18 @@ class EnsembleOptions(MapFitOptions):
     seed: int = option(0, seed)
     progress: bool = option(True, flag)
 
+    def workers(self) -> int:
+        """The worker processes the members run in (1: in this process)."""
+        if self.member_method is MemberMethod.SEQUENTIAL:
+            return 1
+        cores = available_cores()
+        if self.member_method is MemberMethod.PARALLEL:
+            return max(2, min(self.num_members, cores))  # processes even on one core: asked for
+        return min(self.num_members, cores)
+
     def memory_needs(self, model) -> dict[str, int]:
-        parameters = parameter_count(model)
-        return {f"{self.num_members} members' Adam states and draws (5 D each, float64)":
-                value_bytes(5 * self.num_members * parameters, torch.float64)}
+        (what, one_fit), = self.map_fit_needs(model).items()
+        workers = self.workers()
+        return {f"{workers} members fitted at once, each {what}": workers * one_fit,
+                f"{self.num_members} members' weights (float64)":
+                value_bytes(self.num_members * parameter_count(model), torch.float64)}

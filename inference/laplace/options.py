@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
 from bnn.inference.laplace.curvature import HessianType, Structure, check_combination, covered_from, required_bytes
 from bnn.inference.posterior_mode.map_options import MapFitOptions
 
 from bnn.options import choice, flag, option, optional, positive_int, positive_number, seed
-from bnn.runtime.memory import parameter_count, value_bytes
+from bnn.runtime.memory import parameter_count, peak_stage, value_bytes
 
 
 @dataclass(frozen=True)
@@ -49,9 +48,9 @@ class LaplaceOptions(MapFitOptions):
     def memory_needs(self, model) -> dict[str, int]:
         parameters = parameter_count(model)
         random = parameters - covered_from(model, self.structure)
-        return {"the MAP fit: Adam's state (4 D, float64)": value_bytes(4 * parameters, torch.float64),
-                f"the {self.structure.value} curvature (float64)": required_bytes(self.structure, random, 8),
-                f"{self.num_samples} posterior draws": value_bytes(self.num_samples * parameters)}
+        return peak_stage(self.map_fit_needs(model),
+                          {f"the {self.structure.value} curvature (float64)": required_bytes(self.structure, random, 8),
+                           f"{self.num_samples} posterior draws": value_bytes(self.num_samples * parameters)})
 
     def check(self) -> None:
         check_combination(self.hessian, self.structure)

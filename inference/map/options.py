@@ -5,11 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-import torch
 from bnn.inference.posterior_mode.map_options import MapFitOptions
 
 from bnn.options import choice, flag, option, seed
-from bnn.runtime.memory import parameter_count, value_bytes
 
 
 class Objective(str, Enum):
@@ -44,4 +42,4 @@ class MapOptions(MapFitOptions):
     progress: bool = option(True, flag)
 
     def memory_needs(self, model) -> dict[str, int]:
-        return {"the MAP fit: Adam's state (4 D, float64)": value_bytes(4 * parameter_count(model), torch.float64)}
+        return self.map_fit_needs(model)

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+from bnn.inference.posterior_mode.gauss_newton import GAUSS_NEWTON_MAX_WEIGHTS
 from bnn.inference.posterior_mode.map_estimate import MAP_LR, MAP_MAX_ITER, MAP_STEPS, MAP_TOLERANCE
+from bnn.inference.posterior_mode.polish import LBFGS_HISTORY
 
 from bnn.options import Options, option, positive_int, positive_number
+from bnn.runtime.memory import parameter_count, value_bytes
 
 
 @dataclass(frozen=True)
@@ -31,3 +35,17 @@ class MapFitOptions(Options):
     map_lr: float = option(MAP_LR, positive_number)
     map_tolerance: float = option(MAP_TOLERANCE, positive_number)
     map_max_iter: int = option(MAP_MAX_ITER, positive_int)
+
+    def map_fit_needs(self, model) -> dict[str, int]:
+        r"""The bytes one MAP fit of ``model`` holds at its peak, in float64: its polish, L-BFGS's history of
+        :data:`~bnn.inference.posterior_mode.polish.LBFGS_HISTORY` (:math:`H`) step and gradient-change pairs with its
+        working vectors, :math:`(2H + 4) D`, or, at most
+        :data:`~bnn.inference.posterior_mode.gauss_newton.GAUSS_NEWTON_MAX_WEIGHTS` weights, Levenberg-Marquardt's
+        dense Gauss-Newton precision, :math:`D^2`, whichever is larger (Adam's state before it, :math:`4D`, is less
+        and is freed when the polish starts)."""
+        parameters = parameter_count(model)
+        lbfgs = (2 * LBFGS_HISTORY + 4) * parameters
+        dense = parameters**2 if parameters <= GAUSS_NEWTON_MAX_WEIGHTS else 0
+        what = (f"L-BFGS's history ((2 x {LBFGS_HISTORY} + 4) D)" if lbfgs >= dense
+                else "the Gauss-Newton precision (D^2)")
+        return {f"the MAP fit's polish: {what}, float64": value_bytes(max(lbfgs, dense), torch.float64)}

@@ -8,6 +8,7 @@ import re
 import pytest
 import torch
 from bnn.inference import METHODS, fit
+from bnn.inference.laplace.curvature import FULL_MATRICES_AT_PEAK
 from bnn.models import BayesianMLP
 
 from bnn.runtime import memory
@@ -36,12 +37,6 @@ def test_nuts_keeps_every_chains_draws_in_float64():
     assert options.memory_needs(small_model()) == {"3 chains x 12 draws (warmup included, float64)": 3 * 12 * 11 * 8}
 
 
-def test_laplace_counts_its_curvature():
-    full = METHODS.get("laplace").options.parse("laplace", {"num_samples": 10}).memory_needs(small_model())
-    diag = METHODS.get("laplace").options.parse("laplace", {"structure": "diag"}).memory_needs(small_model())
-    assert full["the full curvature (float64)"] > diag["the diag curvature (float64)"] > 0
-
-
 @pytest.mark.parametrize("method", METHODS.names())
 def test_every_method_refuses_a_fit_the_machine_cannot_hold_before_any_work(method, monkeypatch):
     monkeypatch.setattr(memory, "machine_memory", lambda: (4 * 2**30, 1000))  # 1000 bytes available
@@ -63,3 +58,46 @@ def test_a_network_of_four_billion_units_is_refused_with_the_numbers():
     assert needed / 2**30 > memory.machine_memory()[0] / 2**30  # more than this machine holds in all
     with pytest.raises(ValueError, match=re.escape(f"method 'svi' needs at least {needed / 2**30:.3g} GiB for this")):
         fit(huge, (X, Y), "svi")
+
+
+def test_a_map_fit_counts_its_polish_at_its_peak():
+    options = METHODS.get("map").options.parse("map", {})
+    small, wide = small_model(), BayesianMLP(5000, 1, hidden=(2,))  # D = 11 and 10,005
+    assert options.memory_needs(small) == {"the MAP fit's polish: L-BFGS's history ((2 x 100 + 4) D), float64":
+                                           204 * 11 * 8}  # above 11**2
+    assert options.memory_needs(BayesianMLP(40, 1, hidden=(30,))) == {
+        "the MAP fit's polish: the Gauss-Newton precision (D^2), float64": 1261**2 * 8}
+    assert sum(options.memory_needs(wide).values()) == 204 * 10_005 * 8  # L-BFGS: no dense precision above 4,096
+
+
+def test_laplace_counts_the_larger_of_its_map_fit_and_its_curvature():
+    diag = METHODS.get("laplace").options.parse("laplace", {"structure": "diag", "num_samples": 10})
+    assert diag.memory_needs(small_model()) == {"the MAP fit's polish: L-BFGS's history ((2 x 100 + 4) D), float64":
+                                                204 * 11 * 8}  # more than the curvature (11) and 10 draws
+    full = METHODS.get("laplace").options.parse("laplace", {"num_samples": 10})
+    model = BayesianMLP(40, 1, hidden=(30,))  # D = 1,261: the curvature D^2 and the draws beat the polish's D^2
+    assert full.memory_needs(model) == {"the full curvature (float64)": FULL_MATRICES_AT_PEAK * 1261**2 * 8,
+                                        "10 posterior draws": 10 * 1261 * 4}
+
+
+def test_an_ensemble_counts_the_members_fitted_at_once_and_every_members_weights():
+    sequential = METHODS.get("ensemble").options.parse("ensemble", {"num_members": 3, "member_method": "sequential"})
+    parallel = dataclasses.replace(sequential, member_method="parallel")
+    one_fit = 204 * 11 * 8
+    assert sequential.memory_needs(small_model()) == {
+        "1 members fitted at once, each the MAP fit's polish: L-BFGS's history ((2 x 100 + 4) D), float64": one_fit,
+        "3 members' weights (float64)": 3 * 11 * 8}
+    assert sum(parallel.memory_needs(small_model()).values()) == parallel.workers() * one_fit + 3 * 11 * 8
+
+
+@pytest.mark.parametrize("method", ["map", "ensemble", "sgld", "sghmc", "mc-dropout"])
+def test_a_million_input_columns_are_refused_before_any_work(method, monkeypatch):
+    monkeypatch.setattr(memory, "machine_memory", lambda: (24 * 2**30, 20 * 2**30))  # this machine's
+
+    def no_work(*args):
+        raise AssertionError("the fit started")
+
+    monkeypatch.setitem(METHODS._entries, method, dataclasses.replace(METHODS.get(method), run=no_work))
+    wide = BayesianMLP(1_000_000, 1, hidden=(50,))  # D = 50,000,101: the map fit's L-BFGS history alone is 76 GiB
+    with pytest.raises(ValueError, match=rf"method '{method}' needs at least .* GiB .* but this machine has 20 GiB"):
+        fit(wide, (torch.randn(2, 1_000_000), torch.randn(2)), method)
