@@ -148,7 +148,7 @@ def stopped_beside(args: argparse.Namespace, error: NonFiniteELBOError, dataset,
     """Write a stopped fit into ``<out>-stopped``, beside the complete result in ``--out`` that it must not replace;
     return the message."""
     beside = args.out.with_name(f"{args.out.name}-stopped")
-    with atomic_directory(beside, overwrite=True) as staging:
+    with atomic_directory(beside, writer="bnn fit", overwrite=True) as staging:
         moved = move_stopped_checkpoint(error, args, staging)
         write_result(args, dataset, model, error.posterior, staging, stopped=True)
     kept = (f"{args.out} keeps its complete earlier result; this stopped fit, with the parameters before that step, is in "
@@ -169,7 +169,7 @@ def run_fit(args: argparse.Namespace) -> dict[str, Any]:
     model = build_model(args, dataset)
     options = {**fit_options(args), **checkpoint_options(args)}
     stopped = None
-    with atomic_directory(args.out, overwrite=args.overwrite or resumes_own_checkpoint(args)) as staging:
+    with atomic_directory(args.out, writer="bnn fit", overwrite=args.overwrite or resumes_own_checkpoint(args)) as staging:
         try:
             with claimed_checkpoint_folder(args) if "checkpoint_dir" in options else nullcontext():
                 posterior = fit(model, dataset, args.method, **options)

@@ -6,8 +6,9 @@ on a file system without the exchange) it is two renames, the old folder first m
 kill between them is repaired by the next write to the same target, which puts the old folder back. Staging names
 carry the writer's process id: a later write removes the staging folders of processes that are gone, and only them.
 
-Every folder written here holds a marker, :data:`MARKER`, that lists its entries and its state (``complete``,
-``stopped`` or ``checkpoint``). Only an empty folder or one the marker recognises (every entry listed) is ever
+Every folder written here holds a marker, :data:`MARKER`, that lists its entries, its state (``complete``,
+``stopped`` or ``checkpoint``) and its writer (``bnn fit``, ``bnn compare``, ``Posterior.save``, ...: what a refusal
+names). Only an empty folder or one the marker recognises (every entry listed) is ever
 replaced: a folder with files this package did not write is refused, whatever ``overwrite`` says.
 """
 
@@ -28,7 +29,8 @@ from pathlib import Path
 from typing import IO, Any
 
 MARKER = ".bnn-result.json"
-"""The file that makes a folder recognisably ours: ``{"written_by": "bnn", "state": ..., "files": [...]}``."""
+"""The file that makes a folder recognisably ours: ``{"written_by": "bnn", "state": ..., "files": [...],
+"writer": ...}``."""
 STATES = ("complete", "stopped", "checkpoint")
 """What a marked folder holds: a complete result, the result of a stopped fit, or only a run's checkpoint."""
 RUN_STATE = "run"
@@ -124,26 +126,36 @@ def result_state(folder: str | Path) -> str | None:
     return marker["state"] if isinstance(listed, list) and entries <= set(listed) else None
 
 
-def run_writer(folder: str | Path) -> str | None:
-    """The ``writer`` the marker of ``folder`` names when it marks a run folder (state :data:`RUN_STATE`), else
-    ``None``."""
+def _marker(folder: str | Path) -> dict | None:
+    """The marker of ``folder`` when this package wrote it, else ``None``."""
     try:
         marker = json.loads((Path(folder) / MARKER).read_text())
     except (OSError, ValueError):
         return None
-    if isinstance(marker, dict) and marker.get("written_by") == "bnn" and marker.get("state") == RUN_STATE:
-        writer = marker.get("writer")
-        return writer if isinstance(writer, str) else None
-    return None
+    return marker if isinstance(marker, dict) and marker.get("written_by") == "bnn" else None
 
 
-def mark(folder: str | Path, state: str, files: Iterable[str] | None = None) -> None:
-    """Write the marker of ``folder``: ``state`` and ``files`` (default: its entries now)."""
+def marked_writer(folder: str | Path) -> str | None:
+    """The ``writer`` the marker of ``folder`` names (``None``: unmarked, or marked before markers named it)."""
+    writer = (_marker(folder) or {}).get("writer")
+    return writer if isinstance(writer, str) else None
+
+
+def run_writer(folder: str | Path) -> str | None:
+    """The ``writer`` the marker of ``folder`` names when it marks a run folder (state :data:`RUN_STATE`), else
+    ``None``."""
+    return marked_writer(folder) if (_marker(folder) or {}).get("state") == RUN_STATE else None
+
+
+def mark(folder: str | Path, state: str, files: Iterable[str] | None = None, writer: str | None = None) -> None:
+    """Write the marker of ``folder``: ``state``, ``files`` (default: its entries now) and ``writer`` (default: the
+    one its marker names now, if any)."""
     folder = Path(folder)
     if state not in STATES:
         raise ValueError(f"state must be one of {STATES}, got {state!r}")
     names = sorted({path.name for path in folder.iterdir()} - {MARKER} if files is None else set(files))
-    write_json(folder / MARKER, {"written_by": "bnn", "state": state, "files": names})
+    marker = {"written_by": "bnn", "state": state, "files": names, "writer": writer or marked_writer(folder)}
+    write_json(folder / MARKER, {key: value for key, value in marker.items() if value is not None})
 
 
 def claim_entry(folder: str | Path, name: str) -> None:
@@ -193,7 +205,9 @@ def check_replaceable(target: str | Path, *, overwrite: bool) -> None:
         raise ValueError(f"{target} holds files this tool did not write ({', '.join(stranger)}, ...); it replaces only an "
                          "empty folder or a result it wrote, so nothing there is touched: choose another folder")
     if not overwrite:
-        raise ValueError(f"{target} exists and is not empty; choose another folder or pass overwrite=True (--overwrite)")
+        writer = marked_writer(target)
+        held = "exists and is not empty" if writer is None else f"holds a result of `{writer}`"
+        raise ValueError(f"{target} {held}; choose another folder or pass overwrite=True (--overwrite) to replace it")
 
 
 def _probe(folder: Path) -> None:
@@ -329,9 +343,9 @@ def recover(target: str | Path) -> None:
 
 
 @contextmanager
-def atomic_directory(target: str | Path, *, overwrite: bool = False) -> Iterator[Path]:
-    """Yield a fresh staging folder; on success it is marked (``complete`` unless the block called :func:`mark`) and
-    replaces ``target`` in one step.
+def atomic_directory(target: str | Path, *, writer: str, overwrite: bool = False) -> Iterator[Path]:
+    """Yield a fresh staging folder; on success it is marked (``complete`` unless the block called :func:`mark`) as
+    written by ``writer`` (the command or call a user knows it by) and replaces ``target`` in one step.
 
     On an exception the staging folder is removed and ``target`` is untouched; after a kill, the next call for the
     same ``target`` repairs and cleans (:func:`recover`).
@@ -352,8 +366,8 @@ def atomic_directory(target: str | Path, *, overwrite: bool = False) -> Iterator
     staging.mkdir()
     try:
         yield staging
-        if not (staging / MARKER).exists():
-            mark(staging, "complete")
+        marker = _marker(staging) or {"state": "complete"}
+        mark(staging, marker["state"], marker.get("files"), writer)
         check_replaceable(target, overwrite=True)
         _replace(staging, target, retired)
     except BaseException as error:

@@ -103,7 +103,7 @@ def _learn_task(setup: ContinualSetup, method: str, task: int, carry: dict[str, 
     learned = CONTINUAL_METHODS.get(method)(setup, task, carry)
     scores = [setup.score(learned.predict(x), y) for x, y in map(setup.test_data, range(task + 1))]
     metrics = {"method": method, "task": task, "scores": scores, "seconds": time.perf_counter() - began}
-    with atomic_directory(folder, overwrite=True) as staging:
+    with atomic_directory(folder, writer="bnn continual", overwrite=True) as staging:
         write_json(staging / METRICS_FILE, metrics)
         write_json(staging / CARRY_FILE, learned.carry)
         if learned.posterior is not None:

@@ -249,7 +249,7 @@ class Posterior:
     # -------------------------------------------------------------- save/load
     def save(self, directory: str | Path, *, overwrite: bool = False) -> Path:
         """Write ``posterior.nc`` and ``fit.json`` into ``directory`` atomically."""
-        with atomic_directory(directory, overwrite=overwrite) as staging:
+        with atomic_directory(directory, writer="Posterior.save", overwrite=overwrite) as staging:
             self.write_into(staging)
         return Path(directory)
 

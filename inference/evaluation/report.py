@@ -156,7 +156,7 @@ def write_comparison(posteriors: Mapping[str, Posterior], dataset: Dataset, out:
         When ``out`` exists, is not empty and ``overwrite`` is false, or holds files this package did not write
         (before any work).
     """
-    with atomic_directory(out, overwrite=overwrite) as staging, \
+    with atomic_directory(out, writer="bnn compare", overwrite=overwrite) as staging, \
             stages(report_stages(posteriors), desc="report", enabled=progress) as start:
         rows = {}
         for label, posterior in posteriors.items():

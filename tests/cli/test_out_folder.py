@@ -76,6 +76,15 @@ def test_overwrite_refuses_a_result_a_user_added_files_to(tmp_path, capsys):
     assert (out / "my-notes.md").read_text() == "keep"
 
 
+def test_a_result_names_the_command_that_wrote_it_when_another_would_replace_it(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert exit_status([*TINY, "--out", str(out)], capsys)[0] == 0
+    assert json.loads((out / MARKER).read_text())["writer"] == "bnn fit"
+    code, err = exit_status(["compare", "--dataset", "toy1d", "--methods", "map", "--quiet", "--out", str(out)], capsys)
+    assert code == 2 and f"{out} holds a result of `bnn fit`; choose another folder or pass" in err
+    assert result_state(out) == "complete" and (out / "fit.json").exists()
+
+
 @pytest.mark.parametrize("folder", ["cwd", "parent of cwd"])
 def test_overwrite_refuses_the_current_folder_and_above(tmp_path, capsys, monkeypatch, folder):
     (tmp_path / "work").mkdir()

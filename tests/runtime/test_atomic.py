@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -24,6 +25,8 @@ from bnn.runtime.atomic import (
     check_replaceable,
     check_writable,
     claim_entry,
+    mark,
+    marked_writer,
     recover,
     result_state,
     write_json,
@@ -40,7 +43,7 @@ if sys.argv[3] == "two-renames":
 print("ready", flush=True)
 generation = 1
 while True:
-    with atomic.atomic_directory(sys.argv[2], overwrite=True) as staging:
+    with atomic.atomic_directory(sys.argv[2], writer="test", overwrite=True) as staging:
         for name in {FILES!r}:
             (staging / name).write_text(f"{{generation}} " * 2000)
         (staging / "sub").mkdir()
@@ -52,7 +55,7 @@ from the file, without the package, so that it starts in milliseconds)."""
 
 
 def write_generation(target: Path, generation: int) -> None:
-    with atomic_directory(target, overwrite=True) as staging:
+    with atomic_directory(target, writer="test", overwrite=True) as staging:
         for name in FILES:
             (staging / name).write_text(f"{generation} " * 2000)
         (staging / "sub").mkdir()
@@ -158,7 +161,7 @@ def test_a_full_disk_is_one_clear_error_and_the_old_result_stays(tmp_path):
     write_generation(target, 1)
     with pytest.raises(ValueError, match=f"the disk that holds {target} is full \\(No space left on device\\); {target} "
                                          "holds what it held before: free space there or choose another --out"):
-        with atomic_directory(target, overwrite=True) as staging:
+        with atomic_directory(target, writer="test", overwrite=True) as staging:
             (staging / "a.txt").write_text("2")
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
     assert complete_generation(target) == 1
@@ -190,7 +193,7 @@ def test_a_mount_point_is_refused_before_any_work(tmp_path, monkeypatch):
     monkeypatch.setattr("os.path.ismount", lambda path: Path(path) == mount)
     worked = []
     with pytest.raises(ValueError, match=f"{mount} is a mount point: .*choose a folder inside it, such as {mount / 'run'}"):
-        with atomic_directory(mount, overwrite=True):
+        with atomic_directory(mount, writer="test", overwrite=True):
             worked.append(True)
     assert worked == [] and list(mount.iterdir()) == []
 
@@ -201,16 +204,39 @@ def test_overwrite_replaces_only_a_result_of_ours_and_only_when_asked(tmp_path):
     target.mkdir()
     check_replaceable(target, overwrite=False)  # empty: fine
     write_generation(target, 1)
-    with pytest.raises(ValueError, match="exists and is not empty; choose another folder or pass overwrite=True"):
+    with pytest.raises(ValueError, match=re.escape("holds a result of `test`; choose another folder or pass "
+                                                   "overwrite=True (--overwrite) to replace it")):
         check_replaceable(target, overwrite=False)
     write_generation(target, 2)
     assert complete_generation(target) == 2
 
 
+def test_the_marker_names_its_writer_and_a_stopped_mark_keeps_it(tmp_path):
+    with atomic_directory(tmp_path / "stopped", writer="bnn fit") as staging:
+        (staging / "metrics.json").write_text("{}")
+        mark(staging, "stopped")
+    marker = json.loads((tmp_path / "stopped" / MARKER).read_text())
+    assert marker == {"written_by": "bnn", "state": "stopped", "files": ["metrics.json"], "writer": "bnn fit"}
+    claim_entry(tmp_path / "stopped", "checkpoint")
+    assert marked_writer(tmp_path / "stopped") == "bnn fit" and result_state(tmp_path / "stopped") == "stopped"
+
+
+def test_a_marker_from_before_writers_were_named_is_still_ours(tmp_path):
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "fit.json").write_text("{}")
+    (tmp_path / "old" / MARKER).write_text(json.dumps({"written_by": "bnn", "state": "complete", "files": ["fit.json"]}))
+    assert result_state(tmp_path / "old") == "complete" and marked_writer(tmp_path / "old") is None
+    with pytest.raises(ValueError, match="old exists and is not empty; choose another folder or pass overwrite=True"):
+        check_replaceable(tmp_path / "old", overwrite=False)
+    with atomic_directory(tmp_path / "old", writer="Posterior.save", overwrite=True):
+        pass
+    assert marked_writer(tmp_path / "old") == "Posterior.save"
+
+
 def test_a_failed_write_leaves_the_old_result_and_no_staging(tmp_path):
     target = tmp_path / "result"
     write_generation(target, 1)
-    with pytest.raises(RuntimeError), atomic_directory(target, overwrite=True) as staging:
+    with pytest.raises(RuntimeError), atomic_directory(target, writer="test", overwrite=True) as staging:
         (staging / "a.txt").write_text("half")
         raise RuntimeError
     assert complete_generation(target) == 1 and [p.name for p in tmp_path.iterdir()] == ["result"]

@@ -50,7 +50,7 @@ def test_commands_never_write_into_each_others_folders(tmp_path):
         check_run_folder(tmp_path / "run", "uci", ENTRIES)
     with pytest.raises(ValueError, match="run holds a run of `bnn continual` .*which only that command writes into"):
         check_replaceable(tmp_path / "run", overwrite=True)
-    with atomic_directory(tmp_path / "fitted") as staging:
+    with atomic_directory(tmp_path / "fitted", writer="bnn fit") as staging:
         (staging / "fit.json").write_text("{}")
     with pytest.raises(ValueError, match="fitted holds a result of `bnn fit` or `bnn compare`"):
         check_run_folder(tmp_path / "fitted", "uci", ENTRIES)

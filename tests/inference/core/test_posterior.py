@@ -38,7 +38,7 @@ def test_save_load_round_trip_keeps_numbers(posterior, tmp_path):
     x = torch.linspace(-2, 2, 7).unsqueeze(-1)
     torch.testing.assert_close(loaded.predict(x).mean, posterior.predict(x).mean)
     assert loaded.record.elbo == posterior.record.elbo
-    with pytest.raises(ValueError, match="exists and is not empty"):
+    with pytest.raises(ValueError, match="holds a result of `Posterior.save`; choose another folder"):
         posterior.save(tmp_path / "run")
 
 

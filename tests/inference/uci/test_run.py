@@ -166,7 +166,7 @@ def test_a_folder_of_the_users_own_files_is_refused_before_any_work_and_left_as_
 
 def test_a_fit_result_and_a_uci_run_never_write_into_each_other(tiny_uci, tmp_path, monkeypatch):
     fitted = tmp_path / "fitted"
-    with atomic_directory(fitted) as staging:  # what bnn fit, bnn compare and Posterior.save leave
+    with atomic_directory(fitted, writer="bnn fit") as staging:  # what bnn fit, bnn compare and Posterior.save leave
         (staging / "fit.json").write_text("{}")
     monkeypatch.setattr(uci_run, "run_local", never_runs)
     with pytest.raises(ValueError, match="fitted holds a result of `bnn fit` or `bnn compare`"):
@@ -177,7 +177,7 @@ def test_a_fit_result_and_a_uci_run_never_write_into_each_other(tiny_uci, tmp_pa
     monkeypatch.setattr(uci_run, "run_local", lambda tables, cells, workers: map(ok_row, cells))
     run_uci(tiny_uci, "tiny", ["svi"], [0], run, overrides=FAST_SVI, progress=False)
     with pytest.raises(ValueError, match="run holds a run of `bnn uci`.*which only that command writes into"):
-        with atomic_directory(run, overwrite=True):
+        with atomic_directory(run, writer="bnn fit", overwrite=True):
             pass
     assert (run / CELLS_FOLDER / "tiny" / "svi" / "split-0.json").is_file()
 
