@@ -9,6 +9,17 @@ With draws :math:`W_s \sim q(W)` (or the exact posterior), :math:`s = 1..S`,
 
     \operatorname{Var}[y^*] \approx \underbrace{\frac{1}{S}\sum_s \operatorname{Var}[y^* \mid W_s]}_{\text{aleatoric}}
     + \underbrace{\operatorname{Var}_s \mathbb{E}[y^* \mid W_s]}_{\text{epistemic}}.
+
+For a classifier with class probabilities :math:`\pi_s = p(y^* \mid x^*, W_s)` the entropy of the predictive splits the
+same way (Depeweg et al. 2018; the mutual information is BALD's score, Houlsby et al. 2011):
+
+.. math::
+
+    \underbrace{\mathbb{H}\Big[\frac{1}{S}\sum_s \pi_s\Big]}_{\text{total}}
+    = \underbrace{\frac{1}{S}\sum_s \mathbb{H}[\pi_s]}_{\text{aleatoric}}
+    + \underbrace{\mathbb{I}[y^*; W \mid x^*, \mathcal{D}]}_{\text{epistemic}},
+
+in nats; the mutual information is zero for a point estimate and grows where the draws disagree.
 """
 
 from __future__ import annotations
@@ -50,6 +61,10 @@ class Prediction:
     probs : torch.Tensor or None
         Classifiers only: posterior mean class probabilities, ``(n,)`` for binary
         (probability of class 1), ``(n, K)`` for K classes.
+    entropy, expected_entropy, mutual_information : torch.Tensor or None
+        Classifiers only, ``(n,)`` in nats: the predictive's entropy (total uncertainty), the mean entropy of the
+        draws' predictions (aleatoric) and their difference, the mutual information between the label and the
+        weights (epistemic); see the module notes.
     """
 
     draws: torch.Tensor
@@ -58,6 +73,9 @@ class Prediction:
     std: torch.Tensor
     epistemic_std: torch.Tensor
     probs: torch.Tensor | None = None
+    entropy: torch.Tensor | None = None
+    expected_entropy: torch.Tensor | None = None
+    mutual_information: torch.Tensor | None = None
 
     def interval(self, level: float) -> tuple[torch.Tensor, torch.Tensor]:
         """Central predictive interval holding mass ``level`` (from the draws)."""
@@ -70,6 +88,21 @@ class Prediction:
 
 MIN_OBSERVATION_DRAWS = 1000
 """The fewest draws of :math:`y^*` a :class:`Prediction` holds (its intervals are quantiles of them)."""
+
+
+def categorical_entropy(probs: torch.Tensor) -> torch.Tensor:
+    r""":math:`-\sum_k \pi_k \log \pi_k` over the last axis of ``probs`` (:math:`0 \log 0 = 0`)."""
+    return -torch.special.xlogy(probs, probs).sum(-1)
+
+
+def entropy_split(per_draw: torch.Tensor, predictive: torch.Tensor | None = None
+                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Total entropy, expected entropy and mutual information (module notes) from the draws' class probabilities
+    ``(S, n, K)``; ``predictive`` ``(n, K)`` is the predictive's probabilities where it is not the draws' mean (the
+    linearised predictive's probit approximation)."""
+    total = categorical_entropy(per_draw.mean(0) if predictive is None else predictive)
+    expected = categorical_entropy(per_draw).mean(0)
+    return total, expected, (total - expected).clamp_min(0)  # rounding can leave -1e-17 where the draws agree
 
 
 def summarise(task: str, observation, f: torch.Tensor) -> Prediction:
@@ -87,7 +120,11 @@ def summarise(task: str, observation, f: torch.Tensor) -> Prediction:
         probs = mean_per_draw.mean(0) if task == "binary" else None
     epistemic_var = mean_per_draw.var(0, unbiased=False)
     std = (var_per_draw.mean(0) + epistemic_var).sqrt()
-    return Prediction(draws, f, mean_per_draw.mean(0), std, epistemic_var.sqrt(), probs)
+    split = (None, None, None)
+    if task != "regression":
+        per_draw = probs_per_draw if task == "multiclass" else torch.stack([1 - mean_per_draw, mean_per_draw], -1)
+        split = entropy_split(per_draw)
+    return Prediction(draws, f, mean_per_draw.mean(0), std, epistemic_var.sqrt(), probs, *split)
 
 
 def log_predictive_density(pointwise_log_lik: torch.Tensor) -> torch.Tensor:

@@ -4,11 +4,17 @@ With targets standardised as :math:`z = (y - \mu_y)/s_y`, an RMSE scales by
 :math:`s_y` and a log-density shifts by :math:`-\log s_y` (the Jacobian of the map).
 
 Regression: ``test_rmse`` of the predictive mean, ``test_ll`` the mean over test points
-of :math:`\log p(y^* \mid x^*, \mathcal{D})`, and ``coverage_50`` / ``coverage_90`` the
-fraction of test targets inside the central 50% / 90% predictive intervals.
+of :math:`\log p(y^* \mid x^*, \mathcal{D})`, ``coverage_50`` / ``coverage_90`` the
+fraction of test targets inside the central 50% / 90% predictive intervals and ``width_50`` / ``width_90`` their mean
+width, ``crps`` the mean continuous ranked probability score and ``pit_calibration_error`` the quantile calibration
+error of the probability integral transform (:mod:`bnn.inference.evaluation.calibration`), ``aurc`` the area under the
+RMSE-coverage curve ranked by the predictive sd (:mod:`bnn.inference.evaluation.selective`).
 Classification: ``test_accuracy``, ``test_ll``, ``roc_auc`` (binary, from the posterior
-mean probability of class 1) and ``ece``, the expected calibration error over 10 equal-width
-confidence bins.
+mean probability of class 1), ``brier``, ``ece`` / ``mce`` the expected and maximum calibration error over 10
+equal-width confidence bins and ``ece_mass`` / ``mce_mass`` over 10 equal-mass bins, ``entropy`` and
+``mutual_information`` the mean total and epistemic uncertainty in nats
+(:class:`~bnn.inference.core.prediction.Prediction`), ``aurc`` the area under the error-rate-coverage curve ranked by
+the entropy.
 """
 
 from __future__ import annotations
@@ -17,33 +23,18 @@ import torch
 from bnn.datasets.dataset import Dataset
 from bnn.inference.core.posterior import Posterior
 from bnn.inference.core.prediction import Prediction, PredictiveType
+from bnn.inference.evaluation.calibration import (
+    brier_score,
+    crps,
+    probability_integral_transform,
+    quantile_calibration_error,
+    reliability_bins,
+    top_label_confidence,
+)
+from bnn.inference.evaluation.selective import area_under_risk_coverage
 from sklearn.metrics import roc_auc_score
 
 from bnn.options import parse_option
-
-CALIBRATION_BINS = 10
-
-
-def expected_calibration_error(confidence: torch.Tensor, correct: torch.Tensor, bins: int = CALIBRATION_BINS) -> float:
-    r""":math:`\sum_b \frac{|B_b|}{n} |\mathrm{acc}(B_b) - \mathrm{conf}(B_b)|` over equal-width confidence bins."""
-    edges = torch.linspace(0, 1, bins + 1)
-    index = torch.bucketize(confidence, edges[1:-1])
-    error = 0.0
-    for b in range(bins):
-        members = index == b
-        if members.any():
-            gap = correct[members].float().mean() - confidence[members].mean()
-            error += members.float().mean().item() * abs(gap.item())
-    return error
-
-
-def top_label_confidence(task: str, probs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The predicted label and its probability, for binary (``probs`` of class 1) or multiclass."""
-    if task == "binary":
-        label = (probs > 0.5).long()
-        return label, torch.where(label == 1, probs, 1 - probs)
-    confidence, label = probs.max(-1)
-    return label, confidence
 
 
 def closed_form_log_density(task: str, prediction: Prediction, y: torch.Tensor) -> torch.Tensor:
@@ -77,8 +68,10 @@ def evaluate(posterior: Posterior, dataset: Dataset, num_samples: int | None = N
     Returns
     -------
     dict of str to float
-        Regression: ``test_rmse``, ``test_ll``, ``coverage_50``, ``coverage_90``. Classification:
-        ``test_accuracy``, ``test_ll``, ``ece``, and ``roc_auc`` when binary.
+        The entries of the module notes: regression ``test_rmse``, ``test_ll``, ``coverage_50``, ``coverage_90``,
+        ``width_50``, ``width_90``, ``crps``, ``pit_calibration_error``, ``aurc``; classification ``test_accuracy``,
+        ``test_ll``, ``roc_auc`` when binary, ``brier``, ``ece``, ``mce``, ``ece_mass``, ``mce_mass``, ``entropy``,
+        ``mutual_information``, ``aurc``.
     """
     predictive = posterior.default_predictive if predictive is None else parse_option(PredictiveType, predictive,
                                                                                          "predictive")
@@ -90,22 +83,45 @@ def evaluate(posterior: Posterior, dataset: Dataset, num_samples: int | None = N
     else:
         log_density = closed_form_log_density(dataset.task, prediction, y.to(prediction.mean.dtype))
     if dataset.task == "regression":
-        scale = dataset.y_scaler.std
-        metrics = {
-            "test_rmse": float(((prediction.mean - y) ** 2).mean().sqrt() * scale.mean()),
-            "test_ll": float(log_density.mean() - scale.log().sum()),
-        }
-        for level in (0.5, 0.9):
-            low, high = prediction.interval(level)
-            metrics[f"coverage_{round(level * 100)}"] = float(((y >= low) & (y <= high)).float().mean())
-        return metrics
+        return regression_metrics(prediction, y, log_density, dataset)
     label, confidence = top_label_confidence(dataset.task, prediction.probs)
     correct = label == y.long()
+    width, mass = (reliability_bins(confidence, correct, binning=binning) for binning in ("width", "mass"))
     metrics = {
         "test_accuracy": float(correct.float().mean()),
         "test_ll": float(log_density.mean()),
-        "ece": expected_calibration_error(confidence, correct),
+        "brier": brier_score(dataset.task, prediction.probs, y),
+        "ece": width.ece, "mce": width.mce, "ece_mass": mass.ece, "mce_mass": mass.mce,
+        "entropy": float(prediction.entropy.mean()),
+        "mutual_information": float(prediction.mutual_information.mean()),
+        "aurc": area_under_risk_coverage(prediction.entropy, (~correct).double()),
     }
     if dataset.task == "binary":
         metrics["roc_auc"] = float(roc_auc_score(y.numpy(), prediction.probs.numpy()))
     return metrics
+
+
+def regression_metrics(prediction: Prediction, y: torch.Tensor, log_density: torch.Tensor, dataset: Dataset
+                       ) -> dict[str, float]:
+    """The regression entries of :func:`evaluate` from the standardised ``prediction`` and targets ``y``, in the
+    target's original units (several outputs: each output's values pooled)."""
+    scale = dataset.y_scaler.std
+    draws, target = dataset.y_scaler.inverse(prediction.draws), dataset.y_scaler.inverse(y)
+    squared_error = ((prediction.mean - y) * scale) ** 2
+    metrics = {
+        "test_rmse": float(((prediction.mean - y) ** 2).mean().sqrt() * scale.mean()),
+        "test_ll": float(log_density.mean() - scale.log().sum()),
+    }
+    for level in (0.5, 0.9):
+        low, high = prediction.interval(level)
+        metrics[f"coverage_{round(level * 100)}"] = float(((y >= low) & (y <= high)).float().mean())
+        metrics[f"width_{round(level * 100)}"] = float(((high - low) * scale).mean())
+    pooled_draws, pooled_target = draws.reshape(draws.shape[0], -1), target.reshape(-1)
+    uncertainty = prediction.std * scale
+    return {
+        **metrics,
+        "crps": float(crps(pooled_draws, pooled_target).mean()),
+        "pit_calibration_error": quantile_calibration_error(probability_integral_transform(pooled_draws, pooled_target)),
+        "aurc": area_under_risk_coverage(uncertainty.reshape(len(y), -1).mean(-1),
+                                         squared_error.reshape(len(y), -1).mean(-1), root=True),
+    }

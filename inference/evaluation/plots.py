@@ -10,8 +10,8 @@ import matplotlib.pyplot as plt
 import torch
 from bnn.datasets.dataset import Dataset
 from bnn.inference.core.posterior import Posterior
+from bnn.inference.evaluation.calibration import CALIBRATION_BINS, top_label_confidence
 from bnn.inference.evaluation.distance import nearest_training_distance
-from bnn.inference.evaluation.metrics import CALIBRATION_BINS, top_label_confidence
 
 
 def _save(figure, path: str | Path) -> Path:

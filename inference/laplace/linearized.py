@@ -33,7 +33,7 @@ import pyro.distributions as dist
 import torch
 from bnn.guides.flat_weights import join_sites, split_flat
 from bnn.guides.laplace import LaplaceGuide
-from bnn.inference.core.prediction import Prediction
+from bnn.inference.core.prediction import Prediction, entropy_split
 from bnn.inference.laplace.curvature import output_jacobian, rows_per_chunk
 from bnn.models.likelihoods import BernoulliLikelihood, CategoricalLikelihood, GaussianLikelihood, Likelihood
 
@@ -120,7 +120,8 @@ class Linearization:
                 per_draw = torch.softmax(f, dim=-1)
             label_mean, label_variance = _label_moments(class_probs)
             epistemic = _label_moments(per_draw)[0].std(0, unbiased=False)
-            return Prediction(draws, f, label_mean, label_variance.sqrt(), epistemic, probs)
+            return Prediction(draws, f, label_mean, label_variance.sqrt(), epistemic, probs,
+                              *entropy_split(per_draw, class_probs))
 
     # ------------------------------------------------------------ save/load
     def nbytes(self) -> int:
