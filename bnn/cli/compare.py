@@ -26,6 +26,7 @@ from bnn.inference.evaluation.compare import label_fits
 from bnn.inference.evaluation.cost import format_seconds
 from bnn.inference.evaluation.finished_fits import FinishedFits, run_fingerprint
 from bnn.inference.evaluation.report import write_comparison
+from bnn.inference.evaluation.shift_sets import SHIFT_SETS, shift_split
 from bnn.inference.evaluation.time_budget import choose_fits, cost_lines
 from bnn.inference.fit import METHODS, fit
 from bnn.runtime.atomic import (
@@ -111,6 +112,8 @@ def run_compare(args: argparse.Namespace) -> pd.DataFrame:
     check_writable(args.out)
     with sigterm_as_keyboard_interrupt():  # SIGTERM ends the command as Ctrl-C does: status 130, saying what was kept
         dataset = load_dataset(args.dataset, uci_dir=args.uci_dir, split=uci_split(args), seed=args.seed)
+        if args.ood is not None:
+            shift_split(dataset, args.ood)  # refused before minutes of fitting
         model = build_model(args, dataset)
         specs = method_specs(args.methods)
         routed = options_per_method(specs, fit_options(args))
@@ -127,7 +130,7 @@ def run_compare(args: argparse.Namespace) -> pd.DataFrame:
         posteriors = label_fits(fit_or_reuse(model, dataset, specs, routed, kept, command_line(args)))
         try:
             table = write_comparison(posteriors, dataset, args.out, command=command_line(args), overwrite=args.overwrite,
-                                     progress=not args.quiet, cost_notes=cost_notes)
+                                     progress=not args.quiet, cost_notes=cost_notes, ood=args.ood)
         except KeyboardInterrupt as error:
             reason = f"{str(error) or 'SIGINT'} while writing the report"
             raise KeyboardInterrupt(compare_interrupted(reason, kept, command_line(args))) from None
@@ -155,4 +158,7 @@ def add_compare_parser(commands) -> None:
     parser.add_argument("--time-budget", type=duration_argument, metavar="DURATION",
                         help="for example 90s, 10m, 1h30m: lower draws and steps, or leave a method out, to fit "
                         "within it by each method's cost, estimated (and printed) before any fit")
+    parser.add_argument("--ood", choices=SHIFT_SETS.names(), metavar="SHIFT",
+                        help=f"score how well each fit's uncertainty detects a shift set ({', '.join(SHIFT_SETS.names())}: "
+                        "gap for toy1d, farthest for any data set), in the report and ood.csv")
     parser.set_defaults(run=run_compare)

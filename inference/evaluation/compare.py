@@ -8,8 +8,9 @@ Per fit (one row, indexed by a unique label such as ``nuts`` or ``svi (meanfield
 ``predictive``                ``mc`` or ``linearized`` (Laplace), the predictive the metrics use
 ``fit_seconds``               wall time of the fit
 ``test_rmse``/``test_acc…``   :func:`bnn.inference.evaluation.metrics.evaluate`, in the target's original
-``test_ll``, ``coverage_…``   units, with ROC-AUC (binary) and calibration (coverage of the 50%
-``ece``, ``roc_auc``          and 90% predictive intervals, or expected calibration error)
+``test_ll``, ``coverage_…``   units, with ROC-AUC (binary), calibration (coverage and width of the 50%
+``ece``, ``roc_auc``, ...     and 90% predictive intervals, CRPS and PIT calibration error; or Brier
+                              score, ECE and MCE), the entropy split and ``aurc`` (selective prediction)
 ``elbo``                      final ELBO of an SVI fit (a lower bound of the log evidence)
 ``log_marginal_likelihood``   Laplace's estimate of the log evidence
 ``loo_elpd``, ``loo_se``,     PSIS-LOO on the training data (ArviZ) and the number of points

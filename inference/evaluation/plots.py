@@ -1,5 +1,4 @@
-"""Pictures of predictive distributions, saved as PNG and closed (so they never change the user's matplotlib
-backend, nor show up twice in a notebook; on a machine without a display matplotlib picks Agg by itself)."""
+"""Pictures of predictive distributions (:func:`~bnn.inference.evaluation.figure_files.save_figure` writes them)."""
 
 from __future__ import annotations
 
@@ -10,16 +9,9 @@ import matplotlib.pyplot as plt
 import torch
 from bnn.datasets.dataset import Dataset
 from bnn.inference.core.posterior import Posterior
-from bnn.inference.evaluation.calibration import CALIBRATION_BINS, top_label_confidence
+from bnn.inference.evaluation.calibration_plots import plot_reliability
 from bnn.inference.evaluation.distance import nearest_training_distance
-
-
-def _save(figure, path: str | Path) -> Path:
-    """Write ``figure`` to ``path`` as PNG, close it, and return the path."""
-    path = Path(path)
-    figure.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(figure)
-    return path
+from bnn.inference.evaluation.figure_files import save_figure
 
 
 def plot_predictive_1d(posteriors: Mapping[str, Posterior], dataset: Dataset, path: str | Path) -> Path:
@@ -48,7 +40,7 @@ def plot_predictive_1d(posteriors: Mapping[str, Posterior], dataset: Dataset, pa
         axis.set_xlabel("x")
     axes[0][0].set_ylabel("y")
     axes[0][0].legend(loc="best", fontsize="small")
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def plot_predicted_vs_observed(posteriors: Mapping[str, Posterior], dataset: Dataset, path: str | Path) -> Path:
@@ -63,24 +55,7 @@ def plot_predicted_vs_observed(posteriors: Mapping[str, Posterior], dataset: Dat
         lims = [min(observed.min(), mean.min()), max(observed.max(), mean.max())]
         axis.plot(lims, lims, "k--", lw=0.8)
         axis.set(title=label, xlabel="observed", ylabel="predicted (±1 sd)")
-    return _save(figure, path)
-
-
-def plot_reliability(posteriors: Mapping[str, Posterior], dataset: Dataset, path: str | Path) -> Path:
-    """Reliability diagram: accuracy against confidence of the predicted label, per method."""
-    figure, axis = plt.subplots(figsize=(4.5, 4.2))
-    edges = torch.linspace(0, 1, CALIBRATION_BINS + 1)
-    for label, posterior in posteriors.items():
-        predicted, confidence = top_label_confidence(dataset.task, posterior.predict(dataset.x_test).probs)
-        correct = (predicted == dataset.y_test.long()).float()
-        index = torch.bucketize(confidence, edges[1:-1])
-        used = [b for b in range(CALIBRATION_BINS) if (index == b).any()]
-        axis.plot([confidence[index == b].mean().item() for b in used],
-                  [correct[index == b].mean().item() for b in used], "o-", label=label)
-    axis.plot([0, 1], [0, 1], "k--", lw=0.8, label="perfect calibration")
-    axis.set(xlabel="confidence", ylabel="accuracy", title=f"Reliability on {dataset.name}")
-    axis.legend(fontsize="small")
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def plot_fit(posteriors: Mapping[str, Posterior], dataset: Dataset, path: str | Path) -> Path:
@@ -109,7 +84,7 @@ def plot_predictive_overlay(posteriors: Mapping[str, Posterior], dataset: Datase
                  s=8, color="k", label="training data", zorder=3)
     axis.set(xlabel="x", ylabel="y", title=f"Predictive distributions on {dataset.name}")
     axis.legend(fontsize="small")
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def plot_std_vs_error(posteriors: Mapping[str, Posterior], dataset: Dataset, path: str | Path) -> Path:
@@ -127,7 +102,7 @@ def plot_std_vs_error(posteriors: Mapping[str, Posterior], dataset: Dataset, pat
         axis.set(title=label, xlabel="predictive sd")
     axes[0][0].set_ylabel("|test error|")
     axes[0][0].legend(fontsize="small")
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def plot_std_vs_distance(posteriors: Mapping[str, Posterior], dataset: Dataset, path: str | Path) -> Path:
@@ -150,4 +125,4 @@ def plot_std_vs_distance(posteriors: Mapping[str, Posterior], dataset: Dataset, 
     axis.set(xlabel="distance to the nearest training input", ylabel="predictive sd",
              title=f"Uncertainty away from the data ({dataset.name})")
     axis.legend(fontsize="small")
-    return _save(figure, path)
+    return save_figure(figure, path)

@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from bnn.inference.core.posterior import Posterior
-from bnn.inference.evaluation.plots import _save
+from bnn.inference.evaluation.figure_files import save_figure
 
 from bnn.runtime.arviz_quiet import quiet_arviz
 
@@ -52,7 +52,7 @@ def plot_forest(posteriors: Mapping[str, Posterior], path: str | Path) -> Path:
     with quiet_arviz():
         axes = az.plot_forest([p.to_inference_data() for p in posteriors.values()], model_names=list(posteriors),
                               var_names=names, coords=coords, combined=True, figsize=(7, 1.2 + 0.9 * len(posteriors) * 2))
-    return _save(np.ravel(axes)[0].figure, path)
+    return save_figure(np.ravel(axes)[0].figure, path)
 
 
 def plot_trace(posterior: Posterior, path: str | Path) -> Path:
@@ -61,7 +61,7 @@ def plot_trace(posterior: Posterior, path: str | Path) -> Path:
     with quiet_arviz():
         axes = az.plot_trace(posterior.to_inference_data(), var_names=names, coords=coords, compact=True,
                              figsize=(9, 4))
-    return _save(np.ravel(axes)[0].figure, path)
+    return save_figure(np.ravel(axes)[0].figure, path)
 
 
 def plot_marginals_vs_prior(posteriors: Mapping[str, Posterior], path: str | Path) -> Path:
@@ -84,4 +84,4 @@ def plot_marginals_vs_prior(posteriors: Mapping[str, Posterior], path: str | Pat
         axis.plot(grid.numpy(), density[(slice(None), *index)].numpy(), "k-", lw=1, label="prior")
         axis.set(title=f"{name}{list(index)}", yticks=[])
     axes[0][0].legend(fontsize="x-small")
-    return _save(figure, path)
+    return save_figure(figure, path)

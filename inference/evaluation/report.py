@@ -15,7 +15,9 @@ import pandas as pd
 from bnn.datasets.dataset import Dataset
 from bnn.inference.core.posterior import Posterior
 from bnn.inference.diagnostics.convergence import R_HAT_THRESHOLD
+from bnn.inference.evaluation.calibration_plots import plot_pit, plot_selective
 from bnn.inference.evaluation.compare import compare, rank
+from bnn.inference.evaluation.ood import map_baseline_lines, ood_table
 from bnn.inference.evaluation.plots import plot_fit, plot_predictive_overlay, plot_std_vs_error
 from bnn.inference.evaluation.posterior_plots import plot_forest, plot_marginals_vs_prior, plot_trace
 from bnn.inference.evaluation.reliability import (
@@ -25,12 +27,13 @@ from bnn.inference.evaluation.reliability import (
     units_lines,
     warning_column_line,
 )
+from bnn.inference.evaluation.shift_sets import shift_split
 from bnn.inference.fit import METHODS
 
 from bnn.runtime.atomic import atomic_directory
 from bnn.runtime.progress import stages
 
-PACKAGES = ("torch", "pyro-ppl", "nutpie", "arviz", "numpy", "pandas", "matplotlib", "scikit-learn")
+PACKAGES = ("torch", "pyro-ppl", "nutpie", "arviz", "numpy", "pandas", "matplotlib", "scikit-learn", "scoringrules")
 TABLE_COLUMNS = (
     "method", "guide", "prior", "predictive", "fit_seconds", "test_rmse", "test_accuracy", "test_ll", "roc_auc", "coverage_50",
     "coverage_90", "ece", "elbo", "log_marginal_likelihood", "loo_elpd", "loo_se", "loo_bad_k", "waic_elpd",
@@ -114,14 +117,51 @@ def environment_lines() -> list[str]:
     ]
 
 
-def report_stages(posteriors: Mapping[str, Posterior]) -> int:
+CALIBRATION_COLUMNS = {
+    "regression": ("coverage_50", "width_50", "coverage_90", "width_90", "crps", "pit_calibration_error", "aurc"),
+    "classification": ("test_ll", "brier", "ece", "mce", "ece_mass", "mce_mass", "entropy", "mutual_information", "aurc"),
+}
+"""The report's calibration table (:mod:`bnn.inference.evaluation.metrics`), regression and classification."""
+
+
+def report_stages(posteriors: Mapping[str, Posterior], ood: str | None = None) -> int:
     """How many stages :func:`write_comparison` shows: a table row per fit, the ranking, the files, the plots (a
-    trace per fit) and ``report.md``."""
-    return 2 * len(posteriors) + 5
+    trace per fit), the calibration plots, the out-of-distribution scores (with ``ood``) and ``report.md``."""
+    return 2 * len(posteriors) + 6 + (ood is not None)
+
+
+def calibration_sections(table: pd.DataFrame, dataset: Dataset, figures: dict[str, Path]) -> list[str]:
+    """The report's calibration table with what its columns mean, and its figures."""
+    kind = "regression" if dataset.task == "regression" else "classification"
+    columns = [c for c in CALIBRATION_COLUMNS[kind] if c in table.columns]
+    meaning = ("Coverage and mean width of the central 50% and 90% predictive intervals, the mean CRPS, the quantile "
+               "calibration error of the PIT (0 for a calibrated predictive, 0.5 at worst), all in the target's units "
+               "where they have one; `aurc` is the area under the RMSE-coverage curve when the points of highest "
+               "predictive sd are dropped first (lower is better)." if kind == "regression" else
+               "Log-likelihood and Brier score per test point, the expected and maximum calibration error over 10 "
+               "equal-width and 10 equal-mass confidence bins, the mean predictive entropy and its epistemic part "
+               "(the mutual information with the weights) in nats, and `aurc`, the area under the error-rate-coverage "
+               "curve when the points of highest entropy are dropped first (lower is better).")
+    return ["## Calibration and selective prediction", meaning, markdown_table(table[columns]),
+            *[f"### {title}\n\n![{title}]({path.name})" for title, path in figures.items()]]
+
+
+def ood_sections(posteriors: Mapping[str, Posterior], dataset: Dataset, shift: str, staging: Path) -> list[str]:
+    """The report's out-of-distribution table (written to ``ood.csv`` too) and its verdict against the MAP network."""
+    table = ood_table(posteriors, dataset, shift)
+    table.to_csv(staging / "ood.csv")
+    split = shift_split(dataset, shift)
+    return [f"## Out-of-distribution detection: {shift}",
+            f"{len(split.x_in)} in-distribution and {len(split.x_out)} shifted inputs (shift set `{shift}`); each "
+            "uncertainty is a detector of the shifted ones: AUROC (0.5 is chance), average precision, and the share of "
+            "in-distribution inputs flagged at 95% of the shifted ones caught.",
+            *map_baseline_lines(table, posteriors, dataset.task),
+            markdown_table(table.set_axis([f"{fit}: {uncertainty}" for fit, uncertainty in table.index]))]
 
 
 def write_comparison(posteriors: Mapping[str, Posterior], dataset: Dataset, out: str | Path, *, command: str,
-                     overwrite: bool = False, progress: bool = True, cost_notes: Sequence[str] = ()) -> pd.DataFrame:
+                     overwrite: bool = False, progress: bool = True, cost_notes: Sequence[str] = (),
+                     ood: str | None = None) -> pd.DataFrame:
     """Write ``report.md``, ``comparison.csv``, ``ranking.csv``, PNGs and ``posterior-<fit>.nc`` into ``out``.
 
     Parameters
@@ -142,6 +182,9 @@ def write_comparison(posteriors: Mapping[str, Posterior], dataset: Dataset, out:
     cost_notes : sequence of str
         What the fits were estimated to cost and what a time budget changed or left out
         (:mod:`bnn.inference.evaluation.time_budget`), for the report's section on cost.
+    ood : str, optional
+        A shift set (:mod:`bnn.inference.evaluation.shift_sets`): the report scores how well each fit's uncertainty
+        detects it (:mod:`bnn.inference.evaluation.ood`) and writes ``ood.csv``.
 
     Returns
     -------
@@ -156,8 +199,10 @@ def write_comparison(posteriors: Mapping[str, Posterior], dataset: Dataset, out:
         When ``out`` exists, is not empty and ``overwrite`` is false, or holds files this package did not write
         (before any work).
     """
+    if ood is not None:
+        shift_split(dataset, ood)  # an unknown shift set, or one the data set lacks, is refused before any work
     with atomic_directory(out, writer="bnn compare", overwrite=overwrite) as staging, \
-            stages(report_stages(posteriors), desc="report", enabled=progress) as start:
+            stages(report_stages(posteriors, ood), desc="report", enabled=progress) as start:
         rows = {}
         for label, posterior in posteriors.items():
             start(f"metrics, LOO and WAIC of {label}")
@@ -177,6 +222,13 @@ def write_comparison(posteriors: Mapping[str, Posterior], dataset: Dataset, out:
             figures["All methods overlaid"] = plot_predictive_overlay(posteriors, dataset, staging / "overlay.png")
         if dataset.task == "regression":
             figures["Predictive sd against test error"] = plot_std_vs_error(posteriors, dataset, staging / "std_vs_error.png")
+        start("calibration and selective-prediction plots")
+        calibration_figures = {"Risk against coverage": plot_selective(posteriors, dataset, staging / "selective.png")}
+        if dataset.task == "regression":
+            calibration_figures["PIT histograms"] = plot_pit(posteriors, dataset, staging / "pit.png")
+        if ood is not None:
+            start(f"out-of-distribution scores ({ood})")
+        shifted = ood_sections(posteriors, dataset, ood, staging) if ood is not None else []
         start("forest and marginal plots")
         figures["Weights across methods (forest)"] = plot_forest(posteriors, staging / "forest.png")
         figures["Marginals of a few weights against the prior"] = plot_marginals_vs_prior(posteriors, staging / "marginals.png")
@@ -197,6 +249,7 @@ def write_comparison(posteriors: Mapping[str, Posterior], dataset: Dataset, out:
             *units_lines(scale),
             *(["## Cost", "\n".join(cost_notes)] if cost_notes else []),
             "## Comparison", *warnings, markdown_table(table[shown]),
+            *calibration_sections(table, dataset, calibration_figures), *shifted,
             "## ArviZ ranking (az.compare, PSIS-LOO)", *verdict,
             markdown_table(ranking) if len(ranking) else NO_RANKING,
             *([warning_column_line(min(draws))] if draws else []),

@@ -23,7 +23,8 @@ def test_compare_command_writes_the_report_of_all_three_methods(tmp_path):
     fits = ["svi-meanfield", "nuts", "laplace"]
     names = {p.name for p in out.iterdir()}
     assert {"report.md", "comparison.csv", "ranking.csv", "predictive.png", "overlay.png", "forest.png", "marginals.png", MARKER,
-            "std_vs_error.png", *(f"trace-{fit}.png" for fit in fits), *(f"posterior-{fit}.nc" for fit in fits)} == names
+            "std_vs_error.png", "pit.png", "selective.png", *(f"trace-{fit}.png" for fit in fits),
+            *(f"posterior-{fit}.nc" for fit in fits)} == names
     report = (out / "report.md").read_text()
     assert f"Command: `bnn {' '.join(argv)}`" in report
     for png in (p for p in names if p.endswith(".png")):
@@ -34,6 +35,7 @@ def test_compare_command_writes_the_report_of_all_three_methods(tmp_path):
     assert set(pd.read_csv(out / "ranking.csv", index_col=0).index) == set(table.index)
     assert ("**Warning: nuts did not converge**" in report) == (not table.loc["nuts", "converged"])
     assert "| waic_se |" in report and "| converged |" in report
+    assert "## Calibration and selective prediction" in report and "| crps | pit_calibration_error | aurc |" in report
 
 
 def test_an_existing_report_folder_is_refused_before_any_fit(tmp_path, capsys):
@@ -86,3 +88,27 @@ def test_point_estimates_alone_give_a_report_that_says_there_is_no_ranking(metho
     assert "No ranking: PSIS-LOO needs posterior draws" in report
     assert pd.read_csv(out / "ranking.csv", index_col=0).empty
     assert len(pd.read_csv(out / "comparison.csv", index_col=0)) == len(methods.split(","))
+
+
+def test_a_shift_set_gives_the_out_of_distribution_table_and_the_verdict_against_map(tmp_path):
+    out = tmp_path / "report"
+    main(["compare", "--dataset", "toy1d", "--methods", "map,laplace", "--hidden", "4", "--map-steps", "200",
+          "--num-samples", "50", "--ood", "gap", "--out", str(out), "--quiet"])
+    report = (out / "report.md").read_text()
+    ood = pd.read_csv(out / "ood.csv", index_col=[0, 1])
+    assert set(ood.index) == {(fit, u) for fit in ("map", "laplace") for u in ("std", "epistemic_std")}
+    assert ood.loc[("map", "epistemic_std"), "auroc"] == 0.5  # a point estimate has no epistemic part
+    assert "## Out-of-distribution detection: gap" in report and "| map: epistemic_std | 0.5 | 0.5 | 1 |" in report
+    assert "laplace beats the MAP network" in report or "laplace does not beat the MAP network" in report
+
+
+@pytest.mark.parametrize("dataset, shift, message", [
+    ("diabetes", "gap", "shift set 'gap' is defined for toy1d, whose inputs have a gap; diabetes has none"),
+    ("toy1d", "noise", "argument --ood: invalid choice: 'noise'"),
+])
+def test_a_shift_set_the_data_lack_is_refused_before_any_fit(dataset, shift, message, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compare", "--dataset", dataset, "--methods", "svi", "--steps", "100000", "--ood", shift,
+              "--out", str(tmp_path / "r"), "--quiet"])
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
