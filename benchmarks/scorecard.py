@@ -1,0 +1,110 @@
+r"""The scorecard of every method on a built-in data set: accuracy, calibration, out-of-distribution detection,
+selective prediction and conformal coverage, side by side.
+
+The training split is cut in two, seeded: 80% to fit, 20% to calibrate the conformal predictor
+(:mod:`bnn.inference.evaluation.conformal`), never the test split. Each method is fitted as ``bnn compare`` fits it
+(its compare defaults; further ``compare`` flags after ``--``) on the 80%, then scored on the test split
+(:func:`~bnn.inference.evaluation.metrics.evaluate`), on the data set's shift set (:mod:`bnn.inference.evaluation.ood`:
+``gap`` for toy1d, ``farthest`` otherwise) and by its conformal predictor at 90%. One Markdown row per method; with
+``--figures DIR`` the reliability diagrams (classification) or PIT histograms (regression) of every fit are drawn
+there.
+
+Usage::
+
+    python -m benchmarks.scorecard --dataset breast_cancer [--methods map,laplace,svi] [--figures DIR] [-- --hidden 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+import warnings
+from pathlib import Path
+
+import torch
+from bnn.datasets import load_dataset
+from bnn.inference import fit
+from bnn.inference.evaluation import conformalize, evaluate
+from bnn.inference.evaluation.calibration_plots import plot_pit, plot_reliability
+from bnn.inference.evaluation.ood import UNCERTAINTIES, ood_table
+
+from bnn.cli.arguments import build_model, fit_options
+from bnn.cli.compare import method_specs, options_per_method
+from bnn.cli.main import build_parser
+
+CALIBRATION_SHARE = 0.2
+ALPHA = 0.1
+REGRESSION = ["rmse", "test_ll", "crps", "pit_calibration_error", "coverage_90", "width_90", "ood_auroc_total",
+              "ood_auroc_epistemic", "aurc", "conformal_coverage", "conformal_width", "fit_s"]
+CLASSIFICATION = ["accuracy", "test_ll", "brier", "ece", "ece_mass", "mutual_information", "ood_auroc_total",
+                  "ood_auroc_epistemic", "aurc", "conformal_coverage", "conformal_set_size", "fit_s"]
+
+
+def fit_and_calibration_parts(dataset, seed: int):
+    """``dataset`` with 80% of its training rows (a seeded draw), and the other 20% as ``(x, y)``."""
+    order = torch.randperm(len(dataset.x_train), generator=torch.Generator().manual_seed(seed))
+    cut = round(CALIBRATION_SHARE * len(order))
+    kept, held = order[cut:], order[:cut]
+    part = dataclasses.replace(dataset, x_train=dataset.x_train[kept], y_train=dataset.y_train[kept])
+    return part, (dataset.x_train[held], dataset.y_train[held])
+
+
+def conformal_scores(posterior, dataset, calibration) -> dict[str, float]:
+    """Test coverage of the 90% conformal predictor and its mean interval width (target's units) or set size."""
+    predictor = conformalize(posterior, *calibration, alpha=ALPHA)
+    covered = float(predictor.covers(dataset.x_test, dataset.y_test).double().mean())
+    if dataset.task == "regression":
+        low, high = predictor.interval(dataset.x_test)
+        return {"conformal_coverage": covered, "conformal_width": float(((high - low) * dataset.y_scaler.std).mean())}
+    return {"conformal_coverage": covered, "conformal_set_size": float(predictor.sets(dataset.x_test).double().sum(-1).mean())}
+
+
+def score(label: str, posterior, dataset, calibration, shift: str) -> dict[str, float]:
+    """One row of the scorecard."""
+    metrics = evaluate(posterior, dataset)
+    ood = ood_table({label: posterior}, dataset, shift)
+    total, epistemic = UNCERTAINTIES[dataset.task]
+    renamed = {"rmse": metrics.get("test_rmse"), "accuracy": metrics.get("test_accuracy")}
+    return {**metrics, **renamed, "ood_auroc_total": ood.loc[(label, total), "auroc"],
+            "ood_auroc_epistemic": ood.loc[(label, epistemic), "auroc"], **conformal_scores(posterior, dataset, calibration)}
+
+
+def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.scorecard", description=__doc__.split("\n")[0])
+    parser.add_argument("--dataset", default="breast_cancer", help="a built-in data set (breast_cancer, toy1d, ...)")
+    parser.add_argument("--methods", default="map,laplace,svi,ensemble,mc-dropout,sgld", help="comma-separated methods")
+    parser.add_argument("--seed", type=int, default=0, help="the data's, the cut's and the fits' seed")
+    parser.add_argument("--figures", type=Path, help="a folder for the reliability diagrams or PIT histograms")
+    parser.add_argument("compare", nargs="*", help="bnn compare's flags, after --")
+    args = parser.parse_args(argv)
+    command = build_parser().parse_args(["compare", "--dataset", args.dataset, "--quiet", "--seed", str(args.seed),
+                                         "--methods", args.methods, *args.compare])
+    full = load_dataset(args.dataset, seed=args.seed)
+    dataset, calibration = fit_and_calibration_parts(full, args.seed)
+    shift = "gap" if args.dataset == "toy1d" else "farthest"
+    model = build_model(command, dataset)
+    specs = method_specs(command.methods)
+    columns = REGRESSION if dataset.task == "regression" else CLASSIFICATION
+    print(f"{args.dataset}: {len(dataset.x_train)} training rows fitted, {len(calibration[0])} for conformal "
+          f"calibration, {len(dataset.x_test)} test rows; shift set {shift}; conformal at {1 - ALPHA:.0%}\n")
+    print("| method | " + " | ".join(columns) + " |\n|" + "---|" * (len(columns) + 1), flush=True)
+    rows, fits = {}, {}
+    for (method, _), options in zip(specs, options_per_method(specs, fit_options(command))):
+        start = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the scorecard is about the scores; each fit's checks are the report's
+            posterior = fit(model, dataset, method, **options)
+        seconds = time.perf_counter() - start
+        rows[method] = {**score(method, posterior, dataset, calibration, shift), "fit_s": seconds}
+        fits[method] = posterior
+        print(f"| {method} | " + " | ".join(f"{rows[method][c]:.4g}" for c in columns) + " |", flush=True)
+    if args.figures is not None:
+        args.figures.mkdir(parents=True, exist_ok=True)
+        plot = plot_pit if dataset.task == "regression" else plot_reliability
+        print(f"\nfigure: {plot(fits, dataset, args.figures / f'{args.dataset}.png')}")
+    return rows
+
+
+if __name__ == "__main__":
+    main()
