@@ -42,6 +42,10 @@ COLUMNS = ("dataset", "method", "split", "status", "rmse", "test_ll", "seconds",
 """The fields of a cell's result, in the order of ``results.csv``. ``status`` is ``ok`` or ``failed``; ``attempts``
 is the number of tries of a failed cell (1 + Ray's retries) and 1 for a finished one (Ray does not say how many tries a
 success took); ``problems`` holds the method's own warnings, or a failed cell's error."""
+CALIBRATION_COLUMNS = ("crps", "pit_calibration_error")
+"""The calibration of a finished cell (:mod:`bnn.inference.evaluation.calibration`): the mean CRPS in the target's
+units and the PIT's quantile calibration error. Cells written before they were measured lack them (empty in
+``results.csv``), so a cell file need not hold them."""
 
 
 def selection(method: str, validation: dict[str, list[float]], set_by_user: dict[str, Any] | None = None) -> str:
@@ -114,6 +118,7 @@ def run_cell(table: UCITable, cell: Cell) -> dict[str, Any]:
     problems = list(dict.fromkeys(posterior.record.problems() + [str(w.message) for w in caught]))
     return {"dataset": cell.dataset, "method": cell.method, "split": cell.split, "status": "ok",
             "rmse": metrics["test_rmse"], "test_ll": metrics["test_ll"], "seconds": time.perf_counter() - began,
+            **{column: metrics[column] for column in CALIBRATION_COLUMNS},
             "verdict": verdict(posterior.record), "selection": selection(cell.method, cell.validation, cell.set_by_user),
             "chosen": ", ".join(f"{k}={v}" for k, v in chosen.items()), "problems": "; ".join(problems), "attempts": 1}
 
@@ -123,4 +128,4 @@ def failed_row(cell: Cell, reason: str, attempts: int) -> dict[str, Any]:
     return {"dataset": cell.dataset, "method": cell.method, "split": cell.split, "status": "failed", "rmse": None,
             "test_ll": None, "seconds": None, "verdict": "failed",
             "selection": selection(cell.method, cell.validation, cell.set_by_user), "chosen": "", "problems": reason,
-            "attempts": attempts}
+            "attempts": attempts, **dict.fromkeys(CALIBRATION_COLUMNS)}

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from bnn.inference.uci.protocol import COLUMNS
+from bnn.inference.uci.protocol import CALIBRATION_COLUMNS, COLUMNS
 from bnn.inference.uci.published import MC_DROPOUT, PUBLISHED
 
 from bnn.runtime.atomic import atomic_file
@@ -32,12 +32,14 @@ def summary(results: pd.DataFrame) -> pd.DataFrame:
     """Per data set and method: the finished splits ``n``, failed cells, converged cells, and each metric's mean and
     standard error over the finished splits (module notes)."""
     rows = []
-    for (dataset, method), cells in results.groupby(["dataset", "method"], sort=False):
+    missing = {column: math.nan for column in CALIBRATION_COLUMNS if column not in results}  # cells from before them
+    for (dataset, method), cells in results.assign(**missing).groupby(["dataset", "method"], sort=False):
         ok = cells[cells["status"] == "ok"]
         row: dict[str, Any] = {"dataset": dataset, "method": method, "n": len(ok), "failed": int((cells["status"] != "ok").sum()),
-                               "converged": int((ok["verdict"] == "converged").sum()), "selection": cells["selection"].iloc[0]}
-        for metric in METRICS:
-            values = ok[metric].astype(float)
+                               "converged": int((ok["verdict"] == "converged").sum()), "selection": cells["selection"].iloc[0],
+                               "measured": int(ok["crps"].notna().sum())}
+        for metric in (*METRICS, *CALIBRATION_COLUMNS):
+            values = ok[metric].astype(float).dropna()  # a cell written before calibration was measured has none
             row[metric] = values.mean() if len(values) else math.nan
             row[f"{metric}_se"] = values.std(ddof=1) / math.sqrt(len(values)) if len(values) > 1 else math.nan
         rows.append(row)
@@ -68,6 +70,18 @@ def metric_table(table: pd.DataFrame, metric: str) -> list[str]:
     return lines + [""]
 
 
+def calibration_table(table: pd.DataFrame) -> list[str]:
+    """The markdown lines of the cells' calibration (ours alone: the papers report neither): per data set and method
+    the mean CRPS and PIT calibration error over the finished splits that measured them."""
+    lines = ["## Calibration (mean CRPS in the target's units, then the PIT's quantile calibration error; lower is better)",
+             "", "| data set | method | CRPS | PIT calibration error |", "|---|---|---|---|"]
+    for row in table.itertuples():
+        cells = [_ours(getattr(row, c), getattr(row, f"{c}_se"), row.measured, None, -1.0) if row.measured else "not measured"
+                 for c in CALIBRATION_COLUMNS]
+        lines.append(f"| {row.dataset} | {row.method} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
 def beats_dropout(table: pd.DataFrame) -> list[str]:
     """One line per method of ours: on which data sets its mean test log-likelihood beats MC dropout's published one."""
     lines = []
@@ -86,7 +100,7 @@ def markdown(results: pd.DataFrame, command: str | None = None) -> str:
         "Ours: mean ± standard error over the splits that finished (their number in brackets); published: as printed "
         "in the papers (cited in `bnn.inference.uci.published`). **Bold**: ours beats every published number of the row.",
         ""]
-    lines += metric_table(table, "rmse") + metric_table(table, "test_ll")
+    lines += metric_table(table, "rmse") + metric_table(table, "test_ll") + calibration_table(table)
     lines += [f"Mean test log-likelihood above {MC_DROPOUT.label}'s published one:", ""] + beats_dropout(table) + [""]
     lines += ["## Methods", "", "| data set | method | hyper-parameters chosen by | splits finished | failed | converged |",
               "|---|---|---|---|---|---|"]
@@ -102,7 +116,8 @@ def markdown(results: pd.DataFrame, command: str | None = None) -> str:
 
 def write_tables(results: list[dict[str, Any]], out: Path, command: str | None = None) -> pd.DataFrame:
     """Write ``results.csv`` and ``table.md`` of ``results`` (one dict per cell) into ``out``; return the rows."""
-    frame = pd.DataFrame(results, columns=list(COLUMNS)).sort_values(["dataset", "method", "split"], kind="stable")
+    columns = list(COLUMNS) + list(CALIBRATION_COLUMNS)
+    frame = pd.DataFrame(results, columns=columns).sort_values(["dataset", "method", "split"], kind="stable")
     with atomic_file(out / RESULTS_FILE) as handle:
         frame.to_csv(handle, index=False)
     with atomic_file(out / TABLE_FILE) as handle:

@@ -35,7 +35,7 @@ def test_bold_where_ours_beats_every_published_number_and_the_count_against_mc_d
     assert f"| {best_rmse + 0.5:.3f} (1) |" in text  # one split: no standard error, not bold
     assert f"{dropout_ll + 0.1:.3f} ± 0.000 (2) |" in text and f"**{dropout_ll + 0.1:.3f}" not in text  # deep ens. better
     assert "- laplace: 1 of 1 data sets (yacht)\n- svi: 0 of 1 data sets\n" in text
-    assert pd.read_csv(tmp_path / "results.csv").shape == (3, 12) and len(frame) == 3
+    assert pd.read_csv(tmp_path / "results.csv").shape == (3, 14) and len(frame) == 3
 
 
 def test_a_data_set_nobody_published_has_empty_published_cells():
@@ -49,3 +49,13 @@ def test_published_tables_cover_the_shipped_data_sets_with_a_mean_and_its_spread
     for method in PUBLISHED:
         assert set(shipped) <= set(method.results), method.label
         assert all(len(entry) == 4 and entry[1] >= 0 and entry[3] >= 0 for entry in method.results.values())
+
+
+def test_the_calibration_table_averages_the_cells_that_measured_it_and_names_those_that_did_not():
+    measured = [{**row, "crps": crps, "pit_calibration_error": pit}
+                for row, crps, pit in zip(rows("yacht", "laplace", [1.0, 2.0], [-1.0, -1.0]), [0.5, 0.7], [0.02, 0.04])]
+    before = rows("yacht", "svi", [1.0], [-1.0])  # written before cells measured calibration: no such fields
+    text = markdown(pd.DataFrame(measured + before))
+    assert "| yacht | laplace | 0.600 ± 0.100 (2) | 0.030 ± 0.010 (2) |" in text
+    assert "| yacht | svi | not measured | not measured |" in text
+    assert "| yacht | svi | not measured | not measured |" in markdown(pd.DataFrame(before))  # no column at all
