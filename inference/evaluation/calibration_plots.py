@@ -18,7 +18,7 @@ from bnn.inference.evaluation.calibration import (
     top_label_confidence,
 )
 from bnn.inference.evaluation.figure_files import save_figure
-from bnn.inference.evaluation.selective import risk_coverage
+from bnn.inference.evaluation.selective import risk_coverage, uncertainty_and_loss
 
 
 def plot_reliability(posteriors: Mapping[str, Posterior], dataset: Dataset, path: str | Path) -> Path:
@@ -66,14 +66,8 @@ def plot_selective(posteriors: Mapping[str, Posterior], dataset: Dataset, path: 
     figure, axis = plt.subplots(figsize=(5.5, 4))
     for label, posterior in posteriors.items():
         prediction = posterior.predict(dataset.x_test)
-        if dataset.task == "regression":
-            scale = dataset.y_scaler.std
-            error = (((prediction.mean - dataset.y_test) * scale) ** 2).reshape(len(dataset.y_test), -1).mean(-1)
-            uncertainty = (prediction.std * scale).reshape(len(dataset.y_test), -1).mean(-1)
-            coverage, risk = risk_coverage(uncertainty, error, root=True)
-        else:
-            predicted, _ = top_label_confidence(dataset.task, prediction.probs)
-            coverage, risk = risk_coverage(prediction.entropy, (predicted != dataset.y_test.long()).double())
+        ranked = uncertainty_and_loss(dataset.task, prediction, dataset.y_test, dataset.y_scaler.std)
+        coverage, risk = risk_coverage(*ranked, root=dataset.task == "regression")
         axis.plot(coverage, risk, label=f"{label} (AURC {risk.mean():.3g})")
     axis.set(xlabel="share of test points kept (most certain first)",
              ylabel="RMSE" if dataset.task == "regression" else "error rate", title=f"Selective prediction on {dataset.name}")

@@ -31,7 +31,7 @@ from bnn.inference.evaluation.calibration import (
     reliability_bins,
     top_label_confidence,
 )
-from bnn.inference.evaluation.selective import area_under_risk_coverage
+from bnn.inference.evaluation.selective import area_under_risk_coverage, uncertainty_and_loss
 from sklearn.metrics import roc_auc_score
 
 from bnn.options import parse_option
@@ -94,7 +94,7 @@ def evaluate(posterior: Posterior, dataset: Dataset, num_samples: int | None = N
         "ece": width.ece, "mce": width.mce, "ece_mass": mass.ece, "mce_mass": mass.mce,
         "entropy": float(prediction.entropy.mean()),
         "mutual_information": float(prediction.mutual_information.mean()),
-        "aurc": area_under_risk_coverage(prediction.entropy, (~correct).double()),
+        "aurc": area_under_risk_coverage(*uncertainty_and_loss(dataset.task, prediction, y)),
     }
     if dataset.task == "binary":
         metrics["roc_auc"] = float(roc_auc_score(y.numpy(), prediction.probs.numpy()))
@@ -107,7 +107,6 @@ def regression_metrics(prediction: Prediction, y: torch.Tensor, log_density: tor
     target's original units (several outputs: each output's values pooled)."""
     scale = dataset.y_scaler.std
     draws, target = dataset.y_scaler.inverse(prediction.draws), dataset.y_scaler.inverse(y)
-    squared_error = ((prediction.mean - y) * scale) ** 2
     metrics = {
         "test_rmse": float(((prediction.mean - y) ** 2).mean().sqrt() * scale.mean()),
         "test_ll": float(log_density.mean() - scale.log().sum()),
@@ -117,11 +116,9 @@ def regression_metrics(prediction: Prediction, y: torch.Tensor, log_density: tor
         metrics[f"coverage_{round(level * 100)}"] = float(((y >= low) & (y <= high)).float().mean())
         metrics[f"width_{round(level * 100)}"] = float(((high - low) * scale).mean())
     pooled_draws, pooled_target = draws.reshape(draws.shape[0], -1), target.reshape(-1)
-    uncertainty = prediction.std * scale
     return {
         **metrics,
         "crps": float(crps(pooled_draws, pooled_target).mean()),
         "pit_calibration_error": quantile_calibration_error(probability_integral_transform(pooled_draws, pooled_target)),
-        "aurc": area_under_risk_coverage(uncertainty.reshape(len(y), -1).mean(-1),
-                                         squared_error.reshape(len(y), -1).mean(-1), root=True),
+        "aurc": area_under_risk_coverage(*uncertainty_and_loss("regression", prediction, y, scale), root=True),
     }

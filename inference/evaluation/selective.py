@@ -12,6 +12,20 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from bnn.inference.core.prediction import Prediction
+from bnn.inference.evaluation.calibration import top_label_confidence
+
+
+def uncertainty_and_loss(task: str, prediction: Prediction, y: torch.Tensor, scale: torch.Tensor | None = None
+                         ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per test point the uncertainty that ranks it and the loss it scores, ``(n,)`` each: the predictive entropy
+    and the 0-1 error of the predicted label (classification); the predictive sd and the squared error in the target's
+    units, ``scale`` its standard deviation (regression; several outputs: their means)."""
+    if task != "regression":
+        predicted, _ = top_label_confidence(task, prediction.probs)
+        return prediction.entropy, (predicted != y.long()).double()
+    squared_error = ((prediction.mean - y) * scale) ** 2
+    return ((prediction.std * scale).reshape(len(y), -1).mean(-1), squared_error.reshape(len(y), -1).mean(-1))
 
 
 def risk_coverage(uncertainty: torch.Tensor, loss: torch.Tensor, *, root: bool = False) -> tuple[np.ndarray, np.ndarray]:
