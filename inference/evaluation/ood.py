@@ -50,7 +50,8 @@ def uncertainty_per_input(prediction, field: str) -> torch.Tensor:
 
 def ood_table(posteriors: Mapping[str, Posterior], dataset: Dataset, shift: str) -> pd.DataFrame:
     """Per fit and uncertainty of the task (:data:`UNCERTAINTIES`) the detection scores on ``dataset``'s shift set
-    ``shift``; indexed by ``(fit, uncertainty)``."""
+    ``shift``; indexed by ``(fit, uncertainty)``, with the numbers of in-distribution and shifted inputs in
+    ``attrs["inputs"]``."""
     split = shift_split(dataset, shift)
     rows = {}
     for label, posterior in posteriors.items():
@@ -60,12 +61,13 @@ def ood_table(posteriors: Mapping[str, Posterior], dataset: Dataset, shift: str)
                                                     uncertainty_per_input(outside, field))
     table = pd.DataFrame.from_dict(rows, orient="index")
     table.index = pd.MultiIndex.from_tuples(table.index, names=["fit", "uncertainty"])
+    table.attrs["inputs"] = (len(split.x_in), len(split.x_out))
     return table
 
 
 def map_baseline_lines(table: pd.DataFrame, posteriors: Mapping[str, Posterior], task: str) -> list[str]:
-    """Whether each Bayesian fit's total uncertainty separates the shift set better (AUROC) than the MAP network's,
-    when a MAP fit is among ``posteriors``."""
+    """Whether each Bayesian fit's best uncertainty (the larger AUROC of its total and epistemic one) separates the
+    shift set better than the MAP network's total uncertainty, when a MAP fit is among ``posteriors``."""
     total = UNCERTAINTIES[task][0]
     baselines = [label for label, posterior in posteriors.items() if posterior.method == "map"]
     if not baselines:

@@ -150,9 +150,9 @@ def ood_sections(posteriors: Mapping[str, Posterior], dataset: Dataset, shift: s
     """The report's out-of-distribution table (written to ``ood.csv`` too) and its verdict against the MAP network."""
     table = ood_table(posteriors, dataset, shift)
     table.to_csv(staging / "ood.csv")
-    split = shift_split(dataset, shift)
+    inside, shifted = table.attrs["inputs"]
     return [f"## Out-of-distribution detection: {shift}",
-            f"{len(split.x_in)} in-distribution and {len(split.x_out)} shifted inputs (shift set `{shift}`); each "
+            f"{inside} in-distribution and {shifted} shifted inputs (shift set `{shift}`); each "
             "uncertainty is a detector of the shifted ones: AUROC (0.5 is chance), average precision, and the share of "
             "in-distribution inputs flagged at 95% of the shifted ones caught.",
             *map_baseline_lines(table, posteriors, dataset.task),
