@@ -11,8 +11,9 @@ With :math:`\theta \in \mathbb{R}^D` the model's weights as one vector (see
 Only the trailing :math:`D_c` entries may be random (``covered_from = D - D_c``): the
 whole vector for the ``full`` and ``diag`` structures, the last layer's weights and bias
 for ``last-layer``, the rest staying at :math:`\theta_{MAP}`. The covariance is given by a
-factor :math:`S` with :math:`\Lambda_c^{-1} = S S^\top`: a lower-triangular matrix, or a
-vector of standard deviations for a diagonal :math:`\Lambda_c`.
+factor :math:`S` with :math:`\Lambda_c^{-1} = S S^\top`: a lower-triangular matrix, a
+vector of standard deviations for a diagonal :math:`\Lambda_c`, or a
+:class:`~bnn.guides.kron_covariance.KronCovariance` for a precision Kronecker-factored per layer.
 
 The guide has the model's signature and draws, in one auxiliary sample site, the covered
 vector, then puts each weight site (and each likelihood latent held fixed, such as a noise
@@ -28,6 +29,7 @@ import pyro
 import pyro.distributions as dist
 import torch
 from bnn.guides.flat_weights import num_weights, split_flat
+from bnn.guides.kron_covariance import KronCovariance, KronTransform
 from bnn.models.sites import WeightSite
 
 LATENT_SITE = "_laplace_latent"
@@ -42,9 +44,9 @@ class LaplaceGuide:
         The model's weight sites (``model.sites``), in order.
     mean : torch.Tensor
         :math:`\theta_{MAP}`, shape ``(D,)``.
-    scale : torch.Tensor
-        The covariance factor of the covered entries: ``(D_c, D_c)`` lower triangular, or
-        ``(D_c,)`` standard deviations.
+    scale : torch.Tensor or KronCovariance
+        The covariance factor of the covered entries: ``(D_c, D_c)`` lower triangular,
+        ``(D_c,)`` standard deviations, or the per-layer Kronecker factors.
     covered_from : int
         Index of the first random entry of :math:`\theta`; 0 makes every weight random.
     constants : mapping of str to torch.Tensor, optional
@@ -55,7 +57,7 @@ class LaplaceGuide:
         self,
         sites: Sequence[WeightSite],
         mean: torch.Tensor,
-        scale: torch.Tensor,
+        scale: torch.Tensor | KronCovariance,
         *,
         covered_from: int = 0,
         constants: Mapping[str, torch.Tensor] | None = None,
@@ -66,35 +68,50 @@ class LaplaceGuide:
         if not 0 <= covered_from < total:
             raise ValueError(f"covered_from must lie in 0..{total - 1}, got {covered_from}")
         covered = total - covered_from
-        if scale.shape not in {(covered,), (covered, covered)}:
+        if isinstance(scale, KronCovariance):
+            if scale.size != covered:
+                raise ValueError(f"the Kronecker-factored scale covers {scale.size} weights, not the {covered} covered")
+        elif scale.shape not in {(covered,), (covered, covered)}:
             raise ValueError(
                 f"scale must have shape ({covered},) or ({covered}, {covered}) for {covered} covered weights, "
                 f"got {tuple(scale.shape)}"
             )
         self.sites = tuple(sites)
         self.mean = mean.detach()
-        self.scale = scale.detach()
+        self.scale = scale if isinstance(scale, KronCovariance) else scale.detach()
         self.covered_from = covered_from
         self.constants = {name: torch.as_tensor(value).detach() for name, value in (constants or {}).items()}
 
     @property
     def is_diagonal(self) -> bool:
         """Whether the covered covariance is diagonal (``scale`` holds standard deviations)."""
-        return self.scale.dim() == 1
+        return not self.is_kron and self.scale.dim() == 1
+
+    @property
+    def is_kron(self) -> bool:
+        """Whether the covered precision is Kronecker-factored per layer (``scale`` a :class:`KronCovariance`)."""
+        return isinstance(self.scale, KronCovariance)
 
     def covered_distribution(self) -> dist.Distribution:
         """:math:`\\mathcal{N}(\\theta_{MAP,c}, S S^\\top)` over the covered entries, event shape ``(D_c,)``."""
         loc = self.mean[self.covered_from :]
+        if self.is_kron:
+            standard = dist.Normal(torch.zeros_like(loc), torch.ones_like(loc)).to_event(1)
+            return dist.TransformedDistribution(standard, KronTransform(loc, self.scale))
         if self.is_diagonal:
             return dist.Normal(loc, self.scale).to_event(1)
         return dist.MultivariateNormal(loc, scale_tril=self.scale)
 
     def covariance(self) -> torch.Tensor:
         """:math:`\\Lambda_c^{-1} = S S^\\top`, shape ``(D_c, D_c)``."""
+        if self.is_kron:
+            return self.scale.dense()
         return torch.diag(self.scale**2) if self.is_diagonal else self.scale @ self.scale.T
 
     def times_scale(self, jacobian: torch.Tensor) -> torch.Tensor:
         r""":math:`J S` for ``jacobian`` of shape ``(..., D_c)``, so that :math:`J \Lambda_c^{-1} J^\top = (JS)(JS)^\top`."""
+        if self.is_kron:
+            return self.scale.transposed_times(jacobian)
         return jacobian * self.scale if self.is_diagonal else jacobian @ self.scale
 
     def __call__(self, x: torch.Tensor | None = None, y: torch.Tensor | None = None, num_data: int | None = None):
@@ -111,14 +128,17 @@ class LaplaceGuide:
     # ------------------------------------------------------------ save/load
     def state(self) -> dict[str, object]:
         """Tensors and plain values that :meth:`from_state` rebuilds the guide from (``torch.save``-able)."""
-        return {"mean": self.mean, "scale": self.scale, "covered_from": self.covered_from, "constants": self.constants}
+        scale = self.scale.state() if self.is_kron else self.scale
+        return {"mean": self.mean, "scale": scale, "covered_from": self.covered_from, "constants": self.constants}
 
     @classmethod
     def from_state(cls, sites: Sequence[WeightSite], state: Mapping[str, object]) -> LaplaceGuide:
         """Inverse of :meth:`state` for a model with weight sites ``sites``."""
-        return cls(sites, state["mean"], state["scale"], covered_from=state["covered_from"], constants=state["constants"])
+        scale = state["scale"]
+        scale = KronCovariance.from_state(scale) if isinstance(scale, Mapping) else scale
+        return cls(sites, state["mean"], scale, covered_from=state["covered_from"], constants=state["constants"])
 
     def __repr__(self) -> str:
-        kind = "diagonal" if self.is_diagonal else "full"
+        kind = "Kronecker-factored" if self.is_kron else "diagonal" if self.is_diagonal else "full"
         covered = self.mean.shape[0] - self.covered_from
         return f"LaplaceGuide({kind} Gaussian over {covered} of {self.mean.shape[0]} weights)"

@@ -35,6 +35,7 @@ from typing import Any
 
 import torch
 from bnn.models.activations import ACTIVATIONS
+from bnn.models.layers import linear
 from bnn.models.likelihoods import Likelihood
 from bnn.models.network import ARCHITECTURES, BayesianNetwork, DenseLayers
 from bnn.models.priors import Prior
@@ -127,7 +128,7 @@ class BayesianMLP(BayesianNetwork):
                     f"layer {weight_site.layer} needs weight (..., {tuple(weight_site.shape)}) and bias "
                     f"(..., {tuple(bias_site.shape)}), got {tuple(weight.shape)} and {tuple(bias.shape)}"
                 )
-            h = torch.matmul(h, weight.transpose(-1, -2)) + bias.unsqueeze(-2)
+            h = linear(h, weight, bias, name=weight_site.group)
             if weight_site.layer != last:
                 h = self._activation_fn(h)
         return h

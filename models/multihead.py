@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
+from bnn.models.layers import linear
 from bnn.models.likelihoods import Likelihood
 from bnn.models.mlp import BayesianMLP, layer_sites
 from bnn.models.network import ARCHITECTURES
@@ -115,10 +116,10 @@ class MultiHeadMLP(BayesianMLP):
         h = x[:, :-1]
         shared = self.sites[: 2 * len(self.hidden)]
         for weight_site, bias_site in zip(shared[::2], shared[1::2]):
-            h = self._activation_fn(torch.matmul(h, weights[weight_site.name].transpose(-1, -2))
-                                    + weights[bias_site.name].unsqueeze(-2))
+            h = self._activation_fn(linear(h, weights[weight_site.name], weights[bias_site.name],
+                                           name=weight_site.group))
         heads = torch.stack([
-            torch.matmul(h, weights[f"heads.{t}.weight"].transpose(-1, -2)) + weights[f"heads.{t}.bias"].unsqueeze(-2)
+            linear(h, weights[f"heads.{t}.weight"], weights[f"heads.{t}.bias"], name=f"heads.{t}")
             for t in range(self.num_heads)
         ], dim=-2)  # (*sample, n, heads, out)
         return (heads * mask.unsqueeze(-1)).sum(-2)

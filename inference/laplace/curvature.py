@@ -66,10 +66,17 @@ class Structure(str, Enum):
     """Its diagonal only: :math:`O(D)` memory, weights independent a posteriori."""
     LAST_LAYER = "last-layer"
     """Dense over the last layer's weights and bias; every other weight stays at its MAP value."""
+    KRON = "kron"
+    r"""Kronecker-factored per layer (KFAC, :mod:`bnn.inference.posterior_mode.kron_curvature`): a weight block
+    :math:`G \otimes A` and a bias block :math:`G` per layer, layers independent; :math:`O(d_{in}^2 + d_{out}^2)` memory
+    per layer. Needs every layer written with :func:`bnn.models.layers.linear` or :func:`~bnn.models.layers.conv`."""
 
 
 def check_combination(hessian_type: HessianType, structure: Structure) -> None:
     """Raise ``ValueError`` for a curvature and structure that do not go together."""
+    if hessian_type is HessianType.EXACT and structure is Structure.KRON:
+        raise ValueError("hessian='exact' with structure='kron' is not offered (KFAC factors the GGN); use hessian='ggn' "
+                         "with structure='kron', or hessian='exact' with structure='full' or 'last-layer'")
     if hessian_type is HessianType.EXACT and structure is Structure.DIAG:
         raise ValueError(
             "hessian='exact' with structure='diag' is not offered (the exact Hessian's diagonal costs D "
@@ -85,8 +92,17 @@ def covered_from(model, structure: Structure) -> int:
     return 0
 
 
-def required_bytes(structure: Structure, covered: int, itemsize: int) -> int:
-    """Memory the curvature of ``covered`` weights needs at its peak, in bytes."""
+def kron_factor_entries(model) -> int:
+    r""":math:`\sum_l d_{in,l}^2 + d_{out,l}^2` over the layers (a weight site of shape ``(d_out, *d_in)``): the
+    entries of the Kronecker factors, each stored with its eigendecomposition."""
+    return sum(site.shape[0] ** 2 + site.shape[1:].numel() ** 2 for site in model.sites if len(site.shape) >= 2)
+
+
+def required_bytes(structure: Structure, covered: int, itemsize: int, model=None) -> int:
+    """Memory the curvature of ``covered`` weights needs at its peak, in bytes (``model`` for ``kron``: its factors,
+    their eigenvectors and one Jacobian-sized work copy per layer)."""
+    if structure is Structure.KRON:
+        return 3 * kron_factor_entries(model) * itemsize
     if structure is Structure.DIAG:
         return 4 * covered * itemsize
     return FULL_MATRICES_AT_PEAK * covered**2 * itemsize
@@ -95,7 +111,7 @@ def required_bytes(structure: Structure, covered: int, itemsize: int) -> int:
 def check_memory(model, structure: Structure, itemsize: int, max_memory_gib: float) -> None:
     """Raise ``ValueError`` with the numbers when ``structure`` needs more than ``max_memory_gib``."""
     covered = num_weights(model.sites) - covered_from(model, structure)
-    needed = required_bytes(structure, covered, itemsize) / GIB
+    needed = required_bytes(structure, covered, itemsize, model) / GIB
     if needed <= max_memory_gib:
         return
     total = num_weights(model.sites)
@@ -103,7 +119,9 @@ def check_memory(model, structure: Structure, itemsize: int, max_memory_gib: flo
     raise ValueError(
         f"structure {structure.value!r} over {covered:,} weights needs about {FULL_MATRICES_AT_PEAK} x "
         f"{covered:,}^2 x {itemsize} bytes = {needed:.3g} GiB, above max_memory_gib={max_memory_gib:g}; "
-        f"use structure='diag' (about {required_bytes(Structure.DIAG, total, itemsize) / GIB:.3g} GiB) or "
+        f"use structure='kron' (about {required_bytes(Structure.KRON, total, itemsize, model) / GIB:.3g} GiB, for a "
+        f"network written with bnn.models.layers), "
+        f"'diag' (about {required_bytes(Structure.DIAG, total, itemsize) / GIB:.3g} GiB) or "
         f"'last-layer' ({last:,} weights, about {required_bytes(Structure.LAST_LAYER, last, itemsize) / GIB:.3g} "
         f"GiB), or raise max_memory_gib"
     )

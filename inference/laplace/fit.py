@@ -37,11 +37,13 @@ from bnn.inference.laplace.curvature import (
     covered_from,
     likelihood_curvature,
 )
+from bnn.inference.laplace.default_structure import choose_structure
 from bnn.inference.laplace.linearized import Linearization, is_linearizable
 from bnn.inference.laplace.options import LaplaceOptions
 from bnn.inference.laplace.prior_curvature import check_prior_curvature_possible, covered_sites, prior_curvature
 from bnn.inference.laplace.record import LaplaceRecord
 from bnn.inference.posterior_mode.evidence import gaussian_log_prior, laplace_log_marginal_likelihood
+from bnn.inference.posterior_mode.kron_curvature import check_kron_supported, kron_posterior
 from bnn.inference.posterior_mode.map_estimate import MapEstimate, find_map
 from bnn.models.priors import GaussianPrior
 
@@ -126,10 +128,14 @@ def _gaussian_precisions(model, start: int, multiplier: float) -> dict[str, floa
 def _approximate(model, x, y, estimate: MapEstimate, start: int, hessian_type, structure, tune: bool, progress: bool):
     """Steps (2)-(3) of the module docstring: the covariance factor and the evidence, under the MAP's multiplier."""
     prior_precision = estimate.multiplier * prior_curvature(model, estimate.theta, start)
-    curvature = likelihood_curvature(model, x, y, estimate.theta, estimate.latents, hessian_type=hessian_type,
-                                     structure=structure, progress=progress)
     theta = estimate.theta[start:]
     log_prior = gaussian_log_prior(theta, prior_precision) if tune else _covered_log_prior(model, estimate.theta, start)
+    if structure is Structure.KRON:
+        covariance = kron_posterior(model, x, estimate.theta, estimate.latents, prior_precision)
+        logdet = covariance.logdet_precision()
+        return covariance, laplace_log_marginal_likelihood(estimate.log_likelihood, log_prior, logdet, theta.numel())
+    curvature = likelihood_curvature(model, x, y, estimate.theta, estimate.latents, hessian_type=hessian_type,
+                                     structure=structure, progress=progress)
     precision = curvature  # Lambda = H + P, formed in place
     (precision if precision.dim() == 1 else precision.diagonal()).add_(prior_precision)
     del curvature
@@ -151,12 +157,18 @@ def run_laplace(model, x: torch.Tensor, y: torch.Tensor, options: LaplaceOptions
         so ``posterior.predict(x, predictive="linearized")`` gives the GLM predictive, and a
         :class:`~bnn.inference.laplace.record.LaplaceRecord`.
     """
-    hessian_type, structure, tune_prior_precision = options.hessian, options.structure, options.tune_prior_precision
+    hessian_type, tune_prior_precision = options.hessian, options.tune_prior_precision
     map_steps, map_lr, map_tolerance, max_memory_gib = (options.map_steps, options.map_lr, options.map_tolerance,
                                                         options.max_memory_gib)
     num_samples, seed, progress = options.num_samples, options.seed, options.progress
     if hessian_type is HessianType.GGN:
         check_ggn_supported(model.likelihood)
+    if options.structure is None:
+        structure, structure_reason = choose_structure(model, x, hessian_type, WORKING_DTYPE.itemsize, max_memory_gib)
+    else:
+        structure, structure_reason = options.structure, "given"
+        if structure is Structure.KRON:
+            check_kron_supported(model, x)
     start = covered_from(model, structure)
     if tune_prior_precision is None:  # the default: tuned wherever it can be
         tune_prior_precision = _tunable_problem(model, start, hessian_type) is None
@@ -173,7 +185,7 @@ def run_laplace(model, x: torch.Tensor, y: torch.Tensor, options: LaplaceOptions
         estimate = find_map(model, x_work, y_work, steps=map_steps, lr=map_lr, tolerance=map_tolerance,
                             max_iter=options.map_max_iter, progress=progress, judged_from=start,
                             multiplier=None if tune_prior_precision else 1.0,
-                            diagonal_evidence=structure is Structure.DIAG)
+                            diagonal_evidence=structure is Structure.DIAG, kron_evidence=structure is Structure.KRON)
         map_seconds = time.perf_counter() - began
         scale, evidence = _approximate(model, x_work, y_work, estimate, start, hessian_type, structure,
                                        tune_prior_precision, progress)
@@ -183,7 +195,7 @@ def run_laplace(model, x: torch.Tensor, y: torch.Tensor, options: LaplaceOptions
         draws = sample_guide(guide, num_samples, model.latent_shapes, x, y)
     record = LaplaceRecord(
         guide="laplace", seed=seed, train_seconds=train_seconds, options=options, map_seconds=map_seconds,
-        num_weights_covered=scale.shape[0],
+        num_weights_covered=guide.mean.shape[0] - start, structure=structure.value, structure_reason=structure_reason,
         map_lbfgs_iterations=estimate.lbfgs_iterations, map_grad_norm=estimate.grad_norm,
         map_converged=estimate.converged, map_at_kink=estimate.at_kink, map_stalled=estimate.stalled,
         map_newton_decrement=estimate.newton_decrement, map_polish=estimate.polish,

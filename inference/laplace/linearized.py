@@ -32,6 +32,7 @@ from pathlib import Path
 import pyro.distributions as dist
 import torch
 from bnn.guides.flat_weights import join_sites, split_flat
+from bnn.guides.kron_covariance import KronCovariance
 from bnn.guides.laplace import LaplaceGuide
 from bnn.inference.core.prediction import Prediction, entropy_split
 from bnn.inference.laplace.curvature import output_jacobian, rows_per_chunk
@@ -149,7 +150,9 @@ class Linearization:
             raise ValueError(f"{path} cannot be read as a linearisation ({type(error).__name__}); {fix}") from None
         dtype = torch.get_default_dtype()
         try:
-            state["mean"], state["scale"] = state["mean"].to(dtype), state["scale"].to(dtype)
+            scale = state["scale"]
+            scale = KronCovariance.from_state(scale) if isinstance(scale, dict) else scale
+            state["mean"], state["scale"] = state["mean"].to(dtype), scale.to(dtype)
             state["constants"] = {name: value.to(dtype) for name, value in state["constants"].items()}
             return cls(LaplaceGuide.from_state(model.sites, state))
         except (AttributeError, KeyError, TypeError, ValueError) as error:

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bnn.inference.laplace.curvature import HessianType, Structure, check_combination, covered_from, required_bytes
+from bnn.inference.laplace.curvature import (
+    GIB,
+    HessianType,
+    Structure,
+    check_combination,
+    covered_from,
+    required_bytes,
+)
 from bnn.inference.posterior_mode.map_options import MapFitOptions
 
 from bnn.options import choice, flag, option, optional, positive_int, positive_number, seed
@@ -20,8 +27,11 @@ class LaplaceOptions(MapFitOptions):
     ----------
     hessian : {"ggn", "exact"}
         The likelihood curvature, a :class:`~bnn.inference.laplace.curvature.HessianType`.
-    structure : {"full", "diag", "last-layer"}
-        Which entries of :math:`\Lambda` are kept, a :class:`~bnn.inference.laplace.curvature.Structure`.
+    structure : {"full", "diag", "last-layer", "kron"}, optional
+        Which entries of :math:`\Lambda` are kept, a :class:`~bnn.inference.laplace.curvature.Structure`. ``None``
+        (the default): ``full`` where its curvature fits ``max_memory_gib``, else ``kron`` where every layer is
+        written with :mod:`bnn.models.layers` (:func:`~bnn.inference.laplace.default_structure.choose_structure`; the
+        record says which and why).
     tune_prior_precision : bool, optional
         Scale a Gaussian prior's precision by the :math:`\alpha` maximising the Laplace
         log marginal likelihood at :math:`\theta_{MAP}` (GGN only). ``None`` (the default): wherever that is
@@ -38,7 +48,7 @@ class LaplaceOptions(MapFitOptions):
     """
 
     hessian: HessianType = option("ggn", choice(HessianType))
-    structure: Structure = option("full", choice(Structure))
+    structure: Structure | None = option(None, optional(choice(Structure)))
     tune_prior_precision: bool | None = option(None, optional(flag))
     max_memory_gib: float = option(2.0, positive_number)
     num_samples: int = option(1000, positive_int)
@@ -47,10 +57,15 @@ class LaplaceOptions(MapFitOptions):
 
     def memory_needs(self, model) -> dict[str, int]:
         parameters = parameter_count(model)
-        random = parameters - covered_from(model, self.structure)
+        structure = self.structure
+        if structure is None:  # the default's choice, as far as it is known without data (kron's support is not)
+            full = required_bytes(Structure.FULL, parameters, 8) <= self.max_memory_gib * GIB
+            structure = Structure.FULL if full or self.hessian is not HessianType.GGN else Structure.KRON
+        random = parameters - covered_from(model, structure)
         return peak_stage(self.map_fit_needs(model),
-                          {f"the {self.structure.value} curvature (float64)": required_bytes(self.structure, random, 8),
+                          {f"the {structure.value} curvature (float64)": required_bytes(structure, random, 8, model),
                            f"{self.num_samples} posterior draws": value_bytes(self.num_samples * parameters)})
 
     def check(self) -> None:
-        check_combination(self.hessian, self.structure)
+        if self.structure is not None:
+            check_combination(self.hessian, self.structure)

@@ -27,6 +27,11 @@ class LaplaceRecord(MapFitRecord):
         Wall time of the MAP fit (Adam, then the polish; with the evidence search's refits when tuned).
     num_weights_covered : int
         Weights with a Gaussian posterior (the rest, outside ``structure``, are held at the MAP).
+    structure : str
+        The structure of :math:`\Lambda` used (``options.structure``, or the one chosen when that is ``None``).
+    structure_reason : str
+        Why: ``"given"``, or the memory the full GGN needs against ``max_memory_gib`` for a structure chosen by
+        default (:func:`~bnn.inference.laplace.default_structure.choose_structure`).
     map_lbfgs_iterations, map_grad_norm, map_converged, noise
         How the MAP fit ended (:class:`~bnn.inference.posterior_mode.map_record.MapFitRecord`).
     log_marginal_likelihood : float
@@ -49,6 +54,8 @@ class LaplaceRecord(MapFitRecord):
     map_seconds: float
     options: LaplaceOptions
     num_weights_covered: int
+    structure: str = "full"
+    structure_reason: str = "given"
     log_marginal_likelihood: float
     prior_precision: dict[str, float] | None = None
     prior_precision_multiplier: float
@@ -62,7 +69,7 @@ class LaplaceRecord(MapFitRecord):
         return super().problems() + (unsettled if self.evidence_converged is False else [])
 
     def metrics(self) -> dict[str, Any]:
-        return {"hessian": self.options.hessian.value, "structure": self.options.structure.value,
+        return {"hessian": self.options.hessian.value, "structure": self.structure,
                 "map_grad_norm": self.map_grad_norm, "map_converged": self.map_converged,
                 "log_marginal_likelihood": self.log_marginal_likelihood}
 

@@ -16,6 +16,7 @@ from bnn.inference.posterior_mode.evidence import (
 )
 from bnn.inference.posterior_mode.evidence_search import maximize_on_log_scale
 from bnn.inference.posterior_mode.gauss_newton import newton_decrement, uses_gauss_newton
+from bnn.inference.posterior_mode.kron_curvature import kron_posterior
 from bnn.inference.posterior_mode.log_joint import ScaledPrior, log_likelihood, squared_error
 from bnn.inference.posterior_mode.output_curvature import gauss_newton_matrix
 from bnn.inference.posterior_mode.polish import MapProblem
@@ -44,15 +45,18 @@ class EvidenceSearch:
     each :math:`\lambda` the MAP refitted, to :data:`SEARCH_TOLERANCE`, from the nearest MAP already found.
 
     ``noise`` is the learned noise held (``None`` to choose it; for a likelihood without a learned noise ``None``,
-    and the line is :math:`\alpha = \lambda`), ``multiplier`` the multiplier held (``None`` to choose it).
+    and the line is :math:`\alpha = \lambda`), ``multiplier`` the multiplier held (``None`` to choose it). The
+    evidence's precision is the dense GGN, its diagonal (``diagonal``) or its Kronecker factors (``kron``; the
+    covered entries are then every weight).
     """
 
     def __init__(self, fit: MapProblem, prior: ScaledPrior, noise: float | None, multiplier: float | None, *, learned: bool,
-                 diagonal: bool | None) -> None:
+                 diagonal: bool | None, kron: bool = False) -> None:
         self.fit, self.base, self.learned = fit, prior.reweighted(1.0), learned
         self.noise, self.multiplier = noise, multiplier
         covered = num_weights(fit.model.sites) - fit.judged_from
         self.diagonal = not uses_gauss_newton(fit.model, fit.x.shape[0], covered) if diagonal is None else diagonal
+        self.kron = kron
         self.fits: dict[float, torch.Tensor] = {}
 
     def hyperparameters(self, weight_decay: float, theta: torch.Tensor) -> tuple[float, float | None]:
@@ -82,12 +86,17 @@ class EvidenceSearch:
         with torch.enable_grad():
             likelihood_term = log_likelihood(fit.model, fit.x, fit.y, point, latents)
             (gradient,) = torch.autograd.grad(likelihood_term + prior.log_prob(point), point)
-        precision = gauss_newton_matrix(fit.model, fit.x, theta, latents, start=start, diagonal=self.diagonal)
-        (precision if self.diagonal else precision.diagonal()).add_(multiplier * base)
-        to_mode = newton_decrement(gradient[start:], precision) ** 2 / 2
+        if self.kron:  # g^T Lambda^-1 g = |S^T g|^2
+            covariance = kron_posterior(fit.model, fit.x, theta, latents, multiplier * base)
+            to_mode = float(covariance.transposed_times(gradient[start:]).square().sum()) / 2
+            logdet = covariance.logdet_precision()
+        else:
+            precision = gauss_newton_matrix(fit.model, fit.x, theta, latents, start=start, diagonal=self.diagonal)
+            (precision if self.diagonal else precision.diagonal()).add_(multiplier * base)
+            to_mode = newton_decrement(gradient[start:], precision) ** 2 / 2
+            logdet = log_determinant(precision)
         return laplace_log_marginal_likelihood(likelihood_term.item() + to_mode,
-                                               gaussian_log_prior(theta[start:], multiplier * base),
-                                               log_determinant(precision), base.numel())
+                                               gaussian_log_prior(theta[start:], multiplier * base), logdet, base.numel())
 
     def _evaluate(self, log_weight_decay: float, start: torch.Tensor, tolerance: float) -> float:
         nearest = min(self.fits, key=lambda u: abs(u - log_weight_decay), default=None)

@@ -114,6 +114,7 @@ def find_map(
     model, x: torch.Tensor, y: torch.Tensor, *, steps: int, lr: float, tolerance: float, progress: bool,
     max_iter: int = MAP_MAX_ITER, judged_from: int = 0, init: torch.Tensor | None = None,
     noise: torch.Tensor | None = None, multiplier: float | None = 1.0, diagonal_evidence: bool | None = None,
+    kron_evidence: bool = False,
 ) -> MapEstimate:
     r"""Maximise the log joint over the flat weights, the noise and prior multiplier held or chosen by the evidence.
 
@@ -155,6 +156,9 @@ def find_map(
     diagonal_evidence : bool, optional
         Whether the evidence uses the diagonal of the GGN rather than the dense GGN; ``None``: the diagonal only
         where a Gauss-Newton step is unaffordable (:func:`~bnn.inference.posterior_mode.gauss_newton.uses_gauss_newton`).
+    kron_evidence : bool
+        Whether the evidence uses the Kronecker-factored GGN (:mod:`bnn.inference.posterior_mode.kron_curvature`;
+        overrides ``diagonal_evidence``).
 
     Returns
     -------
@@ -175,12 +179,12 @@ def find_map(
                          "covered weights; pass a multiplier")
     with pyro.validation_enabled(False):
         return _find_map(model, x, y, steps, lr, tolerance, progress, max_iter, judged_from, init, noise, multiplier,
-                         diagonal_evidence)
+                         diagonal_evidence, kron_evidence)
 
 
 def _find_map(model, x, y, steps: int, lr: float, tolerance: float, progress: bool, max_iter: int, judged_from: int,
               init: torch.Tensor | None, noise: torch.Tensor | None, multiplier: float | None,
-              diagonal_evidence: bool | None) -> MapEstimate:
+              diagonal_evidence: bool | None, kron_evidence: bool) -> MapEstimate:
     prior = ScaledPrior(model, 1.0 if multiplier is None else multiplier)
     if init is None:
         init = join_sites(model.sites, {name: d.sample() for name, d in prior.distributions.items()})
@@ -194,7 +198,8 @@ def _find_map(model, x, y, steps: int, lr: float, tolerance: float, progress: bo
     choice = None
     if multiplier is None or (fitted_noise and multiplier > 0 and evidence_possible(model, judged_from)):
         held = None if noise is None else float(noise)
-        search = EvidenceSearch(fit, prior, held, multiplier, learned=learned, diagonal=diagonal_evidence)
+        search = EvidenceSearch(fit, prior, held, multiplier, learned=learned, diagonal=diagonal_evidence,
+                                kron=kron_evidence)
         theta, choice = search.run(theta, log_noise["sigma"].detach().exp().item() if fitted_noise else held, tolerance)
         noise, prior = choice.noise, prior.reweighted(choice.multiplier)
     elif fitted_noise:  # under a prior the evidence does not cover: the maximum-likelihood noise, watched for a collapse

@@ -15,17 +15,53 @@ import torch
 from bnn.guides.flat_weights import split_flat
 from bnn.inference import fit
 from bnn.inference.laplace.precision import posterior_precision
+from bnn.inference.posterior_mode.kron_curvature import kron_factors
 from bnn.models import BayesianMLP, GaussianPrior
+from bnn.models.layers import conv, linear
+from bnn.models.network import BayesianNetwork
+from bnn.models.sites import WeightSite
 from laplace import Laplace
 from laplace.curvature import CurvlinopsGGN
 
 NOISE, PRIOR_SCALE, HIDDEN, INPUTS, CLASSES = 0.3, 0.8, 6, 3, 3
-PEER_NAMES = {"full": ("all", "full"), "diag": ("all", "diag"), "last-layer": ("last_layer", "full")}
+PEER_NAMES = {"full": ("all", "full"), "diag": ("all", "diag"), "last-layer": ("last_layer", "full"),
+              "kron": ("all", "kron")}
 """The collection's structure -> laplace-torch's (subset_of_weights, hessian_structure)."""
 ROUND_OFF = dict(rtol=1e-9, atol=1e-11)
 
 
 pytestmark = pytest.mark.usefixtures("float64")
+
+IMAGE, CHANNELS, KERNEL = (1, 3, 3), 2, 2
+"""The conv net's input image (channels, height, width), its output channels and its square kernel."""
+
+
+def conv_inputs(x: torch.Tensor) -> torch.Tensor:
+    """Images of :data:`IMAGE`'s size from the MLP's inputs: the three features and their products."""
+    return torch.cat([x, x * x.roll(1, dims=1), x.sin()], dim=1)
+
+
+class ConvNet(BayesianNetwork):
+    """A 2-D convolution, tanh, and a linear read-out of the flattened feature maps, written with
+    :func:`bnn.models.layers.conv` and :func:`~bnn.models.layers.linear` (laplace-torch's KFAC, through curvlinops,
+    knows ``Conv2d`` and ``Linear``, not ``Conv1d``)."""
+
+    FLAT = CHANNELS * (IMAGE[1] - KERNEL + 1) * (IMAGE[2] - KERNEL + 1)
+
+    def __init__(self, outputs: int, *, prior, likelihood) -> None:
+        patch = IMAGE[0] * KERNEL * KERNEL
+        sites = (WeightSite("conv.weight", 0, torch.Size((CHANNELS, IMAGE[0], KERNEL, KERNEL)), patch),
+                 WeightSite("conv.bias", 0, torch.Size((CHANNELS,)), patch),
+                 WeightSite("out.weight", 1, torch.Size((outputs, self.FLAT)), self.FLAT),
+                 WeightSite("out.bias", 1, torch.Size((outputs,)), self.FLAT))
+        super().__init__(IMAGE[0] * IMAGE[1] * IMAGE[2], outputs, sites, prior=prior, likelihood=likelihood)
+
+    def forward(self, x, w):
+        h = torch.tanh(conv(x.unflatten(-1, IMAGE), w["conv.weight"], w["conv.bias"], name="conv"))
+        return linear(h.flatten(-3), w["out.weight"], w["out.bias"], name="out")
+
+    def arguments(self):
+        return {"outputs": self.out_features}
 
 
 def data(task: str):
@@ -39,12 +75,19 @@ def data(task: str):
     return x, y, x_test
 
 
-def collection_fit(task: str, structure: str):
+def likelihood_of(task: str) -> dict:
+    return {"name": "gaussian", "scale": NOISE} if task == "regression" else {"name": "categorical"}
+
+
+def collection_fit(task: str, structure: str, network: str = "mlp"):
     x, y, x_test = data(task)
-    likelihood = {"name": "gaussian", "scale": NOISE} if task == "regression" else {"name": "categorical"}
     outputs = 1 if task == "regression" else CLASSES
-    model = BayesianMLP(INPUTS, outputs, hidden=(HIDDEN,), activation="tanh", prior=GaussianPrior(PRIOR_SCALE),
-                        likelihood=likelihood)
+    if network == "mlp":
+        model = BayesianMLP(INPUTS, outputs, hidden=(HIDDEN,), activation="tanh", prior=GaussianPrior(PRIOR_SCALE),
+                            likelihood=likelihood_of(task))
+    else:
+        model = ConvNet(outputs, prior=GaussianPrior(PRIOR_SCALE), likelihood=likelihood_of(task))
+        x, x_test = conv_inputs(x), conv_inputs(x_test)
     # both sides work at the same weights, which need not be the mode: a short MAP fit is enough
     posterior = fit(model, (x, y), "laplace", structure=structure, tune_prior_precision=False, map_steps=300,
                     map_tolerance=10.0, num_samples=2, seed=0, progress=False)
@@ -53,13 +96,19 @@ def collection_fit(task: str, structure: str):
 
 def peer_network(model, theta: torch.Tensor) -> torch.nn.Sequential:
     """The collection's network as a ``torch.nn.Sequential`` holding ``theta``."""
-    network = torch.nn.Sequential(torch.nn.Linear(INPUTS, HIDDEN), torch.nn.Tanh(),
-                                  torch.nn.Linear(HIDDEN, model.out_features))
+    if isinstance(model, ConvNet):
+        network = torch.nn.Sequential(torch.nn.Unflatten(1, IMAGE), torch.nn.Conv2d(IMAGE[0], CHANNELS, KERNEL),
+                                      torch.nn.Tanh(), torch.nn.Flatten(), torch.nn.Linear(ConvNet.FLAT, model.out_features))
+        layers = (("conv", network[1]), ("out", network[4]))
+    else:
+        network = torch.nn.Sequential(torch.nn.Linear(INPUTS, HIDDEN), torch.nn.Tanh(),
+                                      torch.nn.Linear(HIDDEN, model.out_features))
+        layers = (("layers.0", network[0]), ("layers.1", network[2]))
     values = split_flat(model.sites, theta)
     with torch.no_grad():
-        for index, layer in ((0, network[0]), (1, network[2])):
-            layer.weight.copy_(values[f"layers.{index}.weight"])
-            layer.bias.copy_(values[f"layers.{index}.bias"])
+        for name, layer in layers:
+            layer.weight.copy_(values[f"{name}.weight"])
+            layer.bias.copy_(values[f"{name}.bias"])
     return network
 
 
@@ -103,3 +152,37 @@ def test_precision_covariance_evidence_and_glm_predictive_match_laplace_torch(ta
     if task == "classification":  # the multi-class probit link of both
         ours_probs = posterior.predict(x_test, num_samples=2, predictive="linearized").probs
         torch.testing.assert_close(ours_probs, peer(x_test, pred_type="glm", link_approx="probit"), rtol=1e-8, atol=1e-11)
+
+
+KRON_CASES = [("regression", "mlp"), *(pytest.param(task, network, marks=pytest.mark.slow) for task, network in
+                                       [("classification", "mlp"), ("regression", "conv"), ("classification", "conv")])]
+
+
+@pytest.mark.long
+@pytest.mark.parametrize(("task", "network"), KRON_CASES)
+def test_kron_factors_evidence_and_glm_predictive_match_laplace_torch(task, network):
+    """laplace-torch's KronLaplace (curvlinops KFAC-expand, weight and bias apart): each layer's G (x) A and bias G,
+    the covariance, the evidence and the GLM predictive, at the same weights."""
+    model, posterior, x, y, x_test = collection_fit(task, "kron", network)
+    assert posterior.record.structure == "kron"
+    guide = posterior.linearization.guide
+    theta = guide.mean
+    peer_net = peer_network(model, theta)
+    torch.testing.assert_close(peer_net(x_test), model.forward(x_test, split_flat(model.sites, theta)), **ROUND_OFF)
+    peer = peer_fit(task, "kron", peer_net, x, y)
+
+    ours = kron_factors(model, x, theta, posterior.extras["guide"].constants)
+    theirs = peer.H_facs.kfacs  # [G, A] for each weight, [G] for each bias, scaled by the loss's factor
+    assert len(theirs) == 2 * len(ours)
+    for layer, (weight_factors, bias_factors) in zip(ours, zip(theirs[::2], theirs[1::2])):
+        torch.testing.assert_close(torch.kron(layer.gradients_factor, layer.inputs_factor),
+                                   peer._H_factor * torch.kron(*weight_factors), **ROUND_OFF)
+        torch.testing.assert_close(layer.gradients_factor, peer._H_factor * bias_factors[0], **ROUND_OFF)
+    torch.testing.assert_close(guide.covariance(), peer.posterior_precision.to_matrix(exponent=-1), rtol=1e-8,
+                               atol=1e-11)
+    assert posterior.record.log_marginal_likelihood == pytest.approx(peer.log_marginal_likelihood().item(), rel=1e-10)
+
+    mean, covariance = posterior.linearization.output_moments(model, x_test)
+    peer_mean, peer_covariance = peer._glm_predictive_distribution(x_test)
+    torch.testing.assert_close(mean, peer_mean, **ROUND_OFF)
+    torch.testing.assert_close(covariance, peer_covariance, rtol=1e-8, atol=1e-11)
