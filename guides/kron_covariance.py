@@ -130,6 +130,18 @@ class KronCovariance:
             out[..., bias] = draws[..., bias] @ block.g_vectors / block.bias_scale()
         return out
 
+    def precision_diagonal(self) -> torch.Tensor:
+        r"""The diagonal of :math:`\Lambda`, ``(D,)``: :math:`\sum_{pq} Q_{G,op}^2 Q_{A,iq}^2 (\lambda_{G,p}\lambda_{A,q}
+        + \delta_W)` for weight :math:`(o, i)`, :math:`\sum_p Q_{G,op}^2 (\lambda_{G,p} + \delta_b)` for bias :math:`o`."""
+        out = self.blocks[0].g_values.new_empty(self.size)
+        for block in self.blocks:
+            weight, bias = block.slices()
+            g_squared, a_squared = block.g_vectors**2, block.a_vectors**2
+            eigenvalues = torch.outer(block.g_values, block.a_values) + block.weight_delta
+            out[weight] = (g_squared @ eigenvalues @ a_squared.T).flatten()
+            out[bias] = g_squared @ (block.g_values + block.bias_delta)
+        return out
+
     def dense(self) -> torch.Tensor:
         r""":math:`\Lambda^{-1}` as a ``(D, D)`` matrix (for checks on small networks)."""
         factor_transposed = self.times(torch.eye(self.size, dtype=self.blocks[0].g_values.dtype))  # row j: S e_j

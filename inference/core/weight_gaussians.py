@@ -8,7 +8,8 @@ Three sources, in this order:
   the precision, :math:`s_k = \Lambda_{kk}^{-1/2}` (online Laplace, Ritter et al. 2018; EWC's quadratic penalty is
   this prior's log-density). With ``structure="diag"`` that is the whole posterior; with ``"full"``,
   :math:`\Lambda = (SS^\top)^{-1}` from the covariance factor :math:`S`, so
-  :math:`\Lambda_{kk} = \sum_j (S^{-1})_{jk}^2`. It is also the mean-field Gaussian closest to the Laplace
+  :math:`\Lambda_{kk} = \sum_j (S^{-1})_{jk}^2`; with ``"kron"``, from the factors' eigendecompositions
+  (:meth:`~bnn.guides.kron_covariance.KronCovariance.precision_diagonal`). It is also the mean-field Gaussian closest to the Laplace
   posterior in :math:`\mathrm{KL}(q \,\|\, p)`;
 * any draws, by moment matching when asked: :math:`m_k` the mean and :math:`s_k` the standard deviation of the
   draws of weight :math:`k` (the Gaussian closest in :math:`\mathrm{KL}(p \,\|\, q)`; an approximation for a
@@ -32,7 +33,9 @@ def _laplace_gaussians(guide: LaplaceGuide) -> tuple[dict, dict]:
     if guide.covered_from > 0:
         raise ValueError("a Laplace posterior with structure='last-layer' holds the other layers at their MAP with no "
                          "spread, so it is no Gaussian prior for them: fit with structure='diag' (online Laplace) or 'full'")
-    if guide.scale.dim() == 1:
+    if guide.is_kron:
+        std = guide.scale.precision_diagonal().rsqrt()
+    elif guide.scale.dim() == 1:
         std = guide.scale
     else:
         inverse_factor = torch.linalg.solve_triangular(guide.scale, torch.eye(guide.scale.shape[0], dtype=guide.scale.dtype),
