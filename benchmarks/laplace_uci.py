@@ -70,7 +70,7 @@ def fit_one(uci_dir: Path, name: str, options: dict) -> dict:
     record = posterior.record
     return {
         "dataset": name, "rows": int(data.x_train.shape[0]), "weights": sum(s.numel for s in model.sites),
-        "structure": record.options.structure.value, **evaluate(posterior, data), "map_grad_norm": record.map_grad_norm,
+        "structure": record.structure, **evaluate(posterior, data), "map_grad_norm": record.map_grad_norm,
         "map_newton_decrement": getattr(record, "map_newton_decrement", None), "map_converged": record.map_converged,
         "map_polish": getattr(record, "map_polish", None) or "lbfgs", "map_iterations": record.map_lbfgs_iterations,
         "prior_precision_multiplier": record.prior_precision_multiplier, "noise": record.noise,

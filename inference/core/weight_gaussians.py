@@ -9,8 +9,8 @@ Three sources, in this order:
   this prior's log-density). With ``structure="diag"`` that is the whole posterior; with ``"full"``,
   :math:`\Lambda = (SS^\top)^{-1}` from the covariance factor :math:`S`, so
   :math:`\Lambda_{kk} = \sum_j (S^{-1})_{jk}^2`; with ``"kron"``, from the factors' eigendecompositions
-  (:meth:`~bnn.guides.kron_covariance.KronCovariance.precision_diagonal`). It is also the mean-field Gaussian closest to the Laplace
-  posterior in :math:`\mathrm{KL}(q \,\|\, p)`;
+  (:meth:`~bnn.guides.kron_covariance.KronCovariance.precision_diagonal`). It is also the mean-field Gaussian closest
+  to the Laplace posterior in :math:`\mathrm{KL}(q \,\|\, p)`;
 * any draws, by moment matching when asked: :math:`m_k` the mean and :math:`s_k` the standard deviation of the
   draws of weight :math:`k` (the Gaussian closest in :math:`\mathrm{KL}(p \,\|\, q)`; an approximation for a
   posterior that is not Gaussian, recorded as the source ``moment-matching``).

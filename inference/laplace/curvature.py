@@ -116,9 +116,11 @@ def check_memory(model, structure: Structure, itemsize: int, max_memory_gib: flo
         return
     total = num_weights(model.sites)
     last = total - covered_from(model, Structure.LAST_LAYER)
+    how = (f"{FULL_MATRICES_AT_PEAK} x {covered:,}^2 x {itemsize} bytes = " if structure in (Structure.FULL,
+                                                                                    Structure.LAST_LAYER) else "")
     raise ValueError(
-        f"structure {structure.value!r} over {covered:,} weights needs about {FULL_MATRICES_AT_PEAK} x "
-        f"{covered:,}^2 x {itemsize} bytes = {needed:.3g} GiB, above max_memory_gib={max_memory_gib:g}; "
+        f"structure {structure.value!r} over {covered:,} weights needs about {how}{needed:.3g} GiB, above "
+        f"max_memory_gib={max_memory_gib:g}; "
         f"use structure='kron' (about {required_bytes(Structure.KRON, total, itemsize, model) / GIB:.3g} GiB, for a "
         f"network written with bnn.models.layers), "
         f"'diag' (about {required_bytes(Structure.DIAG, total, itemsize) / GIB:.3g} GiB) or "

@@ -28,7 +28,8 @@ class LaplaceRecord(MapFitRecord):
     num_weights_covered : int
         Weights with a Gaussian posterior (the rest, outside ``structure``, are held at the MAP).
     structure : str
-        The structure of :math:`\Lambda` used (``options.structure``, or the one chosen when that is ``None``).
+        The structure of :math:`\Lambda` used: the one chosen when ``options.structure`` is ``None``, else (and when
+        left out) ``options.structure``.
     structure_reason : str
         Why: ``"given"``, or the memory the full GGN needs against ``max_memory_gib`` for a structure chosen by
         default (:func:`~bnn.inference.laplace.default_structure.choose_structure`).
@@ -54,7 +55,7 @@ class LaplaceRecord(MapFitRecord):
     map_seconds: float
     options: LaplaceOptions
     num_weights_covered: int
-    structure: str = "full"
+    structure: str | None = None
     structure_reason: str = "given"
     log_marginal_likelihood: float
     prior_precision: dict[str, float] | None = None
@@ -62,6 +63,10 @@ class LaplaceRecord(MapFitRecord):
     tune_prior_precision: bool
     evidence_rounds: int | None = None
     evidence_converged: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.structure is None and self.options.structure is not None:
+            self.structure = self.options.structure.value
 
     def problems(self) -> list[str]:
         unsettled = [f"the evidence search found no maximum in {self.evidence_rounds} MAP fits (prior precision "

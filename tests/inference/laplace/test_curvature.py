@@ -127,8 +127,9 @@ def test_memory_is_checked_with_numbers_before_allocating():
         check_memory(model, FULL, 8, max_memory_gib=2.0)
     message = str(error.value)
     assert "60,601 weights" in message and "137 GiB" in message and "max_memory_gib=2" in message  # 5 x 60,601^2 x 8 B
-    assert "structure='diag'" in message and "'last-layer' (201 weights" in message
+    assert "structure='kron'" in message and "'diag'" in message and "'last-layer' (201 weights" in message
     check_memory(model, DIAG, 8, max_memory_gib=2.0)
+    check_memory(model, Structure.KRON, 8, max_memory_gib=2.0)
     check_memory(model, LAST, 8, max_memory_gib=2.0)
 
 

@@ -45,7 +45,8 @@ def exact_log_evidence(conjugate, prior_variance: float) -> float:
 def test_info_and_inference_data_groups(conjugate, posterior):
     info = posterior.record.to_json()
     options = info["options"]
-    assert (info["method"], info["guide"], options["hessian"], options["structure"]) == ("laplace", "laplace", "ggn", "full")
+    assert (info["method"], info["guide"], options["hessian"], options["structure"]) == ("laplace", "laplace", "ggn", None)
+    assert info["structure"] == "full" and "within max_memory_gib=2" in info["structure_reason"]  # the default's choice
     assert info["map_grad_norm"] < 1e-4 and info["prior_precision"] == {"layers.0.weight": 1.0, "layers.0.bias": 1.0}
     assert posterior.num_chains == 1 and posterior.num_draws == 200
     groups = set(posterior.to_inference_data().groups())
@@ -223,7 +224,7 @@ def test_an_indefinite_exact_hessian_is_refused_clearly_and_the_ggn_is_not(monke
     [
         (dict(hessian="exact", structure="diag"), "hessian='exact' with structure='diag' is not offered"),
         (dict(hessian="hesse"), r"unknown hessian 'hesse'; choose from \['ggn', 'exact'\]"),
-        (dict(structure="blocks"), r"unknown structure 'blocks'; choose from \['full', 'diag', 'last-layer'\]"),
+        (dict(structure="blocks"), r"unknown structure 'blocks'; choose from \['full', 'diag', 'last-layer', 'kron'\]"),
         (dict(tune_prior_precision=True, hessian="exact"), "tune_prior_precision needs a positive semi-definite"),
         (dict(map_steps=0), "map_steps must be a positive integer"),
         (dict(max_memory_gib=1e-9), "structure 'full' over 3 weights needs about"),
