@@ -89,7 +89,8 @@ class BayesianCNN(BayesianNetwork):
     ------
     ValueError
         For sizes that are not positive integers, an ``input_shape`` of another product than ``in_features`` or of
-        more than two axes, an empty ``channels``, or a kernel or pooling window that leaves a block no position; each
+        more than two axes, an empty ``channels``, or a kernel longer than the signal a block gets or a pooling window that
+        leaves it no position; each
         message names the size to change.
 
     Examples
@@ -144,6 +145,9 @@ class BayesianCNN(BayesianNetwork):
         """The spatial shape after each block's convolution and after its pooling; ``ValueError`` when one is empty."""
         shapes, shape = [], self.input_shape
         for block in range(len(self.channels)):
+            if self.kernel_size > min(shape):
+                raise ValueError(f"block {block} gets a signal of shape {shape}, shorter than its kernel of "
+                                 f"{self.kernel_size}; use kernel_size <= {min(shape)}, or fewer channels (blocks)")
             convolved = tuple(size + 2 * self.padding - self.kernel_size + 1 for size in shape)
             pooled = tuple(size // self.pool for size in convolved)
             if min(pooled) < 1:

@@ -24,18 +24,18 @@ NO_HIDDEN_LAYER = "none"
 """``--hidden none``: a network without hidden layers (Bayesian linear or logistic regression)."""
 
 
-def _positive_integers(text: str, flag: str, example: str, empty_hint: str = "") -> tuple[int, ...]:
-    """Comma-separated positive integers for ``flag``; an empty text or an empty entry is an error."""
+def _positive_integers(text: str, flag: str, noun: str, example: str, empty_hint: str = "") -> tuple[int, ...]:
+    """Comma-separated positive integers (``noun``) for ``flag``; an empty text or an empty entry is an error."""
     parts = [part.strip() for part in text.split(",")]
     if not all(parts):
-        raise argparse.ArgumentTypeError(f"{flag} takes comma-separated widths like {example} with no empty one, got "
+        raise argparse.ArgumentTypeError(f"{flag} takes comma-separated {noun} like {example} with no empty one, got "
                                          f"{text!r}{empty_hint}")
     try:
         widths = tuple(int(part) for part in parts)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{flag} takes comma-separated widths like {example}, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"{flag} takes comma-separated {noun} like {example}, got {text!r}") from None
     if any(w < 1 for w in widths):
-        raise argparse.ArgumentTypeError(f"{flag.removeprefix('--')} widths must be positive, got {text!r}")
+        raise argparse.ArgumentTypeError(f"{flag} {noun} must be positive, got {text!r}")
     return widths
 
 
@@ -43,13 +43,13 @@ def _widths(text: str) -> tuple[int, ...]:
     """``--hidden``: comma-separated positive widths, or ``none``; an empty text or an empty width is an error."""
     if text.strip().lower() == NO_HIDDEN_LAYER:
         return ()
-    return _positive_integers(text, "--hidden", "50,50", f"; write --hidden {NO_HIDDEN_LAYER} for a network without "
+    return _positive_integers(text, "--hidden", "widths", "50,50", f"; write --hidden {NO_HIDDEN_LAYER} for a network without "
                                                          "hidden layers")
 
 
 def _channels(text: str) -> tuple[int, ...]:
     """``--channels``: the output channels of each convolution block, comma-separated positive integers."""
-    return _positive_integers(text, "--channels", "8,16")
+    return _positive_integers(text, "--channels", "channel counts", "8,16")
 
 
 def _key_value(text: str) -> tuple[str, Any]:
