@@ -1,11 +1,12 @@
-"""Data for the BNN collection: built-in sets, the UCI benchmark loader, validation."""
+"""Data for the BNN collection: built-in sets (tabular, the 8x8 digits, MNIST-1D), the UCI benchmark loader, validation."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from bnn.datasets.dataset import TASKS, Dataset
-from bnn.datasets.sklearn_sets import load_breast_cancer_binary, load_diabetes_regression
+from bnn.datasets.mnist1d import load_mnist1d
+from bnn.datasets.sklearn_sets import load_breast_cancer_binary, load_diabetes_regression, load_digits_images
 from bnn.datasets.standardize import Standardizer
 from bnn.datasets.toy import load_toy1d, toy_function
 from bnn.datasets.uci import load_uci
@@ -18,6 +19,8 @@ DATASETS = Registry("dataset")
 DATASETS.register("toy1d", load_toy1d)
 DATASETS.register("diabetes", load_diabetes_regression)
 DATASETS.register("breast_cancer", load_breast_cancer_binary)
+DATASETS.register("digits", load_digits_images)
+DATASETS.register("mnist1d", load_mnist1d)
 
 
 def load_dataset(name: str, *, uci_dir: str | Path | None = None, split: int = 0, seed: int = 0) -> Dataset:
@@ -34,6 +37,7 @@ def load_dataset(name: str, *, uci_dir: str | Path | None = None, split: int = 0
 
 __all__ = [
     "DATASETS", "TASKS", "UCI_DIR_VARIABLE", "Dataset", "Standardizer", "as_float_tensor", "check_inputs_targets",
-    "find_uci_dir", "load_breast_cancer_binary", "load_dataset", "load_diabetes_regression", "load_toy1d", "load_uci",
+    "find_uci_dir", "load_breast_cancer_binary", "load_dataset", "load_diabetes_regression", "load_digits_images",
+    "load_mnist1d", "load_toy1d", "load_uci",
     "toy_function",
 ]

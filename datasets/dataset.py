@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -26,6 +27,9 @@ class Dataset:
         classification labels as given.
     x_scaler, y_scaler : Standardizer
         The statistics; ``y_scaler`` is the identity for classification.
+    input_shape : tuple of int or None
+        The layout of one row when the columns are a signal ``(length,)`` or an image ``(height, width)`` (what a
+        :class:`~bnn.models.cnn.BayesianCNN` reads); ``None`` for tabular columns.
     """
 
     name: str
@@ -36,9 +40,11 @@ class Dataset:
     y_test: torch.Tensor
     x_scaler: Standardizer
     y_scaler: Standardizer
+    input_shape: tuple[int, ...] | None = None
 
     @classmethod
-    def from_arrays(cls, name: str, task: str, x_train, y_train, x_test, y_test) -> Dataset:
+    def from_arrays(cls, name: str, task: str, x_train, y_train, x_test, y_test, *,
+                    input_shape: tuple[int, ...] | None = None) -> Dataset:
         """Validate raw arrays, then standardise inputs (and regression targets) with training statistics, computed
         in float64 and stored in torch's default dtype.
 
@@ -46,7 +52,8 @@ class Dataset:
         ------
         ValueError
             For bad arrays (:func:`~bnn.datasets.validation.check_inputs_targets`), an unknown task, a single training
-            row (no spread to standardise by) or a constant regression target (zero variance: nothing to learn).
+            row (no spread to standardise by), a constant regression target (zero variance: nothing to learn) or an
+            ``input_shape`` whose product is not the number of features.
         """
         if task not in TASKS:
             raise ValueError(f"unknown task {task!r}; choose from {list(TASKS)}")
@@ -54,6 +61,11 @@ class Dataset:
         x_test, y_test = check_inputs_targets(x_test, y_test)
         if x_test.shape[1] != x_train.shape[1]:
             raise ValueError(f"test inputs have {x_test.shape[1]} features, training inputs {x_train.shape[1]}")
+        if input_shape is not None:
+            input_shape = tuple(input_shape)
+            if math.prod(input_shape) != x_train.shape[1]:
+                raise ValueError(f"input_shape {input_shape} holds {math.prod(input_shape)} values per row but data set "
+                                 f"{name!r} has {x_train.shape[1]} features: give a shape whose product is the features")
         if x_train.shape[0] < 2:
             raise ValueError(f"data set {name!r} has a single training row: it cannot be standardised (a standard "
                              "deviation needs two rows) and a fit would learn nothing; give more training rows")
@@ -69,7 +81,7 @@ class Dataset:
             y_scaler = y_scaler.to(dtype)
         else:  # labels stay exact float64 until the likelihood checks and casts them
             y_scaler = Standardizer.identity(y_train)
-        return cls(name, task, x_train, y_train, x_test, y_test, x_scaler.to(dtype), y_scaler)
+        return cls(name, task, x_train, y_train, x_test, y_test, x_scaler.to(dtype), y_scaler, input_shape)
 
     @property
     def in_features(self) -> int:

@@ -2,6 +2,7 @@
 implement it, priors on weights, likelihoods."""
 
 from bnn.models.activations import ACTIVATIONS
+from bnn.models.cnn import BayesianCNN
 from bnn.models.likelihoods import (
     LIKELIHOODS,
     BernoulliLikelihood,
@@ -40,7 +41,8 @@ from bnn.registry import Registry
 
 __all__ = [
     "ACTIVATIONS", "ARCHITECTURES", "LIKELIHOODS", "PRIORS", "DATA_PLATE", "OBSERVED_SITE",
-    "BayesianMLP", "BayesianNetwork", "BernoulliLikelihood", "CategoricalLikelihood", "DenseLayers", "GaussianLikelihood",
+    "BayesianCNN", "BayesianMLP", "BayesianNetwork", "BernoulliLikelihood", "CategoricalLikelihood", "DenseLayers",
+    "GaussianLikelihood",
     "GaussianPrior", "LaplacePrior", "Likelihood", "MultiHeadMLP", "NormalPrior",
     "PosteriorPrior", "Prior", "Registry", "ScaleMixtureNormal",
     "ScaleMixturePrior", "WeightSite", "check_network", "get_likelihood", "get_prior", "network_from_config",

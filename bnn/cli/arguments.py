@@ -4,33 +4,52 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
 from bnn.cli.option_flags import add_method_flags, given_options
 from bnn.datasets import DATASETS
 from bnn.inference.evaluation.time_budget import parse_duration
-from bnn.models import ACTIVATIONS, LIKELIHOODS, PRIORS, BayesianMLP, get_likelihood
+from bnn.models import ACTIVATIONS, LIKELIHOODS, PRIORS, BayesianCNN, BayesianMLP, BayesianNetwork, get_likelihood
 
+MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
+    "mlp": {"hidden": (50,), "activation": "tanh"},
+    "cnn": {"hidden": (32,), "activation": "relu", "channels": (8, 16), "kernel_size": 3, "pool": 2},
+}
+"""``--model``'s networks and the defaults of their flags (what ``None`` means for a flag not given)."""
+CNN_FLAGS = ("channels", "kernel_size", "pool")
+"""The flags (as attribute names) that only ``--model cnn`` reads."""
 NO_HIDDEN_LAYER = "none"
 """``--hidden none``: a network without hidden layers (Bayesian linear or logistic regression)."""
+
+
+def _positive_integers(text: str, flag: str, noun: str, example: str, empty_hint: str = "") -> tuple[int, ...]:
+    """Comma-separated positive integers (``noun``) for ``flag``; an empty text or an empty entry is an error."""
+    parts = [part.strip() for part in text.split(",")]
+    if not all(parts):
+        raise argparse.ArgumentTypeError(f"{flag} takes comma-separated {noun} like {example} with no empty one, got "
+                                         f"{text!r}{empty_hint}")
+    try:
+        widths = tuple(int(part) for part in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{flag} takes comma-separated {noun} like {example}, got {text!r}") from None
+    if any(w < 1 for w in widths):
+        raise argparse.ArgumentTypeError(f"{flag} {noun} must be positive, got {text!r}")
+    return widths
 
 
 def _widths(text: str) -> tuple[int, ...]:
     """``--hidden``: comma-separated positive widths, or ``none``; an empty text or an empty width is an error."""
     if text.strip().lower() == NO_HIDDEN_LAYER:
         return ()
-    parts = [part.strip() for part in text.split(",")]
-    if not all(parts):
-        raise argparse.ArgumentTypeError(f"--hidden takes comma-separated widths like 50,50 with no empty one, got "
-                                         f"{text!r}; write --hidden {NO_HIDDEN_LAYER} for a network without hidden layers")
-    try:
-        widths = tuple(int(part) for part in parts)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--hidden takes comma-separated widths like 50,50, got {text!r}") from None
-    if any(w < 1 for w in widths):
-        raise argparse.ArgumentTypeError(f"hidden widths must be positive, got {text!r}")
-    return widths
+    return _positive_integers(text, "--hidden", "widths", "50,50", f"; write --hidden {NO_HIDDEN_LAYER} for a network without "
+                                                         "hidden layers")
+
+
+def _channels(text: str) -> tuple[int, ...]:
+    """``--channels``: the output channels of each convolution block, comma-separated positive integers."""
+    return _positive_integers(text, "--channels", "channel counts", "8,16")
 
 
 def _key_value(text: str) -> tuple[str, Any]:
@@ -70,9 +89,19 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                       "with data/data.txt and the split index files")
     data.add_argument("--split", type=int, help="UCI split number (default 0); needs --uci-dir")
     model = parser.add_argument_group("model")
-    model.add_argument("--hidden", type=_widths, default=(50,),
-                       help=f"hidden widths, comma-separated (default 50); '{NO_HIDDEN_LAYER}' for no hidden layer")
-    model.add_argument("--activation", choices=ACTIVATIONS.names(), default="tanh")
+    model.add_argument("--model", choices=list(MODEL_DEFAULTS), default="mlp",
+                       help="mlp: a fully connected network; cnn: convolution blocks then a dense head (BayesianCNN), "
+                            "reading a row as the data set's signal or image, or as a 1-D signal over its columns when "
+                            "the data set has no input shape (default mlp)")
+    model.add_argument("--hidden", type=_widths, default=None,
+                       help=f"hidden widths (of the CNN's dense head), comma-separated (default 50 for mlp, 32 for cnn); "
+                            f"'{NO_HIDDEN_LAYER}' for no hidden layer")
+    model.add_argument("--activation", choices=ACTIVATIONS.names(), default=None, help="default tanh for mlp, relu for cnn")
+    cnn = parser.add_argument_group("cnn (with --model cnn)")
+    cnn.add_argument("--channels", type=_channels, default=None, help="output channels of each convolution block, "
+                     "comma-separated (default 8,16)")
+    cnn.add_argument("--kernel-size", type=int, default=None, help="convolution kernel width along each axis (default 3)")
+    cnn.add_argument("--pool", type=int, default=None, help="max-pooling window and stride (default 2)")
     # the posterior prior holds a mean and a scale per weight: it comes from a fit (posterior.as_prior()), not a flag
     model.add_argument("--prior", choices=[name for name in PRIORS.names() if name != "posterior"], default="gaussian")
     model.add_argument("--prior-option", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
@@ -101,8 +130,10 @@ def uci_split(args: argparse.Namespace) -> int:
     return 0 if args.split is None else args.split
 
 
-def build_model(args: argparse.Namespace, dataset) -> BayesianMLP:
-    """The model the arguments describe, sized for ``dataset``."""
+def build_model(args: argparse.Namespace, dataset) -> BayesianNetwork:
+    """The model the arguments describe (``--model``), sized for ``dataset``; a CNN reads the data set's
+    ``input_shape``, or each row as a 1-D signal (said on stderr) when it has none. ``ValueError`` for a CNN flag
+    given with ``--model mlp``."""
     likelihood: dict[str, Any] = {"name": dataset.likelihood_name}
     if args.likelihood is not None:
         if dataset.task != "regression" or args.noise is not None:
@@ -114,10 +145,19 @@ def build_model(args: argparse.Namespace, dataset) -> BayesianMLP:
     elif args.noise is not None:
         raise ValueError("--noise applies to regression only")
     outputs = get_likelihood(likelihood).network_outputs(dataset.out_features)
-    return BayesianMLP(
-        dataset.in_features, outputs, hidden=args.hidden, activation=args.activation,
-        prior={"name": args.prior, **dict(args.prior_option)}, likelihood=likelihood,
-    )
+    prior = {"name": args.prior, **dict(args.prior_option)}
+    given = {key: getattr(args, key) for key in ("hidden", "activation", *CNN_FLAGS) if getattr(args, key) is not None}
+    if args.model == "mlp":
+        if given.keys() & set(CNN_FLAGS):
+            flags = sorted(f"--{key.replace('_', '-')}" for key in given.keys() & set(CNN_FLAGS))
+            raise ValueError(f"{', '.join(flags)} apply to --model cnn only")
+        return BayesianMLP(dataset.in_features, outputs, **{**MODEL_DEFAULTS["mlp"], **given}, prior=prior,
+                           likelihood=likelihood)
+    if dataset.input_shape is None:
+        print(f"--model cnn: data set {dataset.name!r} has no input shape; each row is read as a 1-D signal over its "
+              f"{dataset.in_features} columns", file=sys.stderr)
+    return BayesianCNN(dataset.in_features, outputs, input_shape=dataset.input_shape,
+                       **{**MODEL_DEFAULTS["cnn"], **given}, prior=prior, likelihood=likelihood)
 
 
 def fit_options(args: argparse.Namespace) -> dict[str, Any]:

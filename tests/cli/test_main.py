@@ -49,7 +49,8 @@ def test_classification_and_prior_options(tmp_path):
     "arguments, message",
     [
         (["--prior", "cauchy"], "invalid choice: 'cauchy'"),
-        (["--dataset", "mnist"], "unknown dataset 'mnist'; choose a built-in one from ['breast_cancer', 'diabetes', 'toy1d']"),
+        (["--dataset", "mnist"], "unknown dataset 'mnist'; choose a built-in one from ['breast_cancer', 'diabetes', "
+                                 "'digits', 'mnist1d', 'toy1d']"),
         (["--split", "2"], "--split 2 picks a split of a UCI data set; pass --uci-dir too"),
         (["--method", "nuts", "--dense-mass", "--engine", "nutpie"], "the nutpie engine has no dense mass matrix"),
         (["--prior-option", "scale=-1"], "scale must be a positive finite number"),

@@ -3,17 +3,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from bnn.datasets import DATASETS, Dataset, load_dataset, load_toy1d, toy_function
+from bnn.datasets import DATASETS, TASKS, Dataset, load_dataset, load_toy1d, toy_function
 from bnn.datasets.toy import NOISE
 
 
-@pytest.mark.parametrize("name", DATASETS.names())
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.long) if name == "mnist1d" else name  # 4 s to generate
+                                  for name in DATASETS.names()])
 def test_built_in_data_sets_are_standardised_with_training_statistics(name):
     data = load_dataset(name)
     torch.testing.assert_close(data.x_train.mean(0), torch.zeros(data.in_features), atol=1e-5, rtol=0)
     assert not torch.allclose(data.x_test.mean(0), torch.zeros(data.in_features), atol=1e-6)
     assert data.x_train.shape[0] == data.y_train.shape[0] and data.x_test.shape[0] == data.y_test.shape[0]
-    assert data.task in ("regression", "binary")
+    assert data.task in TASKS
 
 
 def test_toy1d_has_a_gap_and_known_noise():

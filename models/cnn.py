@@ -1,0 +1,205 @@
+r"""The Bayesian convolutional network, a small LeNet: convolution blocks, then a dense head.
+
+The rows of ``x`` ``(n, in_features)`` are read as one-channel signals of ``input_shape`` (``(length,)`` or
+``(height, width)``). Each block :math:`l = 0, \dots, B-1` convolves, activates and max-pools,
+
+.. math::
+
+    h_0 = x, \qquad h_{l+1} = \operatorname{maxpool}_p\big(\phi(h_l \star K_l + c_l)\big),
+    \qquad K_l \in \mathbb{R}^{C_{l+1} \times C_l \times k \,(\times k)},
+
+with :math:`C_0 = 1`, zero padding :math:`\lfloor k / 2 \rfloor` (the size is kept for an odd kernel) and pooling
+windows of :math:`p` positions with stride :math:`p` (a remainder is dropped). The flattened
+:math:`C_B \times` positions feed a dense head as in :class:`~bnn.models.mlp.BayesianMLP`:
+:math:`g_{j+1} = \phi(g_j W_j^\top + b_j)`, no activation after the last layer. Every kernel, weight and bias has a
+prior, and :math:`y_i \mid x_i, W \sim p(y_i \mid f(x_i; W))`.
+
+Sample sites, in this order (the names are stable and part of the API):
+
+================================  ===============================================================================
+``features.{l}.weight``           the kernels of block ``l``, ``(C_out, C_in, k)`` or ``(C_out, C_in, k, k)``;
+                                  fan-in :math:`C_\text{in} k^d`
+``features.{l}.bias``             ``(C_out,)``
+``classifier.{j}.weight``         dense layer ``j`` of the head, ``(d_out, d_in)`` (the ``nn.Linear`` layout)
+``classifier.{j}.bias``           ``(d_out,)``
+================================  ===============================================================================
+
+:attr:`WeightSite.layer <bnn.models.sites.WeightSite.layer>` counts all layers, 0 for the first convolution, so the
+final dense layer is :meth:`~bnn.models.network.BayesianNetwork.output_sites` (Laplace's last layer). The forward is
+batched over leading sample dimensions of the weights (:mod:`bnn.models.layers`: one grouped convolution for all
+draws). It is not a chain of dense layers (:meth:`~bnn.models.network.BayesianNetwork.dense_layers` is ``None``): MC
+dropout and the local reparameterisation of the mean-field guide refuse it, and NUTS uses its torch potential.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from bnn.models.activations import ACTIVATIONS
+from bnn.models.layers import conv, linear
+from bnn.models.likelihoods import Likelihood
+from bnn.models.mlp import layer_sites
+from bnn.models.network import ARCHITECTURES, BayesianNetwork
+from bnn.models.priors import Prior
+from bnn.models.sites import WeightSite
+
+_MAX_POOLS = {1: F.max_pool1d, 2: F.max_pool2d}
+
+
+def _positive_integers(what: str, values: Sequence[Any]) -> None:
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{what} must be positive integers, got {value!r}")
+
+
+@ARCHITECTURES.register("cnn")
+class BayesianCNN(BayesianNetwork):
+    r"""A Bayesian LeNet: ``len(channels)`` blocks of convolution, activation and max-pooling, then dense layers.
+
+    Parameters
+    ----------
+    in_features : int
+        Columns of ``x``, the values of one signal or image.
+    out_features : int
+        Number of outputs: 1 for regression or binary, K for K-class classification.
+    input_shape : sequence of int, optional
+        ``(length,)`` for 1-D signals or ``(height, width)`` for images (one channel), whose product is
+        ``in_features``; ``None`` reads each row as a signal of length ``in_features``.
+    channels : sequence of int
+        Output channels of each convolution block (one or more).
+    kernel_size : int
+        Kernel width along each spatial axis.
+    pool : int
+        Max-pooling window and stride along each axis; 1 pools nothing.
+    hidden : sequence of int
+        Widths of the dense head's hidden layers; ``()`` puts the output layer straight after the blocks.
+    activation : str
+        Activation after every convolution and hidden dense layer, a name in
+        :data:`bnn.models.activations.ACTIVATIONS`.
+    prior, likelihood
+        As :class:`~bnn.models.mlp.BayesianMLP`; a prior mapping may name a block (``"features.0"``) or a dense layer
+        (``"classifier.1"``).
+
+    Raises
+    ------
+    ValueError
+        For sizes that are not positive integers, an ``input_shape`` of another product than ``in_features`` or of
+        more than two axes, an empty ``channels``, or a kernel longer than the signal a block gets or a pooling window that
+        leaves it no position; each
+        message names the size to change.
+
+    Examples
+    --------
+    >>> model = BayesianCNN(64, 10, input_shape=(8, 8), likelihood="categorical")   # doctest: +SKIP
+    >>> [site.name for site in model.sites][:2]                                     # doctest: +SKIP
+    ['features.0.weight', 'features.0.bias']
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int = 1,
+        *,
+        input_shape: Sequence[int] | None = None,
+        channels: Sequence[int] = (8, 16),
+        kernel_size: int = 3,
+        pool: int = 2,
+        hidden: Sequence[int] = (32,),
+        activation: str = "relu",
+        prior: Prior | str | Mapping[str, Any] = "gaussian",
+        likelihood: Likelihood | str | Mapping[str, Any] = "gaussian",
+    ) -> None:
+        _positive_integers("in_features and out_features", (in_features, out_features))
+        input_shape = (in_features,) if input_shape is None else tuple(input_shape)
+        channels, hidden = tuple(channels), tuple(hidden)
+        if len(input_shape) not in _MAX_POOLS:
+            raise ValueError(f"input_shape must be (length,) or (height, width), got {input_shape!r}")
+        _positive_integers("input_shape sizes", input_shape)
+        if math.prod(input_shape) != in_features:
+            raise ValueError(f"input_shape {input_shape} holds {math.prod(input_shape)} values but in_features is "
+                             f"{in_features}: give an input_shape whose product is {in_features}")
+        if not channels:
+            raise ValueError("channels must name one convolution block or more, like (8, 16); use BayesianMLP for a "
+                             "network without convolutions")
+        _positive_integers("channels", channels)
+        _positive_integers("kernel_size and pool", (kernel_size, pool))
+        _positive_integers("hidden widths", hidden)
+        self.input_shape = input_shape
+        self.channels, self.kernel_size, self.pool, self.hidden = channels, kernel_size, pool, hidden
+        self.activation = activation
+        self._activation_fn = ACTIVATIONS.get(activation)
+        self._block_shapes = self._spatial_shapes()
+        super().__init__(in_features, out_features, self._weight_sites(out_features), prior=prior, likelihood=likelihood)
+
+    @property
+    def padding(self) -> int:
+        """Zero padding on each side of every convolution, :math:`\\lfloor k / 2 \\rfloor`."""
+        return self.kernel_size // 2
+
+    def _spatial_shapes(self) -> tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]:
+        """The spatial shape after each block's convolution and after its pooling; ``ValueError`` when one is empty."""
+        shapes, shape = [], self.input_shape
+        for block in range(len(self.channels)):
+            if self.kernel_size > min(shape):
+                raise ValueError(f"block {block} gets a signal of shape {shape}, shorter than its kernel of "
+                                 f"{self.kernel_size}; use kernel_size <= {min(shape)}, or fewer channels (blocks)")
+            convolved = tuple(size + 2 * self.padding - self.kernel_size + 1 for size in shape)
+            pooled = tuple(size // self.pool for size in convolved)
+            if min(pooled) < 1:
+                raise ValueError(f"block {block} gets a signal of shape {shape}: a kernel of {self.kernel_size} (padding "
+                                 f"{self.padding}) then pooling by {self.pool} leave {pooled}, no position; use a "
+                                 "smaller kernel_size or pool, or fewer channels (blocks)")
+            shapes.append((convolved, pooled))
+            shape = pooled
+        return tuple(shapes)
+
+    def _weight_sites(self, out_features: int) -> tuple[WeightSite, ...]:
+        """Kernel then bias of each block, then weight then bias of each dense layer, from the inputs to the outputs."""
+        kernel = (self.kernel_size,) * len(self.input_shape)
+        c_in = (1, *self.channels)
+        features = tuple(
+            WeightSite(f"features.{block}.{kind}", block, torch.Size(shape), c_in[block] * math.prod(kernel))
+            for block, c_out in enumerate(self.channels)
+            for kind, shape in (("weight", (c_out, c_in[block], *kernel)), ("bias", (c_out,)))
+        )
+        flat = self.channels[-1] * math.prod(self._block_shapes[-1][1])
+        head = layer_sites((flat, *self.hidden, out_features), group="classifier")
+        return features + tuple(dataclasses.replace(site, layer=site.layer + len(self.channels)) for site in head)
+
+    def forward(self, x: torch.Tensor, weights: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """Network output :math:`f(x; W)` of shape ``(*sample, n, out_features)``; ``weights`` maps each site name to
+        a tensor of shape ``(*sample, *site.shape)``."""
+        if x.dim() != 2 or x.shape[-1] != self.in_features:
+            raise ValueError(f"x must have shape (n, {self.in_features}), got {tuple(x.shape)}")
+        h = x.reshape(x.shape[0], 1, *self.input_shape)
+        pool = _MAX_POOLS[len(self.input_shape)]
+        for block in range(len(self.channels)):
+            group = f"features.{block}"
+            h = self._activation_fn(conv(h, weights[f"{group}.weight"], weights[f"{group}.bias"], name=group,
+                                         padding=self.padding))
+            lead, stage = h.shape[: h.dim() - len(self.input_shape) - 1], h.shape[h.dim() - len(self.input_shape) - 1:]
+            pooled = pool(h.reshape(-1, *stage), self.pool)  # (prod(*sample, n), C_out, *positions)
+            h = pooled.reshape(*lead, *pooled.shape[1:])
+        h = h.flatten(start_dim=h.dim() - len(self.input_shape) - 1)
+        dense = self.sites[2 * len(self.channels):]
+        for weight_site, bias_site in zip(dense[::2], dense[1::2]):
+            h = linear(h, weights[weight_site.name], weights[bias_site.name], name=weight_site.group)
+            if bias_site is not self.sites[-1]:
+                h = self._activation_fn(h)
+        return h
+
+    def activation_widths(self) -> tuple[int, ...]:
+        """The values one row makes at each stage: its inputs, each block's convolution and pooling (channels times
+        positions), each dense layer's units."""
+        blocks = tuple(c * math.prod(shape) for c, shapes in zip(self.channels, self._block_shapes) for shape in shapes)
+        return (self.in_features, *blocks, *self.hidden, self.out_features)
+
+    def arguments(self) -> dict[str, Any]:
+        return {"in_features": self.in_features, "out_features": self.out_features, "input_shape": list(self.input_shape),
+                "channels": list(self.channels), "kernel_size": self.kernel_size, "pool": self.pool,
+                "hidden": list(self.hidden), "activation": self.activation}
