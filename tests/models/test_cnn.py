@@ -76,8 +76,8 @@ def test_linear_is_torch_linear_draw_by_draw():
 
 
 def test_conv_refuses_a_kernel_of_three_dimensions():
-    with pytest.raises(ValueError, match=r"conv takes a weight \(\*sample, C_out, C_in, \*kernel\) with 1 or 2 kernel "
-                                         r"dimensions"):
+    with pytest.raises(ValueError, match=r"layer 'features.0': weight must be \(\*sample, C_out, C_in, "
+                                         r"\*kernel\) with 1 or 2 kernel dimensions"):
         conv(torch.randn(2, 1, 4, 4, 4), torch.randn(3, 1, 2, 2, 2), torch.randn(3), name="features.0")
 
 
