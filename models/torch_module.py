@@ -141,6 +141,11 @@ def _call_while_tracing(module: nn.Module, values: Mapping[str, torch.Tensor], a
             table[leaf] = original
 
 
+def _with_sample_shape(value: torch.Tensor, sample: torch.Size, shape: torch.Size) -> torch.Tensor:
+    """``value`` ``(*batch, *shape)`` broadcast to ``(*sample, *shape)`` (itself when it has that shape already)."""
+    return value if value.shape == (*sample, *shape) else value.expand(*sample, *shape)
+
+
 def _first_layer_inputs(module: nn.Module) -> int:
     """The inputs of the module's first layer with parameters when it is an ``nn.Linear``; ``ValueError`` otherwise."""
     first = next(layer for layer in module.modules() if any(True for _ in layer.parameters(recurse=False)))
@@ -256,12 +261,13 @@ class TorchModuleNetwork(BayesianNetwork):
         call = _call_while_tracing if torch.jit.is_tracing() else functional_call
 
         def output(values: dict[str, torch.Tensor]) -> torch.Tensor:
-            return call(self.module, {**constants, **values}, (x,)).reshape(x.shape[0], self.out_features)
+            result = call(self.module, {**constants, **values}, (x,))
+            return result.unsqueeze(-1) if result.dim() == 1 else result  # (n,) for one output is (n, 1)
 
-        if not sample:
-            return output({site.name: weights[site.name] for site in self.sites})
-        flat = {site.name: weights[site.name].expand(*sample, *site.shape).reshape(-1, *site.shape) for site in self.sites}
-        return vmap(output)(flat).reshape(*sample, x.shape[0], self.out_features)
+        batched = output
+        for _ in sample:  # one vmap per sample dimension: no reshape by sizes, which TorchScript tracing mistraces
+            batched = vmap(batched)
+        return batched({site.name: _with_sample_shape(weights[site.name], sample, site.shape) for site in self.sites})
 
     # ------------------------------------------------------- point parameters
     def needs_point_fit(self) -> bool:
