@@ -7,6 +7,7 @@ Methods live in :data:`METHODS`, one :class:`~bnn.inference.core.method.Method` 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -14,6 +15,7 @@ from bnn.datasets.dataset import Dataset
 from bnn.inference import ensemble, laplace, map, mc_dropout, nuts, sgmcmc, svi
 from bnn.inference.core.method import Method
 from bnn.inference.core.model_data import check_model, checked_data
+from bnn.inference.core.point_parameters import fit_point_parameters, needs_point_fit
 from bnn.inference.core.posterior import Posterior
 
 from bnn.registry import Registry
@@ -38,7 +40,7 @@ def prepare_data(model, data) -> tuple[torch.Tensor, torch.Tensor]:
     return checked_data(model, x, y)
 
 
-def fit(model, data, method: str = "svi", **options: Any) -> Posterior:
+def fit(model, data, method: str = "svi", *, map_options: Mapping[str, Any] | None = None, **options: Any) -> Posterior:
     """Fit ``model`` to ``data`` with inference ``method`` and return the :class:`Posterior`.
 
     Parameters
@@ -56,6 +58,11 @@ def fit(model, data, method: str = "svi", **options: Any) -> Posterior:
         :class:`~bnn.inference.map.MapOptions`, :class:`~bnn.inference.mc_dropout.MCDropoutOptions`,
         :class:`~bnn.inference.ensemble.EnsembleOptions`,
         :class:`~bnn.inference.sgmcmc.SGLDOptions` or :class:`~bnn.inference.sgmcmc.SGHMCOptions`.
+    map_options : mapping, optional
+        For a partly Bayesian network (:func:`~bnn.models.torch_module.from_module` with ``bayesian=``) whose point
+        parameters are not set yet: the options of the MAP fit that sets them first
+        (:class:`~bnn.inference.map.MapOptions`; by default its defaults, with the method's ``seed`` and
+        ``progress``), :mod:`bnn.inference.core.point_parameters`. The posterior's model holds the point values found.
 
     The fit computes on one torch thread, where a second thread gains nothing at this collection's sizes and costs
     much when another process wants the core, unless you chose a count (``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``, or
@@ -79,6 +86,17 @@ def fit(model, data, method: str = "svi", **options: Any) -> Posterior:
     """
     chosen: Method = METHODS.get(method)
     x, y = prepare_data(model, data)
+    if map_options is not None and not needs_point_fit(model):
+        raise ValueError("map_options set the MAP fit of a partly Bayesian network's point parameters, and this "
+                         f"{type(model).__name__} has none to fit; leave map_options out")
+    if needs_point_fit(model):
+        parsed = chosen.parse(options)  # every option and requirement checked before the MAP stage starts
+        if chosen.requires is not None:
+            chosen.requires.check(chosen.name, model)
+        point_options = {"seed": getattr(parsed, "seed", 0), "progress": getattr(parsed, "progress", True),
+                         **(map_options or {})}
+        METHODS.get("map").parse(point_options)
+        model = fit_point_parameters(model, x, y, METHODS.get("map"), point_options)
     posterior = chosen(model, x, y, **options)
     if isinstance(data, Dataset):
         posterior.record.dataset = data.name

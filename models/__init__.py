@@ -36,6 +36,7 @@ from bnn.models.priors import (
 )
 from bnn.models.scale_mixture import ScaleMixtureNormal
 from bnn.models.sites import WeightSite
+from bnn.models.torch_module import TorchModuleNetwork, from_module
 
 from bnn.registry import Registry
 
@@ -45,6 +46,7 @@ __all__ = [
     "GaussianLikelihood",
     "GaussianPrior", "LaplacePrior", "Likelihood", "MultiHeadMLP", "NormalPrior",
     "PosteriorPrior", "Prior", "Registry", "ScaleMixtureNormal",
-    "ScaleMixturePrior", "WeightSite", "check_network", "get_likelihood", "get_prior", "network_from_config",
+    "ScaleMixturePrior", "TorchModuleNetwork", "WeightSite", "check_network", "from_module", "get_likelihood",
+    "get_prior", "network_from_config",
     "prior_function_draws", "register_prior",
 ]

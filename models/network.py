@@ -287,18 +287,33 @@ class BayesianNetwork(abc.ABC):
                              f"got {sorted(arguments)}")
         return model
 
+    def state(self) -> Any:
+        """What the network holds beyond its JSON :meth:`config` (torch objects, such as a whole module), saved with
+        :func:`torch.save` beside the config and given back to :meth:`from_state`; ``None`` (the default) for a network
+        its config rebuilds alone."""
+        return None
+
+    @classmethod
+    def from_state(cls, config: Mapping[str, Any], state: Any) -> BayesianNetwork:
+        """Inverse of :meth:`config` with :meth:`state`, for a network that has a state (``ValueError`` for one that
+        has none)."""
+        raise ValueError(f"a {config.get('architecture', 'mlp')!r} network keeps no state beside its config; the saved "
+                         "state file is not from this network: fit and save the posterior again")
+
     def __repr__(self) -> str:
         priors = ", ".join(f"{k}: {type(p).__name__}" for k, p in self._prior_table.items())
         arguments = ", ".join(f"{k}={v!r}" for k, v in self.arguments().items())
         return f"{type(self).__name__}({arguments}, prior={{{priors}}}, likelihood={type(self.likelihood).__name__})"
 
 
-def network_from_config(config: Mapping[str, Any]) -> BayesianNetwork:
-    """The network a :meth:`BayesianNetwork.config` describes, of its registered architecture (``ValueError`` for a
-    config that is not a mapping)."""
+def network_from_config(config: Mapping[str, Any], state: Any = None) -> BayesianNetwork:
+    """The network a :meth:`BayesianNetwork.config` (and, for a network that has one, its
+    :meth:`~BayesianNetwork.state`) describes, of its registered architecture (``ValueError`` for a config that is not
+    a mapping)."""
     if not isinstance(config, Mapping):
         raise ValueError(f"a network's config must be a JSON object, got {type(config).__name__}")
-    return ARCHITECTURES.get(config.get("architecture", "mlp")).from_config(config)
+    architecture = ARCHITECTURES.get(config.get("architecture", "mlp"))
+    return architecture.from_config(config) if state is None else architecture.from_state(config, state)
 
 
 def check_network(model: Any) -> None:

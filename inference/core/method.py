@@ -12,6 +12,7 @@ import torch
 from bnn.inference.core.cost_model import CostModel
 from bnn.inference.core.model_requirement import ModelRequirement
 from bnn.inference.core.model_snapshot import snapshot_model
+from bnn.inference.core.point_parameters import check_point_values_set, held_fixed
 from bnn.inference.core.posterior import Posterior
 from bnn.inference.core.uci_protocol import UCIProtocol
 
@@ -65,18 +66,23 @@ class Method:
         return self.options.parse(self.name, options)
 
     def check_model(self, model) -> None:
-        """Refuse, with a ``ValueError`` naming the network and methods that work, a network it cannot fit."""
+        """Refuse, with a ``ValueError`` naming the network and methods that work, a network it cannot fit (or a
+        partly Bayesian one whose point parameters are not fitted yet: :mod:`bnn.inference.core.point_parameters`)."""
         if self.requires is not None:
             self.requires.check(self.name, model)
+        check_point_values_set(self.name, model)
 
     def __call__(self, model, x: torch.Tensor, y: torch.Tensor, **options: Any) -> Posterior:
         """Parse ``options`` (``ValueError`` for unknown or bad ones), check that the method can fit ``model``
         (:attr:`requires`) and that the machine has the memory the fit needs (:mod:`bnn.runtime.memory`; ``ValueError``
         with the numbers), then run on a copy of ``model`` (:func:`~bnn.inference.core.model_snapshot.snapshot_model`:
         changing ``model`` later leaves the fit alone), on one torch thread unless the user chose a count
-        (:func:`~bnn.runtime.workers.fit_threads`)."""
+        (:func:`~bnn.runtime.workers.fit_threads`). The record lists the parameters a partly Bayesian network holds
+        fixed (``held_at_map``)."""
         parsed = self.parse(options)
         self.check_model(model)
         check_memory(self.name, {**network_needs(model, x.shape[0]), **parsed.memory_needs(model)})
         with fit_threads():
-            return self.run(snapshot_model(model), x, y, parsed)
+            posterior = self.run(snapshot_model(model), x, y, parsed)
+        posterior.record.held_at_map = held_fixed(model)
+        return posterior

@@ -1,6 +1,10 @@
 """The files of a saved :class:`~bnn.inference.core.posterior.Posterior`: ``posterior.nc`` (ArviZ netCDF),
-``fit.json`` (the model's config and the fit's record) and, for a method with a linearised predictive,
-``linearization.pt``; written into a folder and read back with every part checked."""
+``fit.json`` (the model's config and the fit's record), for a method with a linearised predictive,
+``linearization.pt``, and for a network with a state beyond its config (a torch module made Bayesian,
+:mod:`bnn.models.torch_module`) ``network.pt``; written into a folder and read back with every part checked.
+
+``network.pt`` is read with ``torch.load(weights_only=False)``, which unpickles arbitrary objects: load only folders
+you wrote or trust."""
 
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ SCHEMA_VERSION = 2  # 2: the typed fit record under "record" (1 had an untyped "
 POSTERIOR_FILE = "posterior.nc"
 FIT_FILE = "fit.json"
 LINEARIZATION_FILE = "linearization.pt"
+NETWORK_STATE_FILE = "network.pt"
 FIT_ENTRIES = {"schema_version", "model", "record"}  # the entries of fit.json
 
 
@@ -49,6 +54,9 @@ def write_posterior(posterior, folder: Path) -> None:
                                    "record": posterior.record.to_json()})
     if posterior.linearization is not None:
         posterior.linearization.save(folder / LINEARIZATION_FILE)
+    state = posterior.model.state()
+    if state is not None:
+        torch.save(state, folder / NETWORK_STATE_FILE)
 
 
 def read_posterior(directory: str | Path) -> dict[str, Any]:
@@ -76,8 +84,9 @@ def read_posterior(directory: str | Path) -> dict[str, Any]:
     unknown = sorted(set(meta) - FIT_ENTRIES)
     if unknown:
         raise ValueError(f"{fit_file} has unknown entries {unknown}; it holds {sorted(FIT_ENTRIES)}: {again}")
+    state = _network_state(directory / NETWORK_STATE_FILE)
     try:
-        model = network_from_config(meta["model"])
+        model = network_from_config(meta["model"], state)
         record = read_record(meta["record"])
     except (KeyError, TypeError, ValueError) as error:
         raise ValueError(f"{fit_file} is damaged or from another version: its model or record entry is missing or "
@@ -107,6 +116,17 @@ def read_posterior(directory: str | Path) -> dict[str, Any]:
     constants = {k: v.values for k, v in idata.constant_data.data_vars.items() if k != "x"}
     return {"model": model, "samples": samples, "x": x, "y": y, "record": record, "sample_stats": stats,
             "linearization": linearization, "constants": constants}
+
+
+def _network_state(path: Path) -> Any:
+    """The network's state saved at ``path`` (``None`` when there is no such file), unpickled: see the module notes."""
+    if not path.is_file():
+        return None
+    try:
+        return torch.load(path, weights_only=False)
+    except Exception as error:  # noqa: BLE001 - unpickling raises many types (a class no longer importable, ...)
+        raise ValueError(f"{path} cannot be read ({type(error).__name__}: {error}); the network's module class must be "
+                         "importable here; else fit and save the posterior again") from None
 
 
 def _refuse_constant(name: str) -> None:

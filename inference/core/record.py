@@ -37,6 +37,9 @@ class FitRecord:
         The variational family (SVI's guide name, ``"laplace"``), ``None`` for samplers.
     dataset : str or None
         The data set's name when the fit was given a :class:`~bnn.datasets.Dataset`.
+    held_at_map : list of str
+        The parameters of a partly Bayesian network held fixed at a MAP point while the method fitted the others
+        (:mod:`bnn.inference.core.point_parameters`); empty for a wholly Bayesian one.
     """
 
     method: ClassVar[str] = ""
@@ -44,6 +47,7 @@ class FitRecord:
     train_seconds: float
     guide: str | None = None
     dataset: str | None = None
+    held_at_map: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def label(self) -> str:

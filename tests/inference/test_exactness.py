@@ -17,9 +17,10 @@ Each method registers what it must match in ``CHECKS``:
   :math:`\delta = \lVert\theta - m\rVert_\Lambda \le` ``map_tolerance``, so each entry lies within
   ``map_tolerance`` :math:`\sqrt{S_{kk}}` of :math:`m_k`.
 
-Each runs on two networks of the same regression: the collection's MLP without hidden layers, and
+Each runs on three networks of the same regression: the collection's MLP without hidden layers,
 :class:`SlopeIntercept`, a network written here on the model interface (not an MLP: other sites, its own
-``forward``, no chain of dense layers), which NUTS evaluates through its torch potential.
+``forward``, no chain of dense layers), which NUTS evaluates through its torch potential, and a ``torch.nn.Linear``
+made Bayesian by :func:`~bnn.models.from_module` (its forward a ``functional_call`` mapped over the draws).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import numpy as np
 import pytest
 import torch
 from bnn.inference import fit
-from bnn.models import ARCHITECTURES, BayesianNetwork, WeightSite
+from bnn.models import ARCHITECTURES, BayesianMLP, BayesianNetwork, WeightSite, from_module
 
 from tests.conftest import default_dtype
 from tests.support.conjugate import NUM_FEATURES, autonormal_chain, check_meanfield_optimum, conjugate_problem
@@ -53,11 +54,18 @@ class SlopeIntercept(BayesianNetwork):
         return {"in_features": self.in_features}
 
 
-@pytest.fixture(scope="module", params=["mlp", "written-here"])
+NETWORKS = {
+    "mlp": lambda: BayesianMLP(NUM_FEATURES, 1, hidden=()),
+    "written-here": lambda: SlopeIntercept(NUM_FEATURES),
+    "torch-module": lambda: from_module(torch.nn.Linear(NUM_FEATURES, 1)),  # sites "weight" (1, d), then "bias"
+}
+
+
+@pytest.fixture(scope="module", params=sorted(NETWORKS))
 def problem(request):
-    """The conjugate problem on the collection's MLP, then on :class:`SlopeIntercept`, in float64 for the module."""
+    """The conjugate problem on each of :data:`NETWORKS`, in float64 for the module."""
     with default_dtype(torch.float64):
-        yield conjugate_problem() if request.param == "mlp" else conjugate_problem(model=SlopeIntercept(NUM_FEATURES))
+        yield conjugate_problem(model=NETWORKS[request.param]())
 
 
 def check_svi(conjugate, posterior):
