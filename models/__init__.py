@@ -2,6 +2,7 @@
 implement it, priors on weights, likelihoods."""
 
 from bnn.models.activations import ACTIVATIONS
+from bnn.models.hierarchical_priors import ARDPrior, HierarchicalPrior, HorseshoePrior, LayerScalePrior
 from bnn.models.likelihoods import (
     LIKELIHOODS,
     BernoulliLikelihood,
@@ -39,10 +40,10 @@ from bnn.models.sites import WeightSite
 from bnn.registry import Registry
 
 __all__ = [
-    "ACTIVATIONS", "ARCHITECTURES", "LIKELIHOODS", "PRIORS", "DATA_PLATE", "OBSERVED_SITE",
+    "ARDPrior", "ACTIVATIONS", "ARCHITECTURES", "LIKELIHOODS", "PRIORS", "DATA_PLATE", "OBSERVED_SITE",
     "BayesianMLP", "BayesianNetwork", "BernoulliLikelihood", "CategoricalLikelihood", "DenseLayers", "GaussianLikelihood",
-    "GaussianPrior", "LaplacePrior", "Likelihood", "MultiHeadMLP", "NormalPrior",
-    "PosteriorPrior", "Prior", "Registry", "ScaleMixtureNormal",
+    "GaussianPrior", "HierarchicalPrior", "HorseshoePrior", "LaplacePrior", "LayerScalePrior", "Likelihood", "MultiHeadMLP",
+    "NormalPrior",     "PosteriorPrior", "Prior", "Registry", "ScaleMixtureNormal",
     "ScaleMixturePrior", "WeightSite", "check_network", "get_likelihood", "get_prior", "network_from_config",
     "prior_function_draws", "register_prior",
 ]

@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 from bnn.inference.core.cost_model import CostModel
+from bnn.inference.core.hierarchical_refusal import HierarchicalRefusal
 from bnn.inference.core.model_requirement import ModelRequirement
 from bnn.inference.core.model_snapshot import snapshot_model
 from bnn.inference.core.posterior import Posterior
@@ -36,6 +37,9 @@ class Method:
     requires : ModelRequirement, optional
         What it needs of the network beyond the model interface (``None``: any
         :class:`~bnn.models.network.BayesianNetwork`); checked before any work.
+    refuses_hierarchical : HierarchicalRefusal, optional
+        Why it cannot fit the latent scales of hierarchical priors (:mod:`bnn.models.hierarchical_priors`), checked
+        before any work; ``None``: it fits them (or checks its own options for them).
     cost : CostModel, optional
         How its cost is counted and timed (``compare`` prints the estimate; ``--time-budget`` spends by it);
         ``None``: no estimate.
@@ -54,6 +58,7 @@ class Method:
     options: type[Options]
     run: Callable[[Any, torch.Tensor, torch.Tensor, Options], Posterior]
     requires: ModelRequirement | None = None
+    refuses_hierarchical: HierarchicalRefusal | None = None
     cost: CostModel | None = None
     budget_floors: Mapping[str, int] = field(default_factory=dict)
     advice: str | None = None
@@ -65,9 +70,12 @@ class Method:
         return self.options.parse(self.name, options)
 
     def check_model(self, model) -> None:
-        """Refuse, with a ``ValueError`` naming the network and methods that work, a network it cannot fit."""
+        """Refuse, with a ``ValueError`` naming the network (or its hierarchical priors) and methods that work, a
+        network it cannot fit."""
         if self.requires is not None:
             self.requires.check(self.name, model)
+        if self.refuses_hierarchical is not None:
+            self.refuses_hierarchical.check(self.name, model)
 
     def __call__(self, model, x: torch.Tensor, y: torch.Tensor, **options: Any) -> Posterior:
         """Parse ``options`` (``ValueError`` for unknown or bad ones), check that the method can fit ``model``
