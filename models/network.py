@@ -47,7 +47,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyro
+import pyro.distributions as dist
 import torch
+from bnn.models.hierarchical_priors import HierarchicalPrior
 from bnn.models.likelihoods import Likelihood, get_likelihood
 from bnn.models.priors import Prior, get_prior
 from bnn.models.sites import WeightSite
@@ -58,6 +60,9 @@ ARCHITECTURES: Registry[type] = Registry("architecture")
 """Network classes by the ``"architecture"`` entry of their config (``mlp`` when a config has none)."""
 DATA_PLATE = "data"
 OBSERVED_SITE = "obs"
+DECENTRED = "_decentered"
+"""The suffix of the standardised site :math:`z_k = w_k / s_k` of a weight under a hierarchical prior (Pyro's
+``LocScaleReparam`` name)."""
 MAX_PLATE_NESTING = 1  # the data plate; inference methods put their own sample plates left of it
 
 
@@ -96,6 +101,8 @@ def check_site_prior(site: WeightSite, prior: Prior) -> None:
     than by torch in the middle of a fit (an improper prior, which has no draws, is not drawn from). The draw comes from a
     fork of torch's generator, which it leaves as it was; a site of more than :data:`MAX_DRAWN_WEIGHTS` weights is checked
     for its shape alone, so that a network too big for memory is still refused by the fit's memory check, not here."""
+    if isinstance(prior, HierarchicalPrior):
+        return  # its scale sites and conditional are checked by BayesianNetwork's prior setter (_scale_sites_of)
     distribution = prior.distribution(site)
     shape = tuple(distribution.batch_shape + distribution.event_shape)
     if shape != tuple(site.shape):
@@ -219,8 +226,25 @@ class BayesianNetwork(abc.ABC):
             else:
                 raise ValueError(f"no prior given for site {site.name!r}; add a '*' entry for the rest")
             check_site_prior(site, resolved[site.name])
+        self._scale_groups = _scale_groups_of(self.sites, resolved)
         self._prior_table = table
         self._site_priors = resolved
+
+    @property
+    def hierarchical_sites(self) -> dict[str, HierarchicalPrior]:
+        """The weight sites whose prior is hierarchical (their scales are latent), by name, with their priors."""
+        return {name: prior for name, prior in self._site_priors.items() if isinstance(prior, HierarchicalPrior)}
+
+    @property
+    def scale_shapes(self) -> dict[str, torch.Size]:
+        """The latent scale sites of the hierarchical priors (``layers.0.scale``, ``layers.0.relevance``, ...) and
+        their shapes, in the order the program draws them; empty for fixed priors."""
+        return {name: distribution.event_shape for name, distribution in self.scale_distributions().items()}
+
+    def scale_distributions(self) -> dict[str, Any]:
+        """The hyperprior of every scale site (:attr:`scale_shapes`), built now in the current default dtype."""
+        return {name: distribution for group, (prior, members) in self._scale_groups.items()
+                for name, distribution in prior.scale_sites(group, members).items()}
 
     def prior_config(self) -> dict[str, Any]:
         """The prior as it was given, JSON-able: each key (``"*"``, a layer, a site) and its prior's config."""
@@ -229,10 +253,37 @@ class BayesianNetwork(abc.ABC):
     # ----------------------------------------------------------- the program
     @property
     def latent_shapes(self) -> dict[str, torch.Size]:
-        """Every latent site and its shape, weights first, then likelihood latents."""
-        shapes = {site.name: site.shape for site in self.sites}
+        """Every latent site the posterior reports and its shape: the scales of hierarchical priors, the weights,
+        then the likelihood's latents."""
+        shapes = self.scale_shapes
+        shapes.update({site.name: site.shape for site in self.sites})
         shapes.update({name: d.event_shape for name, d in self.likelihood.latent_priors().items()})
         return shapes
+
+    @property
+    def program_latent_shapes(self) -> dict[str, torch.Size]:
+        """The latent sites the Pyro program samples and their shapes: :attr:`latent_shapes`, with each weight site of
+        a hierarchical prior replaced by its standardised site ``<site>_decentered`` (module notes of
+        :mod:`bnn.models.hierarchical_priors`)."""
+        hierarchical = self.hierarchical_sites
+        return {name + DECENTRED if name in hierarchical else name: shape for name, shape in self.latent_shapes.items()}
+
+    def reported_values(self, values: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The values of :attr:`latent_shapes` from those of :attr:`program_latent_shapes`, each
+        ``(*lead, *shape)`` with the same leading dimensions: :math:`w_k = s_k(\\xi)\\,z_k` for the weights of a
+        hierarchical prior, the rest as they are."""
+        hierarchical = self.hierarchical_sites
+        reported = {}
+        for name in self.latent_shapes:
+            if name in hierarchical:
+                site = self._site(name)
+                reported[name] = hierarchical[name].site_scale(site, values) * values[name + DECENTRED]
+            else:
+                reported[name] = values[name]
+        return reported
+
+    def _site(self, name: str) -> WeightSite:
+        return next(site for site in self.sites if site.name == name)
 
     def likelihood_latents(self, values: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """The likelihood's latent values from ``values`` (each ``(*sample, *event_shape)``)."""
@@ -246,13 +297,34 @@ class BayesianNetwork(abc.ABC):
         r""":math:`p(y \mid x, W)` with batch shape ``(*sample, n)`` for latent ``values``."""
         return self.likelihood.distribution(self.forward(x, values), self.likelihood_latents(values))
 
-    def __call__(self, x: torch.Tensor, y: torch.Tensor | None = None, num_data: int | None = None):
-        """Run the generative program; ``num_data`` rescales a minibatch ``x`` to the full data."""
-        values = {
-            site.name: pyro.sample(site.name, self._site_priors[site.name].distribution(site).to_event(len(site.shape)))
-            for site in self.sites
-        }
+    def sample_latents(self, *, centred: bool = False) -> dict[str, torch.Tensor]:
+        r"""Draw every latent site in the program: the scales of hierarchical priors, the weights, the likelihood's
+        latents; return their values by the names of :attr:`latent_shapes`.
+
+        A weight site of a hierarchical prior is drawn non-centred, :math:`z_k \sim \mathcal{N}(0, 1)` at
+        ``<site>_decentered`` and the weight :math:`w_k = s_k(\xi) z_k` a deterministic site of its own name (the
+        coordinates of Pyro's ``LocScaleReparam(0)``), or with ``centred`` from its conditional prior
+        :math:`\mathcal{N}(0, s_k(\xi)^2)` at its own name: the same joint density of :math:`(\xi, w)`.
+        """
+        values = {name: pyro.sample(name, distribution) for name, distribution in self.scale_distributions().items()}
+        for site in self.sites:
+            prior, event_dims = self._site_priors[site.name], len(site.shape)
+            if not isinstance(prior, HierarchicalPrior):
+                values[site.name] = pyro.sample(site.name, prior.distribution(site).to_event(event_dims))
+            elif centred:
+                values[site.name] = pyro.sample(site.name, prior.conditional(site, values).to_event(event_dims))
+            else:
+                standard = pyro.sample(site.name + DECENTRED, dist.Normal(0.0, 1.0).expand(site.shape).to_event(event_dims))
+                weight = prior.site_scale(site, values) * standard
+                values[site.name] = pyro.deterministic(site.name, weight, event_dim=event_dims)
         values.update({name: pyro.sample(name, prior) for name, prior in self.likelihood.latent_priors().items()})
+        return values
+
+    def __call__(self, x: torch.Tensor, y: torch.Tensor | None = None, num_data: int | None = None, *,
+                 centred: bool = False):
+        """Run the generative program; ``num_data`` rescales a minibatch ``x`` to the full data; ``centred`` draws the
+        weights of hierarchical priors centred (:meth:`sample_latents`; the inference methods use the default)."""
+        values = self.sample_latents(centred=centred)
         distribution = self.observation_distribution(x, self.squeeze_plate_slot(values))
         n = x.shape[0]
         subsample = None if num_data is None else torch.arange(n)
@@ -304,6 +376,38 @@ class BayesianNetwork(abc.ABC):
         priors = ", ".join(f"{k}: {type(p).__name__}" for k, p in self._prior_table.items())
         arguments = ", ".join(f"{k}={v!r}" for k, v in self.arguments().items())
         return f"{type(self).__name__}({arguments}, prior={{{priors}}}, likelihood={type(self.likelihood).__name__})"
+
+
+def _scale_groups_of(sites: Sequence[WeightSite], priors: Mapping[str, Prior]) -> dict[str, tuple[HierarchicalPrior, list]]:
+    """The layers whose sites have a hierarchical prior among ``priors`` (by site name): layer -> (its prior, its sites
+    given that prior). Refuses (``ValueError``) two hierarchical priors in one layer, whose scales would share names, and a
+    prior whose scales or conditional do not fit its sites."""
+    by_group: dict[str, list[WeightSite]] = {}
+    for site in sites:
+        if isinstance(priors[site.name], HierarchicalPrior):
+            by_group.setdefault(site.group, []).append(site)
+    scale_sites, groups = {}, {}
+    for group, members in by_group.items():
+        owners = {id(priors[site.name]): priors[site.name] for site in members}
+        if len(owners) > 1:
+            raise ValueError(f"the sites {[site.name for site in members]} of layer {group!r} have different hierarchical "
+                             f"priors {[type(prior).__name__ for prior in owners.values()]}; give one hierarchical prior "
+                             "to a layer (its key is the layer's name)")
+        prior = priors[members[0].name]
+        groups[group] = (prior, members)
+        scale_sites.update(prior.scale_sites(group, members))
+        with torch.random.fork_rng(devices=[]), torch.no_grad():
+            draws = {name: scale_sites[name].sample() for name in scale_sites}
+            for site in members:
+                shape = tuple(prior.conditional(site, draws).batch_shape)
+                if shape != tuple(site.shape):
+                    raise ValueError(f"the prior {type(prior).__name__} of site {site.name!r} gives a conditional of "
+                                     f"shape {shape}; the site's is {tuple(site.shape)}")
+    clash = set(scale_sites) & {site.name for site in sites}
+    if clash:
+        raise ValueError(f"the scale sites {sorted(clash)} of a hierarchical prior have the names of weight sites; "
+                         "rename those weight sites")
+    return groups
 
 
 def network_from_config(config: Mapping[str, Any], state: Any = None) -> BayesianNetwork:

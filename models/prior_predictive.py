@@ -17,6 +17,7 @@ width :math:`H` and an output layer of scale :math:`\sigma`, :math:`\operatornam
 
 from __future__ import annotations
 
+import pyro
 import torch
 from bnn.models.network import BayesianNetwork, check_network
 
@@ -28,7 +29,8 @@ def prior_function_draws(model: BayesianNetwork, x: torch.Tensor, num_draws: int
     r"""``num_draws`` network outputs :math:`f(x; W^{(s)})` with :math:`W^{(s)}` drawn from ``model``'s prior.
 
     Every weight site is drawn from the prior ``model.prior`` gives it (so per-layer and per-site mappings and
-    user-written priors are honoured); likelihood latents (a learned noise) play no part in :math:`f`. The draws
+    user-written priors are honoured; a hierarchical prior draws its scales, then the weights given them);
+    likelihood latents (a learned noise) play no part in :math:`f`. The draws
     come from a torch generator state of their own, seeded by ``seed``: the caller's random state is left as it
     was, and Pyro's parameter store is not touched.
 
@@ -71,7 +73,12 @@ def prior_function_draws(model: BayesianNetwork, x: torch.Tensor, num_draws: int
     priors = model.prior
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        weights = {site.name: priors[site.name].distribution(site).sample((num_draws,)).to(x.dtype)
-                   for site in model.sites}
+        if model.hierarchical_sites:  # the program's own draws: the scales, then the weights given them
+            with pyro.plate("prior_draws", num_draws, dim=-1):
+                values = model.sample_latents()
+            weights = {site.name: values[site.name].to(x.dtype) for site in model.sites}
+        else:
+            weights = {site.name: priors[site.name].distribution(site).sample((num_draws,)).to(x.dtype)
+                       for site in model.sites}
     with torch.no_grad():
         return model.forward(x, weights)

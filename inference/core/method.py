@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 from bnn.inference.core.cost_model import CostModel
+from bnn.inference.core.hierarchical_refusal import HierarchicalRefusal
 from bnn.inference.core.model_requirement import ModelRequirement
 from bnn.inference.core.model_snapshot import snapshot_model
 from bnn.inference.core.point_parameters import check_point_values_set, held_fixed
@@ -37,6 +38,9 @@ class Method:
     requires : ModelRequirement, optional
         What it needs of the network beyond the model interface (``None``: any
         :class:`~bnn.models.network.BayesianNetwork`); checked before any work.
+    refuses_hierarchical : HierarchicalRefusal, optional
+        Why it cannot fit the latent scales of hierarchical priors (:mod:`bnn.models.hierarchical_priors`), checked
+        before any work; ``None``: it fits them (or checks its own options for them).
     cost : CostModel, optional
         How its cost is counted and timed (``compare`` prints the estimate; ``--time-budget`` spends by it);
         ``None``: no estimate.
@@ -55,6 +59,7 @@ class Method:
     options: type[Options]
     run: Callable[[Any, torch.Tensor, torch.Tensor, Options], Posterior]
     requires: ModelRequirement | None = None
+    refuses_hierarchical: HierarchicalRefusal | None = None
     cost: CostModel | None = None
     budget_floors: Mapping[str, int] = field(default_factory=dict)
     advice: str | None = None
@@ -66,10 +71,13 @@ class Method:
         return self.options.parse(self.name, options)
 
     def check_model(self, model) -> None:
-        """Refuse, with a ``ValueError`` naming the network and methods that work, a network it cannot fit (or a
-        partly Bayesian one whose point parameters are not fitted yet: :mod:`bnn.inference.core.point_parameters`)."""
+        """Refuse, with a ``ValueError`` naming the network (or its hierarchical priors) and methods that work, a
+        network it cannot fit (or a partly Bayesian one whose point parameters are not fitted yet:
+        :mod:`bnn.inference.core.point_parameters`)."""
         if self.requires is not None:
             self.requires.check(self.name, model)
+        if self.refuses_hierarchical is not None:
+            self.refuses_hierarchical.check(self.name, model)
         check_point_values_set(self.name, model)
 
     def __call__(self, model, x: torch.Tensor, y: torch.Tensor, **options: Any) -> Posterior:

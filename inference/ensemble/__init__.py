@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from bnn.inference.core.hierarchical_refusal import POINT_ESTIMATE
 from bnn.inference.core.method import Method
 from bnn.inference.core.posterior import Posterior
 from bnn.inference.ensemble.cost import COST
@@ -12,7 +13,7 @@ from bnn.inference.ensemble.fit import IncompleteEnsembleWarning, run_ensemble
 from bnn.inference.ensemble.options import EnsembleOptions, MemberMethod
 from bnn.inference.ensemble.record import EnsembleRecord
 
-METHOD = Method("ensemble", EnsembleOptions, run_ensemble, cost=COST)
+METHOD = Method("ensemble", EnsembleOptions, run_ensemble, refuses_hierarchical=POINT_ESTIMATE, cost=COST)
 
 
 def fit_ensemble(model, x: torch.Tensor, y: torch.Tensor, **options: Any) -> Posterior:

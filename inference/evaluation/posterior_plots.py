@@ -65,7 +65,8 @@ def plot_trace(posterior: Posterior, path: str | Path) -> Path:
 
 
 def plot_marginals_vs_prior(posteriors: Mapping[str, Posterior], path: str | Path) -> Path:
-    """Histogram of each shown weight under each fit, with the prior density as a black line."""
+    """Histogram of each shown weight under each fit, with the prior density as a black line (none for a weight of a
+    hierarchical prior, whose marginal prior has no closed form)."""
     first = next(iter(posteriors.values()))
     weights = shown_weights(first)
     figure, axes = plt.subplots(1, len(weights), figsize=(3.2 * len(weights), 3), squeeze=False)
@@ -79,9 +80,10 @@ def plot_marginals_vs_prior(posteriors: Mapping[str, Posterior], path: str | Pat
             axis.hist(draws, bins=40, range=(low - pad, high + pad), density=True, alpha=0.35, color=f"C{color}",
                       label=label)
         site = next(s for s in first.model.sites if s.name == name)
-        prior = first.model.prior[name].distribution(site)
-        density = prior.log_prob(grid.reshape(-1, *([1] * len(site.shape))).expand(-1, *site.shape)).exp()
-        axis.plot(grid.numpy(), density[(slice(None), *index)].numpy(), "k-", lw=1, label="prior")
+        if name not in first.model.hierarchical_sites:  # a hierarchical prior's marginal has no closed-form density
+            prior = first.model.prior[name].distribution(site)
+            density = prior.log_prob(grid.reshape(-1, *([1] * len(site.shape))).expand(-1, *site.shape)).exp()
+            axis.plot(grid.numpy(), density[(slice(None), *index)].numpy(), "k-", lw=1, label="prior")
         axis.set(title=f"{name}{list(index)}", yticks=[])
     axes[0][0].legend(fontsize="x-small")
     return save_figure(figure, path)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from bnn.inference.core.hierarchical_refusal import POINT_ESTIMATE
 from bnn.inference.core.method import Method
 from bnn.inference.core.posterior import Posterior
 from bnn.inference.map.cost import COST
@@ -13,7 +14,7 @@ from bnn.inference.map.fit import run_map
 from bnn.inference.map.options import MapOptions, Objective
 from bnn.inference.map.record import MapRecord
 
-METHOD = Method("map", MapOptions, run_map, cost=COST)
+METHOD = Method("map", MapOptions, run_map, refuses_hierarchical=POINT_ESTIMATE, cost=COST)
 
 
 def fit_map(model, x: torch.Tensor, y: torch.Tensor, **options: Any) -> Posterior:

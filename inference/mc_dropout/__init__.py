@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from bnn.inference.core.hierarchical_refusal import POINT_ESTIMATE
 from bnn.inference.core.method import Method
 from bnn.inference.core.model_requirement import DENSE_LAYERS
 from bnn.inference.core.posterior import Posterior
@@ -23,7 +24,8 @@ from bnn.inference.mc_dropout.record import MCDropoutRecord
 from bnn.inference.mc_dropout.validation import dropout_rate_candidates
 
 METHOD = Method(
-    "mc-dropout", MCDropoutOptions, run_mc_dropout, requires=DENSE_LAYERS, cost=COST, budget_floors={"steps": 500},
+    "mc-dropout", MCDropoutOptions, run_mc_dropout, requires=DENSE_LAYERS, cost=COST,
+    refuses_hierarchical=POINT_ESTIMATE, budget_floors={"steps": 500},
     uci=UCIProtocol(selection="validation: dropout rate on a random {validation_fraction:.0%} of the training split "
                               "(highest mean log-likelihood), then refit on the whole training split",
                     validation=dropout_rate_candidates),

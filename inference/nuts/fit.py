@@ -76,6 +76,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from bnn.inference.core.hierarchical_refusal import hierarchical_priors_named
 from bnn.inference.core.posterior import Posterior
 from bnn.inference.diagnostics.convergence import (
     MIN_ESS_PER_CHAIN,
@@ -173,6 +174,10 @@ def run_nuts(model, x: torch.Tensor, y: torch.Tensor, options: NUTSOptions) -> P
         The first chain's error when every chain failed; ``KeyboardInterrupt`` when Ctrl-C came
         before any chain had 4 draws.
     """
+    if model.hierarchical_sites and options.init is InitStrategy.MAP:
+        raise ValueError(f"method 'nuts' cannot start at init='map' for the hierarchical prior(s) "
+                         f"{hierarchical_priors_named(model)} of {type(model).__name__}: a joint MAP over the weights "
+                         "and their latent scales collapses the scales to zero; pass init='prior'")
     num_chains = min(2, available_cores()) if options.num_chains is None else options.num_chains
     parallel = options.chain_method is ChainMethod.PARALLEL or (
         options.chain_method is ChainMethod.AUTO and num_chains > 1 and available_cores() > 1
@@ -183,6 +188,7 @@ def run_nuts(model, x: torch.Tensor, y: torch.Tensor, options: NUTSOptions) -> P
     chains, outcome_info = outcomes.resolve(MIN_SAMPLES)
     train_seconds = time.perf_counter() - start
     draws, stats = _stack(chains)
+    draws.update(model.reported_values(draws))  # the weights of hierarchical priors from their standardised sites
     diagnostics = chain_diagnostics(model, draws, x, stats["diverging"], len(outcome_info.get("failed_chains") or {}))
     if not diagnostics.converged:
         warnings.warn(_convergence_message(diagnostics, len(chains), stats["diverging"].shape[1]),
@@ -195,7 +201,8 @@ def run_nuts(model, x: torch.Tensor, y: torch.Tensor, options: NUTSOptions) -> P
         chain_gradients=[chain.gradients for chain in chains],
         gradient_evaluations=sum(chain.gradients for chain in chains), diagnostics=diagnostics, **outcome_info,
     )
-    other_sites = {name: value for name, value in draws.items() if name not in model.latent_shapes}
+    other_sites = {name: value for name, value in draws.items()
+                   if name not in model.latent_shapes and name not in model.program_latent_shapes}
     return Posterior(model, draws, x, y, record, sample_stats=stats,
                      extras={"other_sites": other_sites} if other_sites else None)
 

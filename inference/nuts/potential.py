@@ -13,7 +13,11 @@ holds every latent in the unconstrained space, :math:`T_j` = ``biject_to(support
                   + \sum_{i=1}^N \log p\big(y_i \mid f(x_i; W), \theta\big),
 
 with each :math:`p_s` the model's own prior object (``model.prior[s].distribution(site)``)
-and the likelihood ``model.observation_distribution``. It equals Pyro's trace-based
+and the likelihood ``model.observation_distribution``. A site of a hierarchical prior
+(:mod:`bnn.models.hierarchical_priors`) enters non-centred, as the program draws it: its standardised weights
+:math:`z_s \sim \mathcal{N}(0, I)` in :math:`z`, its scales :math:`\xi` among the positive latents
+(:math:`\log\xi` in :math:`z`, with their hyperprior and Jacobian), and :math:`W_s = s(\xi) \odot z_s` in the
+likelihood; the compiled kernels (``numba``, ``numpy``) refuse it, so ``auto`` takes a torch backend. It equals Pyro's trace-based
 potential :math:`-U(z)` (see :mod:`bnn.inference.nuts.fit`), without the trace: one small graph of
 tensor operations that ``torch.compile`` or TorchScript can compile, evaluated with its
 gradient :math:`\nabla_z \log\pi` in float64 by :meth:`FlatPotential.value_and_grad`.
@@ -38,7 +42,7 @@ import pyro
 import torch
 from bnn.inference.nuts.numba_potential import NumbaLogDensity
 from bnn.inference.nuts.numpy_potential import NumpyLogDensity
-from bnn.models.network import MAX_PLATE_NESTING
+from bnn.models.network import DECENTRED, MAX_PLATE_NESTING
 from pyro.infer.mcmc.util import initialize_model
 from pyro.poutine.util import site_is_subsample
 from torch.distributions import biject_to, constraints
@@ -46,6 +50,7 @@ from torch.distributions import biject_to, constraints
 from bnn.options import parse_option
 from bnn.runtime.jit_deprecation import torch_jit_deprecation_ignored
 
+STANDARD_NORMAL = torch.distributions.Normal(0.0, 1.0)
 CHECK_RTOL = 1e-8  # a compiled log density must reproduce the eager one to this relative error
 MISMATCH_POINTS = 3  # random points at which the flat potential must equal Pyro's up to one constant
 
@@ -152,8 +157,9 @@ class FlatPotential(FlatLayout):
         backend = parse_option(Backend, backend, "backend")
         self.model = model
         self.x, self.y = x.to(torch.float64), y if not y.is_floating_point() else y.to(torch.float64)
-        latent_priors = model.likelihood.latent_priors()
-        super().__init__(model.latent_shapes, {name: biject_to(prior.support) for name, prior in latent_priors.items()})
+        latent_priors = {**model.scale_distributions(), **model.likelihood.latent_priors()}
+        super().__init__(model.program_latent_shapes,
+                         {name: biject_to(prior.support) for name, prior in latent_priors.items()})
         self._latent_priors = latent_priors
         for name, transform in self.transforms.items():
             if transform.inverse_shape(self.shapes[name]) != self.shapes[name]:
@@ -165,14 +171,18 @@ class FlatPotential(FlatLayout):
         r""":math:`\log\pi(z)` for one point ``z`` of shape ``(dim,)``, as a 0-d tensor (eager)."""
         model, values = self.model, self.unconstrained(z)
         total = z.new_zeros(())
+        hierarchical = model.hierarchical_sites
         for site in model.sites:
-            total = total + model.prior[site.name].distribution(site).log_prob(values[site.name]).sum()
+            if site.name in hierarchical:  # the standardised weights, N(0, 1)
+                total = total + STANDARD_NORMAL.log_prob(values[site.name + DECENTRED]).sum()
+            else:
+                total = total + model.prior[site.name].distribution(site).log_prob(values[site.name]).sum()
         for name, transform in self.transforms.items():
             value = transform(values[name])
             log_jacobian = transform.log_abs_det_jacobian(values[name], value)
             total = total + self._latent_priors[name].log_prob(value).sum() + log_jacobian.sum()
             values[name] = value
-        return total + model.observation_distribution(self.x, values).log_prob(self.y).sum()
+        return total + model.observation_distribution(self.x, model.reported_values(values)).log_prob(self.y).sum()
 
     # ------------------------------------------------------------- compilation
     def _build(self, backend: Backend):

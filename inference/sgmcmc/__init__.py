@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from bnn.inference.core.hierarchical_refusal import FIXED_PRIOR_POTENTIAL
 from bnn.inference.core.method import Method
 from bnn.inference.core.posterior import Posterior
 from bnn.inference.diagnostics.convergence import ConvergenceWarning, IncompleteSamplingWarning
@@ -15,9 +16,9 @@ from bnn.inference.sgmcmc.record import SGHMCRecord, SGLDRecord
 
 FLOORS = {"num_warmup": 1000, "num_samples": 100}
 """The least burn-in and draws a time budget leaves an SG-MCMC run."""
-SGLD = Method("sgld", SGLDOptions, run_sgmcmc, cost=COST, budget_floors=FLOORS,
+SGLD = Method("sgld", SGLDOptions, run_sgmcmc, refuses_hierarchical=FIXED_PRIOR_POTENTIAL, cost=COST, budget_floors=FLOORS,
               advice="raise --num-warmup and --num-samples (or --thin), or tune --step-size.")
-SGHMC = Method("sghmc", SGHMCOptions, run_sgmcmc, cost=COST, budget_floors=FLOORS,
+SGHMC = Method("sghmc", SGHMCOptions, run_sgmcmc, refuses_hierarchical=FIXED_PRIOR_POTENTIAL, cost=COST, budget_floors=FLOORS,
                advice="raise --num-warmup and --num-samples (or --thin), or tune --step-size or --friction.")
 
 

@@ -42,7 +42,7 @@ from bnn.inference.diagnostics.convergence import ConvergenceWarning
 from bnn.inference.svi.checkpoint import checkpoint_target
 from bnn.inference.svi.draw_checks import check_draws
 from bnn.inference.svi.elbo_trend import elbo_trend
-from bnn.inference.svi.guide import build_svi_guide
+from bnn.inference.svi.guide import build_svi_guide, check_hierarchical_guide
 from bnn.inference.svi.loop import SVILoop
 from bnn.inference.svi.minibatches import StepPlan
 from bnn.inference.svi.options import SVIOptions
@@ -83,9 +83,12 @@ def run_svi(model, x: torch.Tensor, y: torch.Tensor, options: SVIOptions) -> Pos
         When a step's loss or gradient is not finite; names the step and the parameters or sites
         that are not finite, and holds the posterior of the parameters before that step.
     ValueError
-        For a ``batch_size`` above the data's size, a ``resume`` folder that is missing, damaged or another
+        For a guide that cannot cover the scales of hierarchical priors
+        (:func:`~bnn.inference.svi.guide.check_hierarchical_guide`),
+        a ``batch_size`` above the data's size, a ``resume`` folder that is missing, damaged or another
         fit's, or final draws that are not finite.
     """
+    check_hierarchical_guide(model, options)
     plan = StepPlan.of(x.shape[0], options)
     checkpoint_dir = checkpoint_target(options.checkpoint_dir, options.resume)
     with seeded(options.seed), pyro.get_param_store().scope(), deferred_stop_signals(checkpoint_dir is not None) as stop:

@@ -206,7 +206,8 @@ class SVILoop:
 
     def posterior(self, record: SVIRecord) -> Posterior:
         """``options.num_samples`` draws from the guide with its current parameters, with ``record``."""
-        draws = sample_guide(self.guide, self.options.num_samples, self.model.latent_shapes, self.x, self.y)
+        draws = self.model.reported_values(
+            sample_guide(self.guide, self.options.num_samples, self.model.program_latent_shapes, self.x, self.y))
         samples = {name: value.unsqueeze(0) for name, value in draws.items()}
         state = pyro.get_param_store().get_state()
         extras = {"guide": FittedGuide(self.guide, state), "param_state": state}
