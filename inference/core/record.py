@@ -38,8 +38,9 @@ class FitRecord:
     dataset : str or None
         The data set's name when the fit was given a :class:`~bnn.datasets.Dataset`.
     held_at_map : list of str
-        The parameters of a partly Bayesian network held fixed at a MAP point while the method fitted the others
-        (:mod:`bnn.inference.core.point_parameters`); empty for a wholly Bayesian one.
+        The parameters of a partly Bayesian network held fixed at a point while the method fitted the others: the MAP
+        of the wholly Bayesian network when ``fit`` set them (:mod:`bnn.inference.core.point_parameters`, not counted
+        in ``train_seconds``), else the values the network was built with; empty for a wholly Bayesian one.
     """
 
     method: ClassVar[str] = ""
