@@ -102,7 +102,7 @@ def check_site_prior(site: WeightSite, prior: Prior) -> None:
     fork of torch's generator, which it leaves as it was; a site of more than :data:`MAX_DRAWN_WEIGHTS` weights is checked
     for its shape alone, so that a network too big for memory is still refused by the fit's memory check, not here."""
     if isinstance(prior, HierarchicalPrior):
-        return  # its scale sites and conditional are checked by BayesianNetwork's prior setter (_scale_sites_of)
+        return  # its scale sites and conditional are checked by BayesianNetwork's prior setter (_scale_groups_of)
     distribution = prior.distribution(site)
     shape = tuple(distribution.batch_shape + distribution.event_shape)
     if shape != tuple(site.shape):
@@ -388,10 +388,10 @@ def _scale_groups_of(sites: Sequence[WeightSite], priors: Mapping[str, Prior]) -
             by_group.setdefault(site.group, []).append(site)
     scale_sites, groups = {}, {}
     for group, members in by_group.items():
-        owners = {id(priors[site.name]): priors[site.name] for site in members}
-        if len(owners) > 1:
+        owners = [priors[site.name] for site in members]
+        if any(owner != owners[0] for owner in owners):
             raise ValueError(f"the sites {[site.name for site in members]} of layer {group!r} have different hierarchical "
-                             f"priors {[type(prior).__name__ for prior in owners.values()]}; give one hierarchical prior "
+                             f"priors {[type(prior).__name__ for prior in owners]}; give one hierarchical prior "
                              "to a layer (its key is the layer's name)")
         prior = priors[members[0].name]
         groups[group] = (prior, members)

@@ -54,7 +54,10 @@ class Unsupported(NotImplementedError):
 
 def dense_chain(model, what: str) -> DenseLayers:
     """``model``'s chain of dense layers (:meth:`~bnn.models.network.BayesianNetwork.dense_layers`), its sites in the
-    order of ``model.sites``; :class:`Unsupported` (``what`` says for what) when it is not one."""
+    order of ``model.sites``; :class:`Unsupported` (``what`` says for what) when it is not one, or when a prior of it is
+    hierarchical (the kernels read fixed priors only)."""
+    if model.hierarchical_sites:
+        raise Unsupported(f"{what} for fixed priors; the latent scales of hierarchical priors need a torch backend")
     chain = model.dense_layers()
     if chain is None or tuple(site for layer in chain.layers for site in layer) != tuple(model.sites):
         raise Unsupported(f"{what} for a chain of dense layers, which {type(model).__name__} is not "

@@ -100,6 +100,8 @@ def test_bad_hierarchical_priors_are_refused_with_the_fix():
         BayesianMLP(3, 1, hidden=(), prior={"*": "gaussian", "layers.0.bias": "ard"})
     with pytest.raises(ValueError, match="have different hierarchical priors .* give one hierarchical prior to a layer"):
         BayesianMLP(3, 1, hidden=(), prior={"layers.0.weight": "ard", "layers.0.bias": "layer-scale"})
+    equal_priors = BayesianMLP(3, 1, hidden=(), prior={"layers.0.weight": "ard", "layers.0.bias": "ard"})
+    assert set(equal_priors.scale_shapes) == {"layers.0.scale", "layers.0.relevance"}  # one prior, given twice
     with pytest.raises(TypeError, match="is hierarchical: its weights have no fixed distribution"):
         ARDPrior().distribution(BayesianMLP(3, 1).sites[0])
 
@@ -208,3 +210,19 @@ def test_prior_function_draws_draw_the_scales_then_the_weights():
     assert draws.shape == (50, 12, 1) and torch.isfinite(draws).all()
     torch.testing.assert_close(prior_function_draws(model, X, num_draws=50, seed=3), draws)
     assert draws.std(0).min() > 0  # every draw has its own scales and weights
+
+
+def test_autonormal_is_mean_field_on_the_log_scales_and_gaussian_on_the_standardised_weights():
+    from bnn.guides import build_guide
+
+    model = ard_net()
+    guide, _ = build_guide("autonormal", model)
+    trace = poutine.trace(guide).get_trace(X, Y)
+    sites = {name: site for name, site in trace.nodes.items() if site["type"] == "sample"}
+    latent = {name for name, site in sites.items() if not site["infer"].get("is_auxiliary")}
+    assert latent == set(model.program_latent_shapes)  # every latent site of the program, the scales included
+    for name in model.scale_shapes:
+        unconstrained = sites[f"{name}_unconstrained"]
+        normal = unconstrained["fn"].base_dist if unconstrained["fn"].event_shape else unconstrained["fn"]
+        assert isinstance(normal, Normal)  # a Gaussian factor per entry of log(scale): a log-normal scale
+        torch.testing.assert_close(sites[name]["value"], unconstrained["value"].exp())

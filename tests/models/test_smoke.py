@@ -10,7 +10,7 @@ from bnn.inference import fit
 from bnn.inference.core.prediction import MIN_OBSERVATION_DRAWS
 from bnn.models import LIKELIHOODS, PRIORS, BayesianMLP
 
-from tests.support.prior_examples import example_prior
+from tests.support.prior_examples import HIERARCHICAL, example_prior
 
 TARGETS = {
     "gaussian": (1, lambda n, g: torch.randn(n, generator=g)),
@@ -29,7 +29,9 @@ def test_a_few_svi_steps(hidden, prior, likelihood):
     x = torch.randn(24, 2, generator=generator)
     model = BayesianMLP(2, out, hidden=hidden, likelihood=likelihood)
     model.prior = example_prior(prior, model.sites)
-    posterior = fit(model, (x, make_y(24, generator)), steps=5, num_particles=2, num_samples=7, progress=False)
+    guide = "autonormal" if prior in HIERARCHICAL else "meanfield"  # the guide that covers latent prior scales
+    posterior = fit(model, (x, make_y(24, generator)), guide=guide, steps=5, num_particles=2, num_samples=7,
+                    progress=False)
     assert all(math.isfinite(e) for e in posterior.record.elbo)
     prediction = posterior.predict(x[:5])
     assert prediction.draws.shape == (7 * math.ceil(MIN_OBSERVATION_DRAWS / 7), 5)  # several y per weight draw
