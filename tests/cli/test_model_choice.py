@@ -66,3 +66,8 @@ def test_fit_a_cnn_on_digits_end_to_end(tmp_path):
     metrics = json.loads((out / "metrics.json").read_text())
     assert 0 <= metrics["test_accuracy"] <= 1 and metrics["model"].startswith("BayesianCNN(")
     assert json.loads((out / "fit.json").read_text())["model"]["architecture"] == "cnn"
+
+
+def test_compare_takes_the_same_model_flags():
+    args = build_parser().parse_args(["compare", "--model", "cnn", "--channels", "4,8", "--pool", "1"])
+    assert (args.model, args.channels, args.pool, args.kernel_size) == ("cnn", (4, 8), 1, None)

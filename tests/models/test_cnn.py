@@ -130,7 +130,7 @@ def test_config_round_trip():
 def test_per_row_jacobians_under_torch_func_match_autograd():
     """Laplace's curvature takes ``vmap(jacrev(...))`` of the forward over rows; it must agree with plain autograd."""
     model = BayesianCNN(16, 2, input_shape=(4, 4), channels=(2,), hidden=(3,), likelihood="categorical")
-    x = torch.randn(5, 16, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    x = torch.randn(3, 16, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
     weights = random_weights(model, seed=5)
     names = list(weights)
 
@@ -138,7 +138,7 @@ def test_per_row_jacobians_under_torch_func_match_autograd():
         return model.forward(row.unsqueeze(0), dict(zip(names, values)))[0]
 
     jacobians = vmap(jacrev(output), in_dims=(None, 0))(tuple(weights.values()), x)
-    for row in range(5):
+    for row in range(3):
         expected = torch.autograd.functional.jacobian(lambda *values, row=row: output(values, x[row]), tuple(weights.values()))
         for got, want in zip(jacobians, expected):
             torch.testing.assert_close(got[row], want)
