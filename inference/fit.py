@@ -90,7 +90,7 @@ def fit(model, data, method: str = "svi", *, map_options: Mapping[str, Any] | No
         raise ValueError("map_options set the MAP fit of a partly Bayesian network's point parameters, and this "
                          f"{type(model).__name__} has none to fit; leave map_options out")
     if needs_point_fit(model):
-        parsed = chosen.parse(options)  # every option and requirement checked before the MAP stage starts
+        parsed = chosen.parse(options, model)  # every option and requirement checked before the MAP stage starts
         if chosen.requires is not None:
             chosen.requires.check(chosen.name, model)
         point_options = {"seed": getattr(parsed, "seed", 0), "progress": getattr(parsed, "progress", True),

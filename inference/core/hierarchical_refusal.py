@@ -4,9 +4,20 @@ method and checked before any work."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 HIERARCHICAL_METHODS = "svi with guide='autonormal', or nuts with init='prior'"
 """The methods that fit a network with hierarchical priors, named in every refusal."""
+
+
+def for_hierarchical(defaults: dict[str, Any]):
+    """A method's :attr:`~bnn.inference.core.method.Method.model_defaults`: ``defaults`` for a network with
+    hierarchical priors (``{"guide": "autonormal"}``), none otherwise. An option the user gives still wins."""
+
+    def model_defaults(model) -> dict[str, Any]:
+        return dict(defaults) if getattr(model, "hierarchical_sites", None) else {}
+
+    return model_defaults
 
 
 def hierarchical_priors_named(model) -> str:

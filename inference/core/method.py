@@ -53,6 +53,9 @@ class Method:
         How ``bnn uci`` runs it.
     compare_options : mapping
         ``compare``'s own defaults for it, under any option the user gives.
+    model_defaults : callable, optional
+        ``model_defaults(model) -> dict``: defaults that depend on the network, under any option the user gives (SVI's
+        guide is ``autonormal`` for a network with hierarchical priors, which the mean-field guide cannot cover).
     """
 
     name: str
@@ -65,10 +68,13 @@ class Method:
     advice: str | None = None
     uci: UCIProtocol = field(default_factory=UCIProtocol)
     compare_options: Mapping[str, Any] = field(default_factory=dict)
+    model_defaults: Callable[[Any], dict[str, Any]] | None = None
 
-    def parse(self, options: Mapping[str, Any]) -> Options:
-        """The parsed option set (``ValueError`` for unknown or bad options)."""
-        return self.options.parse(self.name, options)
+    def parse(self, options: Mapping[str, Any], model=None) -> Options:
+        """The parsed option set (``ValueError`` for unknown or bad options); with ``model``, its
+        :attr:`model_defaults` fill the options the user left out."""
+        defaults = self.model_defaults(model) if model is not None and self.model_defaults is not None else {}
+        return self.options.parse(self.name, {**defaults, **options})
 
     def check_model(self, model) -> None:
         """Refuse, with a ``ValueError`` naming the network (or its hierarchical priors) and methods that work, a
@@ -87,7 +93,7 @@ class Method:
         changing ``model`` later leaves the fit alone), on one torch thread unless the user chose a count
         (:func:`~bnn.runtime.workers.fit_threads`). The record lists the parameters a partly Bayesian network holds
         fixed (``held_at_map``)."""
-        parsed = self.parse(options)
+        parsed = self.parse(options, model)
         self.check_model(model)
         check_memory(self.name, {**network_needs(model, x.shape[0]), **parsed.memory_needs(model)})
         with fit_threads():

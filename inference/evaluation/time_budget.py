@@ -151,7 +151,7 @@ def choose_fits(model, dataset, methods: list[str], routed: list[dict[str, Any]]
     before any work, as in ``fit``)."""
     began = time.perf_counter()
     x, y = prepare_data(model, dataset)
-    parsed = [METHODS.get(method).options.parse(method, options) for method, options in zip(methods, routed)]
+    parsed = [METHODS.get(method).parse(options, model) for method, options in zip(methods, routed)]
     timings: dict = {}
     choices = [Choice(method, options, estimate_cost(method, options_set, model, x, y, timings))
                for method, options, options_set in zip(methods, routed, parsed)]

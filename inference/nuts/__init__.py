@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from bnn.inference.core.hierarchical_refusal import for_hierarchical
 from bnn.inference.core.method import Method
 from bnn.inference.core.posterior import Posterior
 from bnn.inference.core.uci_protocol import UCIProtocol
@@ -36,6 +37,8 @@ METHOD = Method(
            "(fewer divergences).",
     uci=UCIProtocol(selection="posterior: weights and noise scale sampled; prior N(0, 1) fixed",
                     cores=lambda options: options.get("num_chains") or UCI_CHAINS),
+    # a joint MAP over weights and their latent scales collapses the scales: those chains start from the prior
+    model_defaults=for_hierarchical({"init": "prior"}),
 )
 
 

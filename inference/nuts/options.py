@@ -58,7 +58,8 @@ class NUTSOptions(Options):
         Adapt a dense mass matrix (captures correlations; :math:`O(d^2)` memory) instead of a diagonal.
     init : {"prior", "map"} or mapping
         See :class:`~bnn.inference.nuts.chain.InitStrategy`; or site values in the constrained space, each of the
-        site's shape (all chains) or ``(num_chains, *site_shape)``; sites left out start from the prior.
+        site's shape (all chains) or ``(num_chains, *site_shape)``; sites left out start from the prior. The default
+        is ``"map"``, and ``"prior"`` for a network with hierarchical priors (a joint MAP collapses their scales).
     chain_method : {"auto", "parallel", "sequential"}
         See :class:`~bnn.inference.nuts.chains.ChainMethod`; all give the same draws. ``auto`` falls back to
         sequential chains (with a warning) where processes cannot work, ``parallel`` raises instead.

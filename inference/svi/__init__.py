@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from bnn.inference.core.hierarchical_refusal import for_hierarchical
 from bnn.inference.core.method import Method
 from bnn.inference.core.posterior import Posterior
 from bnn.inference.core.uci_protocol import UCIProtocol
@@ -26,6 +27,8 @@ METHOD = Method(
     # (benchmarks/results/nuts_defaults.md, python -m benchmarks.main_job_checks); 2,000 steps stop about 48 nats
     # below the plateau (benchmarks/results/svi_defaults.md)
     compare_options={"jit": True, "steps": 15000},
+    # the mean-field guides hold the weight sites only; autonormal covers the latent scales too (log-normal)
+    model_defaults=for_hierarchical({"guide": "autonormal"}),
 )
 
 

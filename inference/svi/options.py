@@ -39,7 +39,8 @@ class SVIOptions(Options):
     ----------
     guide : str, GuideFactory, AutoGuide class or callable
         See :func:`bnn.guides.registry.build_guide` (default ``"meanfield"``, with local reparameterisation
-        wherever the priors allow it: :class:`~bnn.guides.meanfield.MeanFieldGuide`).
+        wherever the priors allow it: :class:`~bnn.guides.meanfield.MeanFieldGuide`; ``"autonormal"`` for a network
+        with hierarchical priors, whose latent scales only it covers).
     guide_options : dict, optional
         Options for a guide given by name or factory. ``init_loc="map"`` starts the guide at the
         MAP weights of the full training data (:mod:`bnn.inference.svi.guide`).

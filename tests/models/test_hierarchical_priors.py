@@ -11,7 +11,7 @@ import arviz as az
 import numpy as np
 import pytest
 import torch
-from bnn.inference import Posterior, fit
+from bnn.inference import METHODS, Posterior, fit
 from bnn.inference.diagnostics.convergence import ConvergenceWarning
 from bnn.inference.nuts.potential import FlatPotential, flat_potential_mismatch
 from bnn.models import ARDPrior, BayesianMLP, HorseshoePrior, LayerScalePrior, get_prior
@@ -128,7 +128,7 @@ def test_methods_that_cannot_fit_latent_scales_refuse_before_any_work(method, re
 
 
 @pytest.mark.parametrize("options, reason", [
-    ({}, "its guide 'meanfield' does not cover their latent scales"),
+    ({"guide": "meanfield"}, "its guide 'meanfield' does not cover their latent scales"),
     ({"guide": "autonormal", "guide_options": {"init_loc": "map"}}, "init_loc='map' starts from a joint MAP"),
 ])
 def test_svi_refuses_a_guide_that_cannot_cover_the_scales(options, reason, monkeypatch):
@@ -139,7 +139,18 @@ def test_svi_refuses_a_guide_that_cannot_cover_the_scales(options, reason, monke
 
 def test_nuts_refuses_a_map_start():
     with pytest.raises(ValueError, match=r"method 'nuts' cannot start at init='map' .*; pass init='prior'"):
-        fit(ard_net(), (X, Y), "nuts")
+        fit(ard_net(), (X, Y), "nuts", init="map")
+
+
+@pytest.mark.parametrize("method, option, default, hierarchical_default", [
+    ("svi", "guide", "meanfield", "autonormal"), ("nuts", "init", "map", "prior")])
+def test_svi_and_nuts_default_to_what_covers_the_scales_for_hierarchical_priors_only(method, option, default,
+                                                                                     hierarchical_default):
+    chosen = METHODS.get(method)
+    plain = BayesianMLP(1, 1, hidden=(3,))
+    assert getattr(chosen.parse({}, plain), option) == getattr(chosen.parse({}), option) == default
+    assert getattr(chosen.parse({}, ard_net()), option) == hierarchical_default
+    assert getattr(chosen.parse({option: default}, ard_net()), option) == default  # what the user gives wins
 
 
 @pytest.mark.long
