@@ -12,6 +12,7 @@ from bnn.cli.option_flags import add_method_flags, given_options
 from bnn.datasets import DATASETS
 from bnn.inference.evaluation.time_budget import parse_duration
 from bnn.models import ACTIVATIONS, LIKELIHOODS, PRIORS, BayesianCNN, BayesianMLP, BayesianNetwork, get_likelihood
+from bnn.models.cnn import DEFAULT_CNN_PRIOR
 
 MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
     "mlp": {"hidden": (50,), "activation": "tanh"},
@@ -103,7 +104,9 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     cnn.add_argument("--kernel-size", type=int, default=None, help="convolution kernel width along each axis (default 3)")
     cnn.add_argument("--pool", type=int, default=None, help="max-pooling window and stride (default 2)")
     # the posterior prior holds a mean and a scale per weight: it comes from a fit (posterior.as_prior()), not a flag
-    model.add_argument("--prior", choices=[name for name in PRIORS.names() if name != "posterior"], default="gaussian")
+    model.add_argument("--prior", choices=[name for name in PRIORS.names() if name != "posterior"], default="gaussian",
+                       help="the prior of every weight (default gaussian: N(0, 1), and N(0, 1/fan_in) for --model cnn "
+                            "unless --prior-option fan_in_scaling=false)")
     model.add_argument("--prior-option", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
                        help="prior option, repeatable, for example scale=0.5")
     model.add_argument("--likelihood", choices=[name for name in LIKELIHOODS.names()
@@ -146,6 +149,8 @@ def build_model(args: argparse.Namespace, dataset) -> BayesianNetwork:
         raise ValueError("--noise applies to regression only")
     outputs = get_likelihood(likelihood).network_outputs(dataset.out_features)
     prior = {"name": args.prior, **dict(args.prior_option)}
+    if args.model == "cnn" and args.prior == DEFAULT_CNN_PRIOR["name"]:
+        prior = {**DEFAULT_CNN_PRIOR, **prior}  # fan-in scaled unless the user says otherwise
     given = {key: getattr(args, key) for key in ("hidden", "activation", *CNN_FLAGS) if getattr(args, key) is not None}
     if args.model == "mlp":
         if given.keys() & set(CNN_FLAGS):

@@ -35,6 +35,18 @@ def test_a_cnn_reads_the_data_sets_image_shape_with_its_defaults_or_the_flags(ca
     assert type(model.prior["features.0.weight"]).__name__ == "LaplacePrior"
 
 
+def test_the_cnns_gaussian_prior_is_fan_in_scaled_unless_the_user_says_otherwise(capsys):
+    """A convolution of 1 x 3 inputs gets N(0, 1/3), the dense layer after it N(0, 1/fan_in), as the class's default."""
+    model, _ = model_for(capsys, "digits", "--model", "cnn")
+    assert model.prior_config() == BayesianCNN(64, 10, input_shape=(8, 8), likelihood="categorical").prior_config()
+    assert model.prior["features.0.weight"].site_scale(model.sites[0]) == pytest.approx(1 / 3)
+    model, _ = model_for(capsys, "digits", "--model", "cnn", "--prior-option", "fan_in_scaling=false",
+                         "--prior-option", "scale=0.5")
+    assert model.prior["features.0.weight"].site_scale(model.sites[0]) == 0.5
+    model, _ = model_for(capsys, "digits")
+    assert model.prior["layers.0.weight"].site_scale(model.sites[0]) == 1.0  # the MLP's stays N(0, 1)
+
+
 def test_a_cnn_on_tabular_data_reads_each_row_as_a_signal_and_says_so(capsys):
     model, said = model_for(capsys, "breast_cancer", "--model", "cnn")
     assert model.input_shape == (30,) and model.out_features == 1
