@@ -1,0 +1,94 @@
+r"""Every method on the Bayesian CNN beside the plain MLP, on the image-like data sets ``digits`` and ``mnist1d``.
+
+Each method is fitted as ``bnn compare`` fits it (its compare defaults; further ``compare`` flags after ``--``) on the
+data set's training split, once with ``--model cnn`` and once with ``--model mlp``, and scored on its test split:
+accuracy, mean test log-likelihood, the seconds of the fit and the method's own check (``passed``, the problems it
+reported, or the refusal of a method that cannot fit the network, such as MC dropout on the CNN). NUTS is estimated
+first (:func:`~bnn.inference.evaluation.cost.estimate_cost`) and left out, with its estimate, where that exceeds
+``--max-nuts-seconds``. One Markdown row per fit, printed as it finishes.
+
+Usage::
+
+    python -m benchmarks.cnn --dataset digits [--models cnn,mlp] [--methods map,laplace,svi] [-- --map-steps 500]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+from bnn.datasets import load_dataset
+from bnn.inference import METHODS, fit
+from bnn.inference.evaluation import evaluate
+from bnn.inference.evaluation.cost import estimate_cost
+from bnn.inference.fit import prepare_data
+
+from bnn.cli.arguments import build_model, fit_options
+from bnn.cli.compare import method_specs, options_per_method
+from bnn.cli.main import build_parser
+
+COLUMNS = ("model", "method", "accuracy", "test_ll", "fit_s", "own check")
+
+
+def own_check(posterior) -> str:
+    """``passed``, or the problems the fit's record lists."""
+    problems = posterior.record.problems()
+    return "passed" if not problems else "; ".join(problems)
+
+
+def fit_row(model, dataset, method: str, options: dict, max_nuts_seconds: float) -> dict:
+    """One fit's row: its scores and check, or why it was not run."""
+    if method == "nuts":
+        x, y = prepare_data(model, dataset)
+        estimate = estimate_cost(method, METHODS.get(method).parse(options, model), model, x, y, {})
+        if estimate.seconds > max_nuts_seconds:
+            return {"own check": f"not run: estimated {estimate.describe()}"}
+    start = time.perf_counter()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a failed check is reported in the row, from the record
+            posterior = fit(model, dataset, method, **options)
+    except ValueError as refusal:
+        return {"own check": f"refused: {refusal}"}
+    seconds = time.perf_counter() - start
+    metrics = evaluate(posterior, dataset)
+    return {"accuracy": metrics["test_accuracy"], "test_ll": metrics["test_ll"], "fit_s": seconds,
+            "own check": own_check(posterior)}
+
+
+def cell(value) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.cnn", description=__doc__.split("\n")[0])
+    parser.add_argument("--dataset", default="digits", help="a built-in data set (digits, mnist1d, ...)")
+    parser.add_argument("--models", default="cnn,mlp", help="comma-separated --model values")
+    parser.add_argument("--methods", default="map,laplace,svi,ensemble,mc-dropout,sgld,sghmc,nuts",
+                        help="comma-separated methods")
+    parser.add_argument("--seed", type=int, default=0, help="the data's and the fits' seed")
+    parser.add_argument("--max-nuts-seconds", type=float, default=1800.0,
+                        help="leave NUTS out where its estimate exceeds this (default 1800)")
+    parser.add_argument("compare", nargs="*", help="bnn compare's flags, after --")
+    args = parser.parse_args(argv)
+    dataset = load_dataset(args.dataset, seed=args.seed)
+    print(f"{args.dataset}: {len(dataset.x_train)} training rows, {len(dataset.x_test)} test rows, input shape "
+          f"{dataset.input_shape}\n")
+    print("| " + " | ".join(COLUMNS) + " |\n|" + "---|" * len(COLUMNS), flush=True)
+    rows = []
+    for model_name in args.models.split(","):
+        command = build_parser().parse_args(["compare", "--dataset", args.dataset, "--model", model_name, "--quiet",
+                                             "--seed", str(args.seed), "--methods", args.methods, *args.compare])
+        model = build_model(command, dataset)
+        specs = method_specs(command.methods)
+        for (method, _), options in zip(specs, options_per_method(specs, fit_options(command))):
+            row = {"model": model_name, "method": method,
+                   **fit_row(model, dataset, method, options, args.max_nuts_seconds)}
+            rows.append(row)
+            print("| " + " | ".join(cell(row.get(column, "")) for column in COLUMNS) + " |", flush=True)
+    return rows
+
+
+if __name__ == "__main__":
+    main()
