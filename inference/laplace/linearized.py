@@ -56,6 +56,42 @@ def _label_moments(probs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return mean, (probs * labels**2).sum(-1) - mean**2
 
 
+JITTERS = (1e-8, 1e-6, 1e-4)
+"""The jitters, relative to the mean variance, that :func:`psd_cholesky` tries in turn."""
+
+
+def psd_cholesky(cov: torch.Tensor) -> torch.Tensor:
+    r"""The Cholesky factor of each covariance :math:`J \Sigma J^\top` in ``cov`` ``(..., K, K)``.
+
+    The matrices are positive semi-definite by construction, but with many outputs (ten classes) rounding can leave an
+    eigenvalue a hair below zero, where :func:`torch.linalg.cholesky` fails. Such a matrix gets the smallest jitter
+    :math:`\epsilon \bar\sigma^2 I` of :data:`JITTERS` (:math:`\bar\sigma^2` its mean variance) that makes it
+    factorise; a matrix that factorises is left exactly as it is.
+
+    Raises
+    ------
+    ValueError
+        Where even the largest jitter leaves a matrix that does not factorise (not finite, or far from
+        positive semi-definite).
+    """
+    factor, info = torch.linalg.cholesky_ex(cov)
+    failed = info > 0
+    scale = torch.diagonal(cov, dim1=-2, dim2=-1).mean(-1).clamp(min=torch.finfo(cov.dtype).tiny)
+    identity = torch.eye(cov.shape[-1], dtype=cov.dtype)
+    for jitter in JITTERS:
+        if not failed.any():
+            return factor
+        jittered, info = torch.linalg.cholesky_ex(cov[failed] + jitter * scale[failed, None, None] * identity)
+        factor[failed] = jittered
+        still = failed.clone()
+        still[failed] = info > 0
+        failed = still
+    if failed.any():
+        raise ValueError(f"the linearised predictive's output covariance at {int(failed.sum())} inputs is not positive "
+                         "semi-definite even with a jitter of 1e-4 of its variance (not finite?): check the fit")
+    return factor
+
+
 class Linearization:
     """The GLM predictive of the Gaussian over weights held by a :class:`~bnn.guides.laplace.LaplaceGuide`."""
 
@@ -99,7 +135,7 @@ class Linearization:
         positive_int("num_samples", num_samples)
         with torch.no_grad():
             mean, cov = self.output_moments(model, x)
-            f = dist.MultivariateNormal(mean, covariance_matrix=cov).sample((num_samples,))
+            f = dist.MultivariateNormal(mean, scale_tril=psd_cholesky(cov)).sample((num_samples,))
             variance = torch.diagonal(cov, dim1=-2, dim2=-1)
             task = model.likelihood.task
             if task == "regression":

@@ -323,3 +323,21 @@ def test_an_evidence_without_a_maximum_in_range_is_reported_loudly(conjugate):
         posterior = fit(conjugate.model, (conjugate.x, y), "laplace", **{**FAST, "tune_prior_precision": True})
     assert posterior.record.evidence_converged is False
     assert "the evidence search found no maximum" in posterior.record.problems()[0]
+
+
+def test_the_predictives_cholesky_jitters_only_the_covariances_that_rounding_left_below_zero():
+    from bnn.inference.laplace.linearized import psd_cholesky
+
+    generator = torch.Generator().manual_seed(0)
+    root = torch.randn(3, 10, 4, generator=generator)
+    cov = root @ root.transpose(-1, -2)  # rank 4 of 10: singular
+    cov[1] += torch.eye(10)  # positive definite
+    cov[2] -= 1e-7 * torch.eye(10)  # an eigenvalue below zero, as rounding leaves one
+    assert (torch.linalg.cholesky_ex(cov).info > 0).tolist() == [True, False, True]
+    factor = psd_cholesky(cov)
+    torch.testing.assert_close(factor[1], torch.linalg.cholesky(cov[1]), rtol=0, atol=0)  # left exactly as it is
+    for index in (0, 2):  # jittered by at most 1e-4 of the mean variance
+        gap = (factor[index] @ factor[index].T - cov[index]).abs().max()
+        assert gap <= 1e-4 * cov[index].diagonal().mean() * 1.01
+    with pytest.raises(ValueError, match="not positive semi-definite even with a jitter"):
+        psd_cholesky(-torch.eye(3).expand(2, 3, 3).clone())
