@@ -59,6 +59,12 @@ _RECORDING: contextvars.ContextVar[dict[str, RecordedLayer] | None] = contextvar
                                                                                               default=None)
 
 
+def _active_recording() -> dict[str, RecordedLayer] | None:
+    """The recording open now, if any; none inside ``torch.compile`` (NUTS's compiled potential), which cannot trace a
+    context variable and never runs inside a recording."""
+    return None if torch.compiler.is_compiling() else _RECORDING.get()
+
+
 @contextlib.contextmanager
 def recording() -> Iterator[dict[str, RecordedLayer]]:
     """Record every :func:`linear` and :func:`conv` call inside, keyed by its ``name``, in the dictionary yielded."""
@@ -72,7 +78,7 @@ def recording() -> Iterator[dict[str, RecordedLayer]]:
 
 def _record(name: str, inputs: torch.Tensor, output: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
             ) -> torch.Tensor:
-    layers = _RECORDING.get()
+    layers = _active_recording()
     if layers is None:
         return output
     if name in layers:
@@ -84,7 +90,7 @@ def _record(name: str, inputs: torch.Tensor, output: torch.Tensor, weight: torch
 
 
 def _check_unbatched(name: str, weight: torch.Tensor, core_dims: int) -> None:
-    if _RECORDING.get() is not None and weight.dim() != core_dims:
+    if _active_recording() is not None and weight.dim() != core_dims:
         raise ValueError(f"layer {name!r}: a recording (structure='kron') runs one weight value without sample "
                          f"dimensions, got a weight of shape {tuple(weight.shape)}")
 
@@ -169,6 +175,6 @@ def conv(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, *, name: str
                       stride=stride, padding=padding, groups=draws)
     output = output.reshape(n, draws, c_out, *output.shape[2:]).transpose(0, 1).reshape(*sample, n, c_out,
                                                                                         *output.shape[2:])
-    if _RECORDING.get() is None:
+    if _active_recording() is None:
         return output
     return _record(name, _patches(h, tuple(kernel), stride, padding), output, weight, bias)

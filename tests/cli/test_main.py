@@ -81,7 +81,7 @@ def test_hidden_none_asks_for_a_network_without_hidden_layers():
 @pytest.mark.subprocess
 def test_module_entry_point_runs(tmp_path):
     result = subprocess.run([sys.executable, "-m", "bnn", "fit", "--help"], capture_output=True, text=True)
-    assert result.returncode == 0 and "--prior {gaussian,laplace,scale-mixture}" in result.stdout
+    assert result.returncode == 0 and "--prior {ard,gaussian,horseshoe,laplace,layer-scale,scale-mixture}" in result.stdout
 
 
 def test_compare_budget_reaches_only_its_methods_and_yields_to_given_options():
@@ -170,8 +170,9 @@ def test_laplace_metrics_carry_its_own_diagnostics(tmp_path):
     info = json.loads((out / "fit.json").read_text())["record"]
     for key in ("map_grad_norm", "map_converged", "log_marginal_likelihood"):
         assert metrics[key] == info[key], key
-    assert (metrics["hessian"], metrics["structure"]) == (info["options"]["hessian"], info["options"]["structure"])
+    assert (metrics["hessian"], metrics["structure"]) == (info["options"]["hessian"], info["structure"])
     assert (metrics["hessian"], metrics["structure"]) == ("ggn", "full")
+    assert info["options"]["structure"] is None and info["structure_reason"].startswith("default: the full GGN")
 
 
 @pytest.mark.long
