@@ -58,7 +58,7 @@ def _positive_integers(what: str, values: Sequence[Any]) -> None:
 
 
 DEFAULT_CNN_PRIOR = {"name": "gaussian", "scale": 1.0, "fan_in_scaling": True}
-"""The CNN's default prior: a Gaussian of standard deviation :math:`1/\sqrt{\text{fan\_in}}` (``fan_in`` is
+r"""The CNN's default prior: a Gaussian of standard deviation :math:`1/\sqrt{\text{fan\_in}}` (``fan_in`` is
 :math:`C_{in}` times the kernel's size for a convolution), which keeps the activations' scale through the blocks."""
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from types import SimpleNamespace
 
 import psutil
 import pytest
@@ -27,7 +28,12 @@ def test_one_torch_thread_restores_the_thread_count():
 def threads_inside_a_fit() -> int:
     """The torch thread count a method's run sees, through :class:`Method` as ``fit`` calls it."""
     seen = []
-    probe = Method("probe", MapOptions, lambda model, x, y, options: seen.append(torch.get_num_threads()))
+
+    def run(model, x, y, options):
+        seen.append(torch.get_num_threads())
+        return SimpleNamespace(record=SimpleNamespace())  # Method notes the held parameters in the record
+
+    probe = Method("probe", MapOptions, run)
     probe(BayesianMLP(1, hidden=[2]), torch.zeros(4, 1), torch.zeros(4))
     return seen[0]
 
