@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -76,23 +76,22 @@ def recording() -> Iterator[dict[str, RecordedLayer]]:
         _RECORDING.reset(token)
 
 
-def _record(name: str, inputs: torch.Tensor, output: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
-            ) -> torch.Tensor:
+def _record(name: str, inputs: Callable[[], torch.Tensor], output: torch.Tensor, weight: torch.Tensor,
+            bias: torch.Tensor, core_dims: int) -> torch.Tensor:
+    """``output``, with a tap added and ``inputs()`` recorded under ``name`` when a recording is open (where a weight
+    must have its ``core_dims`` dimensions alone, no sample dimensions)."""
     layers = _active_recording()
     if layers is None:
         return output
+    if weight.dim() != core_dims:
+        raise ValueError(f"layer {name!r}: a recording (structure='kron') runs one weight value without sample "
+                         f"dimensions, got a weight of shape {tuple(weight.shape)}")
     if name in layers:
         raise ValueError(f"layer {name!r} was called twice in one forward pass; a recording (structure='kron') needs "
                          "each layer called once: give each call its own name and sites")
     tap = torch.zeros_like(output, requires_grad=True)
-    layers[name] = RecordedLayer(inputs.detach(), tap, weight, bias)
+    layers[name] = RecordedLayer(inputs().detach(), tap, weight, bias)
     return output + tap
-
-
-def _check_unbatched(name: str, weight: torch.Tensor, core_dims: int) -> None:
-    if _active_recording() is not None and weight.dim() != core_dims:
-        raise ValueError(f"layer {name!r}: a recording (structure='kron') runs one weight value without sample "
-                         f"dimensions, got a weight of shape {tuple(weight.shape)}")
 
 
 def linear(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, *, name: str) -> torch.Tensor:
@@ -112,9 +111,8 @@ def linear(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, *, name: s
     torch.Tensor
         ``(*sample, n, d_out)``.
     """
-    _check_unbatched(name, weight, 2)
     output = torch.matmul(h, weight.transpose(-1, -2)) + bias.unsqueeze(-2)
-    return _record(name, h.unsqueeze(1), output, weight, bias)
+    return _record(name, lambda: h.unsqueeze(1), output, weight, bias, core_dims=2)
 
 
 def _conv_arguments(kernel_dims: int, stride, padding) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -158,7 +156,6 @@ def conv(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, *, name: str
     if kernel_dims not in (1, 2) or weight.shape[:-kernel_dims - 2] != bias.shape[:-1]:
         raise ValueError(f"layer {name!r}: weight must be (*sample, C_out, C_in, *kernel) with 1 or 2 kernel dimensions "
                          f"and bias (*sample, C_out), got {tuple(weight.shape)} and {tuple(bias.shape)}")
-    _check_unbatched(name, weight, kernel_dims + 2)
     stride, padding = _conv_arguments(kernel_dims, stride, padding)
     sample = weight.shape[: -kernel_dims - 2]
     c_out, c_in, kernel = weight.shape[-kernel_dims - 2], weight.shape[-kernel_dims - 1], weight.shape[-kernel_dims:]
@@ -175,6 +172,5 @@ def conv(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, *, name: str
                       stride=stride, padding=padding, groups=draws)
     output = output.reshape(n, draws, c_out, *output.shape[2:]).transpose(0, 1).reshape(*sample, n, c_out,
                                                                                         *output.shape[2:])
-    if _active_recording() is None:
-        return output
-    return _record(name, _patches(h, tuple(kernel), stride, padding), output, weight, bias)
+    return _record(name, lambda: _patches(h, tuple(kernel), stride, padding), output, weight, bias,
+                   core_dims=kernel_dims + 2)
