@@ -25,7 +25,9 @@ independent over examples :math:`n` and units :math:`j`. Sampling :math:`a` inst
 :math:`W` gives every example its own noise: each example's expected log-likelihood, and
 so the expected ELBO and its gradient, are unchanged, while the gradient's variance drops
 (the noise is no longer shared by the whole batch). The likelihood then uses no weight
-draw, so the KL must be the closed form: the option needs a Gaussian prior on every weight.
+draw, so the KL must be the closed form: the option needs a Gaussian prior on every weight. A convolution's
+outputs are drawn the same way, the sums running over each output position's patch
+(:func:`bnn.models.layers.local_reparameterisation`).
 """
 
 from __future__ import annotations
@@ -37,10 +39,8 @@ import torch.nn.functional as F
 from bnn.guides.flat_normal import FlatNormalGuide, check_finite, normal_log_prob
 from bnn.guides.kl import KLEstimator, gaussian_kl, site_estimators
 from bnn.guides.registry import register_guide
-from bnn.models.activations import ACTIVATIONS
-from bnn.models.network import OBSERVED_SITE
+from bnn.models.layers import LayerGaussian, local_reparameterisation, sites_outside_layers
 from pyro.nn import PyroParam, pyro_method
-from pyro.poutine.messenger import Messenger
 
 INIT_LOCS = ("prior", "small")
 """The ``init_loc`` names the guide takes; SVI also takes ``"map"`` and passes the MAP weights as a mapping."""
@@ -73,8 +73,9 @@ class MeanFieldGuide(FlatNormalGuide):
     local_reparameterisation : bool or "auto"
         Sample pre-activations instead of weights in the ELBO (needs the closed-form KL).
         SVI applies it through :meth:`elbo_pair`. ``"auto"`` (the default) applies it wherever it
-        can: a chain of dense layers (:meth:`~bnn.models.network.BayesianNetwork.dense_layers`) with the closed-form
-        KL on every weight site (a Gaussian prior on every weight and ``kl="auto"`` or ``"closed-form"``). With weight draws
+        can: every weight site the weight or bias of a layer written with :func:`bnn.models.layers.linear` or
+        :func:`~bnn.models.layers.conv` (the MLPs and the CNN), with the closed-form KL on every weight site (a
+        Gaussian prior on every weight and ``kl="auto"`` or ``"closed-form"``). With weight draws
         (plain Bayes by Backprop) and one particle the gradient's noise kept SVI on toy1d far below the
         ELBO it reaches with local reparameterisation (``benchmarks/results/svi_defaults.md``).
 
@@ -98,8 +99,9 @@ class MeanFieldGuide(FlatNormalGuide):
         super().__init__(model)
         self.estimators = site_estimators(kl, model.sites, self.priors)
         monte_carlo = sorted(name for name, e in self.estimators.items() if e is KLEstimator.MONTE_CARLO)
+        outside = sites_outside_layers(model, torch.zeros(1, model.in_features))
         if isinstance(local_reparameterisation, str) and local_reparameterisation == "auto":
-            local_reparameterisation = not monte_carlo and model.dense_layers() is not None
+            local_reparameterisation = not monte_carlo and not outside
         if not isinstance(local_reparameterisation, bool):
             raise ValueError(f"local_reparameterisation must be True, False or 'auto', got {local_reparameterisation!r}")
         if local_reparameterisation and monte_carlo:
@@ -109,9 +111,10 @@ class MeanFieldGuide(FlatNormalGuide):
                 f"sites {monte_carlo} use the Monte Carlo KL (priors {priors}, or kl='monte-carlo'): "
                 "use a Gaussian prior with kl='auto', or local_reparameterisation=False"
             )
-        if local_reparameterisation and model.dense_layers() is None:
-            raise ValueError(f"local reparameterisation writes out a chain of dense layers layer by layer, which "
-                             f"{type(model).__name__} is not (its dense_layers() is None); use local_reparameterisation=False")
+        if local_reparameterisation and outside:
+            raise ValueError(f"local reparameterisation draws the outputs of layers written with "
+                             f"bnn.models.layers.linear/conv; {type(model).__name__}'s {outside[0]!r} is not the "
+                             "weight or bias of such a layer: use local_reparameterisation=False")
         self.local_reparameterisation = local_reparameterisation
         init_rho = check_finite("init_rho", init_rho)
         self.analytic_sites = tuple(name for name, e in self.estimators.items() if e is KLEstimator.CLOSED_FORM)
@@ -184,54 +187,25 @@ class MeanFieldGuide(FlatNormalGuide):
     # ------------------------------------------------------ local reparameterisation
     def elbo_pair(self):
         """The model and guide SVI optimises (see :meth:`FlatNormalGuide.elbo_pair`); with local
-        reparameterisation the model's likelihood reads sampled pre-activations."""
+        reparameterisation the model runs inside :func:`bnn.models.layers.local_reparameterisation`, so that every
+        layer draws its output (pre-activations) from :math:`q` rather than computing it from the weight draw."""
         elbo_model, elbo_guide = super().elbo_pair()
         if not self.local_reparameterisation:
             return elbo_model, elbo_guide
 
         def locally_reparameterised(x, y=None, num_data=None):
-            with _PreActivationLikelihood(self, x):
+            with local_reparameterisation(self.layer_gaussians()):
                 return elbo_model(x, y, num_data)
 
         return locally_reparameterised, elbo_guide
 
     @pyro_method
-    def local_reparameterised_output(self, x: torch.Tensor, sample_shape: torch.Size) -> torch.Tensor:
-        """Network output ``(*sample_shape, n, out)`` with every layer's pre-activations drawn from :math:`q`."""
+    def layer_gaussians(self) -> dict[str, LayerGaussian]:
+        """:math:`q`'s locations and standard deviations of each layer's weight and bias, by layer name."""
         params = self.flat_parameters()
-        chain = self.model.dense_layers()
-        activation = ACTIVATIONS.get(chain.activation)
-        h = x
-        for index, (weight_site, bias_site) in enumerate(chain.layers):
-            weight, bias = self.blocks[weight_site.name], self.blocks[bias_site.name]
-            w_loc, w_scale = weight.take(params["loc"]), weight.take(params["scale"])
-            b_loc, b_scale = bias.take(params["loc"]), bias.take(params["scale"])
-            mean = torch.matmul(h, w_loc.T) + b_loc
-            # sd = s sqrt((h / s)^2 W_scale^2 + b_scale^2 / s^2), exact for any s > 0; s = max(1, max |h|) per row
-            # keeps the squares of huge inputs (1e30) from overflowing
-            s = h.detach().abs().amax(-1, keepdim=True).clamp_min(1.0)
-            sd = s * (torch.matmul((h / s) ** 2, (w_scale**2).T) + b_scale**2 / s**2).sqrt()
-            h = mean + sd * torch.randn(sample_shape + mean.shape[-2:], dtype=mean.dtype)
-            if index != len(chain.layers) - 1:
-                h = activation(h)
-        return h
 
+        def loc_scale(site: str) -> tuple[torch.Tensor, torch.Tensor]:
+            return self.blocks[site].take(params["loc"]), self.blocks[site].take(params["scale"])
 
-class _PreActivationLikelihood(Messenger):
-    """Replaces the model's observation distribution by one built on locally reparameterised outputs."""
-
-    def __init__(self, guide: MeanFieldGuide, x: torch.Tensor) -> None:
-        super().__init__()
-        self.guide, self.x = guide, x
-        self.latents: dict[str, torch.Tensor] = {}
-
-    def _pyro_post_sample(self, msg) -> None:
-        if not msg["is_observed"]:
-            self.latents[msg["name"]] = msg["value"]
-
-    def _pyro_sample(self, msg) -> None:
-        if msg["name"] == OBSERVED_SITE:
-            model = self.guide.model
-            f = self.guide.local_reparameterised_output(self.x, msg["fn"].batch_shape[:-1])
-            latents = model.likelihood_latents(model.squeeze_plate_slot(self.latents))
-            msg["fn"] = model.likelihood.distribution(f, latents)
+        groups = {site.group for site in self.model.sites}
+        return {group: LayerGaussian(*loc_scale(f"{group}.weight"), *loc_scale(f"{group}.bias")) for group in groups}

@@ -27,8 +27,9 @@ Sample sites, in this order (the names are stable and part of the API):
 :attr:`WeightSite.layer <bnn.models.sites.WeightSite.layer>` counts all layers, 0 for the first convolution, so the
 final dense layer is :meth:`~bnn.models.network.BayesianNetwork.output_sites` (Laplace's last layer). The forward is
 batched over leading sample dimensions of the weights (:mod:`bnn.models.layers`: one grouped convolution for all
-draws). It is not a chain of dense layers (:meth:`~bnn.models.network.BayesianNetwork.dense_layers` is ``None``): MC
-dropout and the local reparameterisation of the mean-field guide refuse it, and NUTS uses its torch potential.
+draws), so the mean-field guide draws each convolution's outputs by local reparameterisation. It is not a chain of
+dense layers (:meth:`~bnn.models.network.BayesianNetwork.dense_layers` is ``None``): MC dropout refuses it, and NUTS
+uses its torch potential.
 """
 
 from __future__ import annotations

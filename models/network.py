@@ -14,8 +14,9 @@ deterministic network written as a *batched* function of the weights. A network 
 site, layer or ``"*"``), the Pyro program (``__call__``), the likelihood's latents, and saving by a registered name.
 Every method of :func:`bnn.inference.fit` works through this interface alone: SVI and NUTS through the Pyro program
 and the sites, Laplace, the MAP and the ensemble through :meth:`~BayesianNetwork.forward` over the flat weights.
-A method that needs more declares it and refuses other networks before any work (MC dropout and the local
-reparameterisation of the mean-field guide write a chain of dense layers out by hand: :meth:`~BayesianNetwork.dense_layers`).
+A method that needs more declares it and refuses other networks before any work (MC dropout writes a chain of dense
+layers out by hand: :meth:`~BayesianNetwork.dense_layers`); the local reparameterisation of the mean-field guide needs
+layers written with :mod:`bnn.models.layers`.
 
 Writing a network takes its sites, ``forward`` and ``arguments``::
 

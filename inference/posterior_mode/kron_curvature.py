@@ -30,7 +30,7 @@ import torch
 from bnn.guides.flat_weights import split_flat
 from bnn.guides.kron_covariance import KronBlock, KronCovariance
 from bnn.inference.posterior_mode.output_curvature import JACOBIAN_BUDGET_BYTES, output_hessian
-from bnn.models.layers import RecordedLayer, recording
+from bnn.models.layers import layers_of_sites, recording, sites_outside_layers
 from bnn.models.priors import GaussianPrior
 
 
@@ -45,31 +45,11 @@ class KronFactors:
     gradients_factor: torch.Tensor
 
 
-def _probe_values(model) -> dict[str, torch.Tensor]:
-    generator = torch.Generator().manual_seed(0)
-    return {site.name: torch.randn(site.shape, generator=generator, dtype=torch.float64) for site in model.sites}
-
-
-def _layers_of_sites(model, layers: Mapping[str, RecordedLayer], values: Mapping[str, torch.Tensor]) -> list[str]:
-    """The recorded layers whose weight and bias are the model's sites of those names, in the order of the sites."""
-    def is_site(name: str, tensor: torch.Tensor) -> bool:
-        return name in values and values[name].shape == tensor.shape and torch.equal(values[name], tensor)
-
-    order = [site.name for site in model.sites]
-    return sorted((name for name, layer in layers.items()
-                   if is_site(f"{name}.weight", layer.weight) and is_site(f"{name}.bias", layer.bias)),
-                  key=lambda name: order.index(f"{name}.weight"))
-
-
 def check_kron_supported(model, x: torch.Tensor) -> None:
     """Raise ``ValueError`` unless a forward pass on ``x``'s first row records every weight site in a
     :func:`~bnn.models.layers.linear` or :func:`~bnn.models.layers.conv` call of the site's group, and every prior is
     Gaussian (one precision per site, added to the factors' eigenvalue products)."""
-    values = _probe_values(model)
-    with torch.enable_grad(), recording() as layers:
-        model.forward(x[:1].to(torch.float64), values)
-    covered = {f"{name}.{kind}" for name in _layers_of_sites(model, layers, values) for kind in ("weight", "bias")}
-    missing = [site.name for site in model.sites if site.name not in covered]
+    missing = sites_outside_layers(model, x)
     if missing:
         raise ValueError(f"structure='kron' needs every layer written with bnn.models.layers.linear/conv; "
                          f"{type(model).__name__}'s {missing[0]!r} is not; use 'full', 'diag' or 'last-layer'")
@@ -85,7 +65,7 @@ def _chunk_factors(model, x: torch.Tensor, values, latents) -> tuple[list[str], 
     """Unnormalised :math:`\\sum a a^\\top` and :math:`\\sum g^\\top H g` of ``x``'s rows, and :math:`T` per layer."""
     with torch.enable_grad(), recording() as layers:
         output = model.forward(x, values)
-    names = _layers_of_sites(model, layers, values)
+    names = layers_of_sites(model, layers, values)
     hessian = output_hessian(model.likelihood, output.detach(), latents)
     taps = [layers[name].tap for name in names]
     outputs = output.shape[-1]

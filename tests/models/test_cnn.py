@@ -8,7 +8,6 @@ import warnings
 
 import pytest
 import torch
-from bnn.guides import MeanFieldGuide
 from bnn.inference import Posterior, fit
 from bnn.models import BayesianCNN, BayesianMLP, LaplacePrior, network_from_config
 from bnn.models.layers import conv, linear
@@ -175,13 +174,10 @@ def test_a_fitted_cnn_saves_and_loads(tmp_path):
     torch.testing.assert_close(loaded.predict(X, seed=0).mean, posterior.predict(X, seed=0).mean)
 
 
-def test_mc_dropout_and_local_reparameterisation_refuse_it_before_any_work(monkeypatch):
+def test_mc_dropout_refuses_it_before_any_work(monkeypatch):
     monkeypatch.setattr("bnn.inference.core.method.check_memory", lambda *args: pytest.fail("work started"))
     with pytest.raises(ValueError, match=r"method 'mc-dropout' needs a chain of dense layers .* which BayesianCNN is not"):
         fit(tiny_cnn(), (X, Y), "mc-dropout")
-    assert not MeanFieldGuide(tiny_cnn()).local_reparameterisation
-    with pytest.raises(ValueError, match="local reparameterisation writes out a chain of dense layers"):
-        MeanFieldGuide(tiny_cnn(), local_reparameterisation=True)
 
 
 @pytest.mark.parametrize("arguments, message", [

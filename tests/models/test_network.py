@@ -100,8 +100,8 @@ def test_the_mean_field_guide_leaves_out_local_reparameterisation_for_it_and_ref
     from bnn.guides import MeanFieldGuide
 
     assert not MeanFieldGuide(skip_net()).local_reparameterisation
-    with pytest.raises(ValueError, match="local reparameterisation writes out a chain of dense layers .* which SkipNet is "
-                                         r"not \(its dense_layers\(\) is None\)"):
+    with pytest.raises(ValueError, match="local reparameterisation draws the outputs of layers written with "
+                                         r"bnn.models.layers.linear/conv; SkipNet's 'hidden.weight' is not"):
         MeanFieldGuide(skip_net(), local_reparameterisation=True)
 
 
