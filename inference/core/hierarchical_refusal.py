@@ -62,7 +62,8 @@ class HierarchicalRefusal:
 
 POINT_ESTIMATE = HierarchicalRefusal(
     "a joint MAP over the weights and their latent scales collapses the scales to zero (the density of the weights "
-    "grows without bound as a scale and its weights shrink together)")
+    "grows without bound as a scale and its weights shrink together; the laplace method sets the scales of 'layer-scale' "
+    "and 'ard' to their type-II maximum instead)")
 """The refusal of the methods that start from or are a joint posterior mode (MAP, ensemble, MC dropout)."""
 PER_WEIGHT_SCALES = HierarchicalRefusal(
     "the Laplace sets the scales of 'layer-scale' and 'ard' to their type-II maximum (the evidence), but the "

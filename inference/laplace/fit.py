@@ -15,7 +15,9 @@ Steps: (1) :math:`\theta_{MAP}` by Adam then a Levenberg-Marquardt polish (:mod:
 default, wherever the covered priors are Gaussian and the curvature is the GGN, the prior precision multiplier
 :math:`\alpha` (:math:`P \to \alpha P`) and a learned noise are those maximising the Laplace evidence, the MAP
 refitted at each candidate (:mod:`bnn.inference.posterior_mode.evidence`); otherwise :math:`\alpha = 1` and a learned noise is
-still chosen by the evidence where the covered priors are Gaussian; (2) :math:`H` and :math:`P` over the
+still chosen by the evidence where the covered priors are Gaussian; a network with ``layer-scale`` or ``ard`` priors
+has their scales set to the evidence's type-II maximum instead, a prior precision per group, the MAP refitted at each
+round (:mod:`bnn.inference.laplace.type2_scales`); (2) :math:`H` and :math:`P` over the
 structure's weights; (3) the covariance factor of :math:`\Lambda^{-1}` and the evidence; (4) draws from the
 :class:`~bnn.guides.laplace.LaplaceGuide`.
 """
@@ -189,7 +191,7 @@ def run_laplace(model, x: torch.Tensor, y: torch.Tensor, options: LaplaceOptions
         began = time.perf_counter()
         if hierarchical:
             type2 = type2_maximum(model, x_work, y_work, options, start, lambda network, at: _approximate(
-                network, x_work, y_work, at, start, hessian_type, structure, False, progress))
+                network, x_work, y_work, at, start, hessian_type, structure, False, False))
             estimate, scale, evidence, scales = type2.estimate, type2.scale, type2.log_marginal_likelihood, type2.scales
             map_seconds = time.perf_counter() - began
         else:

@@ -293,12 +293,13 @@ def _updated(groups, precisions, start_precisions, mode, variances, start: int) 
 
 
 def _refit(network, x, y, options: LaplaceOptions, start: int, init: torch.Tensor | None, noise: float | None):
-    """The MAP under ``network``'s fixed priors with the noise held (Adam first only without ``init``); its warnings
-    are returned, not issued, so that only those of the round kept reach the user."""
+    """The MAP under ``network``'s fixed priors with the noise held (Adam first, with its progress bars, only without
+    ``init``); its warnings are returned, not issued, so that only those of the round kept reach the user."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         estimate = find_map(network, x, y, steps=options.map_steps if init is None else 0, lr=options.map_lr,
-                            tolerance=options.map_tolerance, max_iter=options.map_max_iter, progress=options.progress,
+                            tolerance=options.map_tolerance, max_iter=options.map_max_iter,
+                            progress=options.progress and init is None,
                             judged_from=start, init=init, noise=None if noise is None else torch.tensor(noise),
                             multiplier=1.0)
     return estimate, caught
