@@ -24,7 +24,8 @@ class LaplaceRecord(MapFitRecord):
         The options it ran with (``hessian``: the likelihood curvature; ``structure``: the entries of the precision
         kept).
     map_seconds : float
-        Wall time of the MAP fit (Adam, then the polish; with the evidence search's refits when tuned).
+        Wall time of the MAP fit (Adam, then the polish; with the evidence search's refits when tuned, or with the
+        rounds that set the type-II scales of hierarchical priors).
     num_weights_covered : int
         Weights with a Gaussian posterior (the rest, outside ``structure``, are held at the MAP).
     structure : str

@@ -300,7 +300,7 @@ def _refit(network, x, y, options: LaplaceOptions, start: int, init: torch.Tenso
         estimate = find_map(network, x, y, steps=options.map_steps if init is None else 0, lr=options.map_lr,
                             tolerance=options.map_tolerance, max_iter=options.map_max_iter,
                             progress=options.progress and init is None,
-                            judged_from=start, init=init, noise=None if noise is None else torch.tensor(noise),
+                            judged_from=start, init=init, noise=None if noise is None else torch.tensor(noise, dtype=x.dtype),
                             multiplier=1.0)
     return estimate, caught
 
