@@ -194,7 +194,8 @@ def check_type2_possible(model, hessian_type: HessianType, structure: Structure,
         raise ValueError("the type-II scales of hierarchical priors need a positive semi-definite curvature for the "
                          "evidence's fixed point; use hessian='ggn'")
     offsets = _offsets(model.sites)
-    outside = sorted({model._site(name).group for name in model.hierarchical_sites if offsets[name] < start})
+    outside = sorted({site.group for site in model.sites if site.name in model.hierarchical_sites
+                      and offsets[site.name] < start})
     if outside:
         raise ValueError(f"structure={structure.value!r} leaves out the layers {outside}, whose hierarchical priors' "
                          "scales the evidence sets; use structure='full' or 'diag'")

@@ -164,13 +164,19 @@ def test_what_the_type2_scales_cannot_serve_is_refused_before_any_work(options, 
         fit(small_net(), (X, Y), "laplace", progress=False, **options)
 
 
-def test_the_diagonal_structure_fits_the_scales_too():
+@pytest.mark.parametrize("structure, model, group", [
+    ("diag", linear_ard(FIXED_NOISE), "layers.0.bias"),
+    ("last-layer", BayesianMLP(3, 1, hidden=(4,), prior={"*": "gaussian", "layers.1": "layer-scale"},
+                               likelihood=FIXED_NOISE), "layers.1"),
+])
+def test_the_diagonal_and_last_layer_structures_fit_the_scales_they_cover(structure, model, group):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # 50 Adam steps: the MAP's own check is tested elsewhere
-        posterior = fit(linear_ard(FIXED_NOISE), (X, Y), "laplace", structure="diag", **QUICK)
-    assert posterior.record.structure == "diag" and posterior.record.type2_converged
-    assert posterior.extras["guide"].is_diagonal
-    assert all(0 < scale < 10 for scale in posterior.record.hierarchical_scales["layers.0.weight"])
+        posterior = fit(model, (X, Y), "laplace", structure=structure, **QUICK)
+    record = posterior.record
+    assert record.structure == structure and record.type2_converged
+    assert 0 < record.hierarchical_scales[group] < type2_scales.SCALE_RANGE
+    assert posterior.extras["guide"].is_diagonal == (structure == "diag")
 
 
 @pytest.mark.long
