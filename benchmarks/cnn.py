@@ -3,7 +3,7 @@ r"""Every method on the Bayesian CNN beside the plain MLP, on the image-like dat
 Each method is fitted as ``bnn compare`` fits it (its compare defaults; further ``compare`` flags after ``--``) on the
 data set's training split, once with ``--model cnn`` and once with ``--model mlp``, and scored on its test split:
 accuracy, mean test log-likelihood, the seconds of the fit and the method's own check (``passed``, the problems it
-reported, or the refusal of a method that cannot fit the network, such as MC dropout on the CNN). NUTS is estimated
+reported, or the refusal of a method that cannot fit the network). NUTS is estimated
 first (:func:`~bnn.inference.evaluation.cost.estimate_cost`) and left out, with its estimate, where that exceeds
 ``--max-nuts-seconds``. One Markdown row per fit, printed as it finishes.
 

@@ -1,8 +1,8 @@
 r"""What the collection's mean-field Gaussian guides share: every latent in one flat vector.
 
-The latent sites of a :class:`~bnn.models.network.BayesianNetwork` (its weight sites, then the
-likelihood's latents such as a learned noise ``sigma`` in their unconstrained space) are
-laid end to end in one vector :math:`z \in \mathbb{R}^D` with
+The latent sites of a :class:`~bnn.models.network.BayesianNetwork`'s program (its weight sites, then the latent
+scales of its hierarchical priors and the likelihood's latents such as a learned noise ``sigma``, these in their
+unconstrained space: the logarithm of a scale) are laid end to end in one vector :math:`z \in \mathbb{R}^D` with
 
 .. math::
 
@@ -29,7 +29,20 @@ over the latents that each guide chooses for the KL it wants. A weight :math:`w_
 
 So analytic KL terms enter every public Pyro ELBO (``Trace_ELBO``, ``JitTrace_ELBO``,
 vectorised particles) with no custom ELBO class. A constrained latent
-:math:`\theta = T(z_k)` gets :math:`\ell_k = \log q(z_k) - \log|T'(z_k)|`, its Monte Carlo KL.
+:math:`\theta = T(z_k)` gets :math:`\ell_k = \log q(z_k) - \log|T'(z_k)|`, its Monte Carlo KL, whatever the weights
+get: a learned noise, and the scales :math:`\xi` of a hierarchical prior (a half-Cauchy, with no closed-form KL
+against a log-normal).
+
+**Hierarchical priors** (:mod:`bnn.models.hierarchical_priors`). The program draws such a weight non-centred,
+:math:`w_k = s_k(\xi)\, z_k` with :math:`z_k \sim \mathcal{N}(0, 1)` at the site ``<site>_decentered``; the guide
+holds :math:`z_k` in the weight's place (its prior :math:`\mathcal{N}(0, 1)`, Gaussian: the closed-form KL applies to
+it) and a Gaussian on each :math:`\log \xi_j`,
+
+.. math::
+
+    q(\xi, z) = \prod_j \mathcal{N}(\log\xi_j; m_j, \sigma_j^2) \prod_k \mathcal{N}(z_k; m_k, \sigma_k^2),
+
+mean-field in the coordinates where NUTS and AutoNormal work too (no funnel between a scale and its weights).
 
 Computing :math:`\log p(w_k)` twice only to cancel it costs time, so
 :meth:`FlatNormalGuide.elbo_pair` gives SVI a pair that skips it: the model with those
@@ -42,6 +55,7 @@ alive in one process never share parameters through Pyro's global param store.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Callable, Mapping
@@ -50,6 +64,9 @@ from dataclasses import dataclass
 import pyro
 import pyro.distributions as dist
 import torch
+from bnn.models.network import DECENTRED
+from bnn.models.priors import GaussianPrior, Prior
+from bnn.models.sites import WeightSite
 from pyro.distributions import TorchDistribution, constraints
 from pyro.distributions.transforms import biject_to
 from pyro.nn import PyroModule, pyro_method
@@ -57,6 +74,8 @@ from pyro.poutine.messenger import Messenger
 from torch.distributions.transforms import Transform
 
 _INSTANCES = itertools.count()
+STANDARDISED_PRIOR = GaussianPrior(1.0)
+r"""The prior :math:`\mathcal{N}(0, 1)` of the standardised weights ``<site>_decentered`` of a hierarchical prior."""
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 
@@ -130,8 +149,8 @@ class Block:
 class FlatNormalGuide(PyroModule):
     r"""Base class: a mean-field Gaussian over every latent of ``model`` in one flat vector.
 
-    The weights fill entries ``[0, num_weights)``, the likelihood's latents the rest.
-    Subclasses define :meth:`flat_parameters` (at least ``loc`` :math:`m` and ``scale``
+    The weights fill entries ``[0, num_weights)``, the other latents (the scales of hierarchical priors, then the
+    likelihood's latents) the rest. Subclasses define :meth:`flat_parameters` (at least ``loc`` :math:`m` and ``scale``
     :math:`\sigma`, each of shape ``(D,)``), :meth:`weight_log_density` (the weights' part
     of :math:`\ell` without prior terms, see the module docstring) and set
     ``analytic_sites``, the weight sites whose KL it computes analytically.
@@ -147,12 +166,15 @@ class FlatNormalGuide(PyroModule):
         super().__init__(name=name)
         self.model = model
         self.priors = model.prior
-        latent_priors = model.likelihood.latent_priors()
-        self.weight_sites = {site.name: site for site in model.sites}
+        self.weight_sites, self.weight_priors = guide_weight_sites(model)
+        latent_priors = {**model.scale_distributions(), **model.likelihood.latent_priors()}
         blocks, start = [], 0
-        for site_name, shape in model.latent_shapes.items():
-            transform = None if site_name in self.weight_sites else biject_to(latent_priors[site_name].support)
-            blocks.append(Block(site_name, start, start + shape.numel(), shape, transform))
+        for site in self.weight_sites.values():
+            blocks.append(Block(site.name, start, start + site.numel, site.shape, None))
+            start += site.numel
+        for site_name, prior in latent_priors.items():
+            shape = prior.event_shape
+            blocks.append(Block(site_name, start, start + shape.numel(), shape, biject_to(prior.support)))
             start += shape.numel()
         self.blocks = {block.name: block for block in blocks}
         self.num_latents = start
@@ -160,7 +182,7 @@ class FlatNormalGuide(PyroModule):
         self.flat_site = f"_{name}_flat"
         self._latent_priors = latent_priors
         self._prior_distributions = {
-            site_name: self.priors[site_name].distribution(site).to_event(len(site.shape))
+            site_name: self.weight_priors[site_name].distribution(site).to_event(len(site.shape))
             for site_name, site in self.weight_sites.items()
         }
         self.analytic_sites: tuple[str, ...] = ()
@@ -191,7 +213,7 @@ class FlatNormalGuide(PyroModule):
         A draw of the noise can be arbitrarily small, and SVI does not recover from a tiny one: the likelihood's
         :math:`\sum_n (y_n - f_n)^2 / 2\sigma^2` then dwarfs the rest of the ELBO, and the weights fit the data ever more
         closely instead of the noise growing (a HalfNormal(1) draw of :math:`6 \times 10^{-4}` ended a UCI fit there)."""
-        start = {name: self.priors[name].distribution(site).sample() for name, site in self.weight_sites.items()}
+        start = {name: self.weight_priors[name].distribution(site).sample() for name, site in self.weight_sites.items()}
         start.update({name: prior_median(prior) for name, prior in self._latent_priors.items()})
         return start
 
@@ -259,6 +281,22 @@ class FlatNormalGuide(PyroModule):
         return elbo_model, elbo_guide
 
 
+def guide_weight_sites(model) -> tuple[dict[str, WeightSite], dict[str, Prior]]:
+    r"""The weight sites of ``model``'s program and their priors, by name: each weight site with its prior, and in
+    place of a weight of a hierarchical prior its standardised site ``<site>_decentered``, whose prior is
+    :math:`\mathcal{N}(0, 1)` (the weight is :math:`w_k = s_k(\xi) z_k`, a deterministic site of the program)."""
+    hierarchical = model.hierarchical_sites
+    sites, priors = {}, {}
+    for site in model.sites:
+        if site.name in hierarchical:
+            site = dataclasses.replace(site, name=site.name + DECENTRED)
+            priors[site.name] = STANDARDISED_PRIOR
+        else:
+            priors[site.name] = model.prior[site.name]
+        sites[site.name] = site
+    return sites, priors
+
+
 def check_finite(name: str, value) -> float:
     """``value`` as a float, or ``ValueError`` naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -267,8 +305,11 @@ def check_finite(name: str, value) -> float:
 
 
 def prior_median(prior) -> torch.Tensor:
-    """The median of ``prior`` (its inverse CDF at 1/2), or its mean where it has no inverse CDF."""
+    """The median of ``prior`` entry by entry (its inverse CDF at 1/2, that of its base for independent entries such
+    as an ARD prior's relevances), or its mean where it has no inverse CDF."""
+    base = prior.base_dist if isinstance(prior, dist.Independent) else prior
     try:
-        return prior.icdf(torch.tensor(0.5))
+        median = base.icdf(torch.tensor(0.5))
     except NotImplementedError:
         return prior.mean
+    return median.expand(prior.batch_shape + prior.event_shape)

@@ -10,9 +10,10 @@ fitted by minimising :math:`\mathrm{KL}(q \,\|\, p) - \mathbb{E}_q[\log p(\mathc
 the KL in closed form or by Monte Carlo (:mod:`bnn.guides.kl`), the expectation by
 reparameterised draws. All weights live in one flat :math:`\mu` and one flat :math:`\rho`,
 the two rows of the parameter ``loc_rho`` (:mod:`bnn.guides.flat_normal`); a likelihood latent
-such as a learned noise ``sigma`` is Gaussian in its unconstrained space (log-normal) with
-a Monte Carlo KL. In SVI the model does not evaluate the Gaussian priors of closed-form
-sites at all (:meth:`~bnn.guides.flat_normal.FlatNormalGuide.elbo_pair`).
+such as a learned noise ``sigma``, and the latent scales of a hierarchical prior, are Gaussian in their unconstrained
+space (log-normal) with a Monte Carlo KL, the weights of a hierarchical prior Gaussian in their standardised
+coordinates :math:`z_k = w_k / s_k(\xi)` (prior :math:`\mathcal{N}(0, 1)`). In SVI the model does not evaluate the
+Gaussian priors of closed-form sites at all (:meth:`~bnn.guides.flat_normal.FlatNormalGuide.elbo_pair`).
 
 Local reparameterisation (Kingma, Salimans & Welling 2015): given a layer's input
 :math:`h`, each pre-activation :math:`a = h W^\top + b` under :math:`q` is Gaussian,
@@ -68,21 +69,26 @@ class MeanFieldGuide(FlatNormalGuide):
         Initial :math:`\rho` of every latent, :math:`\sigma = \operatorname{softplus}(\rho)`
         (-3 gives :math:`\sigma \approx 0.049`).
     kl : KLEstimator or str
-        ``"auto"`` (closed form on Gaussian-prior sites, Monte Carlo elsewhere),
-        ``"closed-form"`` (every weight prior must be Gaussian) or ``"monte-carlo"``.
+        The KL of the weight sites: ``"auto"`` (closed form on Gaussian-prior sites, Monte Carlo elsewhere),
+        ``"closed-form"`` (every weight prior must be Gaussian) or ``"monte-carlo"``. The standardised weights of a
+        hierarchical prior have the Gaussian prior :math:`\mathcal{N}(0, 1)`; its latent scales, like a likelihood
+        latent, always take the Monte Carlo KL (a half-Cauchy has no closed-form KL against a log-normal; module
+        notes of :mod:`bnn.guides.flat_normal`).
     local_reparameterisation : bool or "auto"
         Sample pre-activations instead of weights in the ELBO (needs the closed-form KL).
         SVI applies it through :meth:`elbo_pair`. ``"auto"`` (the default) applies it wherever it
         can: every weight site the weight or bias of a layer written with :func:`bnn.models.layers.linear` or
         :func:`~bnn.models.layers.conv` (the MLPs and the CNN), with the closed-form KL on every weight site (a
-        Gaussian prior on every weight and ``kl="auto"`` or ``"closed-form"``). With weight draws
+        Gaussian prior on every weight and ``kl="auto"`` or ``"closed-form"``) and no hierarchical prior (a weight is
+        then a scale times a standardised weight, not Gaussian). With weight draws
         (plain Bayes by Backprop) and one particle the gradient's noise kept SVI on toy1d far below the
         ELBO it reaches with local reparameterisation (``benchmarks/results/svi_defaults.md``).
 
     Raises
     ------
     ValueError
-        For a closed-form KL or local reparameterisation with a non-Gaussian prior, an
+        For a closed-form KL or local reparameterisation with a non-Gaussian prior, local reparameterisation under a
+        hierarchical prior, an
         unknown ``init_loc`` (``"map"`` included: the guide has no data to fit it on), or init
         values naming unknown sites or of the wrong shape.
     """
@@ -97,15 +103,19 @@ class MeanFieldGuide(FlatNormalGuide):
         local_reparameterisation: bool | str = "auto",
     ) -> None:
         super().__init__(model)
-        self.estimators = site_estimators(kl, model.sites, self.priors)
+        self.estimators = site_estimators(kl, tuple(self.weight_sites.values()), self.weight_priors)
         monte_carlo = sorted(name for name, e in self.estimators.items() if e is KLEstimator.MONTE_CARLO)
         outside = sites_outside_layers(model, torch.zeros(1, model.in_features))
         if isinstance(local_reparameterisation, str) and local_reparameterisation == "auto":
-            local_reparameterisation = not monte_carlo and not outside
+            local_reparameterisation = not monte_carlo and not outside and not model.hierarchical_sites
         if not isinstance(local_reparameterisation, bool):
             raise ValueError(f"local_reparameterisation must be True, False or 'auto', got {local_reparameterisation!r}")
+        if local_reparameterisation and model.hierarchical_sites:
+            raise ValueError("local reparameterisation draws each pre-activation from the Gaussian q of the weights; under "
+                             f"the hierarchical prior(s) of sites {sorted(model.hierarchical_sites)} a weight is its latent "
+                             "scale times a standardised weight, not Gaussian under q: use local_reparameterisation=False")
         if local_reparameterisation and monte_carlo:
-            priors = sorted({type(self.priors[name]).__name__ for name in monte_carlo})
+            priors = sorted({type(self.weight_priors[name]).__name__ for name in monte_carlo})
             raise ValueError(
                 f"local reparameterisation needs the closed-form KL, so a Gaussian prior on every weight site; "
                 f"sites {monte_carlo} use the Monte Carlo KL (priors {priors}, or kl='monte-carlo'): "
@@ -121,7 +131,8 @@ class MeanFieldGuide(FlatNormalGuide):
         closed_form, prior_loc, prior_scale = [], [], []
         for name, site in self.weight_sites.items():
             closed = name in self.analytic_sites
-            loc, scale = self.priors[name].site_loc_scale(site) if closed else (torch.zeros(site.shape), torch.ones(site.shape))
+            prior = self.weight_priors[name]
+            loc, scale = prior.site_loc_scale(site) if closed else (torch.zeros(site.shape), torch.ones(site.shape))
             closed_form += [closed] * site.numel
             prior_loc.append(torch.as_tensor(loc, dtype=torch.get_default_dtype()).reshape(-1))
             prior_scale.append(torch.as_tensor(scale, dtype=torch.get_default_dtype()).reshape(-1))

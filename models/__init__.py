@@ -3,6 +3,7 @@ implement it, priors on weights, likelihoods."""
 
 from bnn.models.activations import ACTIVATIONS
 from bnn.models.cnn import BayesianCNN
+from bnn.models.dropout import DroppedInputs
 from bnn.models.hierarchical_priors import ARDPrior, HierarchicalPrior, HorseshoePrior, LayerScalePrior
 from bnn.models.likelihoods import (
     LIKELIHOODS,
@@ -44,7 +45,7 @@ from bnn.registry import Registry
 __all__ = [
     "ACTIVATIONS", "ARCHITECTURES", "LIKELIHOODS", "PRIORS", "DATA_PLATE", "OBSERVED_SITE",
     "ARDPrior", "BayesianCNN", "BayesianMLP", "BayesianNetwork", "BernoulliLikelihood", "CategoricalLikelihood",
-    "DenseLayers", "GaussianLikelihood", "GaussianPrior", "HierarchicalPrior", "HorseshoePrior", "LaplacePrior",
+    "DenseLayers", "DroppedInputs", "GaussianLikelihood", "GaussianPrior", "HierarchicalPrior", "HorseshoePrior", "LaplacePrior",
     "LayerScalePrior", "Likelihood", "MultiHeadMLP", "NormalPrior", "PosteriorPrior", "Prior", "Registry",
     "ScaleMixtureNormal", "ScaleMixturePrior", "TorchModuleNetwork", "WeightSite", "check_network", "from_module",
     "get_likelihood", "get_prior", "network_from_config",

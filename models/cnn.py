@@ -28,8 +28,15 @@ Sample sites, in this order (the names are stable and part of the API):
 final dense layer is :meth:`~bnn.models.network.BayesianNetwork.output_sites` (Laplace's last layer). The forward is
 batched over leading sample dimensions of the weights (:mod:`bnn.models.layers`: one grouped convolution for all
 draws), so the mean-field guide draws each convolution's outputs by local reparameterisation. It is not a chain of
-dense layers (:meth:`~bnn.models.network.BayesianNetwork.dense_layers` is ``None``): MC dropout refuses it, and NUTS
-uses its torch potential.
+dense layers (:meth:`~bnn.models.network.BayesianNetwork.dense_layers` is ``None``), so NUTS uses its torch potential.
+
+**Dropout** (for MC dropout, :meth:`BayesianCNN.dropped_inputs`): after every block, channel dropout (spatial
+dropout, Tompson et al. 2015; one Bernoulli mask per channel and example, shared by all the channel's positions, as
+:func:`torch.nn.functional.dropout2d`), and ordinary dropout on the inputs of the head's later dense layers. A block's
+output is the next layer's input, so dropping its channel :math:`c` is dropping input channel :math:`c` of
+:math:`K_{l+1}` (or, after the last block, the columns of the head's first weight that read channel :math:`c`'s
+positions): the masks are draws of the weights (:mod:`bnn.models.dropout`). The one-channel image is not dropped, so
+the kernels :math:`K_0` are point estimates, as the biases are.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from bnn.models.activations import ACTIVATIONS
+from bnn.models.dropout import DroppedInputs
 from bnn.models.layers import conv, linear
 from bnn.models.likelihoods import Likelihood
 from bnn.models.mlp import layer_sites
@@ -200,6 +208,17 @@ class BayesianCNN(BayesianNetwork):
             if bias_site is not self.sites[-1]:
                 h = self._activation_fn(h)
         return h
+
+    def dropped_inputs(self) -> tuple[DroppedInputs, ...]:
+        """Channel dropout after every block, unit dropout in the dense head (module notes): the channels of the inputs
+        of blocks 1 to B-1 and of the head's first layer (which reads each channel's pooled positions flattened), and
+        the units of the inputs of the head's later layers. The image itself is not dropped (its one channel is all of
+        it), so the kernels of block 0 are not either."""
+        blocks = len(self.channels)
+        features = tuple(DroppedInputs(self.sites[2 * block], self.channels[block - 1]) for block in range(1, blocks))
+        head = self.sites[2 * blocks::2]
+        return (*features, DroppedInputs(head[0], self.channels[-1]),
+                *(DroppedInputs(weight, weight.shape[1]) for weight in head[1:]))
 
     def activation_widths(self) -> tuple[int, ...]:
         """The values one row makes at each stage: its inputs, each block's convolution and pooling (channels times

@@ -10,6 +10,9 @@ the collection's networks:
   *spatial)``), ``weight`` ``(*sample, C_out, C_in, *kernel)``, ``bias`` ``(*sample, C_out)``, computed as one
   grouped convolution whose groups are the :math:`S` flattened weight draws.
 
+Inside :func:`input_masks` (MC dropout's training opens it) a call whose ``name`` has a mask multiplies its input by it
+first: dropout on the layer's inputs, where the network put it (:mod:`bnn.models.dropout`).
+
 Outside a recording they are plain functions. Inside :func:`recording` (the Kronecker-factored Laplace opens it, with
 weights free of sample dimensions) each call stores, under its ``name`` (the layer's group: its sites are
 ``{name}.weight`` and ``{name}.bias``), a :class:`RecordedLayer`: its input :math:`a` (for a convolution the unfolded
@@ -159,6 +162,33 @@ def _reparameterised(h: torch.Tensor, sample: torch.Size, gaussian: LayerGaussia
     return mean + s * variance.sqrt() * torch.randn(sample + row, dtype=mean.dtype, device=mean.device)
 
 
+_INPUT_MASKS: contextvars.ContextVar[tuple[Mapping[str, torch.Tensor], set[str]] | None] = contextvars.ContextVar(
+    "layer_input_masks", default=None)
+
+
+@contextlib.contextmanager
+def input_masks(masks: Mapping[str, torch.Tensor]) -> Iterator[set[str]]:
+    """Multiply the input of every :func:`linear` and :func:`conv` call inside whose ``name`` is a key of ``masks`` by
+    that mask (broadcast against the input); yield the set of the names that were called, filled as they are."""
+    used: set[str] = set()
+    token = _INPUT_MASKS.set((masks, used))
+    try:
+        yield used
+    finally:
+        _INPUT_MASKS.reset(token)
+
+
+def _masked_input(name: str, h: torch.Tensor) -> torch.Tensor:
+    """``h`` times the mask of layer ``name`` when :func:`input_masks` has one for it (never inside ``torch.compile``,
+    which cannot trace a context variable and never runs inside it)."""
+    active = None if torch.compiler.is_compiling() else _INPUT_MASKS.get()
+    if active is None or name not in active[0]:
+        return h
+    masks, used = active
+    used.add(name)
+    return h * masks[name]
+
+
 def _record(name: str, inputs: Callable[[], torch.Tensor], output: torch.Tensor, weight: torch.Tensor,
             bias: torch.Tensor, core_dims: int) -> torch.Tensor:
     """``output``, with a tap added and ``inputs()`` recorded under ``name`` when a recording is open (where a weight
@@ -194,6 +224,7 @@ def linear(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, *, name: s
     torch.Tensor
         ``(*sample, n, d_out)``.
     """
+    h = _masked_input(name, h)
     gaussian = _layer_gaussian(name)
     if gaussian is not None:
         return _reparameterised(h, weight.shape[:-2], gaussian, 1, lambda rows, w, b: torch.matmul(rows, w.T) + b)
@@ -238,6 +269,7 @@ def conv(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, *, name: str
     torch.Tensor
         ``(*sample, n, C_out, *spatial_out)``.
     """
+    h = _masked_input(name, h)
     kernel_dims = weight.dim() - bias.dim() - 1
     if kernel_dims not in (1, 2) or weight.shape[:-kernel_dims - 2] != bias.shape[:-1]:
         raise ValueError(f"layer {name!r}: weight must be (*sample, C_out, C_in, *kernel) with 1 or 2 kernel dimensions "

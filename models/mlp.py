@@ -24,8 +24,8 @@ dimensions, so ``Trace_ELBO(vectorize_particles=True)``, ``Predictive(parallel=T
 and vectorised log-likelihoods work (``PyroModule[nn.Linear]`` breaks all three).
 The Pyro program, the priors per site and saving come from :class:`~bnn.models.network.BayesianNetwork`, the model
 interface every inference method works through; the MLP adds its sites, :meth:`BayesianMLP.forward` and
-:meth:`BayesianMLP.dense_layers` (the chain of dense layers that MC dropout and the compiled
-NUTS kernels write out by hand).
+:meth:`BayesianMLP.dense_layers` (the chain of dense layers that the compiled NUTS kernels write out by hand, and
+where MC dropout drops every layer's inputs).
 """
 
 from __future__ import annotations

@@ -14,9 +14,9 @@ deterministic network written as a *batched* function of the weights. A network 
 site, layer or ``"*"``), the Pyro program (``__call__``), the likelihood's latents, and saving by a registered name.
 Every method of :func:`bnn.inference.fit` works through this interface alone: SVI and NUTS through the Pyro program
 and the sites, Laplace, the MAP and the ensemble through :meth:`~BayesianNetwork.forward` over the flat weights.
-A method that needs more declares it and refuses other networks before any work (MC dropout writes a chain of dense
-layers out by hand: :meth:`~BayesianNetwork.dense_layers`); the local reparameterisation of the mean-field guide needs
-layers written with :mod:`bnn.models.layers`.
+A method that needs more declares it and refuses other networks before any work (MC dropout needs to know where the
+network's dropout goes, :meth:`~BayesianNetwork.dropped_inputs`); the local reparameterisation of the mean-field guide
+needs layers written with :mod:`bnn.models.layers`.
 
 Writing a network takes its sites, ``forward`` and ``arguments``::
 
@@ -50,6 +50,7 @@ from typing import Any
 import pyro
 import pyro.distributions as dist
 import torch
+from bnn.models.dropout import DroppedInputs
 from bnn.models.hierarchical_priors import HierarchicalPrior
 from bnn.models.likelihoods import Likelihood, get_likelihood
 from bnn.models.priors import Prior, get_prior
@@ -199,6 +200,16 @@ class BayesianNetwork(abc.ABC):
         """The network as a chain of dense layers, for the methods that write it out by hand; ``None`` (the
         default) for a network that is not one."""
         return None
+
+    def dropped_inputs(self) -> tuple[DroppedInputs, ...] | None:
+        """Where MC dropout drops units (:mod:`bnn.models.dropout`): the layers whose inputs it masks, each called with
+        :func:`~bnn.models.layers.linear` or :func:`~bnn.models.layers.conv` under its weight's group, and by which
+        units; ``None`` for a network that does not say, which MC dropout refuses. By default a chain of dense layers
+        (:meth:`dense_layers`) drops the inputs of every layer, unit by unit, and any other network says nothing."""
+        chain = self.dense_layers()
+        if chain is None:
+            return None
+        return tuple(DroppedInputs(weight, weight.shape[1]) for weight, _ in chain.layers)
 
     # ----------------------------------------------------------------- priors
     @property

@@ -27,9 +27,11 @@ values are not set yet (:meth:`TorchModuleNetwork.needs_point_fit`) is fitted at
 :meth:`~TorchModuleNetwork.forward` evaluates the module with :func:`torch.func.functional_call` on the weights, the
 leading sample dimensions flattened into one and mapped with :func:`torch.func.vmap` (no Python loop over draws), so
 Pyro's vectorised particles, ``Predictive(parallel=True)`` and the per-row Jacobians of Laplace work. The module is
-copied and evaluated in eval mode: dropout is off (the weights' posterior is the uncertainty), and a BatchNorm layer
-in eval mode normalises with its running statistics, fixed constants that make it an affine layer; one in training
-mode would normalise each batch by its own statistics (the rows' likelihoods would not factorise) and is refused.
+copied and evaluated in eval mode: dropout is off (the weights' posterior is the uncertainty; MC dropout, which needs
+the network to say where its dropout goes, :meth:`~bnn.models.network.BayesianNetwork.dropped_inputs`, refuses it),
+and a BatchNorm layer in eval mode normalises with its running statistics, fixed constants that make it an affine
+layer; one in training mode would normalise each batch by its own statistics (the rows' likelihoods would not
+factorise) and is refused.
 
 What cannot be made Bayesian is refused when the network is built, before any work: a module without parameters, a
 BatchNorm (or any layer tracking running statistics) in training mode, a module whose forward fails on a probe batch

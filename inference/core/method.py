@@ -55,7 +55,7 @@ class Method:
         ``compare``'s own defaults for it, under any option the user gives.
     model_defaults : callable, optional
         ``model_defaults(model) -> dict``: defaults that depend on the network, under any option the user gives (SVI's
-        guide is ``autonormal`` for a network with hierarchical priors, which the mean-field guide cannot cover).
+        guide is ``autonormal`` for a network with hierarchical priors).
     """
 
     name: str

@@ -13,7 +13,7 @@ class ModelRequirement:
     Attributes
     ----------
     what : str
-        The property, for the refusal: ``"a chain of dense layers (model.dense_layers() is not None)"``.
+        The property, for the refusal: ``"a network that says where its dropout goes (...)"``.
     holds : callable
         ``holds(model) -> bool``.
     instead : str
@@ -31,6 +31,7 @@ class ModelRequirement:
                              f"{self.instead}")
 
 
-DENSE_LAYERS = ModelRequirement("a chain of dense layers that it writes out layer by layer (model.dense_layers() "
-                                "is not None)", lambda model: model.dense_layers() is not None)
-"""The network states its chain of dense layers (:meth:`~bnn.models.network.BayesianNetwork.dense_layers`)."""
+DROPPED_INPUTS = ModelRequirement("a network that says where its dropout goes (model.dropped_inputs() is not None: "
+                                  "a chain of dense layers, or a network that states its dropped layers)",
+                                  lambda model: model.dropped_inputs() is not None)
+"""The network states the layers whose inputs MC dropout drops (:meth:`~bnn.models.network.BayesianNetwork.dropped_inputs`)."""

@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from bnn.inference.core.hierarchical_refusal import POINT_ESTIMATE
 from bnn.inference.core.method import Method
-from bnn.inference.core.model_requirement import DENSE_LAYERS
+from bnn.inference.core.model_requirement import DROPPED_INPUTS
 from bnn.inference.core.posterior import Posterior
 from bnn.inference.core.uci_protocol import UCIProtocol
 from bnn.inference.mc_dropout.cost import COST
@@ -24,7 +24,7 @@ from bnn.inference.mc_dropout.record import MCDropoutRecord
 from bnn.inference.mc_dropout.validation import dropout_rate_candidates
 
 METHOD = Method(
-    "mc-dropout", MCDropoutOptions, run_mc_dropout, requires=DENSE_LAYERS, cost=COST,
+    "mc-dropout", MCDropoutOptions, run_mc_dropout, requires=DROPPED_INPUTS, cost=COST,
     refuses_hierarchical=POINT_ESTIMATE, budget_floors={"steps": 500},
     uci=UCIProtocol(selection="validation: dropout rate on a random {validation_fraction:.0%} of the training split "
                               "(highest mean log-likelihood), then refit on the whole training split",

@@ -1,33 +1,44 @@
 r"""MC dropout (Gal & Ghahramani 2016): a network trained with dropout is a variational posterior over its weights.
 
-**The draws.** Dropout on the inputs of layer :math:`l` multiplies column :math:`j` of :math:`W_l` by a mask
-:math:`z_{lj} \sim \text{Bernoulli}(1 - p)`. Training uses *inverted* dropout (a kept input is scaled by
+**Where the dropout goes.** The network says it (:meth:`~bnn.models.network.BayesianNetwork.dropped_inputs`,
+:mod:`bnn.models.dropout`): the layers whose inputs are dropped and by which units. A chain of dense layers drops
+every input of every layer (the paper's MLP); the CNN drops whole channels after every convolution block (spatial
+dropout, one mask per channel and example) and the units of its dense head. A network that does not say is refused
+before any work.
+
+**The draws.** Dropout on the inputs of layer :math:`l` multiplies the slice :math:`W_{l,:,j}` of its weight that reads
+unit :math:`j` (a column of a dense weight, an input channel of a kernel, the columns of a flattened channel) by a
+mask :math:`z_{lj} \sim \text{Bernoulli}(1 - p)`. Training uses *inverted* dropout (a kept input is scaled by
 :math:`1/(1-p)`), so a draw of the weights is
 
 .. math::
 
-    W_l^{(s)} = M_l \operatorname{diag}\big(z_l^{(s)}\big) / (1 - p), \qquad b_l^{(s)} = b_l,
+    W_{l,:,j}^{(s)} = M_{l,:,j}\, z_{lj}^{(s)} / (1 - p), \qquad b_l^{(s)} = b_l,
 
-columns zeroed at rate :math:`p`, the others scaled by :math:`1/(1-p)`, so that :math:`\mathbb{E}[W_l] = M_l`:
+slices zeroed at rate :math:`p`, the others scaled by :math:`1/(1-p)`, so that :math:`\mathbb{E}[W_l] = M_l`:
 the fitted parameters are the posterior mean, on the scale of the prior and of every other method's draws. A
 draw is one set of masks shared by every input, and ``model.forward`` at the draw is the dropout network
-(:func:`dropout_forward`) at those masks. Biases are not dropped: they are point estimates, as in the paper.
+(:func:`dropout_forward`) at those masks. Biases are not dropped: they are point estimates, as in the paper, and so
+is the weight of a layer whose inputs are kept (the CNN's first kernels, which read the one-channel image).
 
 **The objective.** Gal & Ghahramani's KL term for this :math:`q` is, up to a constant, the prior's expected
 negative log density under the masks; for the model's elementwise prior it has the closed form
-:math:`\mathbb{E}_q[\log p(W_l)] = \sum_{ij} (1 - p) \log p(M_{l,ij} / (1 - p)) + p \log p(0)`, the second term a
-constant. Per example the fit minimises
+:math:`\mathbb{E}_q[\log p(W_l)] = \sum_k (1 - p) \log p(M_{l,k} / (1 - p)) + p \log p(0)` over the entries :math:`k`
+of a dropped weight (each is kept with its unit), the second term a constant; a weight whose inputs are kept enters
+as :math:`\log p(M_l)`, like a bias. Per example the fit minimises
 
 .. math::
 
     -\frac{1}{N}\Big[\frac{N}{B}\sum_{i \in \text{batch}} \log p\big(y_i \mid f(x_i; M, z_i), \sigma\big)
-    + \sum_l (1 - p) \log p\Big(\frac{M_l}{1 - p}\Big) + \sum_l \log p(b_l)\Big],
+    + \sum_{l \in \text{dropped}} (1 - p) \log p\Big(\frac{M_l}{1 - p}\Big) + \sum_{l \notin \text{dropped}} \log p(M_l)
+    + \sum_l \log p(b_l)\Big],
 
 every example with its own masks :math:`z_i` (standard dropout). With the Gaussian prior of scale :math:`s` the
 prior term is the weight decay :math:`\lVert M_l\rVert^2 / (2 s^2 (1 - p))` (per example, divided by :math:`N`): in
 the paper's parametrisation :math:`W = M' \operatorname{diag}(z)` (:math:`M' = M / (1-p)`) this is its
 :math:`l^2 (1 - p) / (2N)\,\lVert M'\rVert^2` with length scale :math:`l = 1/s`, and dividing the objective by the
-noise precision :math:`\tau = 1/\sigma^2` gives its :math:`\lambda = l^2 (1-p) / (2 N \tau)`. A Laplace or
+noise precision :math:`\tau = 1/\sigma^2` gives its :math:`\lambda = l^2 (1-p) / (2 N \tau)`, site by site (the CNN's
+default prior :math:`\mathcal{N}(0, 1/\text{fan\_in})` has :math:`l^2 = \text{fan\_in}`). A Laplace or
 scale-mixture prior enters the same way, through its own log density.
 
 **The noise.** A learned Gaussian noise (the model's ``sigma`` site, ``GaussianLikelihood(scale=None)``) is
@@ -53,7 +64,7 @@ from bnn.inference.core.posterior import Posterior
 from bnn.inference.mc_dropout.options import MCDropoutOptions
 from bnn.inference.mc_dropout.record import MCDropoutRecord
 from bnn.inference.posterior_mode.log_joint import prior_distributions
-from bnn.models.activations import ACTIVATIONS
+from bnn.models.layers import input_masks
 from pyro.distributions.transforms import biject_to
 
 from bnn.runtime.progress import progress_bar
@@ -66,41 +77,53 @@ class IncompleteTrainingWarning(UserWarning):
 
 
 def draw_masks(model, rate: float, shape: tuple[int, ...]) -> list[torch.Tensor]:
-    """Inverted-dropout masks of every layer's inputs, ``(*shape, d_l)``: 0 with probability ``rate``, else
-    ``1 / (1 - rate)`` (uses the global random state)."""
+    """Inverted-dropout masks of the units of every entry of ``model.dropped_inputs()``, ``(*shape, units)``: 0 with
+    probability ``rate``, else ``1 / (1 - rate)`` (uses the global random state)."""
     keep = 1.0 - rate
-    return [torch.bernoulli(torch.full((*shape, weight.shape[1]), keep)) / keep for weight, _ in model.dense_layers().layers]
+    return [torch.bernoulli(torch.full((*shape, dropped.units), keep)) / keep for dropped in model.dropped_inputs()]
 
 
 def masked_weights(model, weights: Mapping[str, torch.Tensor], masks: list[torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The weight draws ``(*lead, *site_shape)`` of the masks ``(*lead, d_l)``: column ``j`` of layer ``l`` times
-    ``masks[l][..., j]``, the biases as they are."""
-    draws = {}
-    for mask, (weight, bias) in zip(masks, model.dense_layers().layers):
-        draws[weight.name] = weights[weight.name] * mask.unsqueeze(-2)
-        draws[bias.name] = weights[bias.name].expand(*mask.shape[:-1], *bias.shape)
+    """The weight draws ``(*lead, *site_shape)`` of the masks ``(*lead, units)``: the inputs of each dropped layer that
+    unit ``j`` covers times ``masks[l][..., j]`` (:meth:`~bnn.models.dropout.DroppedInputs.weight_mask`), every other
+    site (biases, a layer whose inputs are kept) as it is."""
+    lead = masks[0].shape[:-1]
+    draws = {site.name: weights[site.name].expand(*lead, *site.shape) for site in model.sites}
+    for mask, dropped in zip(masks, model.dropped_inputs()):
+        draws[dropped.weight.name] = weights[dropped.weight.name] * dropped.weight_mask(mask)
     return draws
 
 
 def dropout_forward(model, x: torch.Tensor, weights: Mapping[str, torch.Tensor], masks: list[torch.Tensor]) -> torch.Tensor:
-    """The dropout network at ``x`` ``(n, d_0)``: each layer's input times its mask (broadcast against the input,
-    ``(n, d_l)`` for a mask per example, ``(S, 1, d_l)`` for one per draw), then the layer of ``weights``."""
-    chain = model.dense_layers()
-    activation = ACTIVATIONS.get(chain.activation)
-    h = x
-    for index, (mask, (weight, bias)) in enumerate(zip(masks, chain.layers)):
-        h = torch.matmul(h * mask, weights[weight.name].transpose(-1, -2)) + weights[bias.name]
-        h = h if index == len(masks) - 1 else activation(h)
-    return h
+    """``model.forward`` with each dropped layer's input times its mask (:func:`bnn.models.layers.input_masks`):
+    ``(n, units)`` for a mask per example, ``(S, 1, units)`` for one per draw (with weights ``(S, *site_shape)`` where
+    the network has a convolution; the result is ``(S, n, out)`` then).
+
+    Raises
+    ------
+    ValueError
+        When a layer of ``model.dropped_inputs()`` was not called (its forward does not use
+        :func:`~bnn.models.layers.linear` or :func:`~bnn.models.layers.conv` under that name).
+    """
+    dropped_inputs = model.dropped_inputs()
+    layer_masks = {dropped.weight.group: dropped.input_mask(mask) for dropped, mask in zip(dropped_inputs, masks)}
+    with input_masks(layer_masks) as called:
+        f = model.forward(x, weights)
+    missed = sorted(set(layer_masks) - called)
+    if missed:
+        raise ValueError(f"{type(model).__name__}.dropped_inputs() puts dropout on the inputs of the layers {missed}, but "
+                         "its forward called no bnn.models.layers.linear or conv of those names: call each such layer "
+                         "as linear(h, weight, bias, name=<its weight site's group>) (or conv)")
+    return f
 
 
 def expected_log_prior(model, weights: Mapping[str, torch.Tensor], rate: float, distributions: dict) -> torch.Tensor:
-    r""":math:`\mathbb{E}_q[\log p(W)]` up to a constant: :math:`(1-p)\log p(M/(1-p))` summed over the dropped weight
-    sites, :math:`\log p(b)` over the biases (see the module notes)."""
+    r""":math:`\mathbb{E}_q[\log p(W)]` up to a constant: :math:`(1-p)\log p(M/(1-p))` summed over the weight sites whose
+    inputs are dropped, :math:`\log p(w)` over the others (biases, kept layers; see the module notes)."""
     keep = 1.0 - rate
-    layers = model.dense_layers().layers
-    total = sum(keep * distributions[weight.name].log_prob(weights[weight.name] / keep).sum() for weight, _ in layers)
-    return total + sum(distributions[bias.name].log_prob(weights[bias.name]).sum() for _, bias in layers)
+    dropped = {entry.weight.name for entry in model.dropped_inputs()}
+    return sum(keep * distributions[site.name].log_prob(weights[site.name] / keep).sum() if site.name in dropped
+               else distributions[site.name].log_prob(weights[site.name]).sum() for site in model.sites)
 
 
 def _batches(n: int, batch_size: int):

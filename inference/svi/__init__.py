@@ -27,7 +27,7 @@ METHOD = Method(
     # (benchmarks/results/nuts_defaults.md, python -m benchmarks.main_job_checks); 2,000 steps stop about 48 nats
     # below the plateau (benchmarks/results/svi_defaults.md)
     compare_options={"jit": True, "steps": 15000},
-    # the mean-field guides hold the weight sites only; autonormal covers the latent scales too (log-normal)
+    # autonormal and meanfield both cover the latent scales (log-normal); autonormal stays the default there
     model_defaults=for_hierarchical({"guide": "autonormal"}),
 )
 

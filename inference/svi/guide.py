@@ -21,7 +21,7 @@ from bnn.guides.registry import build_guide
 from bnn.inference.core.hierarchical_refusal import HIERARCHICAL_METHODS, hierarchical_priors_named
 from bnn.inference.posterior_mode.map_estimate import map_weights
 from bnn.inference.svi.options import SVIOptions
-from pyro.infer.autoguide import AutoDelta, AutoGuide
+from pyro.infer.autoguide import AutoDelta
 
 MAP_START = "map"
 """The ``init_loc`` that asks SVI to start the guide at the MAP weights."""
@@ -46,33 +46,33 @@ def starting_guide_options(model, x: torch.Tensor, y: torch.Tensor, options: SVI
     return guide_options
 
 
-HIERARCHICAL_GUIDE = "autonormal"
-"""The registered guide that covers the latent scales of hierarchical priors: every latent site of the program, the
-scales log-normal (mean-field in their unconstrained, log, space) and the standardised weights Gaussian."""
+HIERARCHICAL_GUIDES = ("autonormal", "meanfield")
+"""The registered guides that cover the latent scales of hierarchical priors: every latent site of the program, the
+scales log-normal (mean-field in their unconstrained, log, space) and the standardised weights Gaussian (Pyro's
+AutoNormal, and Bayes by Backprop, :mod:`bnn.guides.flat_normal`)."""
 
 
 def check_hierarchical_guide(model, options: SVIOptions) -> None:
     """Refuse (``ValueError``), before any work, a guide that cannot cover the latent scales of ``model``'s
-    hierarchical priors: a registered guide other than ``autonormal`` (the mean-field guides hold the weight sites
-    only), an ``AutoDelta`` (a point estimate of the scales collapses them to zero), or ``init_loc="map"`` (a joint
-    MAP does the same). A ready guide callable or another ``AutoGuide`` class is the user's to vouch for."""
+    hierarchical priors: a registered guide other than those of :data:`HIERARCHICAL_GUIDES` (the empirical-Bayes guide
+    learns each weight's prior variance itself), an ``AutoDelta`` (a point estimate of the scales collapses them to
+    zero), or ``init_loc="map"`` (a joint MAP does the same). A ready guide callable, an unregistered factory or
+    another ``AutoGuide`` class is the user's to vouch for."""
     if not model.hierarchical_sites:
         return
     spec = options.guide
-    named = GUIDES.name_of(spec) if not isinstance(spec, str) else spec
+    named = spec if isinstance(spec, str) else GUIDES.name_of(spec)  # None: a guide of the user's own
     if isinstance(spec, type) and issubclass(spec, AutoDelta):
-        named = spec.__name__
-    elif isinstance(spec, type) and issubclass(spec, AutoGuide) or callable(spec) and named is None:
-        named = HIERARCHICAL_GUIDE
-    why = None
-    if named != HIERARCHICAL_GUIDE:
-        why = (f"its guide {named!r} does not cover their latent scales" if named != AutoDelta.__name__ else
-               "its guide AutoDelta is a point estimate, and a joint MAP over weights and scales collapses the scales to zero")
+        why = "its guide AutoDelta is a point estimate, and a joint MAP over weights and scales collapses the scales to zero"
+    elif named is not None and named not in HIERARCHICAL_GUIDES:
+        why = (f"its guide {named!r} does not cover their latent scales (the guides that do: "
+               f"{', '.join(map(repr, HIERARCHICAL_GUIDES))})")
     elif (options.guide_options or {}).get("init_loc") == MAP_START:
         why = "init_loc='map' starts from a joint MAP over weights and scales, which collapses the scales to zero"
-    if why is not None:
-        raise ValueError(f"method 'svi' cannot fit the hierarchical prior(s) {hierarchical_priors_named(model)} of "
-                         f"{type(model).__name__}: {why}; use {HIERARCHICAL_METHODS}")
+    else:
+        return
+    raise ValueError(f"method 'svi' cannot fit the hierarchical prior(s) {hierarchical_priors_named(model)} of "
+                     f"{type(model).__name__}: {why}; use {HIERARCHICAL_METHODS}")
 
 
 def build_svi_guide(model, x: torch.Tensor, y: torch.Tensor, options: SVIOptions) -> tuple[Callable, str]:

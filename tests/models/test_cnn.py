@@ -174,10 +174,11 @@ def test_a_fitted_cnn_saves_and_loads(tmp_path):
     torch.testing.assert_close(loaded.predict(X, seed=0).mean, posterior.predict(X, seed=0).mean)
 
 
-def test_mc_dropout_refuses_it_before_any_work(monkeypatch):
-    monkeypatch.setattr("bnn.inference.core.method.check_memory", lambda *args: pytest.fail("work started"))
-    with pytest.raises(ValueError, match=r"method 'mc-dropout' needs a chain of dense layers .* which BayesianCNN is not"):
-        fit(tiny_cnn(), (X, Y), "mc-dropout")
+def test_mc_dropout_fits_it():
+    """MC dropout drops channels (its own tests: tests/inference/mc_dropout/test_channel_dropout.py)."""
+    posterior = fit(tiny_cnn(), (X, Y), "mc-dropout", steps=3, num_samples=4, progress=False)
+    assert set(posterior.samples) == {site.name for site in posterior.model.sites}
+    assert torch.isfinite(posterior.predict(X, seed=0).mean).all()
 
 
 @pytest.mark.parametrize("arguments, message", [

@@ -124,12 +124,12 @@ def test_methods_that_cannot_fit_latent_scales_refuse_before_any_work(method, re
     monkeypatch.setattr("bnn.inference.core.method.check_memory", lambda *args: pytest.fail("work started"))
     with pytest.raises(ValueError, match=rf"method '{method}' cannot fit the hierarchical prior\(s\) 'ard' \(layers.0\), "
                                          rf"'layer-scale' \(layers.1\) of BayesianMLP: .*{reason}.*; use svi with "
-                                         "guide='autonormal', or nuts with init='prior'"):
+                                         "guide='autonormal' or 'meanfield', or nuts with init='prior'"):
         fit(ard_net(), (X, Y), method)
 
 
 @pytest.mark.parametrize("options, reason", [
-    ({"guide": "meanfield"}, "its guide 'meanfield' does not cover their latent scales"),
+    ({"guide": "empirical-bayes"}, "its guide 'empirical-bayes' does not cover their latent scales"),
     ({"guide": "autonormal", "guide_options": {"init_loc": "map"}}, "init_loc='map' starts from a joint MAP"),
 ])
 def test_svi_refuses_a_guide_that_cannot_cover_the_scales(options, reason, monkeypatch):

@@ -47,7 +47,7 @@ def test_sites_config_and_refusals():
     with pytest.raises(ValueError, match="num_heads must be a positive integer"):
         MultiHeadMLP(3, 2, num_heads=0)
     x, y = task_inputs(torch.randn(8, 3), 1), torch.randint(0, 2, (8,))
-    with pytest.raises(ValueError, match="method 'mc-dropout' needs a chain of dense layers .* which MultiHeadMLP is not"):
+    with pytest.raises(ValueError, match="method 'mc-dropout' needs a network that says where .* which MultiHeadMLP is not"):
         fit(model, (x, y), method="mc-dropout", steps=2, progress=False)
 
 

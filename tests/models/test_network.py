@@ -1,5 +1,6 @@
 """The model interface, :class:`bnn.models.network.BayesianNetwork`: a network written on it in a few lines is fitted
-by every method that takes any network, refused before any work by the one that needs a chain of dense layers, and
+by every method that takes any network, refused before any work by the one that needs to know where its dropout goes,
+and
 saved, loaded and given priors like the collection's own networks."""
 
 from __future__ import annotations
@@ -83,9 +84,11 @@ def test_every_registered_method_is_covered_by_the_quick_fits_or_refuses_the_net
         assert named == set(QUICK), name
 
 
-def test_mc_dropout_refuses_a_network_that_is_not_a_chain_of_dense_layers_before_any_work(monkeypatch):
+def test_mc_dropout_refuses_a_network_that_does_not_say_where_its_dropout_goes_before_any_work(monkeypatch):
     monkeypatch.setattr("bnn.inference.core.method.check_memory", lambda *args: pytest.fail("work started"))
-    with pytest.raises(ValueError, match=r"method 'mc-dropout' needs a chain of dense layers .* which SkipNet is not; "
+    assert skip_net().dropped_inputs() is None  # the default of a network that is not a chain of dense layers
+    with pytest.raises(ValueError, match=r"method 'mc-dropout' needs a network that says where its dropout goes "
+                                         r"\(model.dropped_inputs\(\) is not None.* which SkipNet is not; "
                                          r"use svi, nuts, laplace, map, ensemble, sgld or sghmc"):
         fit(skip_net(), (X, Y), "mc-dropout")
 

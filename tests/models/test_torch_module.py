@@ -184,12 +184,14 @@ def test_every_method_fits_it_wholly_or_partly_bayesian(method, bayesian):
     assert torch.isfinite(posterior.pointwise_log_likelihood(X, Y)).all()
 
 
-def test_mc_dropout_refuses_it_before_the_map_stage(monkeypatch):
+@pytest.mark.parametrize("module", [tanh_net(), nn.Sequential(nn.Linear(1, 4), nn.Tanh(), nn.Dropout(0.2), nn.Linear(4, 1))])
+def test_mc_dropout_refuses_it_before_the_map_stage_even_with_dropout_layers(module, monkeypatch):
+    """The module runs in eval mode (its nn.Dropout layers are off) and states no dropout of the weights' inputs."""
     monkeypatch.setattr("bnn.inference.core.point_parameters.fit_point_parameters",
                         lambda *args: pytest.fail("work started"))
-    with pytest.raises(ValueError, match=r"method 'mc-dropout' needs a chain of dense layers .* which TorchModuleNetwork "
-                                         r"is not; use svi, nuts"):
-        fit(from_module(tanh_net(), bayesian="last-layer"), (X, Y), "mc-dropout")
+    with pytest.raises(ValueError, match=r"method 'mc-dropout' needs a network that says where its dropout goes .* "
+                                         r"which TorchModuleNetwork is not; use svi, nuts"):
+        fit(from_module(module, bayesian="last-layer"), (X, Y), "mc-dropout")
 
 
 def test_a_method_run_directly_refuses_unset_point_parameters_and_map_options_need_them():
