@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from bnn.inference.core.hierarchical_refusal import POINT_ESTIMATE
+from bnn.inference.core.hierarchical_refusal import PER_WEIGHT_SCALES
 from bnn.inference.core.method import Method
 from bnn.inference.core.posterior import Posterior
 from bnn.inference.core.uci_protocol import UCIProtocol
@@ -18,7 +18,7 @@ from bnn.inference.laplace.precision import posterior_precision
 from bnn.inference.laplace.record import LaplaceRecord
 
 METHOD = Method(
-    "laplace", LaplaceOptions, run_laplace, cost=COST, refuses_hierarchical=POINT_ESTIMATE,
+    "laplace", LaplaceOptions, run_laplace, cost=COST, refuses_hierarchical=PER_WEIGHT_SCALES,
     uci=UCIProtocol(options={"tune_prior_precision": True},
                     selection="evidence: prior precision and noise scale by the Laplace marginal likelihood (the MAP "
                               "refitted at each)"),

@@ -15,7 +15,9 @@ Steps: (1) :math:`\theta_{MAP}` by Adam then a Levenberg-Marquardt polish (:mod:
 default, wherever the covered priors are Gaussian and the curvature is the GGN, the prior precision multiplier
 :math:`\alpha` (:math:`P \to \alpha P`) and a learned noise are those maximising the Laplace evidence, the MAP
 refitted at each candidate (:mod:`bnn.inference.posterior_mode.evidence`); otherwise :math:`\alpha = 1` and a learned noise is
-still chosen by the evidence where the covered priors are Gaussian; (2) :math:`H` and :math:`P` over the
+still chosen by the evidence where the covered priors are Gaussian; a network with ``layer-scale`` or ``ard`` priors
+has their scales set to the evidence's type-II maximum instead, a prior precision per group, the MAP refitted at each
+round (:mod:`bnn.inference.laplace.type2_scales`); (2) :math:`H` and :math:`P` over the
 structure's weights; (3) the covariance factor of :math:`\Lambda^{-1}` and the evidence; (4) draws from the
 :class:`~bnn.guides.laplace.LaplaceGuide`.
 """
@@ -42,6 +44,7 @@ from bnn.inference.laplace.linearized import Linearization, is_linearizable
 from bnn.inference.laplace.options import LaplaceOptions
 from bnn.inference.laplace.prior_curvature import check_prior_curvature_possible, covered_sites, prior_curvature
 from bnn.inference.laplace.record import LaplaceRecord
+from bnn.inference.laplace.type2_scales import DESCRIPTION, check_type2_possible, type2_maximum
 from bnn.inference.posterior_mode.evidence import gaussian_log_prior, laplace_log_marginal_likelihood
 from bnn.inference.posterior_mode.kron_curvature import check_kron_supported, kron_posterior
 from bnn.inference.posterior_mode.map_estimate import MapEstimate, find_map
@@ -170,6 +173,10 @@ def run_laplace(model, x: torch.Tensor, y: torch.Tensor, options: LaplaceOptions
         if structure is Structure.KRON:
             check_kron_supported(model, x)
     start = covered_from(model, structure)
+    hierarchical = bool(model.hierarchical_sites)
+    if hierarchical:  # their scales at the type-II maximum, a precision per group, replace the one multiplier
+        check_type2_possible(model, hessian_type, structure, start, tune_prior_precision)
+        tune_prior_precision = False
     if tune_prior_precision is None:  # the default: tuned wherever it can be
         tune_prior_precision = _tunable_problem(model, start, hessian_type) is None
     if tune_prior_precision and (problem := _tunable_problem(model, start, hessian_type)):
@@ -182,16 +189,24 @@ def run_laplace(model, x: torch.Tensor, y: torch.Tensor, options: LaplaceOptions
         check_prior_curvature_possible(model, start)
     with seeded(seed):
         began = time.perf_counter()
-        estimate = find_map(model, x_work, y_work, steps=map_steps, lr=map_lr, tolerance=map_tolerance,
-                            max_iter=options.map_max_iter, progress=progress, judged_from=start,
-                            multiplier=None if tune_prior_precision else 1.0,
-                            diagonal_evidence=structure is Structure.DIAG, kron_evidence=structure is Structure.KRON)
-        map_seconds = time.perf_counter() - began
-        scale, evidence = _approximate(model, x_work, y_work, estimate, start, hessian_type, structure,
-                                       tune_prior_precision, progress)
+        if hierarchical:
+            type2 = type2_maximum(model, x_work, y_work, options, start, lambda network, at: _approximate(
+                network, x_work, y_work, at, start, hessian_type, structure, False, False))
+            estimate, scale, evidence, scales = type2.estimate, type2.scale, type2.log_marginal_likelihood, type2.scales
+            map_seconds = time.perf_counter() - began
+        else:
+            estimate = find_map(model, x_work, y_work, steps=map_steps, lr=map_lr, tolerance=map_tolerance,
+                                max_iter=options.map_max_iter, progress=progress, judged_from=start,
+                                multiplier=None if tune_prior_precision else 1.0,
+                                diagonal_evidence=structure is Structure.DIAG, kron_evidence=structure is Structure.KRON)
+            map_seconds = time.perf_counter() - began
+            scale, evidence = _approximate(model, x_work, y_work, estimate, start, hessian_type, structure,
+                                           tune_prior_precision, progress)
+            type2, scales = None, {}
         train_seconds = time.perf_counter() - began
+        constants = {name: value.to(x.dtype) for name, value in {**estimate.latents, **scales}.items()}
         guide = LaplaceGuide(model.sites, estimate.theta.to(x.dtype), scale.to(x.dtype), covered_from=start,
-                             constants={name: value.to(x.dtype) for name, value in estimate.latents.items()})
+                             constants=constants)
         draws = sample_guide(guide, num_samples, model.latent_shapes, x, y)
     record = LaplaceRecord(
         guide="laplace", seed=seed, train_seconds=train_seconds, options=options, map_seconds=map_seconds,
@@ -203,8 +218,12 @@ def run_laplace(model, x: torch.Tensor, y: torch.Tensor, options: LaplaceOptions
         prior_precision_multiplier=estimate.multiplier, tune_prior_precision=tune_prior_precision,
         evidence_rounds=estimate.evidence_evaluations, evidence_converged=estimate.evidence_bracketed,
         noise=estimate.latents["sigma"].item() if "sigma" in estimate.latents else None,
+        hierarchical_scales=type2 and type2.group_scales,
+        hierarchical_scales_method=DESCRIPTION if type2 else None, type2_rounds=type2 and type2.rounds,
+        type2_converged=type2 and type2.converged,
     )
     samples = {name: value.unsqueeze(0) for name, value in draws.items()}
     # a likelihood without the closed form (the heteroscedastic Gaussian) predicts by Monte Carlo from the draws
     linearization = Linearization(guide) if is_linearizable(model.likelihood) else None
-    return Posterior(model, samples, x, y, record, extras={"guide": guide}, linearization=linearization)
+    return Posterior(model, samples, x, y, record, extras={"guide": guide}, linearization=linearization,
+                     constants=scales)

@@ -35,7 +35,9 @@ class LaplaceOptions(MapFitOptions):
     tune_prior_precision : bool, optional
         Scale a Gaussian prior's precision by the :math:`\alpha` maximising the Laplace
         log marginal likelihood at :math:`\theta_{MAP}` (GGN only). ``None`` (the default): wherever that is
-        possible (GGN, Gaussian priors on the covered weights), else not; ``True`` refuses where it is not.
+        possible (GGN, Gaussian priors on the covered weights), else not; ``True`` refuses where it is not. A network
+        with ``layer-scale`` or ``ard`` priors has a precision per group set by the evidence instead
+        (:mod:`bnn.inference.laplace.type2_scales`) and refuses ``True``.
     max_memory_gib : float
         Refuse, before any work, a structure whose curvature needs more memory than this.
     num_samples : int

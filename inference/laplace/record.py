@@ -24,7 +24,8 @@ class LaplaceRecord(MapFitRecord):
         The options it ran with (``hessian``: the likelihood curvature; ``structure``: the entries of the precision
         kept).
     map_seconds : float
-        Wall time of the MAP fit (Adam, then the polish; with the evidence search's refits when tuned).
+        Wall time of the MAP fit (Adam, then the polish; with the evidence search's refits when tuned, or with the
+        rounds that set the type-II scales of hierarchical priors).
     num_weights_covered : int
         Weights with a Gaussian posterior (the rest, outside ``structure``, are held at the MAP).
     structure : str
@@ -49,6 +50,18 @@ class LaplaceRecord(MapFitRecord):
         evidence chose :math:`\alpha` or the noise.
     evidence_converged : bool, optional
         Whether that search found a maximum.
+    hierarchical_scales : dict, optional
+        For a network with ``layer-scale`` or ``ard`` priors, the prior standard deviation of each group of weights at
+        its type-II maximum: ``{"layers.1": 0.8}`` for a layer scale; ``{"layers.0.weight": [one per input column],
+        "layers.0.bias": 0.5}`` for ARD. The scales are set to the maximum of the Laplace evidence, not integrated
+        (:mod:`bnn.inference.laplace.type2_scales`); the scale sites' values (``layers.0.scale``,
+        ``layers.0.relevance``) are the posterior's constants and constant draws. ``None`` without such priors.
+    hierarchical_scales_method : str, optional
+        That sentence, for readers of the record.
+    type2_rounds : int, optional
+        The fixed-point rounds (MAP refits) that set them.
+    type2_converged : bool, optional
+        Whether those rounds reached the fixed point.
     """
 
     method: ClassVar[str] = "laplace"
@@ -63,6 +76,10 @@ class LaplaceRecord(MapFitRecord):
     tune_prior_precision: bool
     evidence_rounds: int | None = None
     evidence_converged: bool | None = None
+    hierarchical_scales: dict[str, float | list[float]] | None = None
+    hierarchical_scales_method: str | None = None
+    type2_rounds: int | None = None
+    type2_converged: bool | None = None
 
     def __post_init__(self) -> None:
         if self.structure is None and self.options.structure is not None:
@@ -71,7 +88,10 @@ class LaplaceRecord(MapFitRecord):
     def problems(self) -> list[str]:
         unsettled = [f"the evidence search found no maximum in {self.evidence_rounds} MAP fits (prior precision "
                      f"multiplier {self.prior_precision_multiplier:.4g}, noise {self.noise}): {NO_MAXIMUM_FIX}"]
-        return super().problems() + (unsettled if self.evidence_converged is False else [])
+        unsettled_scales = [f"the type-II scales of the hierarchical priors did not settle in {self.type2_rounds} "
+                            "fixed-point rounds: they are where the rounds stopped, not the evidence's maximum"]
+        return (super().problems() + (unsettled if self.evidence_converged is False else [])
+                + (unsettled_scales if self.type2_converged is False else []))
 
     def metrics(self) -> dict[str, Any]:
         return {"hessian": self.options.hessian.value, "structure": self.structure,
