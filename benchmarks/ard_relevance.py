@@ -75,10 +75,16 @@ def separation(medians: np.ndarray, real: int) -> dict[str, float]:
             "largest_noise_median": float(noise.max()), "smallest_real_median": float(signal.min())}
 
 
+def ard_network(in_features: int, hidden: int) -> BayesianMLP:
+    """The benchmark's network: one tanh hidden layer of ``hidden`` units, ``ard`` on its first layer, N(0, 1) on the
+    output layer, a learned Gaussian noise."""
+    return BayesianMLP(in_features, 1, hidden=(hidden,), activation="tanh", prior={"*": "gaussian", "layers.0": "ard"},
+                       likelihood={"name": "gaussian", "scale": None})
+
+
 def fit_one(data: Dataset, real: int, method: str, args: argparse.Namespace) -> dict:
     """Fit the ARD network by ``method``; its row of the results."""
-    model = BayesianMLP(data.in_features, 1, hidden=(args.hidden,), activation="tanh",
-                        prior={"*": "gaussian", "layers.0": "ard"}, likelihood={"name": "gaussian", "scale": None})
+    model = ard_network(data.in_features, args.hidden)
     began = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
