@@ -146,7 +146,7 @@ def test_the_horseshoe_is_refused_naming_the_methods_that_fit_it(monkeypatch):
     model = BayesianMLP(3, 1, hidden=(4,), prior={"*": LayerScalePrior(), "layers.0": HorseshoePrior()})
     with pytest.raises(ValueError, match=r"method 'laplace' cannot fit the hierarchical prior\(s\) 'horseshoe' "
                                          r"\(layers.0\) of BayesianMLP: .*relevance vector machine's degenerate case.*; "
-                                         "use svi with guide='autonormal', or nuts with init='prior'"):
+                                         "use svi with guide='autonormal' or 'meanfield', or nuts with init='prior'"):
         fit(model, (X, Y), "laplace")
 
 
