@@ -62,6 +62,7 @@ from dataclasses import dataclass, replace
 import pyro.distributions as dist
 import torch
 from bnn.guides.flat_weights import split_flat
+from bnn.inference.core.hierarchical_refusal import HIERARCHICAL_METHODS
 from bnn.inference.laplace.curvature import HessianType, Structure
 from bnn.inference.laplace.options import LaplaceOptions
 from bnn.inference.laplace.prior_curvature import prior_curvature
@@ -188,8 +189,7 @@ def check_type2_possible(model, hessian_type: HessianType, structure: Structure,
     others = sorted({type(prior).__name__ for prior in model.hierarchical_sites.values() if not isinstance(prior, OFFERED)})
     if others:
         raise ValueError(f"the Laplace fit sets the scales of the hierarchical priors 'layer-scale' and 'ard' to their "
-                         f"type-II maximum, not those of {others}; use svi with guide='autonormal', or nuts with "
-                         "init='prior'")
+                         f"type-II maximum, not those of {others}; use {HIERARCHICAL_METHODS}")
     if hessian_type is HessianType.EXACT:
         raise ValueError("the type-II scales of hierarchical priors need a positive semi-definite curvature for the "
                          "evidence's fixed point; use hessian='ggn'")
