@@ -105,9 +105,10 @@ class MeanFieldGuide(FlatNormalGuide):
         super().__init__(model)
         self.estimators = site_estimators(kl, tuple(self.weight_sites.values()), self.weight_priors)
         monte_carlo = sorted(name for name, e in self.estimators.items() if e is KLEstimator.MONTE_CARLO)
-        outside = sites_outside_layers(model, torch.zeros(1, model.in_features))
+        possible = local_reparameterisation is not False and not monte_carlo and not model.hierarchical_sites
+        outside = sites_outside_layers(model, torch.zeros(1, model.in_features)) if possible else []  # a probe forward
         if isinstance(local_reparameterisation, str) and local_reparameterisation == "auto":
-            local_reparameterisation = not monte_carlo and not outside and not model.hierarchical_sites
+            local_reparameterisation = possible and not outside
         if not isinstance(local_reparameterisation, bool):
             raise ValueError(f"local_reparameterisation must be True, False or 'auto', got {local_reparameterisation!r}")
         if local_reparameterisation and model.hierarchical_sites:

@@ -77,10 +77,10 @@ _RECORDING: contextvars.ContextVar[dict[str, RecordedLayer] | None] = contextvar
                                                                                               default=None)
 
 
-def _active_recording() -> dict[str, RecordedLayer] | None:
-    """The recording open now, if any; none inside ``torch.compile`` (NUTS's compiled potential), which cannot trace a
-    context variable and never runs inside a recording."""
-    return None if torch.compiler.is_compiling() else _RECORDING.get()
+def _open(context: contextvars.ContextVar):
+    """The value of one of this module's contexts open now, if any; none inside ``torch.compile`` (NUTS's compiled
+    potential), which cannot trace a context variable and never runs inside one."""
+    return None if torch.compiler.is_compiling() else context.get()
 
 
 @contextlib.contextmanager
@@ -136,7 +136,7 @@ def local_reparameterisation(gaussians: Mapping[str, LayerGaussian]) -> Iterator
 
 def _layer_gaussian(name: str) -> LayerGaussian | None:
     """The Gaussian of layer ``name`` when a :func:`local_reparameterisation` holds one (the call noted)."""
-    state = None if torch.compiler.is_compiling() else _REPARAMETERISATION.get()
+    state = _open(_REPARAMETERISATION)
     if state is None:
         return None
     gaussian = state.gaussians.get(name)
@@ -179,9 +179,8 @@ def input_masks(masks: Mapping[str, torch.Tensor]) -> Iterator[set[str]]:
 
 
 def _masked_input(name: str, h: torch.Tensor) -> torch.Tensor:
-    """``h`` times the mask of layer ``name`` when :func:`input_masks` has one for it (never inside ``torch.compile``,
-    which cannot trace a context variable and never runs inside it)."""
-    active = None if torch.compiler.is_compiling() else _INPUT_MASKS.get()
+    """``h`` times the mask of layer ``name`` when :func:`input_masks` has one for it."""
+    active = _open(_INPUT_MASKS)
     if active is None or name not in active[0]:
         return h
     masks, used = active
@@ -193,7 +192,7 @@ def _record(name: str, inputs: Callable[[], torch.Tensor], output: torch.Tensor,
             bias: torch.Tensor, core_dims: int) -> torch.Tensor:
     """``output``, with a tap added and ``inputs()`` recorded under ``name`` when a recording is open (where a weight
     must have its ``core_dims`` dimensions alone, no sample dimensions)."""
-    layers = _active_recording()
+    layers = _open(_RECORDING)
     if layers is None:
         return output
     if weight.dim() != core_dims:
