@@ -13,7 +13,9 @@ Three sources, in this order:
   to the Laplace posterior in :math:`\mathrm{KL}(q \,\|\, p)`;
 * any draws, by moment matching when asked: :math:`m_k` the mean and :math:`s_k` the standard deviation of the
   draws of weight :math:`k` (the Gaussian closest in :math:`\mathrm{KL}(p \,\|\, q)`; an approximation for a
-  posterior that is not Gaussian, recorded as the source ``moment-matching``).
+  posterior that is not Gaussian, recorded as the source ``moment-matching``). The only source for a variational
+  posterior of a network with hierarchical priors, whose guide is over the scales and the standardised weights
+  :math:`\theta = \tau z`, not over :math:`\theta`.
 
 Only the weight sites become the prior; likelihood latents such as a learned noise keep the likelihood's own prior.
 """
@@ -25,6 +27,7 @@ import torch
 from bnn.guides.flat_normal import FlatNormalGuide
 from bnn.guides.flat_weights import split_flat
 from bnn.guides.laplace import LaplaceGuide
+from bnn.inference.core.hierarchical_refusal import hierarchical_priors_named
 from bnn.models.posterior_prior import PosteriorPrior
 from pyro.infer.autoguide import AutoNormal
 
@@ -50,15 +53,23 @@ def weight_gaussians(posterior, *, moment_matching: bool = False) -> PosteriorPr
     Raises
     ------
     ValueError
-        For a posterior without a Gaussian guide (loaded from disk, or a sampler or ensemble) unless
-        ``moment_matching`` is set; for a last-layer Laplace posterior; for draws with no spread.
+        For a posterior without a Gaussian guide (loaded from disk, or a sampler or ensemble), or a variational
+        posterior of a network with hierarchical priors (its guide is over the scales and standardised weights),
+        unless ``moment_matching`` is set; for a last-layer Laplace posterior; for draws with no spread.
     """
     if not isinstance(moment_matching, bool):
         raise ValueError(f"moment_matching must be True or False, got {moment_matching!r}")
     sites = [site.name for site in posterior.model.sites]
     guide = posterior.extras.get("guide")
     guide = getattr(guide, "guide", guide)  # SVI hands out its guide bound to its parameters (svi.fitted_guide)
-    if isinstance(guide, (FlatNormalGuide, AutoNormal)):
+    hierarchical = bool(posterior.model.hierarchical_sites)
+    if hierarchical and isinstance(guide, (FlatNormalGuide, AutoNormal)) and not moment_matching:
+        raise ValueError(
+            f"the weights under the hierarchical prior(s) {hierarchical_priors_named(posterior.model)} are a latent "
+            "scale times a standardised weight, so this guide holds no Gaussian over them: pass moment_matching=True "
+            "to give each weight the mean and standard deviation of its draws"
+        )
+    if isinstance(guide, (FlatNormalGuide, AutoNormal)) and not hierarchical:
         with torch.no_grad(), pyro.get_param_store().scope(posterior.extras.get("param_state")):
             if isinstance(guide, FlatNormalGuide):
                 pairs = guide.site_loc_scale()

@@ -207,3 +207,18 @@ def test_an_autonormal_guide_gives_its_own_means_and_scales():
     for name in prior.loc:
         assert ((draws[name].mean(0) - prior.loc[name]).abs() < 4 * prior.scale[name] / 4000**0.5).all()
         assert ((draws[name].std(0) / prior.scale[name] - 1).abs() < 4 * (1 / 7998) ** 0.5).all()
+
+
+@pytest.mark.parametrize("guide", ["autonormal", "meanfield"])
+def test_a_variational_posterior_under_a_hierarchical_prior_is_carried_on_by_its_draws_only(guide):
+    """Its guide is over the scales and the standardised weights, not the weights: refused without moment matching,
+    which gives each weight exactly the mean and standard deviation of its draws."""
+    model = BayesianMLP(2, 1, hidden=(3,), prior="layer-scale", likelihood=GaussianLikelihood(scale=NOISE))
+    posterior = fit(model, orthogonal_half(1), guide=guide, steps=20, seed=0, progress=False, num_samples=50)
+    with pytest.raises(ValueError, match=r"hierarchical prior\(s\) 'layer-scale' \(layers.0\).*moment_matching=True"):
+        posterior.as_prior()
+    prior, draws = posterior.as_prior(moment_matching=True), posterior.draws()
+    assert prior.source == "moment-matching"
+    for name in prior.loc:
+        torch.testing.assert_close(prior.loc[name], draws[name].mean(0))
+        torch.testing.assert_close(prior.scale[name], draws[name].std(0))
