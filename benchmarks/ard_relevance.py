@@ -5,15 +5,16 @@ drawn i.i.d. :math:`\mathcal{N}(0, 1)` (seeded), independent of the target by co
 papers' one tanh hidden layer with the ``ard`` prior on its first layer, :math:`W_{:, j} \sim \mathcal{N}(0,
 \tau^2\lambda_j^2)`, :math:`\mathcal{N}(0, 1)` on the output layer and a learned Gaussian noise
 (:mod:`bnn.models.hierarchical_priors`). Each method fits it (SVI with the ``autonormal`` guide, NUTS from a prior
-draw) and the table reports, per input column, the posterior median and 5%-95% interval of its scale
-:math:`\tau\lambda_j` (the standard deviation of the weights reading column :math:`j`), then two summaries: how many
-noise columns rank below every real column by their median scale, and the AUC of the median scale as a score that
-tells real columns (positives) from noise columns (ties count half). The test RMSE and log-likelihood (original
-units) say whether the fit is a sound one.
+draw, Laplace with the scales at their type-II maximum, :mod:`bnn.inference.laplace.type2_scales`) and the table
+reports, per input column, the posterior median and 5%-95% interval of its scale :math:`\tau\lambda_j` (the standard
+deviation of the weights reading column :math:`j`; Laplace's is a point, so its three numbers are one), then two
+summaries: how many noise columns rank below every real column by their median scale, and the AUC of the median
+scale as a score that tells real columns (positives) from noise columns (ties count half). The test RMSE and
+log-likelihood (original units) say whether the fit is a sound one.
 
 Usage::
 
-    python -m benchmarks.ard_relevance --uci-dir DIR [--dataset bostonHousing] [--methods svi nuts] \
+    python -m benchmarks.ard_relevance --uci-dir DIR [--dataset bostonHousing] [--methods svi nuts laplace] \
         [--out benchmarks/results/ard_relevance]
 
 It writes ``results.json`` (every number, the command, the commit and the machine) and ``results.md`` into ``--out``.
@@ -43,6 +44,7 @@ METHOD_OPTIONS = {
     "svi": lambda args: {"guide": "autonormal", "steps": args.steps, "num_samples": args.num_samples, "jit": True},
     "nuts": lambda args: {"init": "prior", "num_warmup": args.num_warmup, "num_samples": args.num_samples,
                           "num_chains": args.num_chains},
+    "laplace": lambda args: {"num_samples": args.num_samples},
 }
 """The options of each method, from the command line."""
 SCALE = "layers.0.scale"

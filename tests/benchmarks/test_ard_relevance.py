@@ -25,14 +25,15 @@ def test_run_on_a_tiny_set(tmp_path):
     uci = tiny_uci(tmp_path / "uci")
     out = tmp_path / "out"
     results = ard_relevance.main(["--uci-dir", str(uci), "--dataset", "yacht", "--noise-columns", "2", "--hidden", "3",
-                                  "--methods", "svi", "nuts", "--steps", "30", "--num-warmup", "20", "--num-samples",
+                                  "--methods", "svi", "nuts", "laplace", "--steps", "30", "--num-warmup", "20", "--num-samples",
                                   "10", "--num-chains", "1", "--out", str(out)])
     saved = json.loads((out / "results.json").read_text())
     assert saved == json.loads(json.dumps(results))
-    assert [row["method"] for row in saved["rows"]] == ["svi", "nuts"]
+    assert [row["method"] for row in saved["rows"]] == ["svi", "nuts", "laplace"]
     for row in saved["rows"]:
         assert [column["kind"] for column in row["columns"]] == ["real", "real", "noise", "noise"]
         assert all(0 < c["q05"] <= c["median"] <= c["q95"] for c in row["columns"])
         assert 0 <= row["auc"] <= 1 and np.isfinite(row["test_ll"])
+    assert all(c["q05"] == c["median"] == c["q95"] for c in saved["rows"][2]["columns"])  # Laplace's type-II point
     table = (out / "results.md").read_text()
     assert "# ARD relevance: yacht split 0 + 2 noise columns" in table and "| 3 | noise |" in table
