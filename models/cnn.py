@@ -1,15 +1,16 @@
 r"""The Bayesian convolutional network, a small LeNet: convolution blocks, then a dense head.
 
 The rows of ``x`` ``(n, in_features)`` are read as one-channel signals of ``input_shape`` (``(length,)`` or
-``(height, width)``). Each block :math:`l = 0, \dots, B-1` convolves, activates and max-pools,
+``(height, width)``). Each block :math:`l = 0, \dots, B-1` convolves, activates and pools,
 
 .. math::
 
-    h_0 = x, \qquad h_{l+1} = \operatorname{maxpool}_p\big(\phi(h_l \star K_l + c_l)\big),
+    h_0 = x, \qquad h_{l+1} = \operatorname{pool}_p\big(\phi(h_l \star K_l + c_l)\big),
     \qquad K_l \in \mathbb{R}^{C_{l+1} \times C_l \times k \,(\times k)},
 
 with :math:`C_0 = 1`, zero padding :math:`\lfloor k / 2 \rfloor` (the size is kept for an odd kernel) and pooling
-windows of :math:`p` positions with stride :math:`p` (a remainder is dropped). The flattened
+windows of :math:`p` positions with stride :math:`p` (a remainder is dropped), each window's mean (``"avg"``) or its
+largest value (``"max"``). The flattened
 :math:`C_B \times` positions feed a dense head as in :class:`~bnn.models.mlp.BayesianMLP`:
 :math:`g_{j+1} = \phi(g_j W_j^\top + b_j)`, no activation after the last layer. Every kernel, weight and bias has a
 prior, and :math:`y_i \mid x_i, W \sim p(y_i \mid f(x_i; W))`.
@@ -37,6 +38,12 @@ output is the next layer's input, so dropping its channel :math:`c` is dropping 
 :math:`K_{l+1}` (or, after the last block, the columns of the head's first weight that read channel :math:`c`'s
 positions): the masks are draws of the weights (:mod:`bnn.models.dropout`). The one-channel image is not dropped, so
 the kernels :math:`K_0` are point estimates, as the biases are.
+
+**The defaults are smooth** (SiLU, :math:`\phi(a) = a\,\mathrm{sigmoid}(a)`, and average pooling): the log joint is
+then differentiable everywhere, so a MAP fit (and the Laplace approximation and ensemble built on it) can reach its
+convergence test. ReLU units and max-pooling put kinks in it wherever a unit or a window's winner switches at a training
+input, near which the polish's steps shrink toward zero and the test is not met (``activation="relu",
+pooling="max"`` give the classic LeNet; the sampling and variational methods do not need a smooth log joint).
 """
 
 from __future__ import annotations
@@ -57,7 +64,8 @@ from bnn.models.network import ARCHITECTURES, BayesianNetwork
 from bnn.models.priors import Prior
 from bnn.models.sites import WeightSite
 
-_MAX_POOLS = {1: F.max_pool1d, 2: F.max_pool2d}
+POOLINGS = {"avg": {1: F.avg_pool1d, 2: F.avg_pool2d}, "max": {1: F.max_pool1d, 2: F.max_pool2d}}
+"""The pooling of each block by name, then by the number of spatial axes."""
 
 
 def _positive_integers(what: str, values: Sequence[Any]) -> None:
@@ -66,14 +74,16 @@ def _positive_integers(what: str, values: Sequence[Any]) -> None:
             raise ValueError(f"{what} must be positive integers, got {value!r}")
 
 
-DEFAULT_CNN_PRIOR = {"name": "gaussian", "scale": 1.0, "fan_in_scaling": True}
-r"""The CNN's default prior: a Gaussian of standard deviation :math:`1/\sqrt{\text{fan\_in}}` (``fan_in`` is
-:math:`C_{in}` times the kernel's size for a convolution), which keeps the activations' scale through the blocks."""
+DEFAULT_CNN_PRIOR = {"name": "gaussian", "scale": 2.0, "fan_in_scaling": True}
+r"""The CNN's default prior: a Gaussian of standard deviation :math:`2/\sqrt{\text{fan\_in}}` (``fan_in`` is
+:math:`C_{in}` times the kernel's size for a convolution). Scaled by the fan-in, a prior draw keeps the activations'
+scale through the blocks (with :math:`\mathcal{N}(0, 1)` the logits at a draw run to the hundreds); the factor 2 leaves
+the smooth units room to bend, where :math:`1/\sqrt{\text{fan\_in}}` holds the MAP near the units' linear range."""
 
 
 @ARCHITECTURES.register("cnn")
 class BayesianCNN(BayesianNetwork):
-    r"""A Bayesian LeNet: ``len(channels)`` blocks of convolution, activation and max-pooling, then dense layers.
+    r"""A Bayesian LeNet: ``len(channels)`` blocks of convolution, activation and pooling, then dense layers.
 
     Parameters
     ----------
@@ -89,25 +99,26 @@ class BayesianCNN(BayesianNetwork):
     kernel_size : int
         Kernel width along each spatial axis.
     pool : int
-        Max-pooling window and stride along each axis; 1 pools nothing.
+        Pooling window and stride along each axis; 1 pools nothing.
+    pooling : {"avg", "max"}
+        Each window's mean or its largest value (module notes: ``"max"`` puts kinks in the log joint).
     hidden : sequence of int
         Widths of the dense head's hidden layers; ``()`` puts the output layer straight after the blocks.
     activation : str
         Activation after every convolution and hidden dense layer, a name in
-        :data:`bnn.models.activations.ACTIVATIONS`.
+        :data:`bnn.models.activations.ACTIVATIONS` (module notes: a smooth one lets a MAP fit converge).
     prior, likelihood
         As :class:`~bnn.models.mlp.BayesianMLP`; a prior mapping may name a block (``"features.0"``) or a dense layer
-        (``"classifier.1"``). The default prior is :data:`DEFAULT_CNN_PRIOR`, :math:`\mathcal{N}(0, 1/\text{fan\_in})`:
+        (``"classifier.1"``). The default prior is :data:`DEFAULT_CNN_PRIOR`, :math:`\mathcal{N}(0, 4/\text{fan\_in})`:
         with :math:`\mathcal{N}(0, 1)` on every weight the ReLU blocks make logits of hundreds at a prior draw, where
         the MAP fit starts, and its polish stalls far from a good fit.
 
     Raises
     ------
     ValueError
-        For sizes that are not positive integers, an ``input_shape`` of another product than ``in_features`` or of
-        more than two axes, an empty ``channels``, or a kernel longer than the signal a block gets or a pooling window that
-        leaves it no position; each
-        message names the size to change.
+        For an unknown ``pooling`` or ``activation``, sizes that are not positive integers, an ``input_shape`` of
+        another product than ``in_features`` or of more than two axes, an empty ``channels``, or a kernel longer than
+        the signal a block gets or a pooling window that leaves it no position; each message names the size to change.
 
     Examples
     --------
@@ -125,15 +136,16 @@ class BayesianCNN(BayesianNetwork):
         channels: Sequence[int] = (8, 16),
         kernel_size: int = 3,
         pool: int = 2,
+        pooling: str = "avg",
         hidden: Sequence[int] = (32,),
-        activation: str = "relu",
+        activation: str = "silu",
         prior: Prior | str | Mapping[str, Any] = DEFAULT_CNN_PRIOR,
         likelihood: Likelihood | str | Mapping[str, Any] = "gaussian",
     ) -> None:
         _positive_integers("in_features and out_features", (in_features, out_features))
         input_shape = (in_features,) if input_shape is None else tuple(input_shape)
         channels, hidden = tuple(channels), tuple(hidden)
-        if len(input_shape) not in _MAX_POOLS:
+        if len(input_shape) not in POOLINGS["max"]:
             raise ValueError(f"input_shape must be (length,) or (height, width), got {input_shape!r}")
         _positive_integers("input_shape sizes", input_shape)
         if math.prod(input_shape) != in_features:
@@ -146,7 +158,9 @@ class BayesianCNN(BayesianNetwork):
         _positive_integers("kernel_size and pool", (kernel_size, pool))
         _positive_integers("hidden widths", hidden)
         self.input_shape = input_shape
-        self.channels, self.kernel_size, self.pool, self.hidden = channels, kernel_size, pool, hidden
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {sorted(POOLINGS)}, got {pooling!r}")
+        self.channels, self.kernel_size, self.pool, self.pooling, self.hidden = channels, kernel_size, pool, pooling, hidden
         self.activation = activation
         self._activation_fn = ACTIVATIONS.get(activation)
         self._block_shapes = self._spatial_shapes()
@@ -193,7 +207,7 @@ class BayesianCNN(BayesianNetwork):
         if x.dim() != 2 or x.shape[-1] != self.in_features:
             raise ValueError(f"x must have shape (n, {self.in_features}), got {tuple(x.shape)}")
         h = x.reshape(x.shape[0], 1, *self.input_shape)
-        pool = _MAX_POOLS[len(self.input_shape)]
+        pool = POOLINGS[self.pooling][len(self.input_shape)]
         for block in range(len(self.channels)):
             group = f"features.{block}"
             h = self._activation_fn(conv(h, weights[f"{group}.weight"], weights[f"{group}.bias"], name=group,
@@ -229,4 +243,5 @@ class BayesianCNN(BayesianNetwork):
     def arguments(self) -> dict[str, Any]:
         return {"in_features": self.in_features, "out_features": self.out_features, "input_shape": list(self.input_shape),
                 "channels": list(self.channels), "kernel_size": self.kernel_size, "pool": self.pool,
+                "pooling": self.pooling,
                 "hidden": list(self.hidden), "activation": self.activation}

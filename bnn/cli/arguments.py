@@ -12,14 +12,14 @@ from bnn.cli.option_flags import add_method_flags, given_options
 from bnn.datasets import DATASETS
 from bnn.inference.evaluation.time_budget import parse_duration
 from bnn.models import ACTIVATIONS, LIKELIHOODS, PRIORS, BayesianCNN, BayesianMLP, BayesianNetwork, get_likelihood
-from bnn.models.cnn import DEFAULT_CNN_PRIOR
+from bnn.models.cnn import DEFAULT_CNN_PRIOR, POOLINGS
 
 MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
     "mlp": {"hidden": (50,), "activation": "tanh"},
-    "cnn": {"hidden": (32,), "activation": "relu", "channels": (8, 16), "kernel_size": 3, "pool": 2},
+    "cnn": {"hidden": (32,), "activation": "silu", "channels": (8, 16), "kernel_size": 3, "pool": 2, "pooling": "avg"},
 }
 """``--model``'s networks and the defaults of their flags (what ``None`` means for a flag not given)."""
-CNN_FLAGS = ("channels", "kernel_size", "pool")
+CNN_FLAGS = ("channels", "kernel_size", "pool", "pooling")
 """The flags (as attribute names) that only ``--model cnn`` reads."""
 NO_HIDDEN_LAYER = "none"
 """``--hidden none``: a network without hidden layers (Bayesian linear or logistic regression)."""
@@ -97,15 +97,17 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--hidden", type=_widths, default=None,
                        help=f"hidden widths (of the CNN's dense head), comma-separated (default 50 for mlp, 32 for cnn); "
                             f"'{NO_HIDDEN_LAYER}' for no hidden layer")
-    model.add_argument("--activation", choices=ACTIVATIONS.names(), default=None, help="default tanh for mlp, relu for cnn")
+    model.add_argument("--activation", choices=ACTIVATIONS.names(), default=None, help="default tanh for mlp, silu for cnn")
     cnn = parser.add_argument_group("cnn (with --model cnn)")
     cnn.add_argument("--channels", type=_channels, default=None, help="output channels of each convolution block, "
                      "comma-separated (default 8,16)")
     cnn.add_argument("--kernel-size", type=int, default=None, help="convolution kernel width along each axis (default 3)")
-    cnn.add_argument("--pool", type=int, default=None, help="max-pooling window and stride (default 2)")
+    cnn.add_argument("--pool", type=int, default=None, help="pooling window and stride (default 2)")
+    cnn.add_argument("--pooling", choices=sorted(POOLINGS), default=None,
+                     help="each pooling window's mean or largest value (default avg; max puts kinks in the log joint)")
     # the posterior prior holds a mean and a scale per weight: it comes from a fit (posterior.as_prior()), not a flag
     model.add_argument("--prior", choices=[name for name in PRIORS.names() if name != "posterior"], default="gaussian",
-                       help="the prior of every weight (default gaussian: N(0, 1), and N(0, 1/fan_in) for --model cnn "
+                       help="the prior of every weight (default gaussian: N(0, 1), and N(0, 4/fan_in) for --model cnn "
                             "unless --prior-option fan_in_scaling=false)")
     model.add_argument("--prior-option", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
                        help="prior option, repeatable, for example scale=0.5")

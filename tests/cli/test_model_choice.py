@@ -28,18 +28,20 @@ def test_a_cnn_reads_the_data_sets_image_shape_with_its_defaults_or_the_flags(ca
     model, said = model_for(capsys, "digits", "--model", "cnn")
     assert isinstance(model, BayesianCNN) and not said
     assert model.arguments() == {"in_features": 64, "out_features": 10, "input_shape": [8, 8], "channels": [8, 16],
-                                 "kernel_size": 3, "pool": 2, "hidden": [32], "activation": "relu"}
+                                 "kernel_size": 3, "pool": 2, "pooling": "avg", "hidden": [32], "activation": "silu"}
     model, _ = model_for(capsys, "digits", "--model", "cnn", "--channels", "4", "--kernel-size", "5", "--pool", "1",
-                         "--hidden", "none", "--activation", "tanh", "--prior", "laplace")
-    assert (model.channels, model.kernel_size, model.pool, model.hidden, model.activation) == ((4,), 5, 1, (), "tanh")
+                         "--hidden", "none", "--activation", "tanh", "--pooling", "max", "--prior", "laplace")
+    assert (model.channels, model.kernel_size, model.pool, model.pooling, model.hidden, model.activation) == (
+        (4,), 5, 1, "max", (), "tanh")
     assert type(model.prior["features.0.weight"]).__name__ == "LaplacePrior"
 
 
 def test_the_cnns_gaussian_prior_is_fan_in_scaled_unless_the_user_says_otherwise(capsys):
-    """A convolution of 1 x 3 inputs gets N(0, 1/3), the dense layer after it N(0, 1/fan_in), as the class's default."""
+    """A convolution of 1 x 3 x 3 inputs gets N(0, 4/9), the dense layer after it N(0, 4/fan_in), as the class's
+    default."""
     model, _ = model_for(capsys, "digits", "--model", "cnn")
     assert model.prior_config() == BayesianCNN(64, 10, input_shape=(8, 8), likelihood="categorical").prior_config()
-    assert model.prior["features.0.weight"].site_scale(model.sites[0]) == pytest.approx(1 / 3)
+    assert model.prior["features.0.weight"].site_scale(model.sites[0]) == pytest.approx(2 / 3)
     model, _ = model_for(capsys, "digits", "--model", "cnn", "--prior-option", "fan_in_scaling=false",
                          "--prior-option", "scale=0.5")
     assert model.prior["features.0.weight"].site_scale(model.sites[0]) == 0.5
@@ -56,6 +58,7 @@ def test_a_cnn_on_tabular_data_reads_each_row_as_a_signal_and_says_so(capsys):
 @pytest.mark.parametrize("flags, message", [
     (["--channels", "4"], "--channels apply to --model cnn only"),
     (["--kernel-size", "5", "--pool", "1"], "--kernel-size, --pool apply to --model cnn only"),
+    (["--pooling", "max"], "--pooling apply to --model cnn only"),
     (["--model", "cnn", "--kernel-size", "9"], "block 0 gets a signal of shape (8, 8), shorter than its kernel of 9; "
                                                "use kernel_size <= 8"),
     (["--model", "cnn", "--channels", "8,,16"], "--channels takes comma-separated channel counts like 8,16 with no empty one"),

@@ -34,18 +34,21 @@ def random_weights(model, sample=(), seed=0) -> dict[str, torch.Tensor]:
 def as_sequential(model: BayesianCNN, weights: dict[str, torch.Tensor]) -> nn.Sequential:
     """The same network as torch modules holding one draw of ``weights``."""
     two_d = len(model.input_shape) == 2
-    convolution, max_pool = (nn.Conv2d, nn.MaxPool2d) if two_d else (nn.Conv1d, nn.MaxPool1d)
+    convolution = nn.Conv2d if two_d else nn.Conv1d
+    pool = {("max", False): nn.MaxPool1d, ("max", True): nn.MaxPool2d, ("avg", False): nn.AvgPool1d,
+            ("avg", True): nn.AvgPool2d}[model.pooling, two_d]
+    activation = {"relu": nn.ReLU, "silu": nn.SiLU, "tanh": nn.Tanh}[model.activation]
     modules: list[nn.Module] = [nn.Unflatten(1, (1, *model.input_shape))]
     for block, (c_in, c_out) in enumerate(zip((1, *model.channels), model.channels)):
         layer = convolution(c_in, c_out, model.kernel_size, padding=model.kernel_size // 2)
         layer.weight.data, layer.bias.data = weights[f"features.{block}.weight"], weights[f"features.{block}.bias"]
-        modules += [layer, nn.ReLU(), max_pool(model.pool)]
+        modules += [layer, activation(), pool(model.pool)]
     modules.append(nn.Flatten())
     widths = (model.sites[2 * len(model.channels)].shape[1], *model.hidden, model.out_features)
     for index, (d_in, d_out) in enumerate(zip(widths, widths[1:])):
         layer = nn.Linear(d_in, d_out)
         layer.weight.data, layer.bias.data = weights[f"classifier.{index}.weight"], weights[f"classifier.{index}.bias"]
-        modules += [layer, nn.ReLU()]
+        modules += [layer, activation()]
     return nn.Sequential(*modules[:-1]).double()
 
 
@@ -80,9 +83,11 @@ def test_conv_refuses_a_kernel_of_three_dimensions():
         conv(torch.randn(2, 1, 4, 4, 4), torch.randn(3, 1, 2, 2, 2), torch.randn(3), name="features.0")
 
 
+@pytest.mark.parametrize("activation, pooling", [("silu", "avg"), ("relu", "max")])
 @pytest.mark.parametrize("input_shape, in_features", [((13,), 13), ((7, 6), 42)])
-def test_the_batched_forward_is_a_sequential_of_torch_modules_draw_by_draw(input_shape, in_features):
-    model = BayesianCNN(in_features, 3, input_shape=input_shape, channels=(3, 4), hidden=(5,), likelihood="categorical")
+def test_the_batched_forward_is_a_sequential_of_torch_modules_draw_by_draw(input_shape, in_features, activation, pooling):
+    model = BayesianCNN(in_features, 3, input_shape=input_shape, channels=(3, 4), hidden=(5,), activation=activation,
+                        pooling=pooling, likelihood="categorical")
     x = torch.randn(6, in_features, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
     weights = random_weights(model, sample=(2, 3))
     out = model.forward(x, weights)
@@ -196,6 +201,7 @@ def test_mc_dropout_fits_it():
     ({"kernel_size": 2.5}, "kernel_size and pool must be positive integers, got 2.5"),
     ({"hidden": (-1,)}, "hidden widths must be positive integers, got -1"),
     ({"activation": "swish"}, "unknown activation 'swish'"),
+    ({"pooling": "mean"}, r"pooling must be one of \['avg', 'max'\], got 'mean'"),
 ])
 def test_bad_sizes_are_refused_when_built_naming_the_fix(arguments, message):
     with pytest.raises(ValueError, match=message):

@@ -15,6 +15,7 @@ from bnn.inference import Posterior, fit
 from bnn.inference.mc_dropout import draw_masks, dropout_forward, expected_log_prior
 from bnn.inference.posterior_mode.log_joint import prior_distributions
 from bnn.models import BayesianCNN, DroppedInputs, GaussianPrior
+from bnn.models.cnn import DEFAULT_CNN_PRIOR
 
 from bnn.cli.main import main
 from tests.models.test_network import SkipNet
@@ -28,9 +29,9 @@ Y = (X[:, :32].sum(1) > 0).long() + (X[:, 32:].sum(1) > 0).long()  # three class
 
 def small_cnn(**kwargs) -> BayesianCNN:
     """8 x 8 images, blocks of 3 and 4 channels (pooled to 4 x 4, then 2 x 2: the head reads 4 channels of 4 positions),
-    a hidden layer of 5, three classes."""
-    return BayesianCNN(64, 3, **{"input_shape": (8, 8), "channels": (3, 4), "hidden": (5,), "likelihood": "categorical",
-                                 **kwargs})
+    a hidden layer of 5, three classes; ReLU and max-pooling, as the hand-written network."""
+    return BayesianCNN(64, 3, **{"input_shape": (8, 8), "channels": (3, 4), "hidden": (5,), "activation": "relu",
+                                 "pooling": "max", "likelihood": "categorical", **kwargs})
 
 
 @pytest.fixture(scope="module")
@@ -112,15 +113,17 @@ def test_the_predictive_averages_the_dropout_network_over_the_draws_masks(poster
 
 
 def test_the_fan_in_gaussian_prior_is_weight_decay_over_one_minus_p_on_the_dropped_weights_only():
-    r""":math:`\mathcal{N}(0, 1/\text{fan\_in})`: a dropped weight's term is :math:`-\text{fan\_in}\lVert M\rVert^2 /
-    (2(1-p))`, a kept one's (the image's kernels, the biases) :math:`-\text{fan\_in}\lVert M\rVert^2 / 2`."""
+    r""":math:`\mathcal{N}(0, s^2/\text{fan\_in})` (the default, :math:`s = 2`): a dropped weight's term is
+    :math:`-\text{fan\_in}\lVert M\rVert^2 / (2 s^2 (1-p))`, a kept one's (the image's kernels, the biases)
+    :math:`-\text{fan\_in}\lVert M\rVert^2 / (2 s^2)`."""
     model = small_cnn()
     distributions = prior_distributions(model)
     values = {site.name: torch.randn(site.shape, generator=GENERATOR) for site in model.sites}
     zero = {name: torch.zeros_like(value) for name, value in values.items()}
     change = expected_log_prior(model, values, RATE, distributions) - expected_log_prior(model, zero, RATE, distributions)
     dropped = {entry.weight.name for entry in model.dropped_inputs()}
-    by_hand = sum(-site.fan_in * values[site.name].pow(2).sum() / (2 * (KEEP if site.name in dropped else 1))
+    scale = DEFAULT_CNN_PRIOR["scale"]
+    by_hand = sum(-site.fan_in * values[site.name].pow(2).sum() / (2 * scale**2 * (KEEP if site.name in dropped else 1))
                   for site in model.sites)
     torch.testing.assert_close(change, by_hand)
 
