@@ -110,7 +110,7 @@ class BayesianCNN(BayesianNetwork):
     prior, likelihood
         As :class:`~bnn.models.mlp.BayesianMLP`; a prior mapping may name a block (``"features.0"``) or a dense layer
         (``"classifier.1"``). The default prior is :data:`DEFAULT_CNN_PRIOR`, :math:`\mathcal{N}(0, 4/\text{fan\_in})`:
-        with :math:`\mathcal{N}(0, 1)` on every weight the ReLU blocks make logits of hundreds at a prior draw, where
+        with :math:`\mathcal{N}(0, 1)` on every weight the blocks make logits of hundreds at a prior draw, where
         the MAP fit starts, and its polish stalls far from a good fit.
 
     Raises
