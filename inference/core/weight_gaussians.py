@@ -62,14 +62,14 @@ def weight_gaussians(posterior, *, moment_matching: bool = False) -> PosteriorPr
     sites = [site.name for site in posterior.model.sites]
     guide = posterior.extras.get("guide")
     guide = getattr(guide, "guide", guide)  # SVI hands out its guide bound to its parameters (svi.fitted_guide)
-    hierarchical = bool(posterior.model.hierarchical_sites)
-    if hierarchical and isinstance(guide, (FlatNormalGuide, AutoNormal)) and not moment_matching:
+    mean_field, hierarchical = isinstance(guide, (FlatNormalGuide, AutoNormal)), bool(posterior.model.hierarchical_sites)
+    if mean_field and hierarchical and not moment_matching:
         raise ValueError(
             f"the weights under the hierarchical prior(s) {hierarchical_priors_named(posterior.model)} are a latent "
             "scale times a standardised weight, so this guide holds no Gaussian over them: pass moment_matching=True "
             "to give each weight the mean and standard deviation of its draws"
         )
-    if isinstance(guide, (FlatNormalGuide, AutoNormal)) and not hierarchical:
+    if mean_field and not hierarchical:
         with torch.no_grad(), pyro.get_param_store().scope(posterior.extras.get("param_state")):
             if isinstance(guide, FlatNormalGuide):
                 pairs = guide.site_loc_scale()
