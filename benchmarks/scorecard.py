@@ -5,13 +5,15 @@ The training split is cut in two, seeded: 80% to fit, 20% to calibrate the confo
 (:mod:`bnn.inference.evaluation.conformal`), never the test split. Each method is fitted as ``bnn compare`` fits it
 (its compare defaults; further ``compare`` flags after ``--``) on the 80%, then scored on the test split
 (:func:`~bnn.inference.evaluation.metrics.evaluate`), on the data set's shift set (:mod:`bnn.inference.evaluation.ood`:
-``gap`` for toy1d, ``farthest`` otherwise) and by its conformal predictor at 90%. One Markdown row per method; with
+``--ood``, by default ``gap`` for toy1d and ``farthest`` otherwise; ``held-out-classes`` takes its classes out of
+the data before the cut) and by its conformal predictor at 90%. One Markdown row per method; with
 ``--figures DIR`` the reliability diagrams (classification) or PIT histograms (regression) of every fit are drawn
 there.
 
 Usage::
 
-    python -m benchmarks.scorecard --dataset breast_cancer [--methods map,laplace,svi] [--figures DIR] [-- --hidden 20]
+    python -m benchmarks.scorecard --dataset breast_cancer [--methods map,laplace,svi] [--ood SHIFT] [--figures DIR] \
+        [-- --hidden 20]
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from bnn.inference import fit
 from bnn.inference.evaluation import conformalize, evaluate
 from bnn.inference.evaluation.calibration_plots import plot_pit, plot_reliability
 from bnn.inference.evaluation.ood import UNCERTAINTIES, ood_table
+from bnn.inference.evaluation.shift_sets import SHIFT_SETS, ShiftSplit, shift_split
 
 from bnn.cli.arguments import build_model, fit_options
 from bnn.cli.compare import method_specs, options_per_method
@@ -60,10 +63,10 @@ def conformal_scores(posterior, dataset, calibration) -> dict[str, float]:
     return {"conformal_coverage": covered, "conformal_set_size": float(predictor.sets(dataset.x_test).double().sum(-1).mean())}
 
 
-def score(label: str, posterior, dataset, calibration, shift: str) -> dict[str, float]:
+def score(label: str, posterior, dataset, calibration, shift: ShiftSplit) -> dict[str, float]:
     """One row of the scorecard."""
     metrics = evaluate(posterior, dataset)
-    ood = ood_table({label: posterior}, dataset, shift)
+    ood = ood_table({label: posterior}, shift)
     total, epistemic = UNCERTAINTIES[dataset.task]
     renamed = {"rmse": metrics.get("test_rmse"), "accuracy": metrics.get("test_accuracy")}
     return {**metrics, **renamed, "ood_auroc_total": ood.loc[(label, total), "auroc"],
@@ -75,19 +78,24 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     parser.add_argument("--dataset", default="breast_cancer", help="a built-in data set (breast_cancer, toy1d, ...)")
     parser.add_argument("--methods", default="map,laplace,svi,ensemble,mc-dropout,sgld", help="comma-separated methods")
     parser.add_argument("--seed", type=int, default=0, help="the data's, the cut's and the fits' seed")
+    parser.add_argument("--ood", choices=SHIFT_SETS.names(), metavar="SHIFT",
+                        help="the shift set (default gap for toy1d, farthest otherwise)")
     parser.add_argument("--figures", type=Path, help="a folder for the reliability diagrams or PIT histograms")
     parser.add_argument("compare", nargs="*", help="bnn compare's flags, after --")
     args = parser.parse_args(argv)
     command = build_parser().parse_args(["compare", "--dataset", args.dataset, "--quiet", "--seed", str(args.seed),
                                          "--methods", args.methods, *args.compare])
+    name = args.ood or ("gap" if args.dataset == "toy1d" else "farthest")
     full = load_dataset(args.dataset, seed=args.seed)
-    dataset, calibration = fit_and_calibration_parts(full, args.seed)
-    shift = "gap" if args.dataset == "toy1d" else "farthest"
+    split = shift_split(full, name)
+    dataset, calibration = fit_and_calibration_parts(split.dataset, args.seed)  # held-out-classes: without them
+    # a shift set that keeps the data is drawn against the fitted rows; held-out-classes keeps its test inputs
+    shift = shift_split(dataset, name) if split.dataset is full else dataclasses.replace(split, dataset=dataset)
     model = build_model(command, dataset)
     specs = method_specs(command.methods)
     columns = REGRESSION if dataset.task == "regression" else CLASSIFICATION
     print(f"{args.dataset}: {len(dataset.x_train)} training rows fitted, {len(calibration[0])} for conformal "
-          f"calibration, {len(dataset.x_test)} test rows; shift set {shift}; conformal at {1 - ALPHA:.0%}\n")
+          f"calibration, {len(dataset.x_test)} test rows; shift set {name}; conformal at {1 - ALPHA:.0%}\n")
     print("| method | " + " | ".join(columns) + " |\n|" + "---|" * (len(columns) + 1), flush=True)
     rows, fits = {}, {}
     for (method, _), options in zip(specs, options_per_method(specs, fit_options(command))):

@@ -112,8 +112,8 @@ def run_compare(args: argparse.Namespace) -> pd.DataFrame:
     check_writable(args.out)
     with sigterm_as_keyboard_interrupt():  # SIGTERM ends the command as Ctrl-C does: status 130, saying what was kept
         dataset = load_dataset(args.dataset, uci_dir=args.uci_dir, split=uci_split(args), seed=args.seed)
-        if args.ood is not None:
-            shift_split(dataset, args.ood)  # refused before minutes of fitting
+        shift = shift_split(dataset, args.ood) if args.ood is not None else None  # refused before minutes of fitting
+        dataset = shift.dataset if shift is not None else dataset  # held-out-classes trains without some classes
         model = build_model(args, dataset)
         specs = method_specs(args.methods)
         routed = options_per_method(specs, fit_options(args))
@@ -130,7 +130,7 @@ def run_compare(args: argparse.Namespace) -> pd.DataFrame:
         posteriors = label_fits(fit_or_reuse(model, dataset, specs, routed, kept, command_line(args)))
         try:
             table = write_comparison(posteriors, dataset, args.out, command=command_line(args), overwrite=args.overwrite,
-                                     progress=not args.quiet, cost_notes=cost_notes, ood=args.ood)
+                                     progress=not args.quiet, cost_notes=cost_notes, ood=shift)
         except KeyboardInterrupt as error:
             reason = f"{str(error) or 'SIGINT'} while writing the report"
             raise KeyboardInterrupt(compare_interrupted(reason, kept, command_line(args))) from None
@@ -160,5 +160,6 @@ def add_compare_parser(commands) -> None:
                         "within it by each method's cost, estimated (and printed) before any fit")
     parser.add_argument("--ood", choices=SHIFT_SETS.names(), metavar="SHIFT",
                         help=f"score how well each fit's uncertainty detects a shift set ({', '.join(SHIFT_SETS.names())}: "
-                        "gap for toy1d, farthest for any data set), in the report and ood.csv")
+                        "gap for toy1d, farthest for any data set, held-out-classes for a multiclass one, noise and "
+                        "rotation for images), in the report and ood.csv; held-out-classes fits without those classes")
     parser.set_defaults(run=run_compare)

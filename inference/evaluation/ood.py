@@ -21,9 +21,8 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 import torch
-from bnn.datasets.dataset import Dataset
 from bnn.inference.core.posterior import Posterior
-from bnn.inference.evaluation.shift_sets import shift_split
+from bnn.inference.evaluation.shift_sets import ShiftSplit
 from sklearn.metrics import average_precision_score, roc_auc_score, roc_curve
 
 UNCERTAINTIES = {"regression": ("std", "epistemic_std"), "binary": ("entropy", "mutual_information"),
@@ -48,15 +47,14 @@ def uncertainty_per_input(prediction, field: str) -> torch.Tensor:
     return values.reshape(len(values), -1).mean(-1)
 
 
-def ood_table(posteriors: Mapping[str, Posterior], dataset: Dataset, shift: str) -> pd.DataFrame:
-    """Per fit and uncertainty of the task (:data:`UNCERTAINTIES`) the detection scores on ``dataset``'s shift set
-    ``shift``; indexed by ``(fit, uncertainty)``, with the numbers of in-distribution and shifted inputs in
-    ``attrs["inputs"]``."""
-    split = shift_split(dataset, shift)
+def ood_table(posteriors: Mapping[str, Posterior], split: ShiftSplit) -> pd.DataFrame:
+    """Per fit and uncertainty of the task (:data:`UNCERTAINTIES`) the detection scores on the shift set ``split``
+    (:func:`~bnn.inference.evaluation.shift_sets.shift_split`; the fits learnt from ``split.dataset``); indexed by
+    ``(fit, uncertainty)``, with the numbers of in-distribution and shifted inputs in ``attrs["inputs"]``."""
     rows = {}
     for label, posterior in posteriors.items():
         inside, outside = posterior.predict(split.x_in), posterior.predict(split.x_out)
-        for field in UNCERTAINTIES[dataset.task]:
+        for field in UNCERTAINTIES[split.dataset.task]:
             rows[(label, field)] = detection_scores(uncertainty_per_input(inside, field),
                                                     uncertainty_per_input(outside, field))
     table = pd.DataFrame.from_dict(rows, orient="index")

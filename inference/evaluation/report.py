@@ -27,7 +27,7 @@ from bnn.inference.evaluation.reliability import (
     units_lines,
     warning_column_line,
 )
-from bnn.inference.evaluation.shift_sets import shift_split
+from bnn.inference.evaluation.shift_sets import ShiftSplit
 from bnn.inference.fit import METHODS
 
 from bnn.runtime.atomic import atomic_directory
@@ -124,7 +124,7 @@ CALIBRATION_COLUMNS = {
 """The report's calibration table (:mod:`bnn.inference.evaluation.metrics`), regression and classification."""
 
 
-def report_stages(posteriors: Mapping[str, Posterior], ood: str | None = None) -> int:
+def report_stages(posteriors: Mapping[str, Posterior], ood: ShiftSplit | None = None) -> int:
     """How many stages :func:`write_comparison` shows: a table row per fit, the ranking, the files, the plots (a
     trace per fit), the calibration plots, the out-of-distribution scores (with ``ood``) and ``report.md``."""
     return 2 * len(posteriors) + 6 + (ood is not None)
@@ -146,22 +146,22 @@ def calibration_sections(table: pd.DataFrame, dataset: Dataset, figures: dict[st
             *[f"### {title}\n\n![{title}]({path.name})" for title, path in figures.items()]]
 
 
-def ood_sections(posteriors: Mapping[str, Posterior], dataset: Dataset, shift: str, staging: Path) -> list[str]:
+def ood_sections(posteriors: Mapping[str, Posterior], split: ShiftSplit, staging: Path) -> list[str]:
     """The report's out-of-distribution table (written to ``ood.csv`` too) and its verdict against the MAP network."""
-    table = ood_table(posteriors, dataset, shift)
+    table = ood_table(posteriors, split)
     table.to_csv(staging / "ood.csv")
     inside, shifted = table.attrs["inputs"]
-    return [f"## Out-of-distribution detection: {shift}",
-            f"{inside} in-distribution and {shifted} shifted inputs (shift set `{shift}`); each "
+    return [f"## Out-of-distribution detection: {split.name}",
+            f"{inside} in-distribution and {shifted} shifted inputs (shift set `{split.name}`); each "
             "uncertainty is a detector of the shifted ones: AUROC (0.5 is chance), average precision, and the share of "
             "in-distribution inputs flagged at 95% of the shifted ones caught.",
-            *map_baseline_lines(table, posteriors, dataset.task),
+            *map_baseline_lines(table, posteriors, split.dataset.task),
             markdown_table(table.set_axis([f"{fit}: {uncertainty}" for fit, uncertainty in table.index]))]
 
 
 def write_comparison(posteriors: Mapping[str, Posterior], dataset: Dataset, out: str | Path, *, command: str,
                      overwrite: bool = False, progress: bool = True, cost_notes: Sequence[str] = (),
-                     ood: str | None = None) -> pd.DataFrame:
+                     ood: ShiftSplit | None = None) -> pd.DataFrame:
     """Write ``report.md``, ``comparison.csv``, ``ranking.csv``, PNGs and ``posterior-<fit>.nc`` into ``out``.
 
     Parameters
@@ -182,9 +182,10 @@ def write_comparison(posteriors: Mapping[str, Posterior], dataset: Dataset, out:
     cost_notes : sequence of str
         What the fits were estimated to cost and what a time budget changed or left out
         (:mod:`bnn.inference.evaluation.time_budget`), for the report's section on cost.
-    ood : str, optional
-        A shift set (:mod:`bnn.inference.evaluation.shift_sets`): the report scores how well each fit's uncertainty
-        detects it (:mod:`bnn.inference.evaluation.ood`) and writes ``ood.csv``.
+    ood : ShiftSplit, optional
+        A shift set of ``dataset`` (:func:`~bnn.inference.evaluation.shift_sets.shift_split`, whose ``dataset`` is
+        the one given here): the report scores how well each fit's uncertainty detects it
+        (:mod:`bnn.inference.evaluation.ood`) and writes ``ood.csv``.
 
     Returns
     -------
@@ -196,11 +197,12 @@ def write_comparison(posteriors: Mapping[str, Posterior], dataset: Dataset, out:
     Raises
     ------
     ValueError
-        When ``out`` exists, is not empty and ``overwrite`` is false, or holds files this package did not write
-        (before any work).
+        When ``out`` exists, is not empty and ``overwrite`` is false, or holds files this package did not write,
+        or when ``ood`` is a shift set of another data set (before any work).
     """
-    if ood is not None:
-        shift_split(dataset, ood)  # an unknown shift set, or one the data set lacks, is refused before any work
+    if ood is not None and ood.dataset is not dataset:
+        raise ValueError(f"shift set {ood.name!r} belongs to data set {ood.dataset.name!r}, not to the {dataset.name!r} "
+                         "given: pass the split's dataset, the one the fits learnt from")
     with atomic_directory(out, writer="bnn compare", overwrite=overwrite) as staging, \
             stages(report_stages(posteriors, ood), desc="report", enabled=progress) as start:
         rows = {}
@@ -227,8 +229,8 @@ def write_comparison(posteriors: Mapping[str, Posterior], dataset: Dataset, out:
         if dataset.task == "regression":
             calibration_figures["PIT histograms"] = plot_pit(posteriors, dataset, staging / "pit.png")
         if ood is not None:
-            start(f"out-of-distribution scores ({ood})")
-        shifted = ood_sections(posteriors, dataset, ood, staging) if ood is not None else []
+            start(f"out-of-distribution scores ({ood.name})")
+        shifted = ood_sections(posteriors, ood, staging) if ood is not None else []
         start("forest and marginal plots")
         figures["Weights across methods (forest)"] = plot_forest(posteriors, staging / "forest.png")
         figures["Marginals of a few weights against the prior"] = plot_marginals_vs_prior(posteriors, staging / "marginals.png")

@@ -2,10 +2,11 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from bnn.datasets import load_toy1d
+from bnn.datasets import load_dataset, load_toy1d
 from bnn.inference import fit
 from bnn.inference.evaluation.reliability import fit_warnings
 from bnn.inference.evaluation.report import markdown_table, slug, write_comparison
+from bnn.inference.evaluation.shift_sets import shift_split
 from bnn.models import BayesianMLP
 
 from bnn.cli.main import main
@@ -102,9 +103,33 @@ def test_a_shift_set_gives_the_out_of_distribution_table_and_the_verdict_against
     assert "laplace beats the MAP network" in report or "laplace does not beat the MAP network" in report
 
 
+def test_held_out_classes_fits_without_them_and_scores_them_as_the_shift(tmp_path):
+    out = tmp_path / "report"
+    main(["compare", "--dataset", "digits", "--model", "mlp", "--methods", "map,laplace", "--hidden", "4",
+          "--map-steps", "100", "--num-samples", "30", "--ood", "held-out-classes", "--out", str(out), "--quiet"])
+    report = (out / "report.md").read_text()
+    assert report.startswith("# map, laplace on digits without classes 8, 9")
+    assert "## Out-of-distribution detection: held-out-classes" in report
+    assert "289 in-distribution and 71 shifted inputs (shift set `held-out-classes`)" in report
+    ood = pd.read_csv(out / "ood.csv", index_col=[0, 1])
+    assert set(ood.index) == {(fit, u) for fit in ("map", "laplace") for u in ("entropy", "mutual_information")}
+    assert ood.loc[("map", "mutual_information"), "auroc"] == 0.5
+    assert "BayesianMLP(64-4-8" in report  # eight outputs: the held-out classes are not in the data
+
+
+def test_write_comparison_refuses_a_shift_set_of_another_data_set(tmp_path):
+    digits = load_dataset("digits")
+    split = shift_split(digits, "held-out-classes")
+    with pytest.raises(ValueError, match="shift set 'held-out-classes' belongs to data set 'digits without classes 8, 9', "
+                       "not to the 'digits' given: pass the split's dataset"):
+        write_comparison({}, digits, tmp_path / "r", command="c", ood=split)
+    assert not (tmp_path / "r").exists()
+
+
 @pytest.mark.parametrize("dataset, shift, message", [
     ("diabetes", "gap", "shift set 'gap' is defined for toy1d, whose inputs have a gap; diabetes has none"),
-    ("toy1d", "noise", "argument --ood: invalid choice: 'noise'"),
+    ("toy1d", "noise", "shift set 'noise' transforms images and toy1d is tabular"),
+    ("toy1d", "blur", "argument --ood: invalid choice: 'blur'"),
 ])
 def test_a_shift_set_the_data_lack_is_refused_before_any_fit(dataset, shift, message, tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
