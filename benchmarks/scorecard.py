@@ -19,17 +19,16 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import time
 import warnings
 from pathlib import Path
 
-import torch
 from bnn.datasets import load_dataset
 from bnn.inference import fit
-from bnn.inference.evaluation import conformalize, evaluate
+from bnn.inference.evaluation import evaluate
 from bnn.inference.evaluation.calibration_plots import plot_pit, plot_reliability
 from bnn.inference.evaluation.ood import UNCERTAINTIES, ood_table
+from bnn.inference.evaluation.set_coverage import carve_calibration_with_shift, set_coverage
 from bnn.inference.evaluation.shift_sets import SHIFT_SETS, ShiftSplit, shift_split
 
 from bnn.cli.arguments import build_model, fit_options
@@ -44,25 +43,6 @@ CLASSIFICATION = ["accuracy", "test_ll", "brier", "ece", "ece_mass", "mutual_inf
                   "ood_auroc_epistemic", "aurc", "conformal_coverage", "conformal_set_size", "fit_s"]
 
 
-def fit_and_calibration_parts(dataset, seed: int):
-    """``dataset`` with 80% of its training rows (a seeded draw), and the other 20% as ``(x, y)``."""
-    order = torch.randperm(len(dataset.x_train), generator=torch.Generator().manual_seed(seed))
-    cut = round(CALIBRATION_SHARE * len(order))
-    kept, held = order[cut:], order[:cut]
-    part = dataclasses.replace(dataset, x_train=dataset.x_train[kept], y_train=dataset.y_train[kept])
-    return part, (dataset.x_train[held], dataset.y_train[held])
-
-
-def conformal_scores(posterior, dataset, calibration) -> dict[str, float]:
-    """Test coverage of the 90% conformal predictor and its mean interval width (target's units) or set size."""
-    predictor = conformalize(posterior, *calibration, alpha=ALPHA)
-    covered = float(predictor.covers(dataset.x_test, dataset.y_test).double().mean())
-    if dataset.task == "regression":
-        low, high = predictor.interval(dataset.x_test)
-        return {"conformal_coverage": covered, "conformal_width": float(((high - low) * dataset.y_scaler.std).mean())}
-    return {"conformal_coverage": covered, "conformal_set_size": float(predictor.sets(dataset.x_test).double().sum(-1).mean())}
-
-
 def score(label: str, posterior, dataset, calibration, shift: ShiftSplit) -> dict[str, float]:
     """One row of the scorecard."""
     metrics = evaluate(posterior, dataset)
@@ -70,7 +50,8 @@ def score(label: str, posterior, dataset, calibration, shift: ShiftSplit) -> dic
     total, epistemic = UNCERTAINTIES[dataset.task]
     renamed = {"rmse": metrics.get("test_rmse"), "accuracy": metrics.get("test_accuracy")}
     return {**metrics, **renamed, "ood_auroc_total": ood.loc[(label, total), "auroc"],
-            "ood_auroc_epistemic": ood.loc[(label, epistemic), "auroc"], **conformal_scores(posterior, dataset, calibration)}
+            "ood_auroc_epistemic": ood.loc[(label, epistemic), "auroc"],
+            **set_coverage(posterior, dataset, calibration, alpha=ALPHA)}
 
 
 def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
@@ -86,11 +67,9 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     command = build_parser().parse_args(["compare", "--dataset", args.dataset, "--quiet", "--seed", str(args.seed),
                                          "--methods", args.methods, *args.compare])
     name = args.ood or ("gap" if args.dataset == "toy1d" else "farthest")
-    full = load_dataset(args.dataset, seed=args.seed)
-    split = shift_split(full, name)
-    dataset, calibration = fit_and_calibration_parts(split.dataset, args.seed)  # held-out-classes: without them
-    # a shift set that keeps the data is drawn against the fitted rows; held-out-classes keeps its test inputs
-    shift = shift_split(dataset, name) if split.dataset is full else dataclasses.replace(split, dataset=dataset)
+    loaded = load_dataset(args.dataset, seed=args.seed)
+    dataset, calibration, shift = carve_calibration_with_shift(loaded, shift_split(loaded, name), CALIBRATION_SHARE,
+                                                               args.seed)
     model = build_model(command, dataset)
     specs = method_specs(command.methods)
     columns = REGRESSION if dataset.task == "regression" else CLASSIFICATION

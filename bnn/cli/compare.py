@@ -23,9 +23,11 @@ from bnn.cli.arguments import (
 from bnn.datasets import load_dataset
 from bnn.guides import GUIDES
 from bnn.inference.evaluation.compare import label_fits
+from bnn.inference.evaluation.conformal import calibration_rank
 from bnn.inference.evaluation.cost import format_seconds
 from bnn.inference.evaluation.finished_fits import FinishedFits, run_fingerprint
 from bnn.inference.evaluation.report import write_comparison
+from bnn.inference.evaluation.set_coverage import SET_LEVEL_ALPHA, carve_calibration_with_shift
 from bnn.inference.evaluation.shift_sets import SHIFT_SETS, shift_split
 from bnn.inference.evaluation.time_budget import choose_fits, cost_lines
 from bnn.inference.fit import METHODS, fit
@@ -111,9 +113,12 @@ def run_compare(args: argparse.Namespace) -> pd.DataFrame:
     check_replaceable(args.out, overwrite=args.overwrite)
     check_writable(args.out)
     with sigterm_as_keyboard_interrupt():  # SIGTERM ends the command as Ctrl-C does: status 130, saying what was kept
-        dataset = load_dataset(args.dataset, uci_dir=args.uci_dir, split=uci_split(args), seed=args.seed)
-        shift = shift_split(dataset, args.ood) if args.ood is not None else None  # refused before minutes of fitting
-        dataset = shift.dataset if shift is not None else dataset  # held-out-classes trains without some classes
+        loaded = load_dataset(args.dataset, uci_dir=args.uci_dir, split=uci_split(args), seed=args.seed)
+        shift = shift_split(loaded, args.ood) if args.ood is not None else None  # refused before minutes of fitting
+        dataset, calibration = shift.dataset if shift is not None else loaded, None  # held-out-classes drops classes
+        if args.conformal is not None:  # carved before any fit, with enough rows for 90% sets
+            dataset, calibration, shift = carve_calibration_with_shift(loaded, shift, args.conformal, args.seed)
+            calibration_rank(len(calibration[0]), SET_LEVEL_ALPHA)
         model = build_model(args, dataset)
         specs = method_specs(args.methods)
         routed = options_per_method(specs, fit_options(args))
@@ -130,7 +135,8 @@ def run_compare(args: argparse.Namespace) -> pd.DataFrame:
         posteriors = label_fits(fit_or_reuse(model, dataset, specs, routed, kept, command_line(args)))
         try:
             table = write_comparison(posteriors, dataset, args.out, command=command_line(args), overwrite=args.overwrite,
-                                     progress=not args.quiet, cost_notes=cost_notes, ood=shift)
+                                     progress=not args.quiet, cost_notes=cost_notes, ood=shift,
+                                     calibration=calibration)
         except KeyboardInterrupt as error:
             reason = f"{str(error) or 'SIGINT'} while writing the report"
             raise KeyboardInterrupt(compare_interrupted(reason, kept, command_line(args))) from None
@@ -162,4 +168,7 @@ def add_compare_parser(commands) -> None:
                         help=f"score how well each fit's uncertainty detects a shift set ({', '.join(SHIFT_SETS.names())}: "
                         "gap for toy1d, farthest for any data set, held-out-classes for a multiclass one, noise and "
                         "rotation for images), in the report and ood.csv; held-out-classes fits without those classes")
+    parser.add_argument("--conformal", type=float, metavar="SHARE",
+                        help="hold this share of the training rows out of every fit (seeded by --seed; 0.2 is usual) "
+                        "and calibrate each fit's conformal 90%% sets on them, reported beside its own 90%% sets")
     parser.set_defaults(run=run_compare)

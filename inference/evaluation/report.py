@@ -12,12 +12,13 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pandas as pd
+import torch
 from bnn.datasets.dataset import Dataset
 from bnn.inference.core.posterior import Posterior
 from bnn.inference.diagnostics.convergence import R_HAT_THRESHOLD
 from bnn.inference.evaluation.calibration_plots import plot_pit, plot_selective
 from bnn.inference.evaluation.compare import compare, rank
-from bnn.inference.evaluation.ood import map_baseline_lines, ood_table
+from bnn.inference.evaluation.ood import UNCERTAINTIES, map_baseline_lines, ood_table
 from bnn.inference.evaluation.plots import plot_fit, plot_predictive_overlay, plot_std_vs_error
 from bnn.inference.evaluation.posterior_plots import plot_forest, plot_marginals_vs_prior, plot_trace
 from bnn.inference.evaluation.reliability import (
@@ -27,6 +28,7 @@ from bnn.inference.evaluation.reliability import (
     units_lines,
     warning_column_line,
 )
+from bnn.inference.evaluation.set_coverage import SET_LEVEL_ALPHA, set_coverage
 from bnn.inference.evaluation.shift_sets import ShiftSplit
 from bnn.inference.fit import METHODS
 
@@ -146,10 +148,9 @@ def calibration_sections(table: pd.DataFrame, dataset: Dataset, figures: dict[st
             *[f"### {title}\n\n![{title}]({path.name})" for title, path in figures.items()]]
 
 
-def ood_sections(posteriors: Mapping[str, Posterior], split: ShiftSplit, staging: Path) -> list[str]:
-    """The report's out-of-distribution table (written to ``ood.csv`` too) and its verdict against the MAP network."""
-    table = ood_table(posteriors, split)
-    table.to_csv(staging / "ood.csv")
+def ood_sections(table: pd.DataFrame, posteriors: Mapping[str, Posterior], split: ShiftSplit) -> list[str]:
+    """The report's out-of-distribution section from :func:`~bnn.inference.evaluation.ood.ood_table`'s ``table``,
+    with its verdict against the MAP network."""
     inside, shifted = table.attrs["inputs"]
     return [f"## Out-of-distribution detection: {split.name}",
             f"{inside} in-distribution and {shifted} shifted inputs (shift set `{split.name}`); each "
@@ -159,9 +160,29 @@ def ood_sections(posteriors: Mapping[str, Posterior], split: ShiftSplit, staging
             markdown_table(table.set_axis([f"{fit}: {uncertainty}" for fit, uncertainty in table.index]))]
 
 
+def ood_columns(table: pd.DataFrame, label: str, task: str) -> dict[str, float]:
+    """``ood_auroc_total`` and ``ood_auroc_epistemic`` of fit ``label`` for the comparison table."""
+    total, epistemic = UNCERTAINTIES[task]
+    return {"ood_auroc_total": table.loc[(label, total), "auroc"], "ood_auroc_epistemic": table.loc[(label, epistemic), "auroc"]}
+
+
+def set_coverage_section(table: pd.DataFrame, task: str, calibration_rows: int) -> list[str]:
+    """The report's table of credible and conformal 90% sets (:mod:`bnn.inference.evaluation.set_coverage`)."""
+    size = "width" if task == "regression" else "set_size"
+    columns = ["credible_coverage", "conformal_coverage", f"credible_{size}", f"conformal_{size}"]
+    what = "mean interval width in the target's units" if task == "regression" else "mean number of labels"
+    return ["## Credible and conformal 90% sets",
+            f"Each fit's own 90% {'central predictive interval' if task == 'regression' else 'credible set'} beside "
+            f"its split-conformal one, calibrated on {calibration_rows} training rows held out of every fit: coverage "
+            f"of the test split ({1 - SET_LEVEL_ALPHA:.0%} promised) and size ({what}). The conformal coverage holds "
+            "on exchangeable data whatever the posterior got wrong; the credible one only where the posterior is "
+            "calibrated.", markdown_table(table[columns])]
+
+
 def write_comparison(posteriors: Mapping[str, Posterior], dataset: Dataset, out: str | Path, *, command: str,
                      overwrite: bool = False, progress: bool = True, cost_notes: Sequence[str] = (),
-                     ood: ShiftSplit | None = None) -> pd.DataFrame:
+                     ood: ShiftSplit | None = None, calibration: tuple[torch.Tensor, torch.Tensor] | None = None
+                     ) -> pd.DataFrame:
     """Write ``report.md``, ``comparison.csv``, ``ranking.csv``, PNGs and ``posterior-<fit>.nc`` into ``out``.
 
     Parameters
@@ -185,7 +206,13 @@ def write_comparison(posteriors: Mapping[str, Posterior], dataset: Dataset, out:
     ood : ShiftSplit, optional
         A shift set of ``dataset`` (:func:`~bnn.inference.evaluation.shift_sets.shift_split`, whose ``dataset`` is
         the one given here): the report scores how well each fit's uncertainty detects it
-        (:mod:`bnn.inference.evaluation.ood`) and writes ``ood.csv``.
+        (:mod:`bnn.inference.evaluation.ood`), writes ``ood.csv`` and adds ``ood_auroc_total`` and
+        ``ood_auroc_epistemic`` to the comparison table.
+    calibration : (x, y), optional
+        Training rows held out of every fit (:func:`~bnn.inference.evaluation.set_coverage.carve_calibration`): each
+        fit's conformal 90% sets are calibrated on them and set beside its own
+        (:func:`~bnn.inference.evaluation.set_coverage.set_coverage`), in a section and in the table's
+        ``credible_*`` and ``conformal_*`` columns.
 
     Returns
     -------
@@ -209,6 +236,14 @@ def write_comparison(posteriors: Mapping[str, Posterior], dataset: Dataset, out:
         for label, posterior in posteriors.items():
             start(f"metrics, LOO and WAIC of {label}")
             rows[label] = compare({label: posterior}, dataset).loc[label].to_dict()
+            if calibration is not None:
+                rows[label].update(set_coverage(posterior, dataset, calibration))
+        if ood is not None:
+            start(f"out-of-distribution scores ({ood.name})")
+            detection = ood_table(posteriors, ood)
+            detection.to_csv(staging / "ood.csv")
+            for label in posteriors:
+                rows[label].update(ood_columns(detection, label, dataset.task))
         table = pd.DataFrame.from_dict(rows, orient="index")
         start("ranking (az.compare)")
         ranking = rank(posteriors)
@@ -228,9 +263,8 @@ def write_comparison(posteriors: Mapping[str, Posterior], dataset: Dataset, out:
         calibration_figures = {"Risk against coverage": plot_selective(posteriors, dataset, staging / "selective.png")}
         if dataset.task == "regression":
             calibration_figures["PIT histograms"] = plot_pit(posteriors, dataset, staging / "pit.png")
-        if ood is not None:
-            start(f"out-of-distribution scores ({ood.name})")
-        shifted = ood_sections(posteriors, ood, staging) if ood is not None else []
+        shifted = ood_sections(detection, posteriors, ood) if ood is not None else []
+        conformal = set_coverage_section(table, dataset.task, len(calibration[0])) if calibration is not None else []
         start("forest and marginal plots")
         figures["Weights across methods (forest)"] = plot_forest(posteriors, staging / "forest.png")
         figures["Marginals of a few weights against the prior"] = plot_marginals_vs_prior(posteriors, staging / "marginals.png")
@@ -251,7 +285,7 @@ def write_comparison(posteriors: Mapping[str, Posterior], dataset: Dataset, out:
             *units_lines(scale),
             *(["## Cost", "\n".join(cost_notes)] if cost_notes else []),
             "## Comparison", *warnings, markdown_table(table[shown]),
-            *calibration_sections(table, dataset, calibration_figures), *shifted,
+            *calibration_sections(table, dataset, calibration_figures), *conformal, *shifted,
             "## ArviZ ranking (az.compare, PSIS-LOO)", *verdict,
             markdown_table(ranking) if len(ranking) else NO_RANKING,
             *([warning_column_line(min(draws))] if draws else []),

@@ -3,21 +3,10 @@
 from __future__ import annotations
 
 import pytest
-import torch
-from bnn.datasets import load_toy1d
 
 from benchmarks import scorecard
 
 pytestmark = pytest.mark.benchmarks
-
-
-def test_the_calibration_rows_are_held_out_of_the_fit():
-    data = load_toy1d()
-    part, (x_cal, y_cal) = scorecard.fit_and_calibration_parts(data, seed=0)
-    assert len(part.x_train) == 80 and len(x_cal) == 20
-    together = torch.cat([part.x_train, x_cal])
-    assert torch.equal(together.sort(0).values, data.x_train.sort(0).values)  # a partition of the training rows
-    assert torch.equal(part.x_test, data.x_test) and part.y_scaler is data.y_scaler
 
 
 def test_prints_a_row_per_method_and_draws_the_figure(tmp_path, capsys):

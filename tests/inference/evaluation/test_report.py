@@ -117,6 +117,34 @@ def test_held_out_classes_fits_without_them_and_scores_them_as_the_shift(tmp_pat
     assert "BayesianMLP(64-4-8" in report  # eight outputs: the held-out classes are not in the data
 
 
+def test_conformal_holds_rows_out_of_every_fit_and_sets_its_sets_beside_the_credible_ones(tmp_path):
+    out = tmp_path / "report"
+    main(["compare", "--dataset", "toy1d", "--methods", "map,laplace", "--hidden", "4", "--map-steps", "200",
+          "--num-samples", "50", "--conformal", "0.2", "--ood", "farthest", "--out", str(out), "--quiet"])
+    report = (out / "report.md").read_text()
+    assert "80 training and 100 test examples" in report and "## Credible and conformal 90% sets" in report
+    assert "calibrated on 20 training rows held out of every fit" in report
+    table = pd.read_csv(out / "comparison.csv", index_col=0)
+    for column in ("credible_coverage", "conformal_coverage", "credible_width", "conformal_width", "crps",
+                   "ood_auroc_total", "ood_auroc_epistemic"):
+        assert table[column].between(0, float("inf")).all(), column
+    assert table.loc["map", "ood_auroc_epistemic"] == 0.5
+    # the farthest fifth is drawn against the 80 rows fitted, not the 100 of the training split
+    assert "80 in-distribution and 20 shifted inputs" in report
+
+
+@pytest.mark.parametrize("share, message", [
+    ("1.5", "the calibration share must lie in (0, 1) and leave rows on both sides; 1.5 of toy1d's 100 training rows"),
+    ("0.05", "coverage 1 - alpha = 0.9 needs at least 9 calibration points, got 5"),
+])
+def test_a_calibration_share_that_cannot_serve_is_refused_before_any_fit(share, message, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compare", "--dataset", "toy1d", "--methods", "svi", "--steps", "100000", "--conformal", share,
+              "--out", str(tmp_path / "r"), "--quiet"])
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
 def test_write_comparison_refuses_a_shift_set_of_another_data_set(tmp_path):
     digits = load_dataset("digits")
     split = shift_split(digits, "held-out-classes")
