@@ -14,7 +14,7 @@ log-likelihood (original units) say whether the fit is a sound one.
 
 Usage::
 
-    python -m benchmarks.ard_relevance --uci-dir DIR [--dataset bostonHousing] [--methods svi nuts laplace] \
+    python -m benchmarks.ard_relevance --uci-dir DIR [--dataset kin8nm] [--steps 30000] [--methods svi nuts laplace] \
         [--out benchmarks/results/ard_relevance]
 
 It writes ``results.json`` (every number, the command, the commit and the machine) and ``results.md`` into ``--out``.
@@ -136,12 +136,12 @@ def markdown(results: dict) -> str:
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.ard_relevance", description=__doc__.split("\n")[0])
     parser.add_argument("--uci-dir", type=Path, required=True)
-    parser.add_argument("--dataset", default="bostonHousing")
+    parser.add_argument("--dataset", default="kin8nm")
     parser.add_argument("--split", type=int, default=0)
     parser.add_argument("--noise-columns", type=int, default=5)
     parser.add_argument("--hidden", type=int, default=50)
     parser.add_argument("--methods", nargs="+", choices=sorted(METHOD_OPTIONS), default=["svi"])
-    parser.add_argument("--steps", type=int, default=10000, help="SVI steps")
+    parser.add_argument("--steps", type=int, default=30000, help="SVI steps")
     parser.add_argument("--num-warmup", type=int, default=500, help="NUTS warmup draws per chain")
     parser.add_argument("--num-samples", type=int, default=500, help="draws per chain (NUTS) or from the guide (SVI)")
     parser.add_argument("--num-chains", type=int, default=2, help="NUTS chains")
