@@ -18,6 +18,7 @@ from bnn.inference.core.posterior import Posterior
 from bnn.inference.diagnostics.convergence import R_HAT_THRESHOLD
 from bnn.inference.evaluation.calibration_plots import plot_pit, plot_selective
 from bnn.inference.evaluation.compare import compare, rank
+from bnn.inference.evaluation.conformal import calibration_rank
 from bnn.inference.evaluation.ood import UNCERTAINTIES, map_baseline_lines, ood_table
 from bnn.inference.evaluation.plots import plot_fit, plot_predictive_overlay, plot_std_vs_error
 from bnn.inference.evaluation.posterior_plots import plot_forest, plot_marginals_vs_prior, plot_trace
@@ -225,8 +226,11 @@ def write_comparison(posteriors: Mapping[str, Posterior], dataset: Dataset, out:
     ------
     ValueError
         When ``out`` exists, is not empty and ``overwrite`` is false, or holds files this package did not write,
-        or when ``ood`` is a shift set of another data set (before any work).
+        or when ``ood`` is a shift set of another data set or ``calibration`` holds too few rows for 90% sets (before
+        any work).
     """
+    if calibration is not None:
+        calibration_rank(len(calibration[0]), SET_LEVEL_ALPHA)
     if ood is not None and ood.dataset is not dataset:
         raise ValueError(f"shift set {ood.name!r} belongs to data set {ood.dataset.name!r}, not to the {dataset.name!r} "
                          "given: pass the split's dataset, the one the fits learnt from")
