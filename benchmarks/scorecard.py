@@ -27,7 +27,7 @@ from bnn.datasets import load_dataset
 from bnn.inference import fit
 from bnn.inference.evaluation import evaluate
 from bnn.inference.evaluation.calibration_plots import plot_pit, plot_reliability
-from bnn.inference.evaluation.ood import UNCERTAINTIES, ood_table
+from bnn.inference.evaluation.ood import auroc_columns, ood_table
 from bnn.inference.evaluation.set_coverage import carve_calibration_with_shift, set_coverage
 from bnn.inference.evaluation.shift_sets import SHIFT_SETS, ShiftSplit, shift_split
 
@@ -46,11 +46,8 @@ CLASSIFICATION = ["accuracy", "test_ll", "brier", "ece", "ece_mass", "mutual_inf
 def score(label: str, posterior, dataset, calibration, shift: ShiftSplit) -> dict[str, float]:
     """One row of the scorecard."""
     metrics = evaluate(posterior, dataset)
-    ood = ood_table({label: posterior}, shift)
-    total, epistemic = UNCERTAINTIES[dataset.task]
     renamed = {"rmse": metrics.get("test_rmse"), "accuracy": metrics.get("test_accuracy")}
-    return {**metrics, **renamed, "ood_auroc_total": ood.loc[(label, total), "auroc"],
-            "ood_auroc_epistemic": ood.loc[(label, epistemic), "auroc"],
+    return {**metrics, **renamed, **auroc_columns(ood_table({label: posterior}, shift), label, dataset.task),
             **set_coverage(posterior, dataset, calibration, alpha=ALPHA)}
 
 

@@ -115,7 +115,8 @@ def run_compare(args: argparse.Namespace) -> pd.DataFrame:
     with sigterm_as_keyboard_interrupt():  # SIGTERM ends the command as Ctrl-C does: status 130, saying what was kept
         loaded = load_dataset(args.dataset, uci_dir=args.uci_dir, split=uci_split(args), seed=args.seed)
         shift = shift_split(loaded, args.ood) if args.ood is not None else None  # refused before minutes of fitting
-        dataset, calibration = shift.dataset if shift is not None else loaded, None  # held-out-classes drops classes
+        dataset = shift.dataset if shift is not None else loaded  # held-out-classes trains without some classes
+        calibration = None
         if args.conformal is not None:  # carved before any fit, with enough rows for 90% sets
             dataset, calibration, shift = carve_calibration_with_shift(loaded, shift, args.conformal, args.seed)
             calibration_rank(len(calibration[0]), SET_LEVEL_ALPHA)

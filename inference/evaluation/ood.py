@@ -63,6 +63,13 @@ def ood_table(posteriors: Mapping[str, Posterior], split: ShiftSplit) -> pd.Data
     return table
 
 
+def auroc_columns(table: pd.DataFrame, label: str, task: str) -> dict[str, float]:
+    """``ood_auroc_total`` and ``ood_auroc_epistemic``: the AUROC of fit ``label``'s total and epistemic uncertainty
+    (:data:`UNCERTAINTIES`) in :func:`ood_table`'s ``table``, for a table of one row per fit."""
+    total, epistemic = UNCERTAINTIES[task]
+    return {"ood_auroc_total": table.loc[(label, total), "auroc"], "ood_auroc_epistemic": table.loc[(label, epistemic), "auroc"]}
+
+
 def map_baseline_lines(table: pd.DataFrame, posteriors: Mapping[str, Posterior], task: str) -> list[str]:
     """Whether each Bayesian fit's best uncertainty (the larger AUROC of its total and epistemic one) separates the
     shift set better than the MAP network's total uncertainty, when a MAP fit is among ``posteriors``."""

@@ -19,7 +19,7 @@ from bnn.inference.diagnostics.convergence import R_HAT_THRESHOLD
 from bnn.inference.evaluation.calibration_plots import plot_pit, plot_selective
 from bnn.inference.evaluation.compare import compare, rank
 from bnn.inference.evaluation.conformal import calibration_rank
-from bnn.inference.evaluation.ood import UNCERTAINTIES, map_baseline_lines, ood_table
+from bnn.inference.evaluation.ood import auroc_columns, map_baseline_lines, ood_table
 from bnn.inference.evaluation.plots import plot_fit, plot_predictive_overlay, plot_std_vs_error
 from bnn.inference.evaluation.posterior_plots import plot_forest, plot_marginals_vs_prior, plot_trace
 from bnn.inference.evaluation.reliability import (
@@ -161,12 +161,6 @@ def ood_sections(table: pd.DataFrame, posteriors: Mapping[str, Posterior], split
             markdown_table(table.set_axis([f"{fit}: {uncertainty}" for fit, uncertainty in table.index]))]
 
 
-def ood_columns(table: pd.DataFrame, label: str, task: str) -> dict[str, float]:
-    """``ood_auroc_total`` and ``ood_auroc_epistemic`` of fit ``label`` for the comparison table."""
-    total, epistemic = UNCERTAINTIES[task]
-    return {"ood_auroc_total": table.loc[(label, total), "auroc"], "ood_auroc_epistemic": table.loc[(label, epistemic), "auroc"]}
-
-
 def set_coverage_section(table: pd.DataFrame, task: str, calibration_rows: int) -> list[str]:
     """The report's table of credible and conformal 90% sets (:mod:`bnn.inference.evaluation.set_coverage`)."""
     size = "width" if task == "regression" else "set_size"
@@ -247,7 +241,7 @@ def write_comparison(posteriors: Mapping[str, Posterior], dataset: Dataset, out:
             detection = ood_table(posteriors, ood)
             detection.to_csv(staging / "ood.csv")
             for label in posteriors:
-                rows[label].update(ood_columns(detection, label, dataset.task))
+                rows[label].update(auroc_columns(detection, label, dataset.task))
         table = pd.DataFrame.from_dict(rows, orient="index")
         start("ranking (az.compare)")
         ranking = rank(posteriors)

@@ -83,17 +83,15 @@ def set_coverage(posterior: Posterior, dataset: Dataset, calibration: tuple[torc
     """
     predictor = conformalize(posterior, *calibration, alpha=alpha)
     x, y = dataset.x_test, dataset.y_test
-    conformal = float(predictor.covers(x, y).double().mean())
     prediction = posterior.predict(x)
     if dataset.task == "regression":
         y = y.reshape(prediction.mean.shape)
-        low, high = prediction.interval(1 - alpha)
-        conformal_low, conformal_high = predictor.interval(x)
         scale = float(dataset.y_scaler.std.mean())
-        return {"credible_coverage": float(((y >= low) & (y <= high)).double().mean()), "conformal_coverage": conformal,
-                "credible_width": float((high - low).mean()) * scale,
-                "conformal_width": float((conformal_high - conformal_low).mean()) * scale}
-    sets = credible_sets(class_probabilities(dataset.task, prediction.probs), 1 - alpha)
-    return {"credible_coverage": float(sets.gather(-1, y.long().unsqueeze(-1)).double().mean()),
-            "conformal_coverage": conformal, "credible_set_size": float(sets.double().sum(-1).mean()),
-            "conformal_set_size": float(predictor.sets(x).double().sum(-1).mean())}
+        intervals = {"credible": prediction.interval(1 - alpha), "conformal": predictor.interval(x)}
+        return {f"{kind}_{measure}": value for kind, (low, high) in intervals.items() for measure, value in (
+            ("coverage", float(((y >= low) & (y <= high)).double().mean())), ("width", float((high - low).mean()) * scale))}
+    labels = y.long().unsqueeze(-1)
+    sets = {"credible": credible_sets(class_probabilities(dataset.task, prediction.probs), 1 - alpha),
+            "conformal": predictor.sets(x)}
+    return {f"{kind}_{measure}": value for kind, chosen in sets.items() for measure, value in (
+        ("coverage", float(chosen.gather(-1, labels).double().mean())), ("set_size", float(chosen.double().sum(-1).mean())))}
