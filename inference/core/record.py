@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from bnn.inference.core.temperature import UNTEMPERED, tempered_label
+
 from bnn.options import Options
 
 RECORDS: dict[str, type[FitRecord]] = {}
@@ -52,8 +54,15 @@ class FitRecord:
 
     @property
     def label(self) -> str:
-        """How reports name the fit: its method (a method whose variational family varies adds it)."""
-        return self.method
+        """How reports name the fit: its method (a method whose variational family varies adds it), and its
+        temperature where it is not 1 (:func:`~bnn.inference.core.temperature.tempered_label`)."""
+        return tempered_label(self.method, self.temperature)
+
+    @property
+    def temperature(self) -> float:
+        """The likelihood temperature the fit ran at (:mod:`bnn.inference.core.temperature`): its options'
+        ``temperature``, 1 for a method without one."""
+        return getattr(getattr(self, "options", None), "temperature", UNTEMPERED)
 
     @property
     def converged(self) -> bool | None:

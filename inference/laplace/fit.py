@@ -20,10 +20,17 @@ has their scales set to the evidence's type-II maximum instead, a prior precisio
 round (:mod:`bnn.inference.laplace.type2_scales`); (2) :math:`H` and :math:`P` over the
 structure's weights; (3) the covariance factor of :math:`\Lambda^{-1}` and the evidence; (4) draws from the
 :class:`~bnn.guides.laplace.LaplaceGuide`.
+
+At a likelihood temperature :math:`T \ne 1` (:mod:`bnn.inference.core.temperature`) the Gaussian is that of the
+tempered log joint, :math:`\tfrac{1}{T}\log p(y \mid x, \theta) + \log p(\theta)`: its mode is the MAP of the
+untempered model with the prior weighed by :math:`T`, found as in step (1) with :math:`\alpha = T` held, and its
+precision :math:`H/T + P = (H + TP)/T`, the factor of step (3) times :math:`\sqrt{T}`. The prior precision is the
+prior's (:math:`\alpha = 1`) and the evidence is not defined (``NaN`` in the record).
 """
 
 from __future__ import annotations
 
+import math
 import time
 
 import torch
@@ -31,6 +38,7 @@ from bnn.guides.flat_weights import split_flat
 from bnn.guides.laplace import LaplaceGuide
 from bnn.inference.core.guide_draws import sample_guide
 from bnn.inference.core.posterior import Posterior
+from bnn.inference.core.temperature import UNTEMPERED
 from bnn.inference.laplace.curvature import (
     HessianType,
     Structure,
@@ -128,6 +136,24 @@ def _gaussian_precisions(model, start: int, multiplier: float) -> dict[str, floa
     return precisions or None
 
 
+def _check_temperature(model, structure: Structure, temperature: float) -> None:
+    """Refuse, before any work, what a tempered Laplace does not do (beside the options' own checks): a hierarchical
+    prior (its type-II scales come from the evidence), a learned noise (chosen by the evidence too), a default
+    structure that came out as ``kron``."""
+    if temperature == UNTEMPERED:
+        return
+    if model.hierarchical_sites:
+        raise ValueError(f"method 'laplace' sets the scales of hierarchical priors by the evidence, which a tempered "
+                         f"likelihood does not have: leave temperature={temperature:g} out, or use svi or nuts")
+    if model.likelihood.latent_priors():
+        raise ValueError(f"method 'laplace' chooses a learned noise by the evidence, which a tempered likelihood does "
+                         f"not have: give the likelihood a fixed noise (GaussianLikelihood(scale=...)) or leave "
+                         f"temperature={temperature:g} out")
+    if structure is Structure.KRON:
+        raise ValueError(f"structure 'kron' (the default's choice here: the full curvature exceeds max_memory_gib) is "
+                         f"not tempered; with temperature={temperature:g} pass structure='diag' or 'last-layer'")
+
+
 def _approximate(model, x, y, estimate: MapEstimate, start: int, hessian_type, structure, tune: bool, progress: bool):
     """Steps (2)-(3) of the module docstring: the covariance factor and the evidence, under the MAP's multiplier."""
     prior_precision = estimate.multiplier * prior_curvature(model, estimate.theta, start)
@@ -172,13 +198,14 @@ def run_laplace(model, x: torch.Tensor, y: torch.Tensor, options: LaplaceOptions
         structure, structure_reason = options.structure, "given"
         if structure is Structure.KRON:
             check_kron_supported(model, x)
+    _check_temperature(model, structure, options.temperature)
     start = covered_from(model, structure)
     hierarchical = bool(model.hierarchical_sites)
     if hierarchical:  # their scales at the type-II maximum, a precision per group, replace the one multiplier
         check_type2_possible(model, hessian_type, structure, start, tune_prior_precision)
         tune_prior_precision = False
-    if tune_prior_precision is None:  # the default: tuned wherever it can be
-        tune_prior_precision = _tunable_problem(model, start, hessian_type) is None
+    if tune_prior_precision is None:  # the default: tuned wherever it can be, and never at a temperature
+        tune_prior_precision = options.temperature == UNTEMPERED and _tunable_problem(model, start, hessian_type) is None
     if tune_prior_precision and (problem := _tunable_problem(model, start, hessian_type)):
         raise ValueError(problem)
     check_memory(model, structure, WORKING_DTYPE.itemsize, max_memory_gib)
@@ -197,13 +224,16 @@ def run_laplace(model, x: torch.Tensor, y: torch.Tensor, options: LaplaceOptions
         else:
             estimate = find_map(model, x_work, y_work, steps=map_steps, lr=map_lr, tolerance=map_tolerance,
                                 max_iter=options.map_max_iter, progress=progress, judged_from=start,
-                                multiplier=None if tune_prior_precision else 1.0,
+                                multiplier=None if tune_prior_precision else options.temperature,
                                 diagonal_evidence=structure is Structure.DIAG, kron_evidence=structure is Structure.KRON)
             map_seconds = time.perf_counter() - began
             scale, evidence = _approximate(model, x_work, y_work, estimate, start, hessian_type, structure,
                                            tune_prior_precision, progress)
+            if options.temperature != UNTEMPERED:  # (H + T P)^-1 at the mode of log p + T log prior, times T
+                scale, evidence = scale * math.sqrt(options.temperature), math.nan
             type2, scales = None, {}
         train_seconds = time.perf_counter() - began
+        multiplier = estimate.multiplier / options.temperature  # the prior's, alpha (the MAP ran at alpha T)
         constants = {name: value.to(x.dtype) for name, value in {**estimate.latents, **scales}.items()}
         guide = LaplaceGuide(model.sites, estimate.theta.to(x.dtype), scale.to(x.dtype), covered_from=start,
                              constants=constants)
@@ -214,8 +244,8 @@ def run_laplace(model, x: torch.Tensor, y: torch.Tensor, options: LaplaceOptions
         map_lbfgs_iterations=estimate.lbfgs_iterations, map_grad_norm=estimate.grad_norm,
         map_converged=estimate.converged, map_at_kink=estimate.at_kink, map_stalled=estimate.stalled,
         map_newton_decrement=estimate.newton_decrement, map_polish=estimate.polish,
-        log_marginal_likelihood=evidence, prior_precision=_gaussian_precisions(model, start, estimate.multiplier),
-        prior_precision_multiplier=estimate.multiplier, tune_prior_precision=tune_prior_precision,
+        log_marginal_likelihood=evidence, prior_precision=_gaussian_precisions(model, start, multiplier),
+        prior_precision_multiplier=multiplier, tune_prior_precision=tune_prior_precision,
         evidence_rounds=estimate.evidence_evaluations, evidence_converged=estimate.evidence_bracketed,
         noise=estimate.latents["sigma"].item() if "sigma" in estimate.latents else None,
         hierarchical_scales=type2 and type2.group_scales,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bnn.inference.core.temperature import UNTEMPERED
 from bnn.inference.laplace.curvature import (
     GIB,
     HessianType,
@@ -40,6 +41,12 @@ class LaplaceOptions(MapFitOptions):
         (:mod:`bnn.inference.laplace.type2_scales`) and refuses ``True``.
     max_memory_gib : float
         Refuse, before any work, a structure whose curvature needs more memory than this.
+    temperature : float
+        The likelihood temperature :math:`T` (default 1, Bayes' posterior; :mod:`bnn.inference.core.temperature`): the
+        Gaussian sits at the mode of :math:`\tfrac{1}{T}\log p(y \mid x, \theta) + \log p(\theta)` with precision
+        :math:`H/T + P`, and the linearised predictive uses it. The prior precision stays as the prior gives it
+        (a tempered likelihood has no evidence to tune it by), so :math:`T \ne 1` refuses ``tune_prior_precision=True``,
+        ``structure="kron"``, hierarchical priors and a learned noise.
     num_samples : int
         Draws from :math:`q` kept in the :class:`~bnn.inference.core.posterior.Posterior` (the MC predictive and ArviZ
         use them).
@@ -53,6 +60,7 @@ class LaplaceOptions(MapFitOptions):
     structure: Structure | None = option(None, optional(choice(Structure)))
     tune_prior_precision: bool | None = option(None, optional(flag))
     max_memory_gib: float = option(2.0, positive_number)
+    temperature: float = option(UNTEMPERED, positive_number)
     num_samples: int = option(1000, positive_int)
     seed: int = option(0, seed)
     progress: bool = option(True, flag)
@@ -71,3 +79,9 @@ class LaplaceOptions(MapFitOptions):
     def check(self) -> None:
         if self.structure is not None:
             check_combination(self.hessian, self.structure)
+        if self.temperature != UNTEMPERED and self.tune_prior_precision:
+            raise ValueError(f"temperature={self.temperature:g} keeps the prior precision as the prior gives it (a "
+                             "tempered likelihood has no evidence to tune it by): leave tune_prior_precision out")
+        if self.temperature != UNTEMPERED and self.structure is Structure.KRON:
+            raise ValueError(f"structure='kron' is not tempered; with temperature={self.temperature:g} use "
+                             "structure='full', 'diag' or 'last-layer'")

@@ -41,6 +41,7 @@ from enum import Enum
 
 import numpy as np
 import torch
+from bnn.inference.core.temperature import UNTEMPERED
 from bnn.inference.nuts.potential import PotentialKind
 
 
@@ -82,6 +83,7 @@ class ChainJob:
     dtype: torch.dtype
     engine: Engine = Engine.PYRO
     potential: PotentialKind = PotentialKind.TRACE  # the nutpie engine's potential; Pyro's always reads the trace
+    temperature: float = UNTEMPERED  # the likelihood's, bnn.inference.core.temperature
 
 
 @dataclass(frozen=True)

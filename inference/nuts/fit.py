@@ -220,7 +220,7 @@ def _plan_chains(model, x: torch.Tensor, y: torch.Tensor, options: NUTSOptions,
     jobs = [
         ChainJob(chain, chain_seeds[chain], options.num_warmup, options.num_samples, options.target_accept,
                  options.max_tree_depth, options.dense_mass, inits[chain], options.jit_compile, torch.get_default_dtype(),
-                 engine, potential)
+                 engine, potential, options.temperature)
         for chain in range(num_chains)
     ]
     return jobs, mismatch

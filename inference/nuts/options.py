@@ -7,11 +7,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from bnn.inference.core.temperature import UNTEMPERED
 from bnn.inference.nuts.chain import Engine, InitStrategy
 from bnn.inference.nuts.chains import ChainMethod
 from bnn.inference.nuts.engines import DEFAULT_ENGINE
 
-from bnn.options import Options, choice, flag, integer, option, optional, probability, seed
+from bnn.options import Options, choice, flag, integer, option, optional, positive_number, probability, seed
 from bnn.runtime.memory import parameter_count, value_bytes
 from bnn.runtime.workers import available_cores
 
@@ -70,6 +71,10 @@ class NUTSOptions(Options):
     engine : {"nutpie", "pyro"}
         See :class:`~bnn.inference.nuts.chain.Engine`; nutpie (the default when installed) refuses
         ``dense_mass=True`` and ``num_warmup=0``.
+    temperature : float
+        The likelihood temperature :math:`T` (default 1, Bayes' posterior): the chains sample
+        :math:`p(\mathcal{D} \mid W)^{1/T} p(W)` (:mod:`bnn.inference.core.temperature`), the nutpie engine on a torch
+        backend of the flat potential (its compiled kernels are untempered).
     seed : int
         Seeds a generator that draws one seed per chain; the same seed gives the same draws,
         in processes or in sequence.
@@ -87,6 +92,7 @@ class NUTSOptions(Options):
     chain_method: ChainMethod = option("auto", choice(ChainMethod))
     jit_compile: bool = option(True, flag)
     engine: Engine = option(DEFAULT_ENGINE, choice(Engine))
+    temperature: float = option(UNTEMPERED, positive_number)
     seed: int = option(0, seed)
     progress: bool = option(True, flag)
 

@@ -40,8 +40,9 @@ from enum import Enum
 import numpy as np
 import pyro
 import torch
+from bnn.inference.core.temperature import UNTEMPERED
 from bnn.inference.nuts.numba_potential import NumbaLogDensity
-from bnn.inference.nuts.numpy_potential import NumpyLogDensity
+from bnn.inference.nuts.numpy_potential import NumpyLogDensity, Unsupported
 from bnn.models.network import DECENTRED, MAX_PLATE_NESTING
 from pyro.infer.mcmc.util import initialize_model
 from pyro.poutine.util import site_is_subsample
@@ -141,6 +142,10 @@ class FlatPotential(FlatLayout):
         The training data.
     backend : Backend or str
         See :class:`Backend`; the chosen one is :attr:`backend` (never ``auto``).
+    temperature : float
+        The likelihood's temperature :math:`T` (:mod:`bnn.inference.core.temperature`): the log-likelihood enters
+        as :math:`\tfrac{1}{T}\log p(y \mid f(x; W), \theta)`; the compiled kernels (``numba``, ``numpy``) evaluate
+        only :math:`T = 1`, so ``auto`` takes a torch backend otherwise.
 
     Attributes
     ----------
@@ -153,9 +158,10 @@ class FlatPotential(FlatLayout):
         :class:`~bnn.inference.nuts.numba_potential.NumbaLogDensity` for ``numba``).
     """
 
-    def __init__(self, model, x: torch.Tensor, y: torch.Tensor, *, backend: Backend | str = Backend.AUTO) -> None:
+    def __init__(self, model, x: torch.Tensor, y: torch.Tensor, *, backend: Backend | str = Backend.AUTO,
+                 temperature: float = UNTEMPERED) -> None:
         backend = parse_option(Backend, backend, "backend")
-        self.model = model
+        self.model, self.temperature = model, temperature
         self.x, self.y = x.to(torch.float64), y if not y.is_floating_point() else y.to(torch.float64)
         latent_priors = {**model.scale_distributions(), **model.likelihood.latent_priors()}
         super().__init__(model.program_latent_shapes,
@@ -182,7 +188,8 @@ class FlatPotential(FlatLayout):
             log_jacobian = transform.log_abs_det_jacobian(values[name], value)
             total = total + self._latent_priors[name].log_prob(value).sum() + log_jacobian.sum()
             values[name] = value
-        return total + model.observation_distribution(self.x, model.reported_values(values)).log_prob(self.y).sum()
+        log_likelihood = model.observation_distribution(self.x, model.reported_values(values)).log_prob(self.y).sum()
+        return total + log_likelihood / self.temperature
 
     # ------------------------------------------------------------- compilation
     def _build(self, backend: Backend):
@@ -208,6 +215,9 @@ class FlatPotential(FlatLayout):
         raise RuntimeError("no backend could evaluate the potential: " + "; ".join(failures))
 
     def _evaluator(self, backend: Backend, probe: torch.Tensor) -> Callable[[np.ndarray], tuple[float, np.ndarray]]:
+        if backend in (Backend.NUMBA, Backend.NUMPY) and self.temperature != UNTEMPERED:
+            raise Unsupported(f"the {backend.value} kernel evaluates the untempered potential, not temperature "
+                              f"{self.temperature:g}")
         if backend is Backend.NUMBA:
             return NumbaLogDensity(self)
         if backend is Backend.NUMPY:

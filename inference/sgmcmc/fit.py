@@ -159,7 +159,8 @@ def _run(name: str, model, x: torch.Tensor, y: torch.Tensor, options: SGMCMCOpti
     stopped them after enough draws (``None`` when they finished)."""
     chains, interrupt = _Chains(), None
     with one_torch_thread(), seeded(options.seed), pyro.validation_enabled(False), sigterm_as_keyboard_interrupt():
-        log_joint = MinibatchLogJoint(model, x, y, options.batch_size)  # its distributions skip argument checks
+        # its distributions skip argument checks
+        log_joint = MinibatchLogJoint(model, x, y, options.batch_size, options.temperature)
         kernel = _kernel(options, log_joint.num_data)
         try:
             _sample(name, log_joint, kernel, options, chains)

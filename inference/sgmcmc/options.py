@@ -33,6 +33,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from bnn.inference.core.temperature import UNTEMPERED
+
 from bnn.options import Options, choice, flag, integer, number, option, optional, positive_number, probability, seed
 from bnn.runtime.memory import parameter_count, value_bytes
 
@@ -82,6 +84,9 @@ class SGMCMCOptions(Options):
         Independent chains, run side by side in one process (>= 1; R-hat needs 2).
     batch_size : int, optional
         Data points per gradient; ``None`` (or one at least the data size) uses all of them.
+    temperature : float
+        The likelihood temperature :math:`T` (default 1, Bayes' posterior): the chains sample
+        :math:`p(\mathcal{D} \mid W)^{1/T} p(W)`, :mod:`bnn.inference.core.temperature`.
     seed : int
         Seeds the chains' starts, minibatches and noise: the same seed gives the same draws.
     progress : bool
@@ -97,6 +102,7 @@ class SGMCMCOptions(Options):
     thin: int = option(10, integer(minimum=1))
     num_chains: int = option(2, integer(minimum=1))
     batch_size: int | None = option(None, optional(integer(minimum=1)))
+    temperature: float = option(UNTEMPERED, positive_number)
     seed: int = option(0, seed)
     progress: bool = option(True, flag)
 

@@ -9,10 +9,11 @@ points the log joint is estimated without bias by
 
     \log\hat\pi(z) = \sum_s \log p_s(W_s) + \sum_j \Big[\log p_j\big(T_j^{-1}(z_j)\big)
                      + \log\big|\det J_{T_j^{-1}}(z_j)\big|\Big]
-                     + \frac{N}{|B|}\sum_{i \in B} \log p\big(y_i \mid f(x_i; W), \theta\big),
+                     + \frac{N}{T|B|}\sum_{i \in B} \log p\big(y_i \mid f(x_i; W), \theta\big),
 
 with :math:`p_s` the model's own prior of each site (``model.prior[s].distribution(site)``, any registered
-prior) and the likelihood ``model.likelihood``; with :math:`B` all the data it is the exact log joint of
+prior), the likelihood ``model.likelihood`` and its temperature :math:`T` (1 by default,
+:mod:`bnn.inference.core.temperature`); with :math:`B` all the data it is the exact log joint of
 NUTS's potential. The chains are a leading dimension ``(C, D)``: priors and likelihood are evaluated for all
 chains in one call and autograd gives every chain's gradient at once (the chains do not interact). Each chain
 draws its own minibatches: the data are shuffled per chain and epoch, and each step takes the next
@@ -23,6 +24,7 @@ every step's batch is a uniformly random :math:`|B|`-subset.
 from __future__ import annotations
 
 import torch
+from bnn.inference.core.temperature import UNTEMPERED
 from bnn.inference.posterior_mode.log_joint import prior_distributions
 from torch.distributions import biject_to
 
@@ -38,6 +40,8 @@ class MinibatchLogJoint:
         The training data (validated by ``fit``).
     batch_size : int or None
         :math:`|B|`; ``None`` or at least :math:`N` means the full data at every step.
+    temperature : float
+        :math:`T`, the likelihood's temperature.
 
     Attributes
     ----------
@@ -47,8 +51,9 @@ class MinibatchLogJoint:
         The :math:`|B|` used (:math:`N` for full batches).
     """
 
-    def __init__(self, model, x: torch.Tensor, y: torch.Tensor, batch_size: int | None) -> None:
-        self.model, self.x, self.y = model, x, y
+    def __init__(self, model, x: torch.Tensor, y: torch.Tensor, batch_size: int | None,
+                 temperature: float = UNTEMPERED) -> None:
+        self.model, self.x, self.y, self.temperature = model, x, y, temperature
         self.num_data = x.shape[0]
         self.batch_size = self.num_data if batch_size is None else min(batch_size, self.num_data)
         self.shapes = dict(model.latent_shapes)
@@ -120,7 +125,7 @@ class MinibatchLogJoint:
                              for chain, batch in enumerate(batches)])
             y = self.y[batches]
         log_likelihood = self.model.likelihood.distribution(f, self.model.likelihood_latents(values)).log_prob(y)
-        return total + log_likelihood.sum(-1) * (self.num_data / self.batch_size)
+        return total + log_likelihood.sum(-1) * (self.num_data / (self.batch_size * self.temperature))
 
     def gradient(self, z: torch.Tensor, batches: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
         r"""``(log_joint, gradient)``: :math:`\log\hat\pi` ``(C,)`` and :math:`\nabla_z\log\hat\pi` ``(C, D)``, detached."""

@@ -53,7 +53,7 @@ def trajectory(options: SVIOptions, plan: StepPlan) -> dict[str, Any]:
     return {"steps": plan.total_steps, "batch_size": plan.batch_size, "lr": options.lr,
             "lr_schedule": options.lr_schedule.value, "final_lr_fraction": options.final_lr_fraction,
             "num_particles": options.num_particles, "jit": options.jit, "kl_weighting": options.kl_weighting.value,
-            "kl_warmup_steps": plan.warmup_steps, "seed": options.seed}
+            "kl_warmup_steps": plan.warmup_steps, "temperature": options.temperature, "seed": options.seed}
 
 
 class SVILoop:
@@ -93,7 +93,7 @@ class SVILoop:
         self.checkpoints = None if checkpoint_dir is None else CheckpointFolder(checkpoint_dir, self.fingerprint)
         self.loss = elbo_loss(options.num_particles, options.jit)
         self.optimiser = make_optimiser(options.lr, options.lr_schedule, plan.total_steps, options.final_lr_fraction)
-        self.svi_model, self.svi_guide = svi_pair(model, guide, options.kl_weighting)
+        self.svi_model, self.svi_guide = svi_pair(model, guide, options.kl_weighting, options.temperature)
         self.batches = MiniBatches(x, y, plan.batch_size, options.kl_weighting, plan.warmup_steps)
         self.elbo: list[float] = []
         self.start_step = 0

@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 from bnn.guides import GUIDES
+from bnn.inference.core.temperature import UNTEMPERED
 from bnn.inference.svi.kl_weights import KLWeighting
 from bnn.inference.svi.optimiser import ADAM_BETAS
 from bnn.inference.svi.schedules import LRSchedule
@@ -65,6 +66,9 @@ class SVIOptions(Options):
     kl_warmup_fraction : float, optional
         With ``"warmup"``: the fraction of the run, in (0, 1], over which the KL weight
         rises linearly to its full value (default 0.25).
+    temperature : float
+        The likelihood temperature :math:`T` (default 1, Bayes' posterior): the ELBO weighs the log-likelihood by
+        :math:`1/T`, :mod:`bnn.inference.core.temperature`.
     num_samples : int
         Draws from the fitted guide kept in the :class:`~bnn.inference.core.posterior.Posterior`.
     seed : int
@@ -96,6 +100,7 @@ class SVIOptions(Options):
     jit: bool = option(True, flag)
     kl_weighting: KLWeighting = option("uniform", choice(KLWeighting))
     kl_warmup_fraction: float | None = option(None, optional(fraction))
+    temperature: float = option(UNTEMPERED, positive_number)
     num_samples: int = option(1000, positive_int)
     seed: int = option(0, seed)
     progress: bool = option(True, flag)

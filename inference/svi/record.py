@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from bnn.inference.core.record import FitRecord, register_record
+from bnn.inference.core.temperature import tempered_label
 from bnn.inference.svi.elbo_trend import elbo_trend
 from bnn.inference.svi.options import SVIOptions
 
@@ -50,8 +51,8 @@ class SVIRecord(FitRecord):
 
     @property
     def label(self) -> str:
-        """``svi (<guide>)``: the guide makes the fit."""
-        return f"svi ({self.guide})"
+        """``svi (<guide>)``: the guide makes the fit (and ``(T=...)`` its temperature where it is not 1)."""
+        return tempered_label(f"svi ({self.guide})", self.temperature)
 
     @property
     def converged(self) -> bool | None:

@@ -121,3 +121,27 @@ def test_method_matches_the_exact_posterior(problem, method, engine):
     options = options if engine is None else {**options, "engine": engine}
     posterior = fit(problem.model, (problem.x, problem.y), method, seed=1, progress=False, **options)
     check(problem, posterior)
+
+
+TEMPERATURE = 0.5  # a cold posterior: the conjugate one with the noise variance halved (tests/support/conjugate.py)
+TEMPERED = {"svi": CHECKS["svi"], "nuts": CHECKS["nuts"], "laplace": CHECKS["laplace"]}
+
+
+@pytest.fixture(scope="module")
+def tempered():
+    """The conjugate problem of the collection's MLP tempered at :data:`TEMPERATURE`, in float64 for the module."""
+    with default_dtype(torch.float64):
+        yield conjugate_problem(temperature=TEMPERATURE)
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("method", sorted(TEMPERED))
+def test_tempered_fit_matches_the_exact_tempered_posterior(tempered, method):
+    """At ``temperature=T`` each method meets its check of the untempered case against the tempered posterior, whose
+    covariance differs from the untempered one by far more than the checks' tolerances (a factor of about 2)."""
+    options, check = TEMPERED[method]
+    posterior = fit(tempered.model, (tempered.x, tempered.y), method, seed=1, progress=False, temperature=TEMPERATURE,
+                    **options)
+    check(tempered, posterior)
+    assert posterior.record.label.endswith(f"(T={TEMPERATURE:g})")
+

@@ -11,6 +11,10 @@ on the weight and the bias and a known noise :math:`\sigma`, is the conjugate mo
 
 The mean-field Gaussian closest to it in :math:`\mathrm{KL}(q \,\|\, p)` has means
 :math:`m` and variances :math:`1/\Lambda_{kk}` (never larger than :math:`S_{kk}`).
+
+Tempered at the likelihood temperature :math:`T` (:mod:`bnn.inference.core.temperature`), the posterior
+:math:`\propto p(y \mid \beta)^{1/T} p(\beta)` is the same model's with the noise variance :math:`T\sigma^2`:
+:math:`\Lambda_T = \Phi^\top\Phi/(T\sigma^2) + I/s^2`, :math:`m_T = \Lambda_T^{-1}\Phi^\top y/(T\sigma^2)`.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from functools import reduce
 import pyro
 import torch
 import torch.nn.functional as F
+from bnn.inference.core.temperature import tempered
 from bnn.inference.svi.objective import QuietJitTraceELBO
 from bnn.models import BayesianMLP, BayesianNetwork, GaussianLikelihood, GaussianPrior
 
@@ -38,6 +43,7 @@ class ConjugateProblem:
     mean: torch.Tensor  # (d + 1,) ordered as [weight..., bias]
     cov: torch.Tensor
     meanfield_var: torch.Tensor
+    temperature: float = 1.0  # the likelihood's, which mean, cov and meanfield_var are tempered at
 
     def flatten(self, values: dict[str, torch.Tensor]) -> torch.Tensor:
         """Weight and bias draws ``(..., 1, d)`` and ``(..., 1)`` (each site of the model, in its order) as ``(..., d + 1)``."""
@@ -45,20 +51,23 @@ class ConjugateProblem:
         return torch.cat([v.reshape(*v.shape[: v.dim() - len(s.shape)], -1) for v, s in zip(pieces, self.model.sites)], -1)
 
 
-def conjugate_problem(seed: int = 0, dtype=torch.float64, model: BayesianNetwork | None = None) -> ConjugateProblem:
-    """A fixed synthetic data set and its exact posterior, in ``dtype``; ``model`` is the network without hidden
-    layers (the default) or another network of the same regression (its sites: the ``(1, d)`` weight, then the bias)."""
+def conjugate_problem(seed: int = 0, dtype=torch.float64, model: BayesianNetwork | None = None,
+                      temperature: float = 1.0) -> ConjugateProblem:
+    """A fixed synthetic data set and its exact posterior, in ``dtype``, tempered at ``temperature``; ``model`` is the
+    network without hidden layers (the default) or another network of the same regression (its sites: the ``(1, d)``
+    weight, then the bias), with the noise :data:`NOISE` whatever the temperature."""
     generator = torch.Generator().manual_seed(seed)
     x = torch.randn(NUM_DATA, NUM_FEATURES, generator=generator, dtype=dtype)
     beta = torch.tensor([0.8, -0.5], dtype=dtype)
     y = x @ beta + 0.3 + NOISE * torch.randn(NUM_DATA, generator=generator, dtype=dtype)
     phi = torch.cat([x, torch.ones(NUM_DATA, 1, dtype=dtype)], dim=1)
-    precision = phi.T @ phi / NOISE**2 + torch.eye(NUM_FEATURES + 1, dtype=dtype) / PRIOR_SCALE**2
+    noise_variance = temperature * NOISE**2
+    precision = phi.T @ phi / noise_variance + torch.eye(NUM_FEATURES + 1, dtype=dtype) / PRIOR_SCALE**2
     cov = torch.linalg.inv(precision)
-    mean = cov @ phi.T @ y / NOISE**2
+    mean = cov @ phi.T @ y / noise_variance
     model = model or BayesianMLP(NUM_FEATURES, 1, hidden=())
     model.prior, model.likelihood = GaussianPrior(PRIOR_SCALE), GaussianLikelihood(scale=NOISE)
-    return ConjugateProblem(model, x, y, mean, cov, 1 / torch.diagonal(precision))
+    return ConjugateProblem(model, x, y, mean, cov, 1 / torch.diagonal(precision), temperature)
 
 
 # SGD from an SVI fit's end (below): rates under 2 / lambda_max(Lambda) = 2 / 233 for the means and 2 / 2 for the
@@ -89,7 +98,7 @@ def stationary_sgd_chain(loss, params, step, record, *, steps: int = CHAIN_STEPS
     return torch.stack(rows[CHAIN_BURN_IN:])
 
 
-def log_scale_step(params, loc_masks):
+def log_scale_step(params, loc_masks, loc_lr: float = CHAIN_LOC_LR):
     r"""The ``step`` of :func:`stationary_sgd_chain` for a mean-field Gaussian whose stationary mean is its exact optimum.
 
     Each raw parameter entry is a location :math:`\mu` (where its ``loc_masks`` entry is
@@ -100,13 +109,15 @@ def log_scale_step(params, loc_masks):
     + \sum_k(\tfrac12\Lambda_{kk}s_k^2 - \ln s_k)` + const, so the expected steps are
     :math:`-\eta_\mu\Lambda(\mu - m)` and :math:`-\eta_s(\Lambda_{kk}s_k^2 - 1)`: at
     stationarity their means vanish, so :math:`\mathbb{E}[\mu] = m` and
-    :math:`\mathbb{E}[s_k^2] = 1/\Lambda_{kk}` exactly (no learning-rate bias).
+    :math:`\mathbb{E}[s_k^2] = 1/\Lambda_{kk}` exactly (no learning-rate bias). ``loc_lr`` is :math:`\eta_\mu`, below
+    :math:`2/\lambda_{max}(\Lambda)` (a tempered problem's :math:`\Lambda` grows as :math:`1/T`: scale it by
+    :math:`T`).
     """
 
     def step(grads):
         for param, grad, is_loc in zip(params, grads, loc_masks):
             log_scale_grad = grad * F.softplus(param) / torch.sigmoid(param)
-            param -= torch.where(is_loc, CHAIN_LOC_LR * grad, CHAIN_LOG_SCALE_LR * log_scale_grad)
+            param -= torch.where(is_loc, loc_lr * grad, CHAIN_LOG_SCALE_LR * log_scale_grad)
 
     return step
 
@@ -168,8 +179,10 @@ def autonormal_chain(problem: ConjugateProblem, posterior, *, num_particles: int
     elbo = _jit_elbo(num_particles)
     fitted = loc_and_variance()
     with guide.own_parameters():  # Pyro's JIT loss reads the parameters from the store by name, outside the guide
-        chain = stationary_sgd_chain(lambda: elbo.differentiable_loss(problem.model, guide.guide, problem.x, problem.y),
-                                     locs + rhos, log_scale_step(locs + rhos, masks), loc_and_variance, steps=steps)
+        model = tempered(problem.model, problem.temperature)
+        chain = stationary_sgd_chain(lambda: elbo.differentiable_loss(model, guide.guide, problem.x, problem.y),
+                                     locs + rhos, log_scale_step(locs + rhos, masks, CHAIN_LOC_LR * problem.temperature),
+                                     loc_and_variance, steps=steps)
     return fitted, chain
 
 

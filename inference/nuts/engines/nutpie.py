@@ -140,9 +140,11 @@ def run_chain(model, x: torch.Tensor, y: torch.Tensor, job: ChainJob, report: Ca
     draws made after warmup."""
     start_time = time.perf_counter()
     with seeded(job.seed):
-        params, potential_fn, transforms = initial_point(model, x, y, job.init, jit_compile=False)
+        params, potential_fn, transforms = initial_point(model, x, y, job.init, jit_compile=False,
+                                                         temperature=job.temperature)
     if job.potential is PotentialKind.FLAT:
-        potential = FlatPotential(model, x, y, backend=Backend.AUTO if job.jit_compile else Backend.EAGER)
+        potential = FlatPotential(model, x, y, backend=Backend.AUTO if job.jit_compile else Backend.EAGER,
+                                  temperature=job.temperature)
     else:
         potential = TracePotential(potential_fn, transforms, params)
     start = nudged_start(potential.value_and_grad, potential.flatten(params).numpy())

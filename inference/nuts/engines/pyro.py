@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
+from bnn.inference.core.temperature import UNTEMPERED, tempered
 from bnn.inference.nuts.chain import ChainDraws, ChainJob, InitStrategy, sampler_stats
 from bnn.inference.nuts.potential import MAX_PLATE_NESTING
 from bnn.inference.posterior_mode.map_estimate import map_weights
@@ -31,18 +32,20 @@ from bnn.runtime.seeding import seeded
 
 
 def initial_point(model, x: torch.Tensor, y: torch.Tensor, init: InitStrategy | dict[str, torch.Tensor], *,
-                  jit_compile: bool) -> tuple[dict[str, torch.Tensor], Callable, dict]:
-    """The chain's unconstrained start, the potential :math:`U` and the site transforms :math:`T`.
+                  jit_compile: bool, temperature: float = UNTEMPERED) -> tuple[dict[str, torch.Tensor], Callable, dict]:
+    """The chain's unconstrained start, the potential :math:`U` (of the posterior tempered at ``temperature``,
+    :mod:`bnn.inference.core.temperature`) and the site transforms :math:`T`.
 
     ``InitStrategy.MAP`` starts at :func:`~bnn.inference.posterior_mode.map_estimate.map_weights` from a prior draw of the chain's
-    seed (a start need not be the exact mode, so the polish's warning that it stopped short is not passed on)."""
+    seed (a start need not be the exact mode, so the polish's warning that it stopped short is not passed on; nor
+    the tempered posterior's mode: the untempered MAP is a start near it)."""
     if init is InitStrategy.MAP:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="the MAP polish", category=RuntimeWarning)
             init = map_weights(model, x, y)
     strategy = init_to_sample if isinstance(init, InitStrategy) else init_to_value(values=init, fallback=init_to_sample)
     params, potential_fn, transforms, _ = initialize_model(
-        model, (x, y), init_strategy=strategy, jit_compile=jit_compile, skip_jit_warnings=True,
+        tempered(model, temperature), (x, y), init_strategy=strategy, jit_compile=jit_compile, skip_jit_warnings=True,
         max_plate_nesting=MAX_PLATE_NESTING,
     )
     return params, potential_fn, transforms
@@ -122,7 +125,8 @@ def run_chain(model, x: torch.Tensor, y: torch.Tensor, job: ChainJob, report: Ca
     ``(chain, stage, n_steps)`` after every iteration (``stage`` is "Warmup" or "Sample")."""
     start = time.perf_counter()
     with seeded(job.seed), torch_jit_deprecation_ignored():
-        params, potential_fn, transforms = initial_point(model, x, y, job.init, jit_compile=job.jit_compile)
+        params, potential_fn, transforms = initial_point(model, x, y, job.init, jit_compile=job.jit_compile,
+                                                           temperature=job.temperature)
         potential = _CountingPotential(potential_fn)
         kernel = _EnergyNUTS(potential_fn=potential, transforms=transforms, target_accept_prob=job.target_accept,
                              max_tree_depth=job.max_tree_depth, full_mass=job.dense_mass)

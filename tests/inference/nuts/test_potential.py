@@ -10,6 +10,7 @@ import pyro
 import pyro.distributions as dist
 import pytest
 import torch
+from bnn.inference.core.temperature import tempered
 from bnn.inference.nuts import potential as potential_module
 from bnn.inference.nuts.numpy_potential import ACTIVATION_DERIVATIVES, Unsupported
 from bnn.inference.nuts.potential import Backend, FlatPotential, flat_potential_mismatch
@@ -222,3 +223,26 @@ def test_the_collections_models_match_their_programs(prior, likelihood):
 ], ids=["extra site", "other likelihood", "constrained weights"])
 def test_a_program_the_model_does_not_describe_is_detected(model, reason):
     assert re.search(reason, flat_potential_mismatch(model, *data_for("gaussian", 1)))
+
+
+@pytest.mark.parametrize("likelihood", ["gaussian-learned-noise", "categorical"])
+def test_a_tempered_potential_equals_pyros_on_the_tempered_program(likelihood):
+    """At temperature T the flat potential is Pyro's of the program whose likelihood site is scaled by 1/T
+    (:mod:`bnn.inference.core.temperature`), and ``auto`` leaves the untempered compiled kernels out, saying why."""
+    out_features = OUT_FEATURES.get(likelihood, 1)
+    model = BayesianMLP(2, out_features, hidden=(3,), likelihood=LIKELIHOOD_SPECS[likelihood])
+    x, y = data_for(likelihood, out_features)
+    y = model.likelihood.check_targets(y, model.out_features)
+    potential = FlatPotential(model, x, y, temperature=0.25)
+    assert potential.backend is Backend.TRACE
+    with pytest.raises(Unsupported, match="untempered potential, not temperature 0.25"):
+        FlatPotential(model, x, y, backend="numba", temperature=0.25)
+    pyro_potential, untempered = reference(tempered(model, 0.25), x, y), reference(model, x, y)
+    z = torch.randn(potential.dim, generator=torch.Generator().manual_seed(1))
+    value, gradient = potential.value_and_grad(z.numpy())
+    point = z.clone().requires_grad_()
+    u = pyro_potential(potential.unconstrained(point))
+    (expected_gradient,) = torch.autograd.grad(-u, point)
+    assert value == pytest.approx(-u.item(), abs=1e-8)
+    np.testing.assert_allclose(gradient, expected_gradient.numpy(), rtol=1e-9, atol=1e-9)
+    assert abs(value + untempered(potential.unconstrained(z)).item()) > 1.0  # the temperature changed the potential

@@ -50,10 +50,12 @@ import warnings
 import arviz as az
 import numpy as np
 import pytest
+import torch
 from bnn.inference import fit
 from bnn.inference.sgmcmc import ConvergenceWarning
 
-from tests.support.conjugate import NOISE, NUM_DATA
+from tests.conftest import default_dtype
+from tests.support.conjugate import NOISE, NUM_DATA, conjugate_problem
 
 BIAS_SHARE = 0.5  # the stationary bias must stay below this many standard errors of each checked entry
 MIN_ESS = 100  # every checked mean needs this many effective draws: fewer make the standard error itself unreliable
@@ -157,3 +159,12 @@ def test_matches_the_exact_posterior(conjugate, name):
 @pytest.mark.parametrize("name", SLOW)
 def test_matches_the_exact_posterior_long_run(conjugate, name):
     assert run(conjugate, name, SLOW[name]).record.diagnostics.r_hat_max < 1.05
+
+
+@pytest.mark.long
+def test_tempered_chains_sample_the_exact_tempered_posterior():
+    """At ``temperature=0.5`` SGHMC's chains sample the conjugate posterior with the noise variance halved
+    (:mod:`tests.support.conjugate`), the bias of its discretisation computed for that posterior's precision."""
+    with default_dtype(torch.float64):
+        tempered = conjugate_problem(temperature=0.5)
+        run(tempered, "sghmc", {**QUICK["sghmc"], "temperature": 0.5})
