@@ -35,6 +35,9 @@ class Cell:
         Options chosen on a validation part of the training split, each with its candidates (empty: none).
     set_by_user : dict
         The options of ``options`` the user set (``--set``), which the result's ``selection`` names.
+    conformal : float, optional
+        The share of the training split that calibrates the conformal intervals of a second fit on the rest
+        (:func:`~bnn.inference.uci.protocol.conformal_measures`); ``None``: not measured.
     """
 
     dataset: str
@@ -44,6 +47,7 @@ class Cell:
     options: dict[str, Any] = field(compare=False, hash=False)
     validation: dict[str, list[float]] = field(default_factory=dict, compare=False, hash=False)
     set_by_user: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    conformal: float | None = field(default=None, compare=False, hash=False)
 
     @property
     def name(self) -> str:

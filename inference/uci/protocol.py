@@ -26,6 +26,7 @@ import numpy as np
 from bnn.datasets.dataset import Dataset
 from bnn.datasets.uci import UCITable
 from bnn.inference.evaluation.metrics import evaluate
+from bnn.inference.evaluation.set_coverage import carve_calibration, set_coverage
 from bnn.inference.fit import METHODS, fit
 from bnn.inference.uci.grid import Cell
 from bnn.models import BayesianMLP
@@ -46,6 +47,9 @@ CALIBRATION_COLUMNS = ("crps", "pit_calibration_error")
 """The calibration of a finished cell (:mod:`bnn.inference.evaluation.calibration`): the mean CRPS in the target's
 units and the PIT's quantile calibration error. Cells written before they were measured lack them (empty in
 ``results.csv``), so a cell file need not hold them."""
+CONFORMAL_COLUMNS = ("conformal_coverage", "conformal_width")
+"""With a calibration share (``bnn uci --conformal SHARE``, :func:`conformal_measures`): the test coverage of the 90%
+split-conformal intervals and their mean width in the target's units; empty in ``results.csv`` otherwise."""
 
 
 def selection(method: str, validation: dict[str, list[float]], set_by_user: dict[str, Any] | None = None) -> str:
@@ -90,6 +94,22 @@ def choose_on_validation(table: UCITable, cell: Cell) -> dict[str, float]:
     return chosen
 
 
+def conformal_measures(cell: Cell, data: Dataset, chosen: dict[str, Any]) -> dict[str, float | None]:
+    r""":data:`CONFORMAL_COLUMNS` of ``cell`` on split ``data`` (``None`` each without ``cell.conformal``).
+
+    The papers' fit uses the whole training split, which leaves no row to calibrate on, so a second fit of the same
+    method and options (``chosen`` included) runs on a seeded :math:`1 - s` of it
+    (:func:`~bnn.inference.evaluation.set_coverage.carve_calibration`, :math:`s` = ``cell.conformal``); the other
+    :math:`s` calibrates its split-conformal 90% intervals (:mod:`bnn.inference.evaluation.conformal`), scored on the
+    test split. The cell's RMSE, log-likelihood and calibration stay those of the papers' fit."""
+    if cell.conformal is None:
+        return dict.fromkeys(CONFORMAL_COLUMNS)
+    fitted, calibration = carve_calibration(data, cell.conformal, cell.options.get("seed", 0))
+    posterior = fit(uci_model(data.in_features, cell.hidden), fitted, method=cell.method, **{**cell.options, **chosen})
+    coverage = set_coverage(posterior, data, calibration)
+    return {column: coverage[column] for column in CONFORMAL_COLUMNS}
+
+
 def verdict(record) -> str:
     """The method's own check on its fit: ``converged``, ``not converged`` or ``no check``."""
     return {True: "converged", False: "not converged", None: "no check"}[record.converged]
@@ -113,12 +133,13 @@ def run_cell(table: UCITable, cell: Cell) -> dict[str, Any]:
         data = table.split(cell.split)
         posterior = fit(uci_model(data.in_features, cell.hidden), data, method=cell.method, **{**cell.options, **chosen})
         metrics = evaluate(posterior, data)
+        conformal = conformal_measures(cell, data, chosen)
     if not (math.isfinite(metrics["test_rmse"]) and math.isfinite(metrics["test_ll"])):
         raise FloatingPointError(f"{cell.name}: test RMSE {metrics['test_rmse']}, log-likelihood {metrics['test_ll']}")
     problems = list(dict.fromkeys(posterior.record.problems() + [str(w.message) for w in caught]))
     return {"dataset": cell.dataset, "method": cell.method, "split": cell.split, "status": "ok",
             "rmse": metrics["test_rmse"], "test_ll": metrics["test_ll"], "seconds": time.perf_counter() - began,
-            **{column: metrics[column] for column in CALIBRATION_COLUMNS},
+            **{column: metrics[column] for column in CALIBRATION_COLUMNS}, **conformal,
             "verdict": verdict(posterior.record), "selection": selection(cell.method, cell.validation, cell.set_by_user),
             "chosen": ", ".join(f"{k}={v}" for k, v in chosen.items()), "problems": "; ".join(problems), "attempts": 1}
 
@@ -128,4 +149,4 @@ def failed_row(cell: Cell, reason: str, attempts: int) -> dict[str, Any]:
     return {"dataset": cell.dataset, "method": cell.method, "split": cell.split, "status": "failed", "rmse": None,
             "test_ll": None, "seconds": None, "verdict": "failed",
             "selection": selection(cell.method, cell.validation, cell.set_by_user), "chosen": "", "problems": reason,
-            "attempts": attempts, **dict.fromkeys(CALIBRATION_COLUMNS)}
+            "attempts": attempts, **dict.fromkeys(CALIBRATION_COLUMNS), **dict.fromkeys(CONFORMAL_COLUMNS)}

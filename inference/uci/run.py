@@ -104,7 +104,7 @@ def execute(executor: str, tables: dict[str, UCITable], cells: list[Cell], worke
 def run_uci(uci_dir: str | Path, datasets: str, methods: Sequence[str], splits: Sequence[int], out: str | Path, *,
             executor: str = "local", address: str | None = None, workers: int | None = None,
             overrides: dict[str, dict[str, Any]] | None = None, seed: int = 0, max_retries: int = 2,
-            progress: bool = True, command: str | None = None) -> pd.DataFrame:
+            progress: bool = True, command: str | None = None, conformal: float | None = None) -> pd.DataFrame:
     """Run the grid, keeping each cell as it finishes, and write ``results.csv`` and ``table.md`` into ``out``.
 
     Parameters
@@ -135,6 +135,10 @@ def run_uci(uci_dir: str | Path, datasets: str, methods: Sequence[str], splits: 
         A progress bar over the grid (:mod:`bnn.runtime.progress`'s policy).
     command : str, optional
         The command line, written into ``table.md``.
+    conformal : float, optional
+        Also measure each cell's 90% conformal intervals, calibrated on this share of its training split, from a second
+        fit on the rest (:func:`~bnn.inference.uci.protocol.conformal_measures`: twice the fits); a cell's settings
+        include it, so a run folder made without it (or with another share) is refused as made with other settings.
 
     Returns
     -------
@@ -164,6 +168,9 @@ def run_uci(uci_dir: str | Path, datasets: str, methods: Sequence[str], splits: 
         raise ValueError(f"methods must be a non-empty list of names from {METHODS.names()}, got {methods!r}")
     if not splits or any(isinstance(k, bool) or not isinstance(k, int) or k < 0 for k in splits):
         raise ValueError(f"splits must be a non-empty list of split numbers (>= 0), got {splits!r}")
+    if conformal is not None and (isinstance(conformal, bool) or not isinstance(conformal, (int, float))
+                                  or not 0 < conformal < 1):
+        raise ValueError(f"the conformal calibration share must lie in (0, 1), got {conformal!r}: use for example 0.2")
     parse_seed("seed (--seed)", seed)
     parse_seed(f"seed + split (split k fits with --seed + k; here {seed} + {max(splits)})", seed + max(splits))
     uci_dir, out = Path(uci_dir), Path(out)
@@ -180,7 +187,7 @@ def run_uci(uci_dir: str | Path, datasets: str, methods: Sequence[str], splits: 
         for method, fit_options in options.items():
             validation = validation_grid(method, fit_options, uci_dir / name)
             cells += [Cell(name, method, split, hidden, {**fit_options, "seed": seed + split}, validation,
-                           overrides.get(method, {})) for split in chosen]
+                           overrides.get(method, {}), conformal) for split in chosen]
     with locked_run_folder(out, "uci", RUN_ENTRIES):
         results = run_cells(RunFolder(out), tables, cells, executor, workers, address, max_retries, progress)
         missing = "no result came back from the executor"

@@ -50,6 +50,8 @@ def fingerprint(table: UCITable, cell: Cell) -> str:
         digest.update(values.tobytes())
     settings = {"dataset": cell.dataset, "method": cell.method, "split": cell.split, "hidden": cell.hidden,
                 "options": cell.options, "validation": cell.validation}
+    if cell.conformal is not None:  # a second fit's numbers; a run without them keeps its fingerprints
+        settings["conformal"] = cell.conformal
     digest.update(json.dumps(settings, sort_keys=True, default=str).encode())
     return digest.hexdigest()
 

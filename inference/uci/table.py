@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from bnn.inference.uci.protocol import CALIBRATION_COLUMNS, COLUMNS
+from bnn.inference.uci.protocol import CALIBRATION_COLUMNS, COLUMNS, CONFORMAL_COLUMNS
 from bnn.inference.uci.published import MC_DROPOUT, PUBLISHED
 
 from bnn.runtime.atomic import atomic_file
@@ -32,13 +32,15 @@ def summary(results: pd.DataFrame) -> pd.DataFrame:
     """Per data set and method: the finished splits ``n``, failed cells, converged cells, and each metric's mean and
     standard error over the finished splits (module notes)."""
     rows = []
-    missing = {column: math.nan for column in CALIBRATION_COLUMNS if column not in results}  # cells from before them
+    missing = {column: math.nan for column in (*CALIBRATION_COLUMNS, *CONFORMAL_COLUMNS)  # cells from before them
+               if column not in results}
     for (dataset, method), cells in results.assign(**missing).groupby(["dataset", "method"], sort=False):
         ok = cells[cells["status"] == "ok"]
         row: dict[str, Any] = {"dataset": dataset, "method": method, "n": len(ok), "failed": int((cells["status"] != "ok").sum()),
                                "converged": int((ok["verdict"] == "converged").sum()), "selection": cells["selection"].iloc[0],
-                               "measured": int(ok["crps"].notna().sum())}
-        for metric in (*METRICS, *CALIBRATION_COLUMNS):
+                               "measured": int(ok["crps"].notna().sum()),
+                               "conformal_measured": int(ok["conformal_coverage"].notna().sum())}
+        for metric in (*METRICS, *CALIBRATION_COLUMNS, *CONFORMAL_COLUMNS):
             values = ok[metric].astype(float).dropna()  # a cell written before calibration was measured has none
             row[metric] = values.mean() if len(values) else math.nan
             row[f"{metric}_se"] = values.std(ddof=1) / math.sqrt(len(values)) if len(values) > 1 else math.nan
@@ -82,6 +84,20 @@ def calibration_table(table: pd.DataFrame) -> list[str]:
     return lines + [""]
 
 
+def conformal_table(table: pd.DataFrame) -> list[str]:
+    """The markdown lines of the cells' 90% conformal intervals (``bnn uci --conformal``): per data set and method the
+    mean test coverage and width over the finished splits that measured them; none when no cell did."""
+    if not table["conformal_measured"].any():
+        return []
+    lines = ["## Conformal 90% intervals (test coverage, then mean width in the target's units; a second fit on the "
+             "training rows the calibration share leaves)", "", "| data set | method | coverage | width |", "|---|---|---|---|"]
+    for row in table.itertuples():
+        cells = [_ours(getattr(row, c), getattr(row, f"{c}_se"), row.conformal_measured, None, -1.0)
+                 if row.conformal_measured else "not measured" for c in CONFORMAL_COLUMNS]
+        lines.append(f"| {row.dataset} | {row.method} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
 def beats_dropout(table: pd.DataFrame) -> list[str]:
     """One line per method of ours: on which data sets its mean test log-likelihood beats MC dropout's published one."""
     lines = []
@@ -100,7 +116,7 @@ def markdown(results: pd.DataFrame, command: str | None = None) -> str:
         "Ours: mean ± standard error over the splits that finished (their number in brackets); published: as printed "
         "in the papers (cited in `bnn.inference.uci.published`). **Bold**: ours beats every published number of the row.",
         ""]
-    lines += metric_table(table, "rmse") + metric_table(table, "test_ll") + calibration_table(table)
+    lines += metric_table(table, "rmse") + metric_table(table, "test_ll") + calibration_table(table) + conformal_table(table)
     lines += [f"Mean test log-likelihood above {MC_DROPOUT.label}'s published one:", ""] + beats_dropout(table) + [""]
     lines += ["## Methods", "", "| data set | method | hyper-parameters chosen by | splits finished | failed | converged |",
               "|---|---|---|---|---|---|"]
@@ -116,7 +132,7 @@ def markdown(results: pd.DataFrame, command: str | None = None) -> str:
 
 def write_tables(results: list[dict[str, Any]], out: Path, command: str | None = None) -> pd.DataFrame:
     """Write ``results.csv`` and ``table.md`` of ``results`` (one dict per cell) into ``out``; return the rows."""
-    columns = list(COLUMNS) + list(CALIBRATION_COLUMNS)
+    columns = list(COLUMNS) + list(CALIBRATION_COLUMNS) + list(CONFORMAL_COLUMNS)
     frame = pd.DataFrame(results, columns=columns).sort_values(["dataset", "method", "split"], kind="stable")
     with atomic_file(out / RESULTS_FILE) as handle:
         frame.to_csv(handle, index=False)

@@ -1,8 +1,18 @@
 import numpy as np
 import pytest
 from bnn.datasets.uci import read_uci_table
+from bnn.inference import fit
+from bnn.inference.evaluation.set_coverage import carve_calibration, set_coverage
 from bnn.inference.uci.grid import Cell
-from bnn.inference.uci.protocol import FIXED, choose_on_validation, failed_row, run_cell, selection, validation_part
+from bnn.inference.uci.protocol import (
+    FIXED,
+    choose_on_validation,
+    failed_row,
+    run_cell,
+    selection,
+    uci_model,
+    validation_part,
+)
 
 
 def test_the_validation_part_comes_from_the_training_rows_only(tiny_uci):
@@ -47,3 +57,20 @@ def test_a_cell_gives_the_same_numbers_twice(tiny_uci, method):
     first, second = run_cell(table, cell), run_cell(table, cell)
     assert (first["rmse"], first["test_ll"]) == (second["rmse"], second["test_ll"])
     assert first["verdict"] in ("converged", "not converged", "no check")
+
+
+@pytest.mark.long
+@pytest.mark.filterwarnings("ignore:the MAP polish")  # 50 Adam steps on the tiny set: a start, not the point here
+def test_conformal_intervals_come_from_a_second_fit_and_leave_the_papers_numbers_alone(tiny_uci):
+    table = read_uci_table(tiny_uci, "tiny", [1])
+    options = {"map_steps": 50, "num_samples": 10, "progress": False, "seed": 1}
+    plain = run_cell(table, Cell("tiny", "laplace", 1, 10, options))
+    with_sets = run_cell(table, Cell("tiny", "laplace", 1, 10, options, conformal=0.2))
+    assert (plain["rmse"], plain["test_ll"]) == (with_sets["rmse"], with_sets["test_ll"])
+    assert plain["conformal_coverage"] is None and plain["conformal_width"] is None
+    data = table.split(1)
+    fitted, calibration = carve_calibration(data, 0.2, 1)
+    expected = set_coverage(fit(uci_model(data.in_features, 10), fitted, "laplace", **options), data, calibration)
+    assert with_sets["conformal_coverage"] == expected["conformal_coverage"]
+    assert with_sets["conformal_width"] == expected["conformal_width"] > 0
+

@@ -91,6 +91,7 @@ def test_a_failed_cell_is_reported_and_run_again(tiny_uci, tmp_path, monkeypatch
     ({"seed": 2**32 - 1, "splits": [0, 1]}, r"seed \+ split .*4294967295 \+ 1\) must be a non-negative integer below"),
     ({"overrides": {"nuts": {"num_samples": 5}}}, r"--set names method\(s\) \['nuts'\] that are not in --methods"),
     ({"overrides": {"svi": {"stepz": 5}}}, "stepz"),
+    ({"conformal": 1.5}, r"conformal calibration share must lie in \(0, 1\), got 1.5"),
 ])
 def test_bad_arguments_are_refused_before_any_work(tiny_uci, tmp_path, kwargs, message):
     arguments = {"methods": ["svi"], "splits": [0], **kwargs}

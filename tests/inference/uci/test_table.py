@@ -35,7 +35,7 @@ def test_bold_where_ours_beats_every_published_number_and_the_count_against_mc_d
     assert f"| {best_rmse + 0.5:.3f} (1) |" in text  # one split: no standard error, not bold
     assert f"{dropout_ll + 0.1:.3f} ± 0.000 (2) |" in text and f"**{dropout_ll + 0.1:.3f}" not in text  # deep ens. better
     assert "- laplace: 1 of 1 data sets (yacht)\n- svi: 0 of 1 data sets\n" in text
-    assert pd.read_csv(tmp_path / "results.csv").shape == (3, 14) and len(frame) == 3
+    assert pd.read_csv(tmp_path / "results.csv").shape == (3, 16) and len(frame) == 3
 
 
 def test_a_data_set_nobody_published_has_empty_published_cells():
@@ -59,3 +59,13 @@ def test_the_calibration_table_averages_the_cells_that_measured_it_and_names_tho
     assert "| yacht | laplace | 0.600 ± 0.100 (2) | 0.030 ± 0.010 (2) |" in text
     assert "| yacht | svi | not measured | not measured |" in text
     assert "| yacht | svi | not measured | not measured |" in markdown(pd.DataFrame(before))  # no column at all
+    assert "Conformal" not in markdown(pd.DataFrame(measured + before))  # no cell measured conformal intervals
+
+
+def test_the_conformal_table_appears_when_a_cell_measured_its_intervals():
+    measured = [{**row, "conformal_coverage": coverage, "conformal_width": width}
+                for row, coverage, width in zip(rows("yacht", "laplace", [1.0, 2.0], [-1.0, -1.0]), [0.9, 0.8], [2.0, 3.0])]
+    text = markdown(pd.DataFrame(measured + rows("yacht", "svi", [1.0], [-1.0])))
+    assert "| yacht | laplace | 0.850 ± 0.050 (2) | 2.500 ± 0.500 (2) |" in text
+    assert "| yacht | svi | not measured | not measured |" in text
+
