@@ -31,6 +31,21 @@ def test_bnn_uci_runs_the_grid_with_the_options_set_and_prints_the_table(tiny_uc
     assert "--set svi.steps=7" in (tmp_path / "run" / "table.md").read_text()
 
 
+def test_conformal_reaches_every_cell_and_its_table_is_written(tiny_uci, tmp_path, monkeypatch):
+    given = []
+
+    def scores(tables, cells, workers):
+        given.extend(cells)
+        for cell in cells:
+            yield {**failed_row(cell, "", 1), "status": "ok", "rmse": 1.0, "test_ll": -1.0, "seconds": 0.1,
+                   "verdict": "no check", "conformal_coverage": 0.9 - 0.1 * cell.split, "conformal_width": 2.0}
+
+    monkeypatch.setattr(uci_run, "run_local", scores)
+    assert main(command(tiny_uci, tmp_path / "run", "--conformal", "0.2")) == 0
+    assert [cell.conformal for cell in given] == [0.2, 0.2]
+    assert "| tiny | svi | 0.850 ± 0.050 (2) | 2.000 ± 0.000 (2) |" in (tmp_path / "run" / "table.md").read_text()
+
+
 def test_workers_beyond_the_cells_are_not_started(tiny_uci, tmp_path, monkeypatch):
     started = []
 
