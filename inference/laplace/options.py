@@ -42,9 +42,10 @@ class LaplaceOptions(MapFitOptions):
     max_memory_gib : float
         Refuse, before any work, a structure whose curvature needs more memory than this.
     temperature : float
-        The likelihood temperature :math:`T` (default 1, Bayes' posterior; :mod:`bnn.inference.core.temperature`): the
-        Gaussian sits at the mode of :math:`\tfrac{1}{T}\log p(y \mid x, \theta) + \log p(\theta)` with precision
-        :math:`H/T + P`, and the linearised predictive uses it. The prior precision stays as the prior gives it
+        The likelihood temperature :math:`T`, 1 (Bayes' posterior) by default. The Gaussian
+        (:mod:`bnn.inference.core.temperature`) sits at the mode of
+        :math:`\tfrac{1}{T}\log p(y \mid x, \theta) + \log p(\theta)` with precision :math:`H/T + P`, and the
+        linearised predictive uses it. The prior precision stays as the prior gives it
         (a tempered likelihood has no evidence to tune it by), so :math:`T \ne 1` refuses ``tune_prior_precision=True``,
         ``structure="kron"``, hierarchical priors and a learned noise.
     num_samples : int

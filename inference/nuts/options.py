@@ -72,7 +72,7 @@ class NUTSOptions(Options):
         See :class:`~bnn.inference.nuts.chain.Engine`; nutpie (the default when installed) refuses
         ``dense_mass=True`` and ``num_warmup=0``.
     temperature : float
-        The likelihood temperature :math:`T` (default 1, Bayes' posterior): the chains sample
+        The likelihood temperature :math:`T`, 1 (Bayes' posterior) by default. The chains sample
         :math:`p(\mathcal{D} \mid W)^{1/T} p(W)` (:mod:`bnn.inference.core.temperature`), the nutpie engine on a torch
         backend of the flat potential (its compiled kernels are untempered).
     seed : int

@@ -85,7 +85,7 @@ class SGMCMCOptions(Options):
     batch_size : int, optional
         Data points per gradient; ``None`` (or one at least the data size) uses all of them.
     temperature : float
-        The likelihood temperature :math:`T` (default 1, Bayes' posterior): the chains sample
+        The likelihood temperature :math:`T`, 1 (Bayes' posterior) by default. The chains sample
         :math:`p(\mathcal{D} \mid W)^{1/T} p(W)`, :mod:`bnn.inference.core.temperature`.
     seed : int
         Seeds the chains' starts, minibatches and noise: the same seed gives the same draws.

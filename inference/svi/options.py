@@ -67,7 +67,7 @@ class SVIOptions(Options):
         With ``"warmup"``: the fraction of the run, in (0, 1], over which the KL weight
         rises linearly to its full value (default 0.25).
     temperature : float
-        The likelihood temperature :math:`T` (default 1, Bayes' posterior): the ELBO weighs the log-likelihood by
+        The likelihood temperature :math:`T`, 1 (Bayes' posterior) by default. The ELBO weighs the log-likelihood by
         :math:`1/T`, :mod:`bnn.inference.core.temperature`.
     num_samples : int
         Draws from the fitted guide kept in the :class:`~bnn.inference.core.posterior.Posterior`.
