@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 from bnn.inference.core.cost_model import CostModel, GradientCount
+from bnn.inference.core.temperature import UNTEMPERED
 from bnn.inference.nuts.options import NUTSOptions
 from bnn.inference.nuts.potential import FlatPotential
 
@@ -28,8 +29,9 @@ def count(options: NUTSOptions, rows: int, model) -> GradientCount:
 
 def potential_gradient_seconds(model, x: torch.Tensor, y: torch.Tensor, options=None) -> float:
     """The median time of one value-and-gradient of the potential the NUTS engine evaluates
-    (:class:`~bnn.inference.nuts.potential.FlatPotential`), at a point of small weights."""
-    potential = FlatPotential(model, x, y)
+    (:class:`~bnn.inference.nuts.potential.FlatPotential`, at the options' temperature: a tempered one runs on a torch
+    backend), at a point of small weights."""
+    potential = FlatPotential(model, x, y, temperature=getattr(options, "temperature", UNTEMPERED))
     z = np.linspace(-0.5, 0.5, potential.dim)
     return median_seconds(lambda: potential.value_and_grad(z))
 

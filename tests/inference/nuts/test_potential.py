@@ -12,7 +12,9 @@ import pytest
 import torch
 from bnn.inference.core.temperature import tempered
 from bnn.inference.nuts import potential as potential_module
+from bnn.inference.nuts.cost import potential_gradient_seconds
 from bnn.inference.nuts.numpy_potential import ACTIVATION_DERIVATIVES, Unsupported
+from bnn.inference.nuts.options import NUTSOptions
 from bnn.inference.nuts.potential import Backend, FlatPotential, flat_potential_mismatch
 from bnn.models import LIKELIHOODS, PRIORS, BayesianMLP, Prior
 from bnn.models.activations import ACTIVATIONS
@@ -246,3 +248,20 @@ def test_a_tempered_potential_equals_pyros_on_the_tempered_program(likelihood):
     assert value == pytest.approx(-u.item(), abs=1e-8)
     np.testing.assert_allclose(gradient, expected_gradient.numpy(), rtol=1e-9, atol=1e-9)
     assert abs(value + untempered(potential.unconstrained(z)).item()) > 1.0  # the temperature changed the potential
+
+
+def test_the_cost_model_times_the_potential_the_run_will_evaluate(monkeypatch):
+    """NUTS's cost estimate times the flat potential at the options' temperature (a tempered one runs on a torch
+    backend, many times slower per gradient than the compiled kernel)."""
+    built = []
+    original = FlatPotential.__init__
+
+    def recording(self, *args, **kwargs):
+        built.append(kwargs.get("temperature"))
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(FlatPotential, "__init__", recording)
+    model, (x, y) = BayesianMLP(2, 1, hidden=(3,)), data_for("gaussian", 1)
+    for options in (NUTSOptions(), NUTSOptions(temperature=0.5)):
+        assert potential_gradient_seconds(model, x, y, options) > 0
+    assert built == [1.0, 0.5]
