@@ -135,11 +135,15 @@ def tempered():
 
 
 @pytest.mark.long
-@pytest.mark.parametrize("method", sorted(TEMPERED))
-def test_tempered_fit_matches_the_exact_tempered_posterior(tempered, method):
-    """At ``temperature=T`` each method meets its check of the untempered case against the tempered posterior, whose
-    covariance differs from the untempered one by far more than the checks' tolerances (a factor of about 2)."""
+@pytest.mark.parametrize(
+    "method, engine", [(method, None) for method in sorted(set(TEMPERED) - {"nuts"})] + [("nuts", "nutpie"), ("nuts", "pyro")]
+)
+def test_tempered_fit_matches_the_exact_tempered_posterior(tempered, method, engine):
+    """At ``temperature=T`` each method (NUTS on each engine: the nutpie one on the flat potential's torch backend, Pyro's
+    on the tempered trace) meets its check of the untempered case against the tempered posterior, whose covariance
+    differs from the untempered one by far more than the checks' tolerances (a factor of about 2)."""
     options, check = TEMPERED[method]
+    options = options if engine is None else {**options, "engine": engine}
     posterior = fit(tempered.model, (tempered.x, tempered.y), method, seed=1, progress=False, temperature=TEMPERATURE,
                     **options)
     check(tempered, posterior)
