@@ -7,6 +7,12 @@ from bnn.inference.uci.protocol import failed_row
 from bnn.cli.main import main
 
 
+def finished(cell, **fields):
+    """The row ``run_local`` yields for ``cell`` when it finished, with ``fields`` over the defaults."""
+    return {**failed_row(cell, "", 1), "status": "ok", "rmse": 1.0, "test_ll": -1.0, "seconds": 0.1, "verdict": "no check",
+            **fields}
+
+
 def command(tiny_uci, out, *extra):
     return ["uci", "--uci-dir", str(tiny_uci), "--datasets", "tiny", "--methods", "svi", "--splits", "0-1",
             "--out", str(out), "--quiet", *extra]
@@ -18,8 +24,7 @@ def test_bnn_uci_runs_the_grid_with_the_options_set_and_prints_the_table(tiny_uc
     def scores(tables, cells, workers):  # in this process: the command's wiring is under test, not the fits
         given.extend(cells)
         for cell in cells:
-            yield {**failed_row(cell, "", 1), "status": "ok", "rmse": 1.0 + cell.split, "test_ll": -1.0, "seconds": 0.1,
-                   "verdict": "no check"}
+            yield finished(cell, rmse=1.0 + cell.split)
 
     monkeypatch.setattr(uci_run, "run_local", scores)
     assert main(command(tiny_uci, tmp_path / "run", "--set", "svi.steps=7", "--set", "svi.guide=meanfield",
@@ -37,8 +42,7 @@ def test_conformal_reaches_every_cell_and_its_table_is_written(tiny_uci, tmp_pat
     def scores(tables, cells, workers):
         given.extend(cells)
         for cell in cells:
-            yield {**failed_row(cell, "", 1), "status": "ok", "rmse": 1.0, "test_ll": -1.0, "seconds": 0.1,
-                   "verdict": "no check", "conformal_coverage": 0.9 - 0.1 * cell.split, "conformal_width": 2.0}
+            yield finished(cell, conformal_coverage=0.9 - 0.1 * cell.split, conformal_width=2.0)
 
     monkeypatch.setattr(uci_run, "run_local", scores)
     assert main(command(tiny_uci, tmp_path / "run", "--conformal", "0.2")) == 0
@@ -52,8 +56,7 @@ def test_workers_beyond_the_cells_are_not_started(tiny_uci, tmp_path, monkeypatc
     def scores(tables, cells, workers):
         started.append(workers)
         for cell in cells:
-            yield {**failed_row(cell, "", 1), "status": "ok", "rmse": 1.0, "test_ll": -1.0, "seconds": 0.1,
-                   "verdict": "no check"}
+            yield finished(cell)
 
     monkeypatch.setattr(uci_run, "run_local", scores)
     assert main(command(tiny_uci, tmp_path / "run", "--workers", "99999999999")) == 0
