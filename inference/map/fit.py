@@ -58,6 +58,7 @@ def run_map(model, x: torch.Tensor, y: torch.Tensor, options: MapOptions) -> Pos
         seed=options.seed, train_seconds=train_seconds, options=options, map_lbfgs_iterations=estimate.lbfgs_iterations,
         map_grad_norm=estimate.grad_norm, map_converged=estimate.converged, map_at_kink=estimate.at_kink,
         map_stalled=estimate.stalled, map_newton_decrement=estimate.newton_decrement, map_polish=estimate.polish,
+        map_last_rise=estimate.last_rise,
         log_likelihood=estimate.log_likelihood, log_joint=estimate.log_likelihood + estimate.log_prior,
         noise=estimate.latents["sigma"].item() if "sigma" in estimate.latents else None,
     )

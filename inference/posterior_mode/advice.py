@@ -4,9 +4,10 @@ from __future__ import annotations
 
 RAISE_BUDGET = "raise map_max_iter or map_steps (or map_lr), or loosen map_tolerance"
 KINK_ADVICE = ("it stopped at a kink, where the log joint falls along its own gradient (a ReLU unit or a max-pooling "
-               "window switching exactly at training inputs makes the gradient one-sided): no step raises it and a "
-               "larger budget will not help; the Laplace approximation there uses one side's curvature. A smooth "
-               "activation (tanh, silu) and average pooling (BayesianCNN's pooling='avg') avoid kinks")
+               "window switching exactly at training inputs makes the gradient one-sided), so the Newton decrement "
+               "overstates the distance to the mode; the fit counts as converged once L-BFGS no longer raises the log "
+               "joint: raise map_max_iter to let it get there. The Laplace approximation there uses one side's "
+               "curvature. A smooth activation (tanh, silu) and average pooling (BayesianCNN's pooling='avg') avoid kinks")
 STALL_ADVICE = ("the polish stalled: at the rise of the log joint of its last steps it would not reach map_tolerance "
                 "within map_max_iter (near the kinks of ReLU units or max-pooling the steps that raise it shrink toward "
                 "zero); raise map_max_iter far above the iterations taken, loosen map_tolerance, or use a smooth "

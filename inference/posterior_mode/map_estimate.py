@@ -11,7 +11,17 @@ gradient, :math:`\Lambda` its Gauss-Newton precision) is at most ``tolerance``: 
 order, within ``tolerance`` posterior standard deviations. The polish is Levenberg-Marquardt on the
 Gauss-Newton precision where the likelihood has a GGN and a step is affordable
 (:func:`~bnn.inference.posterior_mode.gauss_newton.uses_gauss_newton`), else L-BFGS (strong Wolfe
-line search; :math:`\delta` then from the diagonal of :math:`\Lambda`).
+line search; :math:`\delta` then from the diagonal of :math:`\Lambda`). Where Levenberg-Marquardt stops short of the
+tolerance (no damped step raises the log joint, or its recent rise would not reach the tolerance within the budget:
+near the kinks of a ReLU network the Gauss-Newton model is poor), L-BFGS goes on from there for the rest of the
+budget.
+
+**At the kinks of a ReLU network** the decrement can stay large at the mode: its gradient there is one-sided and the
+Gauss-Newton precision ignores the kinks. So the fit is also converged when the log joint has stopped rising: the
+last window of :data:`~bnn.inference.posterior_mode.polish.LBFGS_CHECK_EVERY` L-BFGS iterations (or fewer, where
+L-BFGS stopped by itself because nothing changed; not a window the budget cut short) raised it by at
+most :math:`\text{tolerance}^2/2` nats, the rise still to come, to second order, from a point ``tolerance``
+posterior standard deviations from the mode (:mod:`bnn.inference.posterior_mode.gauss_newton`).
 
 **The noise.** A Gaussian likelihood's learned noise :math:`\sigma` cannot be fitted with the weights: the log
 joint grows without bound as :math:`\sigma \to 0` wherever the network can interpolate its training data
@@ -40,7 +50,7 @@ from bnn.inference.posterior_mode.evidence_search import MAX_STEPS
 from bnn.inference.posterior_mode.gauss_newton import newton_decrement, uses_gauss_newton
 from bnn.inference.posterior_mode.hyperparameter_search import EvidenceSearch, HyperparameterChoice
 from bnn.inference.posterior_mode.log_joint import ScaledPrior, evidence_possible, log_likelihood, log_prior, most_likely_noise
-from bnn.inference.posterior_mode.polish import MapProblem, adam_steps
+from bnn.inference.posterior_mode.polish import LBFGS_CHECK_EVERY, MapProblem, adam_steps
 
 from bnn.runtime.progress import progress_bar
 from bnn.runtime.stacklevel import user_stacklevel
@@ -72,7 +82,7 @@ class MapEstimate:
     newton_decrement : float
         :math:`\delta` there (module notes), in posterior standard deviations.
     polish : str
-        ``"levenberg-marquardt"`` or ``"lbfgs"``.
+        ``"levenberg-marquardt"``, ``"levenberg-marquardt, then lbfgs"`` (see :attr:`polish_handover`) or ``"lbfgs"``.
     lbfgs_iterations : int
         Iterations the polish took.
     converged : bool
@@ -92,6 +102,12 @@ class MapEstimate:
         Whether the last polish stopped before its iteration limit without converging and not at a kink: its
         recent rise of the log joint, kept up, would not reach the tolerance within the limit
         (:mod:`bnn.inference.posterior_mode.gauss_newton`), or L-BFGS stopped changing it.
+    last_rise : float, optional
+        The rise of the log joint (nats) over the last window of L-BFGS iterations of the last polish
+        (``None`` when it ended otherwise, or the budget cut that window short); at most
+        :math:`\text{tolerance}^2/2` counts as converged (module notes).
+    polish_handover : bool
+        Whether Levenberg-Marquardt stopped short in the last polish and L-BFGS went on from there.
     """
 
     theta: torch.Tensor
@@ -108,6 +124,8 @@ class MapEstimate:
     evidence_bracketed: bool | None = None
     at_kink: bool = False
     stalled: bool = False
+    last_rise: float | None = None
+    polish_handover: bool = False
 
 
 def find_map(
@@ -226,8 +244,11 @@ def _estimate(fit: MapProblem, theta, prior: ScaledPrior, latents: dict, toleran
     gradient = gradient[judged_from:]
     if not torch.isfinite(gradient).all():
         raise FloatingPointError("the MAP fit ended at non-finite values; lower map_lr or raise map_steps")
-    polish = "levenberg-marquardt" if uses_gauss_newton(model, x.shape[0], theta.shape[0] - judged_from) else "lbfgs"
-    decrement = newton_decrement(gradient, fit.precision(theta, latents, prior, judged_from, polish == "lbfgs"))
+    dense = uses_gauss_newton(model, x.shape[0], theta.shape[0] - judged_from)
+    polish = ("levenberg-marquardt, then lbfgs" if fit.handed_over else "levenberg-marquardt") if dense else "lbfgs"
+    decrement = newton_decrement(gradient, fit.precision(theta, latents, prior, judged_from, not dense))
+    collapsed = adam_noise is not None and float(latents["sigma"]) < adam_noise / 10  # no maximum to converge to
+    converged = not collapsed and (decrement <= tolerance or (fit.last_rise is not None and fit.last_rise <= tolerance**2 / 2))
     if choice is not None and not choice.bracketed:
         warnings.warn(
             f"the Laplace evidence rose all the way to the end of the search (the weight decay alpha sigma^2 moved by "
@@ -236,25 +257,32 @@ def _estimate(fit: MapProblem, theta, prior: ScaledPrior, latents: dict, toleran
             RuntimeWarning, stacklevel=user_stacklevel())
     at_kink = not decrement <= tolerance and falls_along_gradient(
         lambda w: log_likelihood(model, x, y, w, latents) + prior.log_prob(w), theta, judged_from)
-    stalled = not decrement <= tolerance and not at_kink and fit.stopped_early
-    if not decrement <= tolerance:
+    stalled = not converged and not at_kink and fit.stopped_early
+    if not converged:
         collapse = ""
-        if adam_noise is not None and float(latents["sigma"]) < adam_noise / 10:
+        if collapsed:
             collapse = (f" The maximum-likelihood noise fell from {adam_noise:.3g} after Adam to "
                         f"{float(latents['sigma']):.3g}: the network interpolates its training data and the "
                         f"objective grows without bound as the noise goes to 0; {COLLAPSE_FIX}.")
         warnings.warn(
             f"the MAP polish ({polish}) stopped after {fit.iterations} iterations {decrement:.3g} posterior standard "
             f"deviations from the mode (Newton decrement > map_tolerance={tolerance:g}; gradient norm "
-            f"{gradient.norm().item():.3g}): the MAP estimate (the Laplace approximation's centre, or a guide's start) "
-            f"is off the mode; {map_advice(at_kink, stalled)}.{collapse}",
+            f"{gradient.norm().item():.3g}{_rising(fit.last_rise)}): the MAP estimate (the Laplace approximation's "
+            f"centre, or a guide's start) is off the mode; {map_advice(at_kink, stalled)}.{collapse}",
             RuntimeWarning,
             stacklevel=user_stacklevel(),
         )
     return MapEstimate(theta, latents, likelihood_term.item(), prior_term.item(), gradient.norm().item(), decrement,
-                       polish, fit.iterations, decrement <= tolerance, prior.weight,
+                       polish, fit.iterations, converged, prior.weight,
                        None if choice is None else choice.evaluations, None if choice is None else choice.bracketed,
-                       at_kink, stalled)
+                       at_kink, stalled, fit.last_rise, fit.handed_over)
+
+
+def _rising(last_rise: float | None) -> str:
+    """The last L-BFGS window's rise of the log joint, for the warning (nothing when there was none)."""
+    if last_rise is None:
+        return ""
+    return f"; the last {LBFGS_CHECK_EVERY} L-BFGS iterations raised the log joint by {last_rise:.3g} nats"
 
 
 def falls_along_gradient(log_joint, theta: torch.Tensor, start: int = 0) -> bool:

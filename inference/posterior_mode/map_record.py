@@ -24,15 +24,19 @@ class MapFitRecord(FitRecord):
     map_newton_decrement : float, optional
         The Newton decrement there, in posterior standard deviations (see :attr:`MapEstimate.newton_decrement`).
     map_polish : str, optional
-        ``"levenberg-marquardt"`` or ``"lbfgs"``.
+        ``"levenberg-marquardt"``, ``"levenberg-marquardt, then lbfgs"`` (L-BFGS went on where Levenberg-Marquardt
+        stopped short) or ``"lbfgs"``.
     map_converged : bool
-        Whether the Newton decrement is at most the tolerance.
+        Whether the Newton decrement is at most the tolerance, or the log joint stopped rising (:attr:`map_last_rise`
+        at most half the tolerance squared: :mod:`bnn.inference.posterior_mode.map_estimate`).
     noise : float, optional
         The noise scale of a learned Gaussian noise (module notes).
     map_at_kink : bool
         Whether the MAP stopped at a kink of the log joint (see :attr:`MapEstimate.at_kink`).
     map_stalled : bool
         Whether its polish stalled before its iteration limit (see :attr:`MapEstimate.stalled`).
+    map_last_rise : float, optional
+        The rise of the log joint over the last L-BFGS window of the polish (see :attr:`MapEstimate.last_rise`).
     """
 
     options: MapFitOptions
@@ -44,6 +48,7 @@ class MapFitRecord(FitRecord):
     noise: float | None = None
     map_at_kink: bool = False
     map_stalled: bool = False
+    map_last_rise: float | None = None
 
     @property
     def converged(self) -> bool:

@@ -1,5 +1,7 @@
 r"""The stages of one MAP search: Adam from a start, then a polish (Levenberg-Marquardt on the Gauss-Newton
-precision, or L-BFGS) until the Newton decrement is at most the tolerance (:mod:`bnn.inference.posterior_mode.map_estimate`)."""
+precision, or L-BFGS) until the Newton decrement is at most the tolerance or the log joint stops rising
+(:mod:`bnn.inference.posterior_mode.map_estimate`). Where Levenberg-Marquardt stops short, L-BFGS goes on for the rest
+of the budget; where L-BFGS ends itself (its line search failed, as at a kink), it starts afresh from there."""
 
 from __future__ import annotations
 
@@ -29,6 +31,8 @@ class MapProblem:
         self.model, self.x, self.y, self.judged_from, self.max_iter = model, x, y, judged_from, max_iter
         self.iterations, self.bar = 0, None  # the polish's progress bar, made once Adam is done
         self.stopped_early = False  # whether the last polish stopped before max_iter
+        self.handed_over = False  # whether Levenberg-Marquardt stopped short in the last polish and L-BFGS went on
+        self.last_rise: float | None = None  # the log joint's rise over the last polish's last L-BFGS window
 
     def latents(self, noise: torch.Tensor | None) -> dict[str, torch.Tensor]:
         """The likelihood's latents with the noise held at ``noise`` (``{}`` without a learned noise)."""
@@ -51,44 +55,68 @@ class MapProblem:
 
     def _polish_from(self, theta, begin, prior: ScaledPrior, latents_at, log_noise, tolerance) -> tuple[torch.Tensor, int]:
         model, x, y = self.model, self.x, self.y
+        dense = uses_gauss_newton(model, x.shape[0], theta.shape[0] - self.judged_from)
 
         def joint(weights: torch.Tensor, latents: dict) -> torch.Tensor:
             return log_likelihood(model, x, y, weights, latents) + prior.log_prob(weights)
-
-        if uses_gauss_newton(model, x.shape[0], theta.shape[0] - self.judged_from):
-            return levenberg_marquardt(joint, latents_at, lambda w, latents: self.precision(w, latents, prior, begin, False),
-                                       theta, start=begin, tolerance=tolerance, max_iterations=self.max_iter,
-                                       progress_bar=self.bar)
-        fixed, block = theta[:begin], theta[begin:].clone().requires_grad_(True)
-        optimiser = torch.optim.LBFGS(
-            [block, *log_noise.values()], lr=1.0, max_iter=LBFGS_CHECK_EVERY, tolerance_grad=0.0,
-            tolerance_change=LBFGS_TOLERANCE_CHANGE, history_size=LBFGS_HISTORY, line_search_fn="strong_wolfe",
-        )
-
-        def closure() -> torch.Tensor:
-            optimiser.zero_grad()
-            weights = torch.cat([fixed, block])
-            latents = {name: value.exp() for name, value in log_noise.items()} or latents_at(weights)
-            loss = -joint(weights, latents) / x.shape[0]
-            loss.backward()
-            return loss
 
         def decrement(weights: torch.Tensor) -> float:
             latents = latents_at(weights)
             point = weights.clone().requires_grad_(True)
             with torch.enable_grad():
                 (gradient,) = torch.autograd.grad(joint(point, latents), point)
-            return newton_decrement(gradient[begin:], self.precision(weights, latents, prior, begin, True))
+            return newton_decrement(gradient[begin:], self.precision(weights, latents, prior, begin, not dense))
 
-        done = 0
-        while done < self.max_iter:
-            optimiser.step(closure)
-            taken = int(optimiser.state_dict()["state"][0]["n_iter"]) - done
-            done += taken
-            self.bar.update(taken)
-            if taken < LBFGS_CHECK_EVERY or decrement(torch.cat([fixed, block.detach()])) <= tolerance:
+        self.handed_over, self.last_rise, taken = False, None, 0
+        if dense:
+            theta, taken = levenberg_marquardt(
+                joint, latents_at, lambda w, latents: self.precision(w, latents, prior, begin, False), theta, start=begin,
+                tolerance=tolerance, max_iterations=self.max_iter, progress_bar=self.bar)
+            if taken >= self.max_iter or decrement(theta) <= tolerance:
+                return theta, taken
+            self.handed_over = True  # Levenberg-Marquardt stopped short: L-BFGS takes the rest of the budget
+        fixed, block = theta[:begin], theta[begin:].clone().requires_grad_(True)
+
+        def lbfgs() -> torch.optim.LBFGS:
+            return torch.optim.LBFGS(
+                [block, *log_noise.values()], lr=1.0, max_iter=LBFGS_CHECK_EVERY, tolerance_grad=0.0,
+                tolerance_change=LBFGS_TOLERANCE_CHANGE, history_size=LBFGS_HISTORY, line_search_fn="strong_wolfe",
+            )
+
+        def objective() -> torch.Tensor:
+            weights = torch.cat([fixed, block])
+            latents = {name: value.exp() for name, value in log_noise.items()} or latents_at(weights)
+            return -joint(weights, latents) / x.shape[0]
+
+        def closure() -> torch.Tensor:
+            optimiser.zero_grad()
+            loss = objective()
+            loss.backward()
+            return loss
+
+        optimiser, done = lbfgs(), 0
+        while taken + done < self.max_iter:
+            window = min(LBFGS_CHECK_EVERY, self.max_iter - taken - done)
+            optimiser.param_groups[0]["max_iter"] = window
+            counted = lbfgs_iterations(optimiser)
+            before = float(optimiser.step(closure).detach())
+            moved = lbfgs_iterations(optimiser) - counted
+            done += moved
+            self.bar.update(moved)
+            with torch.no_grad():  # a window the budget cut short is not judged
+                self.last_rise = (before - float(objective())) * x.shape[0] if window == LBFGS_CHECK_EVERY else None
+            if moved == 0 or self.last_rise is not None and self.last_rise <= tolerance**2 / 2:
+                break  # the log joint stopped rising
+            if decrement(torch.cat([fixed, block.detach()])) <= tolerance:
                 break
-        return torch.cat([fixed, block.detach()]), done
+            if moved < window:  # L-BFGS ended itself (a line search that failed at a kink): start it afresh
+                optimiser = lbfgs()
+        return torch.cat([fixed, block.detach()]), taken + done
+
+
+def lbfgs_iterations(optimiser: torch.optim.LBFGS) -> int:
+    """The iterations ``optimiser`` has taken."""
+    return int(optimiser.state_dict()["state"].get(0, {}).get("n_iter", 0))
 
 
 def adam_steps(fit: MapProblem, theta: torch.Tensor, prior: ScaledPrior, latents: dict, log_noise: dict, steps: int, lr: float,
