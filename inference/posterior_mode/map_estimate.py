@@ -307,7 +307,7 @@ def falls_along_gradient(log_joint, theta: torch.Tensor, start: int = 0) -> bool
 
 
 def map_weights(model, x: torch.Tensor, y: torch.Tensor, *, steps: int = MAP_STEPS, lr: float = MAP_LR,
-                tolerance: float = MAP_TOLERANCE) -> dict[str, torch.Tensor]:
+                tolerance: float = MAP_TOLERANCE, max_iter: int = MAP_MAX_ITER) -> dict[str, torch.Tensor]:
     r"""The MAP value of every latent site of ``model`` on ``(x, y)``, a starting point for a guide.
 
     .. math::
@@ -329,6 +329,8 @@ def map_weights(model, x: torch.Tensor, y: torch.Tensor, *, steps: int = MAP_STE
         The training data, all of it (the MAP of a minibatch is another point).
     steps, lr, tolerance
         Adam's steps and rate, and the largest Newton decrement (posterior standard deviations) the polish accepts.
+    max_iter : int
+        The polish's iterations at most.
 
     Returns
     -------
@@ -337,6 +339,7 @@ def map_weights(model, x: torch.Tensor, y: torch.Tensor, *, steps: int = MAP_STE
         random state (call it under :func:`bnn.runtime.seeding.seeded`).
     """
     y_work = y.to(torch.float64) if y.is_floating_point() else y
-    estimate = find_map(model, x.to(torch.float64), y_work, steps=steps, lr=lr, tolerance=tolerance, progress=False)
+    estimate = find_map(model, x.to(torch.float64), y_work, steps=steps, lr=lr, tolerance=tolerance, progress=False,
+                        max_iter=max_iter)
     values = {**split_flat(model.sites, estimate.theta), **estimate.latents}
     return {name: value.to(x.dtype) for name, value in values.items()}

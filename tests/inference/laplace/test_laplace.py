@@ -270,7 +270,8 @@ def test_command_line_writes_the_three_files_and_refuses_wrong_combinations(floa
 def test_an_unconverged_map_is_reported_loudly(conjugate):
     with pytest.warns(RuntimeWarning, match=r"the MAP polish \(levenberg-marquardt\) stopped after .* posterior standard "
                                             r"deviations from the mode \(Newton decrement > map_tolerance=1e-30"):
-        posterior = fit(conjugate.model, (conjugate.x, conjugate.y), "laplace", **{**FAST, "map_tolerance": 1e-30})
+        posterior = fit(conjugate.model, (conjugate.x, conjugate.y), "laplace",
+                        **{**FAST, "map_tolerance": 1e-30, "map_max_iter": 1})
     assert posterior.record.map_converged is False
 
 
