@@ -14,12 +14,12 @@ Gauss-Newton precision where the likelihood has a GGN and a step is affordable
 line search; :math:`\delta` then from the diagonal of :math:`\Lambda`). Where Levenberg-Marquardt stops short of the
 tolerance (no damped step raises the log joint, or its recent rise would not reach the tolerance within the budget:
 near the kinks of a ReLU network the Gauss-Newton model is poor), L-BFGS goes on from there for the rest of the
-budget.
+budget, started afresh wherever it ends itself (a line search that failed at a kink).
 
 **At the kinks of a ReLU network** the decrement can stay large at the mode: its gradient there is one-sided and the
 Gauss-Newton precision ignores the kinks. So the fit is also converged when the log joint has stopped rising: the
 last window of :data:`~bnn.inference.posterior_mode.polish.LBFGS_CHECK_EVERY` L-BFGS iterations (or fewer, where
-L-BFGS stopped by itself because nothing changed; not a window the budget cut short) raised it by at
+L-BFGS ended itself; a window the budget cut short is not judged) raised it by at
 most :math:`\text{tolerance}^2/2` nats, the rise still to come, to second order, from a point ``tolerance``
 posterior standard deviations from the mode (:mod:`bnn.inference.posterior_mode.gauss_newton`).
 
@@ -103,8 +103,8 @@ class MapEstimate:
         recent rise of the log joint, kept up, would not reach the tolerance within the limit
         (:mod:`bnn.inference.posterior_mode.gauss_newton`), or L-BFGS stopped changing it.
     last_rise : float, optional
-        The rise of the log joint (nats) over the last window of L-BFGS iterations of the last polish
-        (``None`` when it ended otherwise, or the budget cut that window short); at most
+        The rise of the log joint (nats) over the last whole window of L-BFGS iterations of the last polish
+        (a window the budget cut short is not judged; ``None`` without a whole window); at most
         :math:`\text{tolerance}^2/2` counts as converged (module notes).
     polish_handover : bool
         Whether Levenberg-Marquardt stopped short in the last polish and L-BFGS went on from there.
@@ -282,7 +282,7 @@ def _rising(last_rise: float | None) -> str:
     """The last L-BFGS window's rise of the log joint, for the warning (nothing when there was none)."""
     if last_rise is None:
         return ""
-    return f"; the last {LBFGS_CHECK_EVERY} L-BFGS iterations raised the log joint by {last_rise:.3g} nats"
+    return f"; the last window of L-BFGS (up to {LBFGS_CHECK_EVERY} iterations) raised the log joint by {last_rise:.3g} nats"
 
 
 def falls_along_gradient(log_joint, theta: torch.Tensor, start: int = 0) -> bool:

@@ -103,8 +103,9 @@ class MapProblem:
             moved = lbfgs_iterations(optimiser) - counted
             done += moved
             self.bar.update(moved)
-            with torch.no_grad():  # a window the budget cut short is not judged
-                self.last_rise = (before - float(objective())) * x.shape[0] if window == LBFGS_CHECK_EVERY else None
+            if window == LBFGS_CHECK_EVERY:  # a window the budget cut short is not judged
+                with torch.no_grad():
+                    self.last_rise = (before - float(objective())) * x.shape[0]
             if moved == 0 or self.last_rise is not None and self.last_rise <= tolerance**2 / 2:
                 break  # the log joint stopped rising
             if decrement(torch.cat([fixed, block.detach()])) <= tolerance:
