@@ -35,6 +35,7 @@ from bnn.guides.flat_weights import split_flat
 from bnn.inference.core.posterior import Posterior
 from bnn.inference.ensemble.options import EnsembleOptions
 from bnn.inference.ensemble.record import EnsembleRecord
+from bnn.inference.posterior_mode.advice import NOT_CONVERGED, RAISE_BUDGET
 from bnn.inference.posterior_mode.map_estimate import find_map
 from loky import ProcessPoolExecutor
 from tqdm import tqdm
@@ -221,8 +222,8 @@ def run_ensemble(model, x: torch.Tensor, y: torch.Tensor, options: EnsembleOptio
     fits = [outcomes.fits[member] for member in kept]
     if not all(fit.converged for fit in fits):
         stalled = [member for member, fit in zip(kept, fits) if not fit.converged]
-        warnings.warn(f"the MAP fits of ensemble members {stalled} stopped with a Newton decrement above "
-                      f"map_tolerance={options.map_tolerance:g}; raise map_steps or map_lr, or loosen map_tolerance",
+        why = NOT_CONVERGED.format(options.map_tolerance)
+        warnings.warn(f"the MAP fits of ensemble members {stalled} did not converge ({why}): {RAISE_BUDGET}",
                       RuntimeWarning, stacklevel=4)
 
     draws = split_flat(model.sites, torch.stack([fit.theta for fit in fits]).to(x.dtype))

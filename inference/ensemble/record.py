@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 from bnn.inference.core.record import FitRecord, register_record
 from bnn.inference.ensemble.options import EnsembleOptions
+from bnn.inference.posterior_mode.advice import NOT_CONVERGED, RAISE_BUDGET
 
 
 @register_record
@@ -58,8 +59,8 @@ class EnsembleRecord(FitRecord):
         found = []
         stalled = [member for member, done in zip(self.members_kept, self.map_converged) if not done]
         if stalled:
-            found.append(f"the MAP fits of members {stalled} did not converge (Newton decrement above "
-                         f"map_tolerance={self.options.map_tolerance:g}): raise map_steps or map_lr, or loosen map_tolerance")
+            found.append(f"the MAP fits of members {stalled} did not converge "
+                         f"({NOT_CONVERGED.format(self.options.map_tolerance)}): {RAISE_BUDGET}")
         if self.failed_members:
             found.append(f"members failed: {self.failed_members}")
         if self.incomplete:
