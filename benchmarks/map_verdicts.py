@@ -1,11 +1,12 @@
 r"""The verdict of the MAP-centred fits (Laplace, MAP, the ensemble) on UCI cells, with what it rests on.
 
-Each cell is fitted as ``bnn uci`` fits it: the papers' network (one ReLU hidden layer of 50 units, 100 for protein,
-:func:`~bnn.inference.uci.protocol.uci_model`), ``fit(model, data, method, seed=0, progress=False)`` plus the options
-given, on one torch thread. One JSON line per fit: the verdict (``converged``) and the problems it reports, the Newton
-decrement at the MAP, the rise of the log joint over the last window of L-BFGS iterations, the polish, the test
-log-likelihood and the seconds of the fit. Run it on two commits and compare the files: the share of cells flagged,
-and whether deliberately broken fits (``map_steps=10 map_max_iter=10``) stay flagged.
+Each cell is fitted as ``bnn uci`` fits it: the papers' network (one ReLU hidden layer of the folder's
+``n_hidden.txt`` units, :func:`~bnn.inference.uci.protocol.uci_model`), ``fit(model, data, method, seed=0,
+progress=False)`` plus the options given, on one torch thread. One JSON line per fit: the verdict (``converged``) and
+the problems it reports, the Newton decrement at the MAP, the rise of the log joint over the last window of L-BFGS
+iterations, the polish, the test log-likelihood and the seconds of the fit. Run it on two commits and compare the
+files: the share of cells flagged, and whether deliberately broken fits (``map_steps=10 map_max_iter=10``) stay
+flagged.
 
 Usage::
 
@@ -25,15 +26,11 @@ import torch
 from bnn.datasets import load_uci
 from bnn.inference import fit
 from bnn.inference.evaluation import evaluate
+from bnn.inference.uci.grid import hidden_units
 from bnn.inference.uci.protocol import uci_model
 
 RECORDED = ("map_newton_decrement", "map_last_rise", "map_polish", "map_at_kink", "map_lbfgs_iterations")
 """The MAP record's fields each line keeps (``None`` where the method's record has none: the ensemble)."""
-
-
-def hidden_units(dataset: str) -> int:
-    """The papers' hidden width: 100 units for protein, 50 for the other sets."""
-    return 100 if dataset.startswith("protein") else 50
 
 
 def verdict_row(uci_dir: Path, dataset: str, split: int, method: str, options: dict[str, int]) -> dict:
@@ -42,7 +39,7 @@ def verdict_row(uci_dir: Path, dataset: str, split: int, method: str, options: d
     began = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the verdict is read from the record
-        posterior = fit(uci_model(data.in_features, hidden_units(dataset)), data, method, seed=0, progress=False,
+        posterior = fit(uci_model(data.in_features, hidden_units(uci_dir / dataset)), data, method, seed=0, progress=False,
                         **options)
     record = posterior.record
     row = {"dataset": dataset, "split": split, "method": method, "options": options,

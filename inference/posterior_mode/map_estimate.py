@@ -82,7 +82,8 @@ class MapEstimate:
     newton_decrement : float
         :math:`\delta` there (module notes), in posterior standard deviations.
     polish : str
-        ``"levenberg-marquardt"``, ``"levenberg-marquardt, then lbfgs"`` (see :attr:`polish_handover`) or ``"lbfgs"``.
+        ``"levenberg-marquardt"``, ``"levenberg-marquardt, then lbfgs"`` (L-BFGS went on where Levenberg-Marquardt
+        stopped short) or ``"lbfgs"``.
     lbfgs_iterations : int
         Iterations the polish took.
     converged : bool
@@ -106,8 +107,6 @@ class MapEstimate:
         The rise of the log joint (nats) over the last whole window of L-BFGS iterations of the last polish
         (a window the budget cut short is not judged; ``None`` without a whole window); at most
         :math:`\text{tolerance}^2/2` counts as converged (module notes).
-    polish_handover : bool
-        Whether Levenberg-Marquardt stopped short in the last polish and L-BFGS went on from there.
     """
 
     theta: torch.Tensor
@@ -125,7 +124,6 @@ class MapEstimate:
     at_kink: bool = False
     stalled: bool = False
     last_rise: float | None = None
-    polish_handover: bool = False
 
 
 def find_map(
@@ -248,7 +246,7 @@ def _estimate(fit: MapProblem, theta, prior: ScaledPrior, latents: dict, toleran
     polish = ("levenberg-marquardt, then lbfgs" if fit.handed_over else "levenberg-marquardt") if dense else "lbfgs"
     decrement = newton_decrement(gradient, fit.precision(theta, latents, prior, judged_from, not dense))
     collapsed = adam_noise is not None and float(latents["sigma"]) < adam_noise / 10  # no maximum to converge to
-    converged = not collapsed and (decrement <= tolerance or (fit.last_rise is not None and fit.last_rise <= tolerance**2 / 2))
+    converged = not collapsed and (decrement <= tolerance or fit.stopped_rising(tolerance))
     if choice is not None and not choice.bracketed:
         warnings.warn(
             f"the Laplace evidence rose all the way to the end of the search (the weight decay alpha sigma^2 moved by "
@@ -275,7 +273,7 @@ def _estimate(fit: MapProblem, theta, prior: ScaledPrior, latents: dict, toleran
     return MapEstimate(theta, latents, likelihood_term.item(), prior_term.item(), gradient.norm().item(), decrement,
                        polish, fit.iterations, converged, prior.weight,
                        None if choice is None else choice.evaluations, None if choice is None else choice.bracketed,
-                       at_kink, stalled, fit.last_rise, fit.handed_over)
+                       at_kink, stalled, fit.last_rise)
 
 
 def _rising(last_rise: float | None) -> str:

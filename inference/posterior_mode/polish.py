@@ -34,6 +34,11 @@ class MapProblem:
         self.handed_over = False  # whether Levenberg-Marquardt stopped short in the last polish and L-BFGS went on
         self.last_rise: float | None = None  # the log joint's rise over the last polish's last L-BFGS window
 
+    def stopped_rising(self, tolerance: float) -> bool:
+        r"""Whether the last L-BFGS window raised the log joint by at most :math:`\text{tolerance}^2/2` nats
+        (:mod:`bnn.inference.posterior_mode.map_estimate`)."""
+        return self.last_rise is not None and self.last_rise <= tolerance**2 / 2
+
     def latents(self, noise: torch.Tensor | None) -> dict[str, torch.Tensor]:
         """The likelihood's latents with the noise held at ``noise`` (``{}`` without a learned noise)."""
         return {} if noise is None else {"sigma": torch.as_tensor(noise, dtype=self.x.dtype)}
@@ -106,7 +111,7 @@ class MapProblem:
             if window == LBFGS_CHECK_EVERY:  # a window the budget cut short is not judged
                 with torch.no_grad():
                     self.last_rise = (before - float(objective())) * x.shape[0]
-            if moved == 0 or self.last_rise is not None and self.last_rise <= tolerance**2 / 2:
+            if moved == 0 or self.stopped_rising(tolerance):
                 break  # the log joint stopped rising
             if decrement(torch.cat([fixed, block.detach()])) <= tolerance:
                 break
