@@ -27,16 +27,22 @@ class GradientCount:
     parallel : int
         Processes sharing the work (chains or members side by side).
     bound : str
-        ``"worst case"`` (an upper bound), ``"floor"`` (a lower bound), ``"measured steps"``, or NUTS's ``"every
+        ``"expected"`` (the MAP-centred fits), ``"floor"`` (a lower bound), ``"measured steps"``, or NUTS's ``"every
         tree at full depth"``.
     how : str
         The count spelled out, for the user.
+    polish : int
+        Expected iterations of a MAP polish, a second unit of work timed apart (:attr:`CostModel.polish_seconds`).
+    polish_at_most : int
+        The most polish iterations the fit may take (its worst case).
     """
 
     gradients: int
     parallel: int
     bound: str
     how: str
+    polish: int = 0
+    polish_at_most: int = 0
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,9 @@ class CostModel:
         full data.
     unit : str
         What ``count`` counts, for messages: ``"gradients"`` or ``"steps"``.
+    polish_seconds : callable, optional
+        ``polish_seconds(model, x, y, options) -> float``: the measured wall time of one polish iteration, for the
+        methods whose count has polish iterations (the MAP-centred fits).
     """
 
     count: Callable[[Options, int, Any], GradientCount]
@@ -63,6 +72,7 @@ class CostModel:
     unit_key: str
     minibatch: bool = False
     unit: str = "gradients"
+    polish_seconds: Callable[[Any, torch.Tensor, torch.Tensor, Options], float] | None = None
 
     def rows(self, options: Options, n: int) -> int:
         """The rows one unit is timed on: ``n``, or one minibatch of them."""

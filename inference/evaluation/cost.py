@@ -1,11 +1,12 @@
 r"""What a fit will cost, said before it is spent: the units of work it needs times the measured time of one.
 
 Each method states its cost (:class:`~bnn.inference.core.cost_model.CostModel`, in its package's ``cost.py``): how
-many units (value-and-gradient evaluations of the log joint, of NUTS's potential, or whole SVI steps) a fit of its
-options needs, and how one unit is timed on the model and data at hand (the median of a few calls after an untimed
-one; on one minibatch for the methods that step on minibatches). Units that several methods share (the log joint's
-gradient) are measured once. Free cores are the cores less the machine's load
-(:func:`~bnn.runtime.workers.free_cores`). Each estimate says which figure it is (worst case or floor).
+many units (value-and-gradient evaluations of the log joint, of NUTS's potential, whole SVI steps, or a MAP fit's
+Adam steps and polish iterations) a fit of its options needs, and how one unit is timed on the model and data at hand
+(a few of them as the fit takes them, after an untimed one; on one minibatch for the methods that step on
+minibatches). Units that several methods share (the log joint's gradient, a MAP fit's Adam step) are measured once.
+Free cores are the cores less the machine's load (:func:`~bnn.runtime.workers.free_cores`). Each estimate says which
+figure it is (expected, with the worst case beside it, or a floor).
 """
 
 from __future__ import annotations
@@ -35,12 +36,19 @@ class CostEstimate:
     parallel : int
         Processes sharing the work (chains or members run side by side).
     bound : str
-        ``"worst case"`` (an upper bound), ``"floor"`` (a lower bound), ``"measured steps"``, or NUTS's ``"every
-        tree at full depth"`` (the most gradients; the sampler's work between them comes on top).
+        ``"expected"`` (the MAP-centred fits, with their worst case beside it), ``"floor"`` (a lower bound),
+        ``"measured steps"``, or NUTS's ``"every tree at full depth"`` (the most gradients; the sampler's work between
+        them comes on top).
     how : str
         The count spelled out, for the user.
     unit : str
         What is counted: ``"gradients"`` or ``"steps"``.
+    polish : int
+        Expected MAP polish iterations, each taking ``seconds_per_polish``.
+    polish_at_most : int
+        The most polish iterations (the worst case).
+    seconds_per_polish : float
+        The measured time of one polish iteration.
     """
 
     method: str
@@ -50,16 +58,27 @@ class CostEstimate:
     bound: str
     how: str
     unit: str = "gradients"
+    polish: int = 0
+    polish_at_most: int = 0
+    seconds_per_polish: float = 0.0
 
     @property
     def seconds(self) -> float:
-        """Estimated wall time: gradients times the time of one, shared by the parallel processes."""
-        return self.gradients * self.seconds_per_gradient / self.parallel
+        """Estimated wall time: gradients times the time of one, plus the polish iterations times the time of one,
+        shared by the parallel processes."""
+        return (self.gradients * self.seconds_per_gradient + self.polish * self.seconds_per_polish) / self.parallel
+
+    @property
+    def most_seconds(self) -> float:
+        """The wall time with every polish at its budget (:attr:`seconds` for a count without polish iterations)."""
+        return (self.gradients * self.seconds_per_gradient + self.polish_at_most * self.seconds_per_polish) / self.parallel
 
     def describe(self) -> str:
         """One line: the method, the estimated time and how it was counted."""
-        return (f"{self.method}: about {format_seconds(self.seconds)} ({self.bound}): {self.how} = {self.gradients:,} "
-                f"{self.unit} x {self.seconds_per_gradient * 1e6:.0f} us"
+        at_most = f"; at most {format_seconds(self.most_seconds)}" if self.polish_at_most > self.polish else ""
+        polish = (f" + {self.polish:,} polish iterations x {self.seconds_per_polish * 1e6:.0f} us" if self.polish else "")
+        return (f"{self.method}: about {format_seconds(self.seconds)} ({self.bound}{at_most}): {self.how} = "
+                f"{self.gradients:,} {self.unit} x {self.seconds_per_gradient * 1e6:.0f} us{polish}"
                 + (f" / {self.parallel} processes" if self.parallel > 1 else ""))
 
 
@@ -87,9 +106,14 @@ def estimate_cost(method: str, options: Options, model, x: torch.Tensor, y: torc
         return None
     count = cost.count(options, x.shape[0], model)
     rows = cost.rows(options, x.shape[0])
-    key = (cost.unit_key, rows)
     timings = {} if timings is None else timings
-    if key not in timings:
-        with fit_threads():  # the torch threads the fit itself will run on
-            timings[key] = cost.unit_seconds(model, x[:rows], y[:rows], options)
-    return CostEstimate(method, count.gradients, timings[key], count.parallel, count.bound, count.how, cost.unit)
+
+    def timed(key: str, unit_seconds) -> float:
+        if (key, rows) not in timings:
+            with fit_threads():  # the torch threads the fit itself will run on
+                timings[key, rows] = unit_seconds(model, x[:rows], y[:rows], options)
+        return timings[key, rows]
+
+    polish_seconds = timed("map polish", cost.polish_seconds) if count.polish_at_most else 0.0
+    return CostEstimate(method, count.gradients, timed(cost.unit_key, cost.unit_seconds), count.parallel, count.bound,
+                        count.how, cost.unit, count.polish, count.polish_at_most, polish_seconds)

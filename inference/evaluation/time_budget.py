@@ -2,7 +2,8 @@ r"""``compare --time-budget``: the draws and steps each method can afford, or th
 
 The budget :math:`B` less a share for the report (:data:`REPORT_SHARE`: LOO, WAIC, plots) is spent on the fits by
 their cost estimates (:mod:`bnn.inference.evaluation.cost`). Methods of fixed length (Laplace, the MAP, an ensemble)
-are counted as they are; methods whose length is a number of draws or steps (NUTS, SVI, MC dropout, SG-MCMC) share
+are counted as they are, by their expected cost (their polish can take several times longer on large data or a ReLU
+network); methods whose length is a number of draws or steps (NUTS, SVI, MC dropout, SG-MCMC) share
 what is left, each scaled by the same factor :math:`f = \text{left} / \sum \text{cost}` when :math:`f < 1`, but never
 below each method's floors (:attr:`~bnn.inference.core.method.Method.budget_floors`), nor below what the user asked
 for: NUTS keeps two chains and at least 100 warm-up and 100 kept draws per chain, so that split R-hat and bulk ESS

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from bnn.inference.core.cost_model import CostModel, GradientCount
+from bnn.inference.core.cost_model import GradientCount
 from bnn.inference.map.options import MapOptions
-from bnn.inference.posterior_mode.log_joint import log_joint_gradient_seconds
-from bnn.inference.posterior_mode.map_cost import map_fits_count
+from bnn.inference.posterior_mode.map_cost import map_cost_model, map_fits_count
 
 
 def count(options: MapOptions, rows: int, model) -> GradientCount:
-    """The worst-case gradients of the MAP fit of ``options``."""
+    """The expected and worst-case work of the MAP fit of ``options``."""
     return map_fits_count(options, model)
 
 
-COST = CostModel(count, log_joint_gradient_seconds, "log joint")
+COST = map_cost_model(count)

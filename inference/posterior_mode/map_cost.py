@@ -1,29 +1,100 @@
 r"""The cost of fits centred on MAP estimates (the MAP method, Laplace, the deep ensemble), counted before they run.
 
-Each MAP fit takes :math:`A` Adam steps and at most :math:`L` polish iterations of at least one gradient each, for
-the final MAP and for each of at most :math:`E` MAP refits of the search for the evidence's maximum
-(:mod:`bnn.inference.posterior_mode.hyperparameter_search`), where the evidence chooses the prior precision
-(Laplace's default) or a learned noise (Gaussian priors): :math:`A + L(1 + E)` gradients on the full data, a worst
-case; an ensemble of :math:`M` members :math:`M` times that.
+Each MAP fit takes :math:`A` Adam steps, then polishes: once for the final MAP and once for each of the :math:`E`
+MAP refits of the search for the evidence's maximum (:mod:`bnn.inference.posterior_mode.hyperparameter_search`),
+where the evidence chooses the prior precision (Laplace's default) or a learned noise (Gaussian priors). Each polish
+takes at most :math:`L` iterations (``map_max_iter``); an ensemble of :math:`M` members takes :math:`M` times that.
+The two kinds of work are timed apart, each as the fit runs it (:func:`adam_step_seconds`,
+:func:`polish_iteration_seconds`): a polish iteration (a Gauss-Newton matrix and its solve, or an L-BFGS iteration's
+line search) costs several Adam steps, up to hundreds on large data.
+
+The **worst case** is :math:`A + L(1 + E_{\max})` with :math:`E_{\max}` the search's most evaluations. The
+**expected** figure is :math:`A + K(1 + E)` with :math:`E` = :data:`EXPECTED_EVALUATIONS` and :math:`K` =
+:data:`EXPECTED_POLISH_ITERATIONS` per polish (at most :math:`L`).
 """
 
 from __future__ import annotations
 
-from bnn.inference.core.cost_model import GradientCount
-from bnn.inference.posterior_mode.evidence_search import MAX_EVALUATIONS
-from bnn.inference.posterior_mode.log_joint import evidence_possible
-from bnn.inference.posterior_mode.map_estimate import MAP_MAX_ITER
+import math
+import time
+
+import pyro
+import torch
+from bnn.guides.flat_weights import join_sites
+from bnn.inference.core.cost_model import CostModel, GradientCount
+from bnn.inference.posterior_mode.evidence_search import GOLDEN, MAX_EVALUATIONS, STEP, TOLERANCE
+from bnn.inference.posterior_mode.log_joint import ScaledPrior, evidence_possible
+from bnn.inference.posterior_mode.map_estimate import MAP_LR, MAP_MAX_ITER
+from bnn.inference.posterior_mode.polish import MapProblem, adam_steps
 
 from bnn.options import Options
+from bnn.runtime.progress import progress_bar
+from bnn.runtime.seeding import seeded
+
+EXPECTED_EVALUATIONS = 3 + math.ceil(math.log(TOLERANCE / (2 * STEP)) / math.log(1 - GOLDEN)) + 1
+r"""The evidence search's evaluations when the maximum lies within one step of its start: the start and the two
+points that bracket it, the golden sections that shrink a bracket of width :math:`2 \times` ``STEP`` to
+``TOLERANCE`` (7), and the parabola's vertex: 11."""
+EXPECTED_POLISH_ITERATIONS = 50
+"""Iterations of a typical polish (the final one and the refits alike), between the measured means of smooth networks
+on small and on large data; a ReLU network's polish, which goes on with L-BFGS after a kink, takes several times more
+(``benchmarks/results/estimates.md``)."""
+TIMED_ADAM_STEPS = 20
+TIMED_POLISH_ITERATIONS = 3
 
 
 def map_fits_count(options: Options, model, *, members: int = 1, parallel: int = 1, tuned: bool = False) -> GradientCount:
-    """The worst-case gradients of ``members`` MAP fits under ``options`` (``map_steps``, and ``map_max_iter`` where the
-    method has it, else the MAP fit's default); ``tuned``: the evidence chooses the prior precision; ``model`` tells
-    whether it chooses a learned noise too."""
-    polish = getattr(options, "map_max_iter", MAP_MAX_ITER)
+    """The expected and worst-case work of ``members`` MAP fits under ``options`` (``map_steps``, and ``map_max_iter``
+    where the method has it, else the MAP fit's default); ``tuned``: the evidence chooses the prior precision;
+    ``model`` tells whether it chooses a learned noise too."""
+    budget = getattr(options, "map_max_iter", MAP_MAX_ITER)
     learned_noise = model is not None and bool(model.likelihood.latent_priors()) and evidence_possible(model, 0)
-    rounds = MAX_EVALUATIONS if tuned or learned_noise else 0
-    tuning = f" + up to {rounds} evidence search fits x {polish}" if rounds else ""
-    return GradientCount(members * (options.map_steps + polish * (1 + rounds)), parallel, "worst case",
-                         f"{members} x ({options.map_steps} Adam steps + at most {polish} polish iterations{tuning})")
+    searched = tuned or learned_noise
+    expected_polishes, most_polishes = (1 + EXPECTED_EVALUATIONS, 1 + MAX_EVALUATIONS) if searched else (1, 1)
+    typical = min(budget, EXPECTED_POLISH_ITERATIONS)
+    tuning = f" + about {EXPECTED_EVALUATIONS} (at most {MAX_EVALUATIONS}) evidence search refits" if searched else ""
+    return GradientCount(
+        members * options.map_steps, parallel, "expected",
+        f"{members} x ({options.map_steps} Adam steps; {typical} polish iterations (at most {budget}) x (1 final polish"
+        f"{tuning}))",
+        polish=members * typical * expected_polishes, polish_at_most=members * budget * most_polishes)
+
+
+def _problem(model, x: torch.Tensor, y: torch.Tensor, max_iter: int) -> tuple[MapProblem, torch.Tensor, ScaledPrior, dict]:
+    """A MAP problem on ``(x, y)`` at a draw of the prior (seed 0), its prior and the noise held at 1."""
+    prior = ScaledPrior(model, 1.0)
+    with seeded(0):
+        theta = join_sites(model.sites, {name: d.sample() for name, d in prior.distributions.items()}).to(x.dtype)
+    problem = MapProblem(model, x, y, 0, max_iter)
+    problem.bar = progress_bar(enabled=False)
+    return problem, theta, prior, problem.latents(torch.ones(()) if model.likelihood.latent_priors() else None)
+
+
+def adam_step_seconds(model, x: torch.Tensor, y: torch.Tensor, options=None) -> float:
+    """The mean wall time of one of the MAP fit's Adam steps on ``(x, y)`` as :func:`find_map` takes them
+    (distribution checks off, the step's loss read back), over :data:`TIMED_ADAM_STEPS` after an untimed one."""
+    problem, theta, prior, latents = _problem(model, x, y, 1)
+    with pyro.validation_enabled(False):
+        adam_steps(problem, theta, prior, latents, {}, 1, MAP_LR, progress=False)
+        began = time.perf_counter()
+        adam_steps(problem, theta, prior, latents, {}, TIMED_ADAM_STEPS, MAP_LR, progress=False)
+    return (time.perf_counter() - began) / TIMED_ADAM_STEPS
+
+
+def polish_iteration_seconds(model, x: torch.Tensor, y: torch.Tensor, options=None) -> float:
+    """The mean wall time of one iteration of the MAP fit's polish on ``(x, y)``: :data:`TIMED_POLISH_ITERATIONS`
+    of them from a draw of the prior, after an untimed one (a Levenberg-Marquardt step where the polish is
+    Levenberg-Marquardt: it costs more than an iteration of the L-BFGS that takes over at a kink)."""
+    with pyro.validation_enabled(False):
+        problem, theta, prior, latents = _problem(model, x, y, 1)
+        problem.polish(theta, prior, lambda w: latents, {}, tolerance=0.0)
+        problem, theta, prior, latents = _problem(model, x, y, TIMED_POLISH_ITERATIONS)
+        began = time.perf_counter()
+        problem.polish(theta, prior, lambda w: latents, {}, tolerance=0.0)
+    return (time.perf_counter() - began) / max(problem.iterations, 1)
+
+
+def map_cost_model(count) -> CostModel:
+    """The :class:`~bnn.inference.core.cost_model.CostModel` of a MAP-centred method whose work ``count`` gives
+    (:func:`map_fits_count`): Adam steps and polish iterations, each timed as the fit takes them."""
+    return CostModel(count, adam_step_seconds, "map adam step", unit="Adam steps", polish_seconds=polish_iteration_seconds)

@@ -171,21 +171,33 @@ def test_a_terminated_compare_process_exits_130_and_its_log_is_plain_lines(tmp_p
 
 @pytest.mark.long
 @pytest.mark.subprocess
-def test_the_main_jobs_nuts_passes_its_own_check_at_its_defaults(tmp_path, monkeypatch, capsys):
-    # `make demo`'s NUTS, as it runs there (the model, data and options compare builds by default, seed 0): the
-    # defaults were chosen so that it converges on every seed measured (benchmarks/results/nuts_defaults.md); a change
-    # that breaks that fails here, not silently in the demo's report
-    fits = []
-    original = cli.fit
+def test_the_main_job_passes_its_own_checks_and_takes_its_estimated_time(tmp_path, monkeypatch, capsys):
+    # `make demo` as it runs there (the model, data and options compare builds by default, seed 0): the defaults were
+    # chosen so that every method passes its own check on every seed measured (benchmarks/results/nuts_defaults.md); a
+    # change that breaks that fails here, not silently in the demo's report. Each fit's cost estimate, printed before
+    # it, is within 2x of its wall time, both taken here on the same machine
+    fits, seconds, estimates = {}, {}, {}
+    original_fit, original_choose = cli.fit, cli.choose_fits
 
-    def kept(model, data, method, **options):
-        fits.append(original(model, data, method, **options))
-        return fits[-1]
+    def timed(model, data, method, **options):
+        began = time.perf_counter()
+        fits[method] = original_fit(model, data, method, **options)
+        seconds[method] = time.perf_counter() - began
+        return fits[method]
 
-    monkeypatch.setattr(cli, "fit", kept)
-    code, printed, err = run(["compare", "--dataset", "toy1d", "--methods", "nuts", "--quiet", "--out",
+    def chosen(*arguments):
+        choices = original_choose(*arguments)
+        estimates.update((choice.method, choice.estimate) for choice in choices)
+        return choices
+
+    monkeypatch.setattr(cli, "fit", timed)
+    monkeypatch.setattr(cli, "choose_fits", chosen)
+    code, printed, err = run(["compare", "--dataset", "toy1d", "--methods", "svi,nuts,laplace", "--quiet", "--out",
                               str(tmp_path / "demo")], capsys)
     assert code == 0, err
-    found = fits[0].record.diagnostics
-    assert found.converged, found
+    assert sorted(fits) == ["laplace", "nuts", "svi"]
+    assert all(fit.record.converged for fit in fits.values()), {m: fit.record.problems() for m, fit in fits.items()}
+    assert fits["nuts"].record.diagnostics.converged, fits["nuts"].record.diagnostics
     assert "did not converge" not in printed + err
+    ratios = {method: seconds[method] / estimates[method].seconds for method in fits}
+    assert all(0.5 <= ratio <= 2 for ratio in ratios.values()), (ratios, seconds)

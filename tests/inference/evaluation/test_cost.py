@@ -6,6 +6,7 @@ from bnn.inference import fit
 from bnn.inference.evaluation.cost import estimate_cost, format_seconds
 from bnn.inference.fit import METHODS, prepare_data
 from bnn.inference.posterior_mode.evidence_search import MAX_EVALUATIONS
+from bnn.inference.posterior_mode.map_cost import EXPECTED_EVALUATIONS, EXPECTED_POLISH_ITERATIONS
 from bnn.models import BayesianMLP
 
 from bnn.runtime.workers import free_cores
@@ -50,15 +51,21 @@ def test_svi_estimate_is_within_2x_of_a_measured_run_jit_or_not(problem, jit):
     assert 0.5 < measured / estimate.seconds_per_gradient < 2
 
 
-def test_map_based_methods_count_adam_steps_and_lbfgs_iterations(problem):
+def test_map_based_methods_count_adam_steps_and_polish_iterations(problem):
     model, data = problem
     laplace = _estimate("laplace", {"map_steps": 300}, model, data)
     ensemble = _estimate("ensemble", {"map_steps": 300, "num_members": 3, "member_method": "sequential"}, model, data)
-    # the evidence search refits the MAP up to MAX_EVALUATIONS times: Laplace's prior precision, and the ensemble
-    # members' learned noise (the model's, under its Gaussian prior)
-    assert (laplace.gradients, ensemble.gradients) == (300 + 1000 * (1 + MAX_EVALUATIONS),
-                                                       3 * (300 + 1000 * (1 + MAX_EVALUATIONS)))
-    assert laplace.bound == "worst case" and "300 Adam steps" in laplace.describe()
+    fixed_noise = BayesianMLP(1, 1, hidden=(10,), likelihood={"name": "gaussian", "scale": 0.1})
+    untuned = _estimate("laplace", {"map_steps": 300, "tune_prior_precision": False, "map_max_iter": 20}, fixed_noise, data)
+    # the evidence search refits the MAP about EXPECTED_EVALUATIONS, at most MAX_EVALUATIONS times: Laplace's prior
+    # precision, and the ensemble members' learned noise (the model's, under its Gaussian prior)
+    expected, most = EXPECTED_POLISH_ITERATIONS * (1 + EXPECTED_EVALUATIONS), 1000 * (1 + MAX_EVALUATIONS)
+    assert (laplace.gradients, laplace.polish, laplace.polish_at_most) == (300, expected, most)
+    assert (ensemble.gradients, ensemble.polish, ensemble.polish_at_most) == (900, 3 * expected, 3 * most)
+    assert (untuned.polish, untuned.polish_at_most) == (20, 20)  # one polish, its typical length cut to the budget
+    assert laplace.bound == "expected" and "300 Adam steps" in laplace.describe()
+    assert laplace.seconds == pytest.approx(300 * laplace.seconds_per_gradient + expected * laplace.seconds_per_polish)
+    assert laplace.most_seconds == pytest.approx(300 * laplace.seconds_per_gradient + most * laplace.seconds_per_polish)
 
 
 def test_minibatch_methods_time_a_minibatch_gradient(problem):

@@ -6,12 +6,14 @@ from bnn.inference.evaluation.cost import CostEstimate, gradient_count
 from bnn.inference.evaluation.time_budget import REPORT_SHARE, Choice, choose_fits, cost_lines, parse_duration, plan
 from bnn.inference.fit import METHODS
 from bnn.inference.posterior_mode.evidence_search import MAX_EVALUATIONS
+from bnn.inference.posterior_mode.map_cost import EXPECTED_EVALUATIONS
 from bnn.models import BayesianMLP
 
 from bnn.cli.main import main
 
 ROWS = 100
 SECONDS_PER_GRADIENT = {"nuts": 1e-4, "svi": 2e-3, "laplace": 1e-3}  # a fake clock: the plan sees only these
+SECONDS_PER_POLISH = 2e-2
 
 
 @pytest.fixture(autouse=True)
@@ -38,14 +40,15 @@ def fake_choices(asked: dict[str, dict]) -> tuple[list[Choice], list]:
     for method, options in asked.items():
         options_set = METHODS.get(method).options.parse(method, options)
         count = gradient_count(method, options_set, ROWS)
-        estimate = CostEstimate(method, count.gradients, SECONDS_PER_GRADIENT[method], count.parallel, count.bound, count.how)
+        estimate = CostEstimate(method, count.gradients, SECONDS_PER_GRADIENT[method], count.parallel, count.bound, count.how,
+                                polish=count.polish, polish_at_most=count.polish_at_most, seconds_per_polish=SECONDS_PER_POLISH)
         choices.append(Choice(method, options, estimate))
         parsed.append(options_set)
     return choices, parsed
 
 
 ASKED = {"svi": {"steps": 10000}, "nuts": {"num_warmup": 1000, "num_samples": 1000, "num_chains": 2},
-         "laplace": {"map_steps": 1000, "tune_prior_precision": False}}  # untuned: 1000 Adam + 1000 polish, 2 s
+         "laplace": {"map_steps": 1000, "tune_prior_precision": False}}  # untuned: 1000 Adam steps + 50 polish its., 2 s
 
 
 def test_a_large_budget_changes_nothing():
@@ -92,8 +95,13 @@ def test_choose_fits_measures_every_method_on_the_machine():
     data = load_toy1d(n_train=30, n_test=10)
     model = BayesianMLP(1, 1, hidden=(3,), likelihood={"name": "gaussian", "scale": 0.1})
     choices = choose_fits(model, data, ["svi", "laplace", "mc-dropout"], [{"steps": 50}, {}, {}], budget=None)
-    # Laplace: the MAP and up to MAX_EVALUATIONS refits of the evidence search, a polish each
-    assert [c.estimate.gradients for c in choices] == [50, 1000 + 1000 * (1 + MAX_EVALUATIONS), 3000]
+    # Laplace: 1000 Adam steps, then the MAP's polish and about EXPECTED_EVALUATIONS (at most MAX_EVALUATIONS) refits
+    # of the evidence search, a polish each
+    assert [c.estimate.gradients for c in choices] == [50, 1000, 3000]
+    svi, laplace, _ = (c.estimate for c in choices)
+    assert (laplace.polish, laplace.polish_at_most) == (50 * (1 + EXPECTED_EVALUATIONS), 1000 * (1 + MAX_EVALUATIONS))
+    assert laplace.seconds_per_polish > 0 and svi.polish == svi.polish_at_most == svi.seconds_per_polish == 0
+    assert laplace.seconds < laplace.most_seconds and "(expected; at most" in laplace.describe()
     assert all(c.estimate.seconds_per_gradient > 0 and c.note is None for c in choices)
 
 
