@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import psutil
 import torch
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -25,16 +27,40 @@ WORKER_ENV = {"OMP_NUM_THREADS": "1"}
 """The environment a worker process starts with: one torch thread (small tensors: a second thread only waits)."""
 
 
+LOAD_WINDOW = 0.2
+"""Seconds over which :func:`other_work` measures the machine's CPU use."""
+LOAD_MEMORY = 5.0
+"""Seconds a measurement of :func:`other_work` is reused (a budget's plan counts the same fits several times)."""
+_measured: list[float] = []
+
+
 def available_cores() -> int:
     """Cores this process may run on."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+def other_work() -> float:
+    """The cores that other work kept busy over the last :data:`LOAD_WINDOW` seconds, measured now on the cores this
+    process may use (psutil's CPU use of each, less this process's own), remembered for :data:`LOAD_MEMORY` seconds."""
+    now = time.monotonic()
+    if _measured and now - _measured[0] < LOAD_MEMORY:
+        return _measured[1]
+    own = psutil.Process()
+    before = sum(own.cpu_times()[:2])
+    per_core = psutil.cpu_percent(interval=LOAD_WINDOW, percpu=True)
+    own_cores = (sum(own.cpu_times()[:2]) - before) / LOAD_WINDOW
+    cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(len(per_core))
+    busy = sum(per_core[core] for core in cores if core < len(per_core)) / 100
+    _measured[:] = [now, max(0.0, busy - own_cores)]
+    return _measured[1]
+
+
 def free_cores() -> int:
-    """Cores the fit's processes can count on: those this process may use, less the load other work puts on them
-    (the one-minute load average, this process's own share left out), at least one."""
+    """Cores the fit's processes can count on: those this process may use, less those other work keeps busy now
+    (:func:`other_work`, rounded), at least one. Measured over a short window rather than read from the load average:
+    the one-minute average still counts work that has ended, such as this program's previous fit."""
     cores = available_cores()
-    return max(1, min(cores, math.floor(cores - os.getloadavg()[0] + 1)))
+    return max(1, min(cores, math.floor(cores - other_work() + 0.5)))
 
 
 @contextmanager

@@ -5,8 +5,8 @@ many units (value-and-gradient evaluations of the log joint, of NUTS's potential
 Adam steps and polish iterations) a fit of its options needs, and how one unit is timed on the model and data at hand
 (a few of them as the fit takes them, after an untimed one; on one minibatch for the methods that step on
 minibatches). Units that several methods share (the log joint's gradient, a MAP fit's Adam step) are measured once.
-Free cores are the cores less the machine's load (:func:`~bnn.runtime.workers.free_cores`). Each estimate says which
-figure it is (expected, with the worst case beside it, or a floor).
+Free cores are the cores less those other work keeps busy now (:func:`~bnn.runtime.workers.free_cores`). Each estimate
+says which figure it is (expected, with the worst case beside it, or a floor).
 """
 
 from __future__ import annotations

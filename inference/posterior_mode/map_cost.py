@@ -16,6 +16,7 @@ The **worst case** is :math:`A + L(1 + E_{\max})` with :math:`E_{\max}` the sear
 from __future__ import annotations
 
 import math
+import statistics
 import time
 
 import pyro
@@ -30,6 +31,7 @@ from bnn.inference.posterior_mode.polish import MapProblem, adam_steps
 from bnn.options import Options
 from bnn.runtime.progress import progress_bar
 from bnn.runtime.seeding import seeded
+from bnn.runtime.timing import median_seconds
 
 EXPECTED_EVALUATIONS = 3 + math.ceil(math.log(TOLERANCE / (2 * STEP)) / math.log(1 - GOLDEN)) + 1
 r"""The evidence search's evaluations when the maximum lies within one step of its start: the start and the two
@@ -41,6 +43,9 @@ on small and on large data; a ReLU network's polish, which goes on with L-BFGS a
 (``benchmarks/results/estimates.md``)."""
 TIMED_ADAM_STEPS = 20
 TIMED_POLISH_ITERATIONS = 3
+TIMED_RUNS = 5
+"""Timed runs of each unit, their median taken: one run of a few dozen milliseconds is at the mercy of whatever else
+the machine does then."""
 
 
 def map_fits_count(options: Options, model, *, members: int = 1, parallel: int = 1, tuned: bool = False) -> GradientCount:
@@ -71,27 +76,31 @@ def _problem(model, x: torch.Tensor, y: torch.Tensor, max_iter: int) -> tuple[Ma
 
 
 def adam_step_seconds(model, x: torch.Tensor, y: torch.Tensor, options=None) -> float:
-    """The mean wall time of one of the MAP fit's Adam steps on ``(x, y)`` as :func:`find_map` takes them
-    (distribution checks off, the step's loss read back), over :data:`TIMED_ADAM_STEPS` after an untimed one."""
+    """The wall time of one of the MAP fit's Adam steps on ``(x, y)`` as :func:`find_map` takes them (distribution
+    checks off, the step's loss read back): the median of :data:`TIMED_RUNS` runs of :data:`TIMED_ADAM_STEPS`, after an
+    untimed one, over the steps."""
     problem, theta, prior, latents = _problem(model, x, y, 1)
     with pyro.validation_enabled(False):
-        adam_steps(problem, theta, prior, latents, {}, 1, MAP_LR, progress=False)
-        began = time.perf_counter()
-        adam_steps(problem, theta, prior, latents, {}, TIMED_ADAM_STEPS, MAP_LR, progress=False)
-    return (time.perf_counter() - began) / TIMED_ADAM_STEPS
+        run = median_seconds(lambda: adam_steps(problem, theta, prior, latents, {}, TIMED_ADAM_STEPS, MAP_LR, False),
+                             repeats=TIMED_RUNS)
+    return run / TIMED_ADAM_STEPS
 
 
 def polish_iteration_seconds(model, x: torch.Tensor, y: torch.Tensor, options=None) -> float:
-    """The mean wall time of one iteration of the MAP fit's polish on ``(x, y)``: :data:`TIMED_POLISH_ITERATIONS`
-    of them from a draw of the prior, after an untimed one (a Levenberg-Marquardt step where the polish is
-    Levenberg-Marquardt: it costs more than an iteration of the L-BFGS that takes over at a kink)."""
-    with pyro.validation_enabled(False):
-        problem, theta, prior, latents = _problem(model, x, y, 1)
-        problem.polish(theta, prior, lambda w: latents, {}, tolerance=0.0)
-        problem, theta, prior, latents = _problem(model, x, y, TIMED_POLISH_ITERATIONS)
+    """The wall time of one iteration of the MAP fit's polish on ``(x, y)``: the median over :data:`TIMED_RUNS` polishes
+    of :data:`TIMED_POLISH_ITERATIONS` iterations from a draw of the prior, after an untimed one, of their time per
+    iteration (a Levenberg-Marquardt step where the polish is Levenberg-Marquardt: it costs more than an iteration of
+    the L-BFGS that takes over at a kink)."""
+
+    def per_iteration() -> float:
         began = time.perf_counter()
+        problem, theta, prior, latents = _problem(model, x, y, TIMED_POLISH_ITERATIONS)
         problem.polish(theta, prior, lambda w: latents, {}, tolerance=0.0)
-    return (time.perf_counter() - began) / max(problem.iterations, 1)
+        return (time.perf_counter() - began) / max(problem.iterations, 1)
+
+    with pyro.validation_enabled(False):
+        per_iteration()
+        return statistics.median(per_iteration() for _ in range(TIMED_RUNS))
 
 
 def map_cost_model(count) -> CostModel:

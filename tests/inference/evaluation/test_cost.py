@@ -1,5 +1,10 @@
 from __future__ import annotations
 
+import subprocess
+import sys
+import threading
+import time
+
 import pytest
 from bnn.datasets import load_toy1d
 from bnn.inference import fit
@@ -9,6 +14,7 @@ from bnn.inference.posterior_mode.evidence_search import MAX_EVALUATIONS
 from bnn.inference.posterior_mode.map_cost import EXPECTED_EVALUATIONS, EXPECTED_POLISH_ITERATIONS
 from bnn.models import BayesianMLP
 
+from bnn.runtime import workers
 from bnn.runtime.workers import free_cores
 
 
@@ -76,11 +82,32 @@ def test_minibatch_methods_time_a_minibatch_gradient(problem):
     assert sgld.seconds == pytest.approx(sgld.gradients * sgld.seconds_per_gradient / sgld.parallel)
 
 
-def test_free_cores_are_the_cores_less_the_load_of_other_work(monkeypatch):
+def test_free_cores_are_the_cores_less_the_other_work_running_now(monkeypatch):
     monkeypatch.setattr("bnn.runtime.workers.available_cores", lambda: 4)
-    for load, free in ((0.2, 4), (1.0, 4), (2.5, 2), (3.0, 2), (9.0, 1)):
-        monkeypatch.setattr("os.getloadavg", lambda load=load: (load, 0.0, 0.0))
+    for busy, free in ((0.2, 4), (0.6, 3), (1.0, 3), (2.5, 2), (3.0, 1), (9.0, 1)):  # rounded to the nearest core
+        monkeypatch.setattr("bnn.runtime.workers.other_work", lambda busy=busy: busy)
         assert free_cores() == free
+
+
+@pytest.mark.subprocess
+def test_other_work_is_measured_now_and_leaves_out_this_process(monkeypatch):
+    monkeypatch.setattr(workers, "LOAD_MEMORY", 0.0)  # measure at every call
+    baseline = workers.other_work()
+    spinner = subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 5\nwhile time.time() < end: pass"])
+    try:
+        time.sleep(0.5)
+        assert workers.other_work() >= baseline + 0.5  # the spinning child: most of a core
+    finally:
+        spinner.kill()
+        spinner.wait()
+    stop = threading.Event()
+    spinning = threading.Thread(target=lambda: [None for _ in iter(stop.is_set, True)])  # this process busy
+    spinning.start()
+    try:
+        assert workers.other_work() < baseline + 0.5  # a core of this process's own is not other work
+    finally:
+        stop.set()
+        spinning.join()
 
 
 def test_seconds_read_as_seconds_minutes_or_hours():
