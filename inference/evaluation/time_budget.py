@@ -25,8 +25,8 @@ from bnn.inference.fit import METHODS, prepare_data
 
 REPORT_SHARE = 0.3
 """The share of the budget kept for the report (LOO, WAIC, the ranking, plots: each fit's log-likelihood at every
-draw and training point, several times): on kin8nm (7,373 training rows, two fits of 1,000 draws) it took about a
-third of a 5-minute run."""
+draw and training point, several times), which is not estimated: it is kept generous, since it also absorbs the
+estimates that fall short (a MAP-centred fit whose polish runs long; ``benchmarks/results/estimates.md``)."""
 
 RESCALE_ATTEMPTS = 8
 """How often :func:`plan` shrinks the factor again when floors keep the scaled cost above what is left."""
