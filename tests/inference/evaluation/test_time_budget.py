@@ -105,6 +105,17 @@ def test_choose_fits_measures_every_method_on_the_machine():
     assert all(c.estimate.seconds_per_gradient > 0 and c.note is None for c in choices)
 
 
+def test_a_network_with_hierarchical_priors_is_estimated_too():
+    # its weights have no prior of their own to start a MAP from: the units are timed with Gaussian priors in their
+    # place (before, compare --prior ard --methods laplace stopped here with a TypeError)
+    data = load_toy1d(n_train=30, n_test=10)
+    for prior in ("ard", "layer-scale"):
+        model = BayesianMLP(1, 1, hidden=(3,), prior=prior, likelihood={"name": "gaussian", "scale": None})
+        [laplace] = choose_fits(model, data, ["laplace"], [{}], budget=None)
+        assert laplace.estimate.seconds_per_gradient > 0 and laplace.estimate.seconds_per_polish > 0
+        assert model.hierarchical_sites  # the user's network keeps its priors
+
+
 def test_compare_refuses_a_budget_no_method_fits_in_before_any_fit(tmp_path, capsys):
     out = tmp_path / "report"
     with pytest.raises(SystemExit) as exit_info:
