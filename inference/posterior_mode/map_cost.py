@@ -6,7 +6,7 @@ where the evidence chooses the prior precision (Laplace's default) or a learned 
 takes at most :math:`L` iterations (``map_max_iter``); an ensemble of :math:`M` members takes :math:`M` times that.
 The two kinds of work are timed apart, each as the fit runs it (:func:`adam_step_seconds`,
 :func:`polish_iteration_seconds`): a polish iteration (a Gauss-Newton matrix and its solve, or an L-BFGS iteration's
-line search) costs several Adam steps, up to hundreds on large data.
+line search) costs several to tens of Adam steps.
 
 The **worst case** is :math:`A + L(1 + E_{\max})` with :math:`E_{\max}` the search's most evaluations. The
 **expected** figure is :math:`A + K(1 + E)` with :math:`E` = :data:`EXPECTED_EVALUATIONS` and :math:`K` =
