@@ -62,16 +62,19 @@ class CostEstimate:
     polish_at_most: int = 0
     seconds_per_polish: float = 0.0
 
+    def _wall_seconds(self, polish: int) -> float:
+        return (self.gradients * self.seconds_per_gradient + polish * self.seconds_per_polish) / self.parallel
+
     @property
     def seconds(self) -> float:
         """Estimated wall time: gradients times the time of one, plus the polish iterations times the time of one,
         shared by the parallel processes."""
-        return (self.gradients * self.seconds_per_gradient + self.polish * self.seconds_per_polish) / self.parallel
+        return self._wall_seconds(self.polish)
 
     @property
     def most_seconds(self) -> float:
         """The wall time with every polish at its budget (:attr:`seconds` for a count without polish iterations)."""
-        return (self.gradients * self.seconds_per_gradient + self.polish_at_most * self.seconds_per_polish) / self.parallel
+        return self._wall_seconds(self.polish_at_most)
 
     def describe(self) -> str:
         """One line: the method, the estimated time and how it was counted."""

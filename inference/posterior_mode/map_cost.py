@@ -66,13 +66,19 @@ def map_fits_count(options: Options, model, *, members: int = 1, parallel: int =
         polish=members * typical * expected_polishes, polish_at_most=members * budget * most_polishes)
 
 
+def _timed_model(model):
+    """``model``, or for a network with hierarchical priors a copy with Gaussian priors in their place (its weights
+    have no prior of their own to draw from): the same network, weights and data, and the prior's share of the work is
+    small."""
+    if not model.hierarchical_sites:
+        return model
+    stand_in = snapshot_model(model)
+    stand_in.prior = "gaussian"
+    return stand_in
+
+
 def _problem(model, x: torch.Tensor, y: torch.Tensor, max_iter: int) -> tuple[MapProblem, torch.Tensor, ScaledPrior, dict]:
-    """A MAP problem on ``(x, y)`` at a draw of the prior (seed 0), its prior and the likelihood's latents held at 1.
-    A network with hierarchical priors is timed with Gaussian priors in their place (its weights have no prior of their
-    own to draw from): the same network, weights and data, and the prior's share of the work is small."""
-    if model.hierarchical_sites:
-        model = snapshot_model(model)
-        model.prior = "gaussian"
+    """A MAP problem on ``(x, y)`` at a draw of the prior (seed 0), its prior and the likelihood's latents held at 1."""
     prior = ScaledPrior(model, 1.0)
     with seeded(0):
         theta = join_sites(model.sites, {name: d.sample() for name, d in prior.distributions.items()}).to(x.dtype)
@@ -85,7 +91,7 @@ def adam_step_seconds(model, x: torch.Tensor, y: torch.Tensor, options=None) -> 
     """The wall time of one of the MAP fit's Adam steps on ``(x, y)`` as :func:`find_map` takes them (distribution
     checks off, the step's loss read back): the median of :data:`TIMED_RUNS` runs of :data:`TIMED_ADAM_STEPS`, after an
     untimed one, over the steps."""
-    problem, theta, prior, latents = _problem(model, x, y, 1)
+    problem, theta, prior, latents = _problem(_timed_model(model), x, y, 1)
     with pyro.validation_enabled(False):
         run = median_seconds(lambda: adam_steps(problem, theta, prior, latents, {}, TIMED_ADAM_STEPS, MAP_LR, False),
                              repeats=TIMED_RUNS)
@@ -97,10 +103,11 @@ def polish_iteration_seconds(model, x: torch.Tensor, y: torch.Tensor, options=No
     of :data:`TIMED_POLISH_ITERATIONS` iterations from a draw of the prior, after an untimed one, of their time per
     iteration (a Levenberg-Marquardt step where the polish is Levenberg-Marquardt: it costs more than an iteration of
     the L-BFGS that takes over at a kink)."""
+    model = _timed_model(model)
 
     def per_iteration() -> float:
-        began = time.perf_counter()
         problem, theta, prior, latents = _problem(model, x, y, TIMED_POLISH_ITERATIONS)
+        began = time.perf_counter()
         problem.polish(theta, prior, lambda w: latents, {}, tolerance=0.0)
         return (time.perf_counter() - began) / max(problem.iterations, 1)
 
