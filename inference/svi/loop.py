@@ -35,6 +35,7 @@ from pyro import poutine
 from pyro.infer.util import zero_grads
 from pyro.optim import PyroLRScheduler
 
+from bnn.runtime.jit_deprecation import torch_jit_deprecation_ignored
 from bnn.runtime.progress import progress_bar
 from bnn.runtime.stop_signals import StopRequest
 
@@ -96,6 +97,7 @@ class SVILoop:
         self.svi_model, self.svi_guide = svi_pair(model, guide, options.kl_weighting, options.temperature)
         self.batches = MiniBatches(x, y, plan.batch_size, options.kl_weighting, plan.warmup_steps)
         self.elbo: list[float] = []
+        self.params: tuple[tuple[torch.Tensor, ...], int] | None = None
         self.start_step = 0
         self.start, self.first_step_seconds = time.perf_counter(), 0.0
 
@@ -111,7 +113,7 @@ class SVILoop:
         arguments, keywords = self.batches(resumed.step)
         # one loss evaluation creates the guide's parameters and compiles a JIT loss (whose first call
         # draws extra random numbers): the run being resumed did both at its step 0
-        with poutine.trace(param_only=True) as capture:
+        with poutine.trace(param_only=True) as capture, torch_jit_deprecation_ignored():
             self.loss.loss_and_grads(self.svi_model, self.svi_guide, *arguments, **keywords)
         zero_grads({site["value"].unconstrained() for site in capture.trace.nodes.values()})
         resumed.restore(self.optimiser)  # then the checkpoint replaces their values and the RNG state
@@ -123,13 +125,14 @@ class SVILoop:
         self.start = time.perf_counter()
         bar = progress_bar(range(self.start_step, total), initial=self.start_step, total=total, desc=f"SVI ({self.guide_name})",
                            enabled=self.options.progress, leave=False)
-        for step in bar:
-            self.step(step)
-            if step == self.start_step:
-                self.first_step_seconds = time.perf_counter() - self.start
-            if step % RECENT == 0 or step == total - 1:
-                bar.set_postfix(elbo=f"{recent_mean(self.elbo):.4g}")
-            self.checkpoint_after(step + 1, stop)
+        with torch_jit_deprecation_ignored():  # a JIT loss compiles at the first step (elbo_loss)
+            for step in bar:
+                self.step(step)
+                if step == self.start_step:
+                    self.first_step_seconds = time.perf_counter() - self.start
+                if step % RECENT == 0 or step == total - 1:
+                    bar.set_postfix(elbo=f"{recent_mean(self.elbo):.4g}")
+                self.checkpoint_after(step + 1, stop)
         if self.checkpoints is not None:
             self.checkpoints.write(self.snapshot(total, torch.get_rng_state()), "finished")
 
@@ -144,15 +147,25 @@ class SVILoop:
         rng = torch.get_rng_state()
         arguments, keywords = self.batches(step)
         try:
-            elbo = -guarded_step(self.loss, self.svi_model, self.svi_guide, self.optimiser, *arguments, **keywords)
+            loss, params = guarded_step(self.loss, self.svi_model, self.svi_guide, self.optimiser, self.known_params(),
+                                        *arguments, **keywords)
         except (NonFiniteStep, ValueError) as error:
             stopped = self.non_finite_stop(step, rng, error, arguments, keywords)
             if stopped is None:
                 raise  # a ValueError that no non-finite number explains
             raise stopped from error
+        if self.options.jit:
+            self.params = params, len(pyro.get_param_store())
         if isinstance(self.optimiser, PyroLRScheduler):
             self.optimiser.step()  # the schedule's next rate
-        self.elbo.append(elbo)
+        self.elbo.append(-loss)
+
+    def known_params(self) -> tuple[torch.Tensor, ...] | None:
+        """The parameters a JIT-compiled loss read at the last step, while the param store holds no new one (Pyro's
+        compiled loss reads those of its first call at every step); ``None``: capture them."""
+        if self.params is None or len(pyro.get_param_store()) != self.params[1]:
+            return None
+        return self.params[0]
 
     def non_finite_stop(self, step: int, rng: torch.Tensor, error: Exception, arguments: tuple,
                         keywords: dict[str, Any]) -> NonFiniteELBOError | None:

@@ -19,7 +19,6 @@ from pathlib import Path
 import pyro
 import torch
 from pyro import poutine
-from pyro.infer.util import zero_grads
 
 HINT = ("lower lr (now {lr}), or start the guide narrower (guide_options: a smaller init_scale for autonormal, "
         "a lower init_rho for meanfield and empirical-bayes)")
@@ -69,28 +68,53 @@ class NonFiniteELBOError(ValueError):
         self.step, self.posterior, self.checkpoint = step, posterior, checkpoint
 
 
-def guarded_step(loss, model, guide, optimiser, *args, **kwargs) -> float:
+def guarded_step(loss, model, guide, optimiser, params, *args, **kwargs) -> tuple[float, tuple[torch.Tensor, ...]]:
     """One step of ``pyro.infer.SVI.step``, but with the loss and every gradient checked before the
-    optimiser runs; return the loss.
+    optimiser runs.
+
+    Parameters
+    ----------
+    loss : pyro.infer.ELBO
+        The loss; ``model``, ``guide`` and ``args, kwargs`` its arguments.
+    optimiser : PyroOptim
+        Steps the parameters.
+    params : tuple of torch.Tensor or None
+        The unconstrained parameters the loss reads, when known: a JIT-compiled loss reads those of its first
+        call at every step (Pyro's compiled function refuses a parameter created later). ``None``: the ones
+        this step reads, captured by a param-only trace (as ``SVI.step`` does at every step).
+
+    Returns
+    -------
+    tuple
+        The loss, and the parameters stepped.
 
     Raises
     ------
     NonFiniteStep
-        When the loss or a gradient is not finite (the gradients are zeroed, the parameters untouched).
+        When the loss or a gradient is not finite (the gradients are cleared, the parameters untouched).
     """
-    with poutine.trace(param_only=True) as capture:
+    if params is None:
+        with poutine.trace(param_only=True) as capture:
+            value = loss.loss_and_grads(model, guide, *args, **kwargs)
+        params = tuple({site["value"].unconstrained() for site in capture.trace.nodes.values()})
+    else:
         value = loss.loss_and_grads(model, guide, *args, **kwargs)
-    params = {site["value"].unconstrained() for site in capture.trace.nodes.values()}
-    grads = [p.grad for p in params if p.grad is not None]
+    grads = [p.grad.sum() for p in params if p.grad is not None]
     # one sum per gradient and a single sync: a NaN or an infinity makes the total non-finite
-    if not math.isfinite(value) or (grads and not torch.isfinite(torch.stack([g.sum() for g in grads]).sum())):
+    if not math.isfinite(value) or (grads and not math.isfinite(sum(grads).item())):
         store = pyro.get_param_store()
         bad = sorted(store.param_name(p) for p in params if p.grad is not None and not torch.isfinite(p.grad).all())
-        zero_grads(params)
+        clear_grads(params)
         raise NonFiniteStep(value, bad)
     optimiser(params)
-    zero_grads(params)
-    return value
+    clear_grads(params)
+    return value, params
+
+
+def clear_grads(params) -> None:
+    """Drop the gradients of ``params`` (the next backward pass writes them afresh, as it would add to zeros)."""
+    for p in params:
+        p.grad = None
 
 
 def _non_finite_places(model, guide, *args, **kwargs) -> list[str]:

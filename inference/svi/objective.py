@@ -19,22 +19,17 @@ from bnn.inference.svi.kl_weights import KLWeighting, kl_scaled
 from bnn.models.network import MAX_PLATE_NESTING
 from pyro.infer import ELBO, JitTrace_ELBO, Trace_ELBO
 
-from bnn.runtime.jit_deprecation import torch_jit_deprecation_ignored
-
-
-class QuietJitTraceELBO(JitTrace_ELBO):
-    """Pyro's ``JitTrace_ELBO`` without torch's TorchScript deprecation warning, which its compilation (on the
-    first step) raises and the user cannot act on (:mod:`bnn.runtime.jit_deprecation`)."""
-
-    def loss_and_grads(self, model, guide, *args, **kwargs) -> float:
-        with torch_jit_deprecation_ignored():
-            return super().loss_and_grads(model, guide, *args, **kwargs)
-
 
 def elbo_loss(num_particles: int, jit: bool) -> ELBO:
-    """``Trace_ELBO``, or ``JitTrace_ELBO`` with ``jit`` (compiled on its first call), over ``num_particles``
-    draws vectorised in a plate left of the model's plates."""
-    elbo_class = QuietJitTraceELBO if jit else Trace_ELBO
+    """``Trace_ELBO``, or ``JitTrace_ELBO`` with ``jit``, over ``num_particles`` draws vectorised in a plate left of
+    the model's plates.
+
+    The JIT loss compiles on its first call (and again for new keyword arguments): make its calls inside
+    :func:`~bnn.runtime.jit_deprecation.torch_jit_deprecation_ignored`, since torch warns of TorchScript's
+    deprecation at each compilation and the user can do nothing about it. The loop enters that once for all its
+    steps, not at every call, where it cost a few per cent of a small network's step.
+    """
+    elbo_class = JitTrace_ELBO if jit else Trace_ELBO
     return elbo_class(
         num_particles=num_particles,
         vectorize_particles=num_particles > 1,

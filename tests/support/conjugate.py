@@ -26,8 +26,8 @@ import pyro
 import torch
 import torch.nn.functional as F
 from bnn.inference.core.temperature import tempered
-from bnn.inference.svi.objective import QuietJitTraceELBO
 from bnn.models import BayesianMLP, BayesianNetwork, GaussianLikelihood, GaussianPrior
+from pyro.infer import JitTrace_ELBO
 
 PRIOR_SCALE = 1.0
 NOISE = 0.5
@@ -154,8 +154,8 @@ def check_meanfield_optimum(
     return mean, standard_error
 
 
-def _jit_elbo(num_particles: int) -> QuietJitTraceELBO:
-    return QuietJitTraceELBO(num_particles=num_particles, vectorize_particles=True, max_plate_nesting=1,
+def _jit_elbo(num_particles: int) -> JitTrace_ELBO:
+    return JitTrace_ELBO(num_particles=num_particles, vectorize_particles=True, max_plate_nesting=1,
                          ignore_jit_warnings=True)
 
 
