@@ -175,18 +175,29 @@ class Posterior:
         with torch.no_grad():
             return self.model.forward(x, values)
 
-    def _observations(self, x: torch.Tensor, predictive: PredictiveType | str | None = None) -> Iterator:
-        r"""The likelihood's distribution of :math:`y \mid x` at the draws, a batch of draws at a time: each batch's
-        network holds at most :data:`VALUES_PER_BATCH` activations (draws :math:`\times n \times` the widest layer),
-        so that memory stays bounded however many draws and rows there are."""
+    def _batches(self, x: torch.Tensor, predictive: PredictiveType | str | None = None) -> Iterator:
+        r"""``(draws, f)`` a batch of the draws (chains merged, in order) at a time, with their :meth:`function_draws`
+        at ``x``: each batch's network holds at most :data:`VALUES_PER_BATCH` activations (draws :math:`\times n
+        \times` the widest layer), so that memory stays bounded however many draws and rows there are."""
         values = {name: v.reshape(-1, *v.shape[2:]) for name, v in self.samples.items()}
         total = self.num_chains * self.num_draws
         widest = max(self.model.activation_widths())
         per_batch = max(1, VALUES_PER_BATCH // max(1, x.shape[0] * widest))
         for start in range(0, total, per_batch):
             batch = {name: value[start:start + per_batch] for name, value in values.items()}
-            f = self.function_draws(x, batch, predictive)
+            yield batch, self.function_draws(x, batch, predictive)
+
+    def _observations(self, x: torch.Tensor, predictive: PredictiveType | str | None = None) -> Iterator:
+        r"""The likelihood's distribution of :math:`y \mid x` at the draws, a batch of draws at a time
+        (:meth:`_batches`)."""
+        for batch, f in self._batches(x, predictive):
             yield self.model.likelihood.distribution(f, self.model.likelihood_latents(batch))
+
+    def network_outputs(self, x: torch.Tensor, predictive: PredictiveType | str | None = None) -> torch.Tensor:
+        r""":math:`f(x; W_{c,d})` at every draw, ``(chains, draws, n, K)`` (``predictive`` as in :meth:`function_draws`),
+        computed a batch of draws at a time."""
+        f = torch.cat([f for _, f in self._batches(x, predictive)])
+        return f.reshape(self.num_chains, self.num_draws, *f.shape[1:])
 
     def pointwise_log_likelihood(self, x: torch.Tensor, y: torch.Tensor,
                                  predictive: PredictiveType | str | None = None) -> torch.Tensor:

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 from bnn.datasets.dataset import Dataset
 from bnn.datasets.uci import UCITable
+from bnn.inference.diagnostics import point_agreement
 from bnn.inference.evaluation.metrics import evaluate
 from bnn.inference.evaluation.set_coverage import carve_calibration, set_coverage
 from bnn.inference.fit import METHODS, fit
@@ -50,6 +51,10 @@ units and the PIT's quantile calibration error. Cells written before they were m
 CONFORMAL_COLUMNS = ("conformal_coverage", "conformal_width")
 """With a calibration share (``bnn uci --conformal SHARE``, :func:`conformal_measures`): the test coverage of the 90%
 split-conformal intervals and their mean width in the target's units; empty in ``results.csv`` otherwise."""
+AGREEMENT_COLUMNS = point_agreement.AGREEMENT_COLUMNS
+"""A run of two or more chains (NUTS, SG-MCMC): the largest predictive R-hat over the test inputs and the share of
+them within 1.1 and 1.01 (:mod:`bnn.inference.diagnostics.point_agreement`); empty for the other methods and for cells
+written before they were measured."""
 
 
 def selection(method: str, validation: dict[str, list[float]], set_by_user: dict[str, Any] | None = None) -> str:
@@ -133,13 +138,14 @@ def run_cell(table: UCITable, cell: Cell) -> dict[str, Any]:
         data = table.split(cell.split)
         posterior = fit(uci_model(data.in_features, cell.hidden), data, method=cell.method, **{**cell.options, **chosen})
         metrics = evaluate(posterior, data)
+        agreement = point_agreement.agreement_at_inputs(posterior, data.x_test)
         conformal = conformal_measures(cell, data, chosen)
     if not (math.isfinite(metrics["test_rmse"]) and math.isfinite(metrics["test_ll"])):
         raise FloatingPointError(f"{cell.name}: test RMSE {metrics['test_rmse']}, log-likelihood {metrics['test_ll']}")
     problems = list(dict.fromkeys(posterior.record.problems() + [str(w.message) for w in caught]))
     return {"dataset": cell.dataset, "method": cell.method, "split": cell.split, "status": "ok",
             "rmse": metrics["test_rmse"], "test_ll": metrics["test_ll"], "seconds": time.perf_counter() - began,
-            **{column: metrics[column] for column in CALIBRATION_COLUMNS}, **conformal,
+            **{column: metrics[column] for column in CALIBRATION_COLUMNS}, **conformal, **agreement,
             "verdict": verdict(posterior.record), "selection": selection(cell.method, cell.validation, cell.set_by_user),
             "chosen": ", ".join(f"{k}={v}" for k, v in chosen.items()), "problems": "; ".join(problems), "attempts": 1}
 
@@ -149,4 +155,5 @@ def failed_row(cell: Cell, reason: str, attempts: int) -> dict[str, Any]:
     return {"dataset": cell.dataset, "method": cell.method, "split": cell.split, "status": "failed", "rmse": None,
             "test_ll": None, "seconds": None, "verdict": "failed",
             "selection": selection(cell.method, cell.validation, cell.set_by_user), "chosen": "", "problems": reason,
-            "attempts": attempts, **dict.fromkeys(CALIBRATION_COLUMNS), **dict.fromkeys(CONFORMAL_COLUMNS)}
+            "attempts": attempts, **dict.fromkeys(CALIBRATION_COLUMNS), **dict.fromkeys(CONFORMAL_COLUMNS),
+            **dict.fromkeys(AGREEMENT_COLUMNS)}

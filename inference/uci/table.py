@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from bnn.inference.uci.protocol import CALIBRATION_COLUMNS, COLUMNS, CONFORMAL_COLUMNS
+from bnn.inference.uci.protocol import AGREEMENT_COLUMNS, CALIBRATION_COLUMNS, COLUMNS, CONFORMAL_COLUMNS
 from bnn.inference.uci.published import MC_DROPOUT, PUBLISHED
 
 from bnn.runtime.atomic import atomic_file
@@ -32,15 +32,16 @@ def summary(results: pd.DataFrame) -> pd.DataFrame:
     """Per data set and method: the finished splits ``n``, failed cells, converged cells, and each metric's mean and
     standard error over the finished splits (module notes)."""
     rows = []
-    missing = {column: math.nan for column in (*CALIBRATION_COLUMNS, *CONFORMAL_COLUMNS)  # cells from before them
-               if column not in results}
+    optional = (*CALIBRATION_COLUMNS, *CONFORMAL_COLUMNS, *AGREEMENT_COLUMNS)
+    missing = {column: math.nan for column in optional if column not in results}  # cells from before them
     for (dataset, method), cells in results.assign(**missing).groupby(["dataset", "method"], sort=False):
         ok = cells[cells["status"] == "ok"]
         row: dict[str, Any] = {"dataset": dataset, "method": method, "n": len(ok), "failed": int((cells["status"] != "ok").sum()),
                                "converged": int((ok["verdict"] == "converged").sum()), "selection": cells["selection"].iloc[0],
                                "measured": int(ok["crps"].notna().sum()),
-                               "conformal_measured": int(ok["conformal_coverage"].notna().sum())}
-        for metric in (*METRICS, *CALIBRATION_COLUMNS, *CONFORMAL_COLUMNS):
+                               "conformal_measured": int(ok["conformal_coverage"].notna().sum()),
+                               "agreement_measured": int(ok[AGREEMENT_COLUMNS[0]].notna().sum())}
+        for metric in (*METRICS, *optional):
             values = ok[metric].astype(float).dropna()  # a cell written before calibration was measured has none
             row[metric] = values.mean() if len(values) else math.nan
             row[f"{metric}_se"] = values.std(ddof=1) / math.sqrt(len(values)) if len(values) > 1 else math.nan
@@ -98,6 +99,21 @@ def conformal_table(table: pd.DataFrame) -> list[str]:
     return lines + [""]
 
 
+def agreement_table(table: pd.DataFrame) -> list[str]:
+    """The markdown lines of the chains' agreement at the test inputs (methods with two or more chains): per data set
+    and method, over the finished splits that measured it, the mean of each cell's largest predictive R-hat and of
+    the shares of its test inputs within 1.1 and 1.01; none when no cell measured it."""
+    if not table["agreement_measured"].any():
+        return []
+    lines = ["## The chains' agreement at the test inputs (predictive R-hat per test input: the largest, then the share "
+             "of test inputs within 1.1 and within 1.01; means over the splits)", "",
+             "| data set | method | largest R-hat | share within 1.1 | share within 1.01 |", "|---|---|---|---|---|"]
+    for row in table[table["agreement_measured"] > 0].itertuples():
+        cells = [_ours(getattr(row, c), getattr(row, f"{c}_se"), row.agreement_measured, None, -1.0) for c in AGREEMENT_COLUMNS]
+        lines.append(f"| {row.dataset} | {row.method} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
 def beats_dropout(table: pd.DataFrame) -> list[str]:
     """One line per method of ours: on which data sets its mean test log-likelihood beats MC dropout's published one."""
     lines = []
@@ -117,6 +133,7 @@ def markdown(results: pd.DataFrame, command: str | None = None) -> str:
         "in the papers (cited in `bnn.inference.uci.published`). **Bold**: ours beats every published number of the row.",
         ""]
     lines += metric_table(table, "rmse") + metric_table(table, "test_ll") + calibration_table(table) + conformal_table(table)
+    lines += agreement_table(table)
     lines += [f"Mean test log-likelihood above {MC_DROPOUT.label}'s published one:", ""] + beats_dropout(table) + [""]
     lines += ["## Methods", "", "| data set | method | hyper-parameters chosen by | splits finished | failed | converged |",
               "|---|---|---|---|---|---|"]
@@ -132,7 +149,7 @@ def markdown(results: pd.DataFrame, command: str | None = None) -> str:
 
 def write_tables(results: list[dict[str, Any]], out: Path, command: str | None = None) -> pd.DataFrame:
     """Write ``results.csv`` and ``table.md`` of ``results`` (one dict per cell) into ``out``; return the rows."""
-    columns = list(COLUMNS) + list(CALIBRATION_COLUMNS) + list(CONFORMAL_COLUMNS)
+    columns = list(COLUMNS) + list(CALIBRATION_COLUMNS) + list(CONFORMAL_COLUMNS) + list(AGREEMENT_COLUMNS)
     frame = pd.DataFrame(results, columns=columns).sort_values(["dataset", "method", "split"], kind="stable")
     with atomic_file(out / RESULTS_FILE) as handle:
         frame.to_csv(handle, index=False)

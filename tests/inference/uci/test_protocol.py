@@ -5,6 +5,7 @@ from bnn.inference import fit
 from bnn.inference.evaluation.set_coverage import carve_calibration, set_coverage
 from bnn.inference.uci.grid import Cell
 from bnn.inference.uci.protocol import (
+    AGREEMENT_COLUMNS,
     FIXED,
     choose_on_validation,
     failed_row,
@@ -57,6 +58,18 @@ def test_a_cell_gives_the_same_numbers_twice(tiny_uci, method):
     first, second = run_cell(table, cell), run_cell(table, cell)
     assert (first["rmse"], first["test_ll"]) == (second["rmse"], second["test_ll"])
     assert first["verdict"] in ("converged", "not converged", "no check")
+
+
+@pytest.mark.long
+def test_a_cell_of_chains_measures_their_agreement_at_the_test_inputs_and_one_without_chains_leaves_it_empty(tiny_uci):
+    table = read_uci_table(tiny_uci, "tiny", [1])
+    chains = run_cell(table, Cell("tiny", "sgld", 1, 10, {"num_chains": 2, "num_warmup": 50, "num_samples": 40,
+                                                          "progress": False, "seed": 1}))
+    r_hat_max, within_1_1, within_1_01 = (chains[column] for column in AGREEMENT_COLUMNS)
+    assert r_hat_max >= 1.0 and 0.0 <= within_1_01 <= within_1_1 <= 1.0
+    one = run_cell(table, Cell("tiny", "svi", 1, 10, {"steps": 20, "num_samples": 10, "progress": False, "seed": 1}))
+    assert all(one[column] is None for column in AGREEMENT_COLUMNS)
+    assert all(failed_row(Cell("tiny", "nuts", 1, 10, {}), "boom", 1)[column] is None for column in AGREEMENT_COLUMNS)
 
 
 @pytest.mark.long

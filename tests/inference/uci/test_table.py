@@ -35,7 +35,7 @@ def test_bold_where_ours_beats_every_published_number_and_the_count_against_mc_d
     assert f"| {best_rmse + 0.5:.3f} (1) |" in text  # one split: no standard error, not bold
     assert f"{dropout_ll + 0.1:.3f} ± 0.000 (2) |" in text and f"**{dropout_ll + 0.1:.3f}" not in text  # deep ens. better
     assert "- laplace: 1 of 1 data sets (yacht)\n- svi: 0 of 1 data sets\n" in text
-    assert pd.read_csv(tmp_path / "results.csv").shape == (3, 16) and len(frame) == 3
+    assert pd.read_csv(tmp_path / "results.csv").shape == (3, 19) and len(frame) == 3
 
 
 def test_a_data_set_nobody_published_has_empty_published_cells():
@@ -69,3 +69,13 @@ def test_the_conformal_table_appears_when_a_cell_measured_its_intervals():
     assert "| yacht | laplace | 0.850 ± 0.050 (2) | 2.500 ± 0.500 (2) |" in text
     assert "| yacht | svi | not measured | not measured |" in text
 
+
+
+def test_the_agreement_table_averages_the_cells_of_chains_and_is_left_out_when_no_cell_has_chains():
+    chains = [{**row, "test_r_hat_max": r_hat, "test_r_hat_within_1_1": within, "test_r_hat_within_1_01": within / 2}
+              for row, r_hat, within in zip(rows("yacht", "nuts", [1.0, 2.0], [-1.0, -1.0]), [1.2, 1.4], [0.9, 0.7])]
+    text = markdown(pd.DataFrame(chains + rows("yacht", "svi", [1.0], [-1.0])))
+    assert "| yacht | nuts | 1.300 ± 0.100 (2) | 0.800 ± 0.100 (2) | 0.400 ± 0.050 (2) |" in text
+    agreement = text.split("agreement at the test inputs")[1].split("\n\n")[1]  # the table's lines
+    assert "| yacht | nuts |" in agreement and "| yacht | svi |" not in agreement
+    assert "agreement at the test inputs" not in markdown(pd.DataFrame(rows("yacht", "svi", [1.0], [-1.0])))
