@@ -100,6 +100,8 @@ class Posterior:
         self.extras = dict(extras or {})
         self.linearization = linearization
         self.constants = {name: np.asarray(torch.as_tensor(v).detach()) for name, v in (constants or {}).items()}
+        self._inference_data: az.InferenceData | None = None
+        self._loo: az.ELPDData | None = None
 
     @property
     def default_predictive(self) -> PredictiveType:
@@ -226,7 +228,25 @@ class Posterior:
     # ------------------------------------------------------------------ ArviZ
     def to_inference_data(self) -> az.InferenceData:
         """ArviZ InferenceData with posterior, posterior_predictive, log_likelihood,
-        observed_data, constant_data (the inputs) and, where the method has them, sample_stats."""
+        observed_data, constant_data (the inputs) and, where the method has them, sample_stats.
+
+        Built once (the log-likelihood and a simulated data set at every draw and training row: on a large data set
+        the dearest step of a report, which reads it for the metrics, the ranking, the file and two plots) and
+        returned as a copy, so that a caller's changes stay its own. A posterior's draws, data and model are not
+        changed after it is made."""
+        if self._inference_data is None:
+            self._inference_data = self._build_inference_data()
+        return self._inference_data.copy()
+
+    def loo(self) -> az.ELPDData:
+        """PSIS-LOO of the training data, pointwise (``az.loo(idata, pointwise=True)`` of :meth:`to_inference_data`),
+        computed once: a report reads it for its table and its ranking. ArviZ's reliability warnings are raised at
+        that first call (the Pareto :math:`k` of every point are in the result)."""
+        if self._loo is None:
+            self._loo = az.loo(self.to_inference_data(), pointwise=True)
+        return self._loo
+
+    def _build_inference_data(self) -> az.InferenceData:
         with torch.no_grad(), seeded(self.record.seed):
             predictive, log_lik = [], []
             for observation in self._observations(self.x):
@@ -239,7 +259,7 @@ class Posterior:
             return tensor.reshape(*chains_draws, *tensor.shape[1:]).numpy()
 
         data_dims = ["example"] + (["output"] if self.y.dim() == 2 else [])
-        idata = az.from_dict(
+        return az.from_dict(
             posterior={name: v.numpy() for name, v in self.samples.items()},
             posterior_predictive={OBSERVED_SITE: as_numpy(predictive)},
             # float64: PSIS in float32 divides by zero on draws with very low log-likelihoods
@@ -250,7 +270,6 @@ class Posterior:
             dims={OBSERVED_SITE: data_dims, "x": ["example", "feature"]},
             attrs={"method": self.method, "guide": str(self.record.guide), "model": repr(self.model)},
         )
-        return idata
 
     def summary(self, **kwargs: Any):
         """``arviz.summary`` of the posterior (means, sds, HDIs, MCSEs, ESS, and R-hat where there are two

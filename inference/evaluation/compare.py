@@ -75,15 +75,15 @@ def prior_name(posterior: Posterior) -> str:
     return ", ".join(cfg["name"] if key == "*" else f"{key}: {cfg['name']}" for key, cfg in table.items())
 
 
-def information_criteria(idata: az.InferenceData) -> dict[str, float]:
-    """PSIS-LOO and WAIC of the training data, with their reliability counts; NaN for a point estimate (one draw:
-    both average over posterior draws)."""
-    if idata.posterior.sizes["chain"] * idata.posterior.sizes["draw"] < 2:
+def information_criteria(posterior: Posterior) -> dict[str, float]:
+    """PSIS-LOO (:meth:`~bnn.inference.core.posterior.Posterior.loo`) and WAIC of the training data, with their
+    reliability counts; NaN for a point estimate (one draw: both average over posterior draws)."""
+    if posterior.num_chains * posterior.num_draws < 2:
         return {"loo_elpd": math.nan, "loo_se": math.nan, "loo_bad_k": math.nan,
                 "waic_elpd": math.nan, "waic_se": math.nan, "waic_warning": None}
     with quiet_arviz(reported=True):
-        loo = az.loo(idata, pointwise=True)
-        waic = az.waic(idata)
+        loo = posterior.loo()
+        waic = az.waic(posterior.to_inference_data())
     return {
         "loo_elpd": float(loo.elpd_loo), "loo_se": float(loo.se),
         "loo_bad_k": int((np.asarray(loo.pareto_k) > BAD_PARETO_K).sum()),
@@ -129,7 +129,6 @@ def compare(posteriors: Sequence[Posterior] | Mapping[str, Posterior], test_data
     """
     rows = {}
     for label, posterior in label_fits(posteriors).items():
-        idata = posterior.to_inference_data()
         measures = posterior.record.metrics()
         rows[label] = {
             "method": posterior.method,
@@ -140,7 +139,7 @@ def compare(posteriors: Sequence[Posterior] | Mapping[str, Posterior], test_data
             **evaluate(posterior, test_data),
             "elbo": measures.get("final_elbo", math.nan),
             "log_marginal_likelihood": measures.get("log_marginal_likelihood", math.nan),
-            **information_criteria(idata),
+            **information_criteria(posterior),
             **chain_diagnostics(posterior.record),
         }
     return pd.DataFrame.from_dict(rows, orient="index")
@@ -166,8 +165,8 @@ def rank(posteriors: Sequence[Posterior] | Mapping[str, Posterior]) -> pd.DataFr
         difference to the best and standard errors, and the stacking ``weight`` (summing to 1); its columns are
         :data:`RANKING_COLUMNS`.
     """
-    data = {label: p.to_inference_data() for label, p in label_fits(posteriors).items() if p.num_chains * p.num_draws > 1}
-    if not data:  # az.compare of nothing raises KeyError: an empty ranking instead
+    fits = {label: p for label, p in label_fits(posteriors).items() if p.num_chains * p.num_draws > 1}
+    if not fits:  # az.compare of nothing raises KeyError: an empty ranking instead
         return pd.DataFrame(columns=RANKING_COLUMNS)
     with quiet_arviz(reported=True):
-        return az.compare(data)
+        return az.compare({label: p.loo() for label, p in fits.items()})  # each fit's LOO, computed once

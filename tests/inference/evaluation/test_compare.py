@@ -1,9 +1,12 @@
 from __future__ import annotations
 
 import math
+import warnings
 from types import SimpleNamespace
 
+import arviz as az
 import numpy as np
+import pandas as pd
 import pytest
 from bnn.datasets import DATASETS, load_dataset, load_toy1d
 from bnn.inference import Posterior, fit
@@ -52,6 +55,20 @@ def test_regression_table_has_every_column_and_loo_waic_for_every_method(fits, t
     assert list(table["predictive"]) == ["mc", "mc", "linearized"]
     ranking = rank(fits)
     assert set(ranking.index) == set(table.index) and ranking["weight"].sum() == pytest.approx(1.0)
+    # the ranking from each fit's LOO, computed once, is ArviZ's own ranking of the fits' InferenceData
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # ArviZ's reliability notes, which the table reports
+        direct = az.compare({label: p.to_inference_data() for label, p in label_fits(fits).items()})
+    pd.testing.assert_frame_equal(ranking, direct)
+
+
+def test_inference_data_is_built_once_and_each_caller_gets_its_own_copy(fits):
+    posterior = fits[0]
+    first = posterior.to_inference_data()
+    first.log_likelihood["obs"][:] = 0.0  # a caller's change ...
+    second = posterior.to_inference_data()
+    assert not np.all(second.log_likelihood["obs"].values == 0.0)  # ... stays its own
+    assert second.log_likelihood.equals(posterior.to_inference_data().log_likelihood)
 
 
 @pytest.mark.long
