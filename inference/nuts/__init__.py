@@ -26,8 +26,13 @@ from bnn.inference.nuts.fit import run_nuts
 from bnn.inference.nuts.options import NUTSOptions
 from bnn.inference.nuts.record import NUTSRecord
 
-UCI_CHAINS = 2
-"""The chains of a ``bnn uci`` cell that does not set ``num_chains`` (the default's two, on a machine with the cores)."""
+UCI_CHAINS = 4
+"""The chains of a ``bnn uci`` cell, each from its own MAP start, pooled into one posterior (the user's ``--set
+nuts.num_chains`` wins). On the UCI sets the chains settle in different modes; pooled, they are the many-start practice
+of Izmailov et al. (2021), and the cell records how far they agree at each test input
+(:mod:`bnn.inference.diagnostics.point_agreement`). Four, as Stan and ArviZ run by default; more chains than two
+widen the pooled predictive where the modes disagree, which on yacht two chains left far too narrow
+(``benchmarks/results/uci.md``). With fewer cores than chains, the chains queue."""
 
 # compare keeps fit's defaults for NUTS, the maximum tree depth of 10 included: a lower depth made toy1d's predictive
 # under-dispersed (benchmarks/results/nuts_defaults.md)
@@ -35,7 +40,9 @@ METHOD = Method(
     "nuts", NUTSOptions, run_nuts, cost=COST, budget_floors={"num_warmup": 100, "num_samples": 100},
     advice="raise --num-warmup and --num-samples (1000 each), run more chains (--num-chains 4), raise --target-accept "
            "(fewer divergences).",
-    uci=UCIProtocol(selection="posterior: weights and noise scale sampled; prior N(0, 1) fixed",
+    uci=UCIProtocol(options={"num_chains": UCI_CHAINS},
+                    selection=f"posterior: weights and noise scale sampled, {UCI_CHAINS} chains from MAP starts pooled; "
+                              "prior N(0, 1) fixed",
                     cores=lambda options: options.get("num_chains") or UCI_CHAINS),
     # a joint MAP over weights and their latent scales collapses the scales: those chains start from the prior
     model_defaults=for_hierarchical({"init": "prior"}),

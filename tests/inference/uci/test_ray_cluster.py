@@ -6,6 +6,7 @@ import sys
 
 import pytest
 from bnn.datasets.uci import read_uci_table
+from bnn.inference.nuts import UCI_CHAINS
 from bnn.inference.uci.grid import Cell
 from bnn.inference.uci.protocol import run_cell
 from bnn.inference.uci.ray_cluster import cores_needed, run_ray
@@ -65,6 +66,6 @@ def test_a_cell_that_raises_is_reported_with_its_error(cluster, tiny_uci):
 
 
 def test_a_nuts_cell_asks_for_a_core_per_chain():
-    assert cores_needed(Cell("d", "nuts", 0, 50, {"num_chains": 4})) == 4
-    assert cores_needed(Cell("d", "nuts", 0, 50, {})) == 2
+    assert cores_needed(Cell("d", "nuts", 0, 50, {"num_chains": 3})) == 3
+    assert cores_needed(Cell("d", "nuts", 0, 50, {})) == UCI_CHAINS == 4
     assert cores_needed(Cell("d", "laplace", 0, 50, {})) == 1
