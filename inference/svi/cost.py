@@ -19,6 +19,7 @@ from bnn.inference.svi.loop import SVILoop
 from bnn.inference.svi.minibatches import StepPlan
 from bnn.inference.svi.options import SVIOptions
 
+from bnn.runtime.jit_deprecation import torch_jit_deprecation_ignored
 from bnn.runtime.seeding import seeded
 
 WARM_STEPS = 10
@@ -42,7 +43,7 @@ def step_seconds(model, x: torch.Tensor, y: torch.Tensor, options: SVIOptions) -
     short = replace(options, steps=total, epochs=None, num_samples=1, progress=False,
                     checkpoint_dir=None, checkpoint_every=None, resume=None)
     plan, model = StepPlan.of(x.shape[0], short), snapshot_model(model)
-    with seeded(short.seed), pyro.get_param_store().scope():
+    with seeded(short.seed), pyro.get_param_store().scope(), torch_jit_deprecation_ignored():  # as SVILoop.run
         guide, name = build_svi_guide(model, x, y, short)
         loop = SVILoop(model, x, y, guide, name, short, plan, None)
         for step in range(WARM_STEPS):

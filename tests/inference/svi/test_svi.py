@@ -9,8 +9,10 @@ from bnn.datasets import load_toy1d, toy_function
 from bnn.inference import fit
 from bnn.inference.evaluation.metrics import evaluate
 from bnn.inference.svi.checkpoint import CHECKPOINT_FILE
+from bnn.inference.svi.cost import step_seconds
 from bnn.inference.svi.nonfinite import NonFiniteELBOError
 from bnn.inference.svi.optimiser import ADAM_BETAS
+from bnn.inference.svi.options import SVIOptions
 from bnn.inference.svi.schedules import LRSchedule
 from bnn.models import BayesianMLP
 from pyro.infer.autoguide import AutoDiagonalNormal
@@ -145,10 +147,12 @@ def test_resuming_a_checkpoint_that_lacks_a_field_names_it(toy, tmp_path):
 
 @pytest.mark.parametrize("guide", ["autonormal", "meanfield"])
 def test_jit_lets_no_deprecation_warning_through(toy, guide):
-    """torch 2.13 deprecates the torch.jit.trace that JitTrace_ELBO compiles with; a jit=True fit hides that one."""
+    """torch 2.13 deprecates the torch.jit.trace that JitTrace_ELBO compiles with; a jit=True fit hides that one, and
+    so does the cost estimate, which times the fit's own steps."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         fit(small_model(), toy, guide=guide, steps=3, num_samples=2, jit=True, progress=False)
+        step_seconds(small_model(), toy.x_train, toy.y_train, SVIOptions(guide=guide, jit=True))
     assert not [str(w.message) for w in caught if issubclass(w.category, DeprecationWarning)]
 
 
