@@ -234,17 +234,21 @@ class Posterior:
         the dearest step of a report, which reads it for the metrics, the ranking, the file and two plots) and
         returned as a copy, so that a caller's changes stay its own. A posterior's draws, data and model are not
         changed after it is made."""
-        if self._inference_data is None:
-            self._inference_data = self._build_inference_data()
-        return self._inference_data.copy()
+        return self._built_inference_data().copy()
 
     def loo(self) -> az.ELPDData:
         """PSIS-LOO of the training data, pointwise (``az.loo(idata, pointwise=True)`` of :meth:`to_inference_data`),
         computed once: a report reads it for its table and its ranking. ArviZ's reliability warnings are raised at
         that first call (the Pareto :math:`k` of every point are in the result)."""
         if self._loo is None:
-            self._loo = az.loo(self.to_inference_data(), pointwise=True)
+            self._loo = az.loo(self._built_inference_data(), pointwise=True)  # reads it, no copy needed
         return self._loo
+
+    def _built_inference_data(self) -> az.InferenceData:
+        """The InferenceData of :meth:`to_inference_data`, built at the first call (the object kept, not a copy)."""
+        if self._inference_data is None:
+            self._inference_data = self._build_inference_data()
+        return self._inference_data
 
     def _build_inference_data(self) -> az.InferenceData:
         with torch.no_grad(), seeded(self.record.seed):

@@ -99,9 +99,9 @@ def guarded_step(loss, model, guide, optimiser, params, *args, **kwargs) -> tupl
         params = tuple({site["value"].unconstrained() for site in capture.trace.nodes.values()})
     else:
         value = loss.loss_and_grads(model, guide, *args, **kwargs)
-    grads = [p.grad.sum() for p in params if p.grad is not None]
+    sums = [p.grad.sum() for p in params if p.grad is not None]
     # one sum per gradient and a single sync: a NaN or an infinity makes the total non-finite
-    if not math.isfinite(value) or (grads and not math.isfinite(sum(grads).item())):
+    if not math.isfinite(value) or (sums and not math.isfinite(sum(sums).item())):
         store = pyro.get_param_store()
         bad = sorted(store.param_name(p) for p in params if p.grad is not None and not torch.isfinite(p.grad).all())
         clear_grads(params)
