@@ -1,16 +1,20 @@
 r"""The cost of fits centred on MAP estimates (the MAP method, Laplace, the deep ensemble), counted before they run.
 
-Each MAP fit takes :math:`A` Adam steps, then polishes: once for the final MAP and once for each of the :math:`E`
-MAP refits of the search for the evidence's maximum (:mod:`bnn.inference.posterior_mode.hyperparameter_search`),
-where the evidence chooses the prior precision (Laplace's default) or a learned noise (Gaussian priors). Each polish
-takes at most :math:`L` iterations (``map_max_iter``); an ensemble of :math:`M` members takes :math:`M` times that.
-The two kinds of work are timed apart, each as the fit runs it (:func:`adam_step_seconds`,
-:func:`polish_iteration_seconds`): a polish iteration (a Gauss-Newton matrix and its solve, or an L-BFGS iteration's
-line search) costs several to tens of Adam steps.
+Each MAP fit takes :math:`A` Adam steps, then polishes. Where an evidence search chooses the prior precision
+(Laplace's default) or a learned noise (Gaussian priors; :mod:`bnn.inference.posterior_mode.hyperparameter_search`),
+it refits the MAP at each of its :math:`E` evaluations to within one posterior standard deviation of the mode: the
+first refit from Adam's end, the others from the nearest refit so far; then the MAP at the values chosen is polished
+to the fit's tolerance. Without a search there is one polish, from Adam's end to the tolerance. Each polish takes at
+most :math:`L` iterations (``map_max_iter``); an ensemble of :math:`M` members takes :math:`M` times that. The two
+kinds of work are timed apart, each as the fit runs it (:func:`adam_step_seconds`, :func:`polish_iteration_seconds`):
+a polish iteration (a Gauss-Newton matrix and its solve, or an L-BFGS iteration's line search) costs several to tens
+of Adam steps.
 
 The **worst case** is :math:`A + L(1 + E_{\max})` with :math:`E_{\max}` the search's most evaluations. The
-**expected** figure is :math:`A + K(1 + E)` with :math:`E` = :data:`EXPECTED_EVALUATIONS` and :math:`K` =
-:data:`EXPECTED_POLISH_ITERATIONS` per polish (at most :math:`L`).
+**expected** figure is :math:`A + P_1 + (E - 1) P_r + P_f` with a search (:math:`E` =
+:data:`EXPECTED_EVALUATIONS`), :math:`A + \min(L, P_1 + P_f)` without, each term at most :math:`L`: the iterations of the
+first refit, of each later one and of the final polish (:class:`PolishCounts`), measured on smooth networks
+(:data:`SMOOTH_POLISH`) and on ReLU ones (:data:`KINKED_POLISH`), whose polish goes on with L-BFGS after a kink.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from dataclasses import dataclass
 
 import pyro
 import torch
@@ -38,10 +43,27 @@ EXPECTED_EVALUATIONS = 3 + math.ceil(math.log(TOLERANCE / (2 * STEP)) / math.log
 r"""The evidence search's evaluations when the maximum lies within one step of its start: the start and the two
 points that bracket it, the golden sections that shrink a bracket of width :math:`2 \times` ``STEP`` to
 ``TOLERANCE`` (7), and the parabola's vertex: 11."""
-EXPECTED_POLISH_ITERATIONS = 50
-"""Iterations of a typical polish (the final one and the refits alike), between the measured means of smooth networks
-on small and on large data; a ReLU network's polish, which goes on with L-BFGS after a kink, takes several times more
-(``benchmarks/results/estimates.md``)."""
+
+
+@dataclass(frozen=True)
+class PolishCounts:
+    """Typical polish iterations of a MAP fit, by polish: the evidence search's first refit (from Adam's end), each
+    later refit (from the nearest refit so far) and the final polish to the fit's tolerance; the medians of the fits
+    measured (``benchmarks/results/estimates.md``)."""
+
+    first: int
+    refit: int
+    final: int
+
+
+SMOOTH_POLISH = PolishCounts(first=60, refit=13, final=200)
+"""Smooth networks: the medians over toy1d (seeds 0-2) and four UCI sets (tanh, Levenberg-Marquardt throughout); the
+fits measured took 216-1,277 iterations in all."""
+KINKED_POLISH = PolishCounts(first=1000, refit=250, final=70)
+"""ReLU networks, whose Levenberg-Marquardt hands over to L-BFGS at a kink: the first refit of both fits measured
+(yacht and Boston) ran to the default budget of 1,000 iterations; 4,250 and 4,993 iterations in all."""
+KINKED_ACTIVATIONS = frozenset({"relu"})
+"""The activations, of those registered, whose networks are only piecewise smooth in their weights."""
 TIMED_ADAM_STEPS = 20
 TIMED_POLISH_ITERATIONS = 3
 TIMED_RUNS = 5
@@ -52,18 +74,31 @@ the machine does then."""
 def map_fits_count(options: Options, model, *, members: int = 1, parallel: int = 1, tuned: bool = False) -> GradientCount:
     """The expected and worst-case work of ``members`` MAP fits under ``options`` (``map_steps``, and ``map_max_iter``
     where the method has it, else the MAP fit's default); ``tuned``: the evidence chooses the prior precision;
-    ``model`` tells whether it chooses a learned noise too."""
+    ``model`` tells whether it chooses a learned noise too, and whether its network has kinks (:func:`polish_counts`)."""
     budget = getattr(options, "map_max_iter", MAP_MAX_ITER)
     learned_noise = model is not None and bool(model.likelihood.latent_priors()) and evidence_possible(model, 0)
     searched = tuned or learned_noise
-    expected_polishes, most_polishes = (1 + EXPECTED_EVALUATIONS, 1 + MAX_EVALUATIONS) if searched else (1, 1)
-    typical = min(budget, EXPECTED_POLISH_ITERATIONS)
-    tuning = f" + about {EXPECTED_EVALUATIONS} (at most {MAX_EVALUATIONS}) evidence search refits" if searched else ""
+    typical = polish_counts(model)
+    if searched:
+        first, refit, final = (min(budget, count) for count in (typical.first, typical.refit, typical.final))
+        expected = first + (EXPECTED_EVALUATIONS - 1) * refit + final
+        how = (f"{first} + {EXPECTED_EVALUATIONS - 1} x {refit} + {final} polish iterations (the evidence search's "
+               f"first refit, its other {EXPECTED_EVALUATIONS - 1} of about {EXPECTED_EVALUATIONS}, at most "
+               f"{MAX_EVALUATIONS}, and the final polish; at most {budget} each)")
+    else:  # one polish, from Adam's end to the tolerance
+        expected = min(budget, typical.first + typical.final)
+        how = f"{expected} polish iterations (at most {budget})"
     return GradientCount(
-        members * options.map_steps, parallel, "expected",
-        f"{members} x ({options.map_steps} Adam steps; {typical} polish iterations (at most {budget}) x (1 final polish"
-        f"{tuning}))",
-        polish=members * typical * expected_polishes, polish_at_most=members * budget * most_polishes)
+        members * options.map_steps, parallel, "expected", f"{members} x ({options.map_steps} Adam steps; {how})",
+        polish=members * expected, polish_at_most=members * budget * (1 + MAX_EVALUATIONS if searched else 1))
+
+
+def polish_counts(model) -> PolishCounts:
+    """:data:`KINKED_POLISH` for a chain of dense layers (:meth:`~bnn.models.network.BayesianNetwork.dense_layers`)
+    with an activation in :data:`KINKED_ACTIVATIONS`, else :data:`SMOOTH_POLISH` (a network that does not state its
+    layers is taken as smooth)."""
+    chain = None if model is None else model.dense_layers()
+    return KINKED_POLISH if chain is not None and chain.activation in KINKED_ACTIVATIONS else SMOOTH_POLISH
 
 
 def _timed_model(model):

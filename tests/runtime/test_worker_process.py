@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -58,6 +59,32 @@ executor.shutdown(kill_workers=True)  # what the session's end does to warm chai
 """
 
 
+def semaphores_left_behind(stderr: str) -> list[str]:
+    """The semaphores the resource trackers found still there when the session ended, from their warnings: every one
+    the standard library's tracker reports, and those loky's reports that its unlink did not find already gone.
+
+    Loky's tracker alone sometimes (1 run in 150 of a plain ``loky.ProcessPoolExecutor`` of 2 workers shut down with
+    ``kill_workers=True``, measured) reports one of the pool's own semaphores that the session had unlinked: its
+    unregistration was lost, and the tracker's unlink then fails with ``FileNotFoundError``: nothing was left behind.
+    """
+    left = re.findall(r"There appear to be \d+ leaked semaphore objects", stderr)  # the stdlib's names none
+    for reported in re.findall(r"leaked semlock objects to clean up at shutdown: (\{.*?\})", stderr):
+        left += [name for name in re.findall(r"'([^']+)'", reported)
+                 if f"resource_tracker: {name}: FileNotFoundError" not in stderr]
+    return left
+
+
+def test_the_reading_of_the_trackers_warnings():
+    stdlib = ("resource_tracker.py:254: UserWarning: resource_tracker: There appear to be 1 leaked semaphore objects to "
+              "clean up at shutdown")
+    loky_gone = ("resource_tracker.py:444: UserWarning: resource_tracker: There appear to be 1 leaked semlock objects to "
+                 "clean up at shutdown: {'/loky-4910-zr3czzee': 1}\n  warnings.warn(\nresource_tracker.py:468: "
+                 "UserWarning: resource_tracker: /loky-4910-zr3czzee: FileNotFoundError(2, 'No such file or directory')")
+    loky_left = loky_gone.replace("/loky-4910-zr3czzee: FileNotFoundError", "/loky-4910-other: FileNotFoundError")
+    assert semaphores_left_behind("") == semaphores_left_behind(loky_gone) == []
+    assert len(semaphores_left_behind(stdlib)) == 1 and semaphores_left_behind(loky_left) == ["/loky-4910-zr3czzee"]
+
+
 def test_workers_killed_after_drawing_a_bar_leave_no_semaphore_behind():
     # tqdm's default lock is a cross-process semaphore; a killed worker never unlinks it, and the resource tracker
     # reported it as leaked when the session ended
@@ -65,7 +92,7 @@ def test_workers_killed_after_drawing_a_bar_leave_no_semaphore_behind():
                          timeout=120)
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith("[")
-    assert "leaked" not in run.stderr, run.stderr
+    assert semaphores_left_behind(run.stderr) == [], run.stderr
 
 
 NUTS = [sys.executable, "-m", "bnn", "fit", "--dataset", "toy1d", "--hidden", "3", "--quiet", "--method", "nuts",

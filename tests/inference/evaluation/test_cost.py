@@ -11,7 +11,7 @@ from bnn.inference import fit
 from bnn.inference.evaluation.cost import estimate_cost, format_seconds
 from bnn.inference.fit import METHODS, prepare_data
 from bnn.inference.posterior_mode.evidence_search import MAX_EVALUATIONS
-from bnn.inference.posterior_mode.map_cost import EXPECTED_EVALUATIONS, EXPECTED_POLISH_ITERATIONS
+from bnn.inference.posterior_mode.map_cost import EXPECTED_EVALUATIONS, KINKED_POLISH, SMOOTH_POLISH
 from bnn.models import BayesianMLP
 
 from bnn.runtime import workers
@@ -64,14 +64,29 @@ def test_map_based_methods_count_adam_steps_and_polish_iterations(problem):
     fixed_noise = BayesianMLP(1, 1, hidden=(10,), likelihood={"name": "gaussian", "scale": 0.1})
     untuned = _estimate("laplace", {"map_steps": 300, "tune_prior_precision": False, "map_max_iter": 20}, fixed_noise, data)
     # the evidence search refits the MAP about EXPECTED_EVALUATIONS, at most MAX_EVALUATIONS times: Laplace's prior
-    # precision, and the ensemble members' learned noise (the model's, under its Gaussian prior)
-    expected, most = EXPECTED_POLISH_ITERATIONS * (1 + EXPECTED_EVALUATIONS), 1000 * (1 + MAX_EVALUATIONS)
+    # precision, and the ensemble members' learned noise (the model's, under its Gaussian prior); then the final polish
+    smooth = SMOOTH_POLISH
+    expected = smooth.first + (EXPECTED_EVALUATIONS - 1) * smooth.refit + smooth.final
+    most = 1000 * (1 + MAX_EVALUATIONS)
     assert (laplace.gradients, laplace.polish, laplace.polish_at_most) == (300, expected, most)
     assert (ensemble.gradients, ensemble.polish, ensemble.polish_at_most) == (900, 3 * expected, 3 * most)
     assert (untuned.polish, untuned.polish_at_most) == (20, 20)  # one polish, its typical length cut to the budget
     assert laplace.bound == "expected" and "300 Adam steps" in laplace.describe()
     assert laplace.seconds == pytest.approx(300 * laplace.seconds_per_gradient + expected * laplace.seconds_per_polish)
     assert laplace.most_seconds == pytest.approx(300 * laplace.seconds_per_gradient + most * laplace.seconds_per_polish)
+
+
+def test_a_relu_network_is_counted_with_the_longer_polish_of_its_kinks(problem):
+    # Levenberg-Marquardt hands a ReLU network's polish over to L-BFGS at a kink: its first refit ran to the budget
+    _, data = problem
+    relu = BayesianMLP(1, 1, hidden=(10,), activation="relu", likelihood={"name": "gaussian", "scale": None})
+    tanh = BayesianMLP(1, 1, hidden=(10,), activation="tanh", likelihood={"name": "gaussian", "scale": None})
+    kinked, smooth = (_estimate("laplace", {"map_steps": 300}, model, data) for model in (relu, tanh))
+    assert kinked.polish == KINKED_POLISH.first + (EXPECTED_EVALUATIONS - 1) * KINKED_POLISH.refit + KINKED_POLISH.final
+    assert smooth.polish == SMOOTH_POLISH.first + (EXPECTED_EVALUATIONS - 1) * SMOOTH_POLISH.refit + SMOOTH_POLISH.final
+    assert kinked.polish_at_most == smooth.polish_at_most
+    short = _estimate("laplace", {"map_steps": 300, "map_max_iter": 100}, relu, data)  # each polish cut to its budget
+    assert short.polish == 100 + (EXPECTED_EVALUATIONS - 1) * 100 + KINKED_POLISH.final
 
 
 def test_minibatch_methods_time_a_minibatch_gradient(problem):

@@ -6,7 +6,7 @@ from bnn.inference.evaluation.cost import CostEstimate, gradient_count
 from bnn.inference.evaluation.time_budget import REPORT_SHARE, Choice, choose_fits, cost_lines, parse_duration, plan
 from bnn.inference.fit import METHODS
 from bnn.inference.posterior_mode.evidence_search import MAX_EVALUATIONS
-from bnn.inference.posterior_mode.map_cost import EXPECTED_EVALUATIONS
+from bnn.inference.posterior_mode.map_cost import EXPECTED_EVALUATIONS, SMOOTH_POLISH
 from bnn.models import BayesianMLP
 
 from bnn.cli.main import main
@@ -48,7 +48,8 @@ def fake_choices(asked: dict[str, dict]) -> tuple[list[Choice], list]:
 
 
 ASKED = {"svi": {"steps": 10000}, "nuts": {"num_warmup": 1000, "num_samples": 1000, "num_chains": 2},
-         "laplace": {"map_steps": 1000, "tune_prior_precision": False}}  # untuned: 1000 Adam steps + 50 polish its., 2 s
+         "laplace": {"map_steps": 1000, "tune_prior_precision": False, "map_max_iter": 50}}
+# untuned, one polish at most 50 iterations: 1000 Adam steps + 50 polish iterations, 2 s
 
 
 def test_a_large_budget_changes_nothing():
@@ -95,11 +96,12 @@ def test_choose_fits_measures_every_method_on_the_machine():
     data = load_toy1d(n_train=30, n_test=10)
     model = BayesianMLP(1, 1, hidden=(3,), likelihood={"name": "gaussian", "scale": 0.1})
     choices = choose_fits(model, data, ["svi", "laplace", "mc-dropout"], [{"steps": 50}, {}, {}], budget=None)
-    # Laplace: 1000 Adam steps, then the MAP's polish and about EXPECTED_EVALUATIONS (at most MAX_EVALUATIONS) refits
-    # of the evidence search, a polish each
+    # Laplace: 1000 Adam steps, then about EXPECTED_EVALUATIONS (at most MAX_EVALUATIONS) refits of the evidence
+    # search and the final polish
     assert [c.estimate.gradients for c in choices] == [50, 1000, 3000]
     svi, laplace, _ = (c.estimate for c in choices)
-    assert (laplace.polish, laplace.polish_at_most) == (50 * (1 + EXPECTED_EVALUATIONS), 1000 * (1 + MAX_EVALUATIONS))
+    polish = SMOOTH_POLISH.first + (EXPECTED_EVALUATIONS - 1) * SMOOTH_POLISH.refit + SMOOTH_POLISH.final
+    assert (laplace.polish, laplace.polish_at_most) == (polish, 1000 * (1 + MAX_EVALUATIONS))
     assert laplace.seconds_per_polish > 0 and svi.polish == svi.polish_at_most == svi.seconds_per_polish == 0
     assert laplace.seconds < laplace.most_seconds and "(expected; at most" in laplace.describe()
     assert all(c.estimate.seconds_per_gradient > 0 and c.note is None for c in choices)
