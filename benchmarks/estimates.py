@@ -1,9 +1,11 @@
 r"""Cost estimates against the fits they estimate: each cell's estimate as ``bnn compare`` prints it, then the fit.
 
-For every method and cell, the estimate (:func:`bnn.inference.evaluation.cost.estimate_cost`, its units timed
-here) and then ``fit(model, data, method, seed=0, progress=False)`` at the method's defaults, timed by the wall
-clock; one Markdown row per fit: the estimate (and the worst case of the MAP-centred fits), the seconds the
-estimate itself took, the fit's seconds and their ratio. A cell is ``toy1d:SEED`` (the built-in set, seeded as ``bnn
+For every method and cell, the estimate (:func:`bnn.inference.evaluation.cost.estimate_cost`, its units timed here)
+and then ``fit(model, data, method, seed=0, progress=False)`` at the method's defaults, timed by the wall clock; one
+Markdown row per fit: the estimate (and the worst case of the MAP-centred fits), the seconds the estimate itself
+took, the fit's seconds and their ratio; for a MAP or Laplace fit in this process, its polish iterations as the cost
+model counts them (:mod:`bnn.inference.posterior_mode.map_cost`): the first polish, the evidence search's later
+refits (their total and count) and the final polish. A cell is ``toy1d:SEED`` (the built-in set, seeded as ``bnn
 compare --seed`` seeds it) or ``DATASET:SPLIT`` of the UCI folder; the network is the one ``bnn compare`` builds by
 default (d-50-1 tanh, learned noise), or with ``--relu`` the papers' ReLU network of ``bnn uci``.
 
@@ -18,6 +20,8 @@ from __future__ import annotations
 import argparse
 import time
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -25,13 +29,43 @@ from bnn.datasets import load_dataset, load_uci
 from bnn.inference import fit
 from bnn.inference.evaluation.cost import estimate_cost
 from bnn.inference.fit import METHODS, prepare_data
+from bnn.inference.posterior_mode.polish import MapProblem
 from bnn.inference.uci.grid import hidden_units
 from bnn.inference.uci.protocol import uci_model
 
 from benchmarks.nuts_defaults import default_model
 
 COLUMNS = ["method", "cell", "network", "estimate s", "how counted", "at most s", "estimating s", "fit s",
-           "fit / estimate"]
+           "fit / estimate", "polish iterations: first / refits (count) / final"]
+
+
+@contextmanager
+def polishes_counted() -> Iterator[list[int]]:
+    """The iterations of each MAP polish run in this process within the block, in order (each
+    :meth:`~bnn.inference.posterior_mode.polish.MapProblem.polish` call: the evidence search's refits, then the final
+    polish)."""
+    counts: list[int] = []
+    original = MapProblem.polish
+
+    def counted(problem, *args, **kwargs):
+        before = problem.iterations
+        theta = original(problem, *args, **kwargs)
+        counts.append(problem.iterations - before)
+        return theta
+
+    MapProblem.polish = counted
+    try:
+        yield counts
+    finally:
+        MapProblem.polish = original
+
+
+def polish_column(counts: list[int]) -> str:
+    """``first / refits (count) / final`` of one MAP fit's polishes; the sole polish of a fit without a search; blank
+    for none (the ensemble's members polish in other processes)."""
+    if len(counts) < 2:
+        return " / ".join(map(str, counts))
+    return f"{counts[0]} / {sum(counts[1:-1])} ({len(counts) - 2}) / {counts[-1]}"
 
 
 def cell_problem(cell: str, uci_dir: Path | None, relu: bool):
@@ -56,7 +90,7 @@ def estimate_row(method: str, cell: str, uci_dir: Path | None, relu: bool) -> di
     estimate = estimate_cost(method, METHODS.get(method).parse({}, model), model, x, y)
     estimating = time.perf_counter() - began
     began = time.perf_counter()
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), polishes_counted() as counts:
         warnings.simplefilter("ignore")  # the time is measured, not the verdict
         fit(model, data, method, seed=0, progress=False)
     seconds = time.perf_counter() - began
@@ -64,7 +98,8 @@ def estimate_row(method: str, cell: str, uci_dir: Path | None, relu: bool) -> di
             "how counted": estimate.bound,
             "at most s": round(estimate.most_seconds, 1) if estimate.polish_at_most else "",
             "estimating s": round(estimating, 1), "fit s": round(seconds, 1),
-            "fit / estimate": round(seconds / estimate.seconds, 2)}
+            "fit / estimate": round(seconds / estimate.seconds, 2),
+            "polish iterations: first / refits (count) / final": polish_column(counts)}
 
 
 def main(argv: list[str] | None = None) -> list[dict]:

@@ -1,5 +1,5 @@
 """What a deep ensemble costs: ``num_members`` MAP fits (:mod:`bnn.inference.posterior_mode.map_cost`), members in
-parallel processes as free cores allow."""
+parallel processes as free cores allow: whole rounds of members, the last one perhaps with idle processes."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ from bnn.runtime import workers
 
 
 def count(options: EnsembleOptions, rows: int, model) -> GradientCount:
-    """The expected and worst-case work of each process's share of the members' MAP fits."""
+    """The expected and worst-case work of the members' MAP fits, in the processes they run in
+    (:meth:`~bnn.inference.ensemble.options.EnsembleOptions.workers`) as free cores allow."""
     return map_fits_count(options, model, members=options.num_members,
-                          parallel=min(options.num_members, workers.free_cores()))
+                          parallel=min(options.workers(), workers.free_cores()))
 
 
 COST = map_cost_model(count)

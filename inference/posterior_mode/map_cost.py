@@ -5,16 +5,16 @@ Each MAP fit takes :math:`A` Adam steps, then polishes. Where an evidence search
 it refits the MAP at each of its :math:`E` evaluations to within one posterior standard deviation of the mode: the
 first refit from Adam's end, the others from the nearest refit so far; then the MAP at the values chosen is polished
 to the fit's tolerance. Without a search there is one polish, from Adam's end to the tolerance. Each polish takes at
-most :math:`L` iterations (``map_max_iter``); an ensemble of :math:`M` members takes :math:`M` times that. The two
-kinds of work are timed apart, each as the fit runs it (:func:`adam_step_seconds`, :func:`polish_iteration_seconds`):
-a polish iteration (a Gauss-Newton matrix and its solve, or an L-BFGS iteration's line search) costs several to tens
-of Adam steps.
+most :math:`L` iterations (``map_max_iter``); an ensemble of :math:`M` members in :math:`p` processes takes
+:math:`\lceil M/p \rceil` times that. The two kinds of work are timed apart, each as the fit runs it
+(:func:`adam_step_seconds`, :func:`polish_iteration_seconds`): a polish iteration (a Gauss-Newton matrix and its
+solve, or an L-BFGS iteration's line search) costs several to tens of Adam steps.
 
 The **worst case** is :math:`A + L(1 + E_{\max})` with :math:`E_{\max}` the search's most evaluations. The
-**expected** figure is :math:`A + P_1 + (E - 1) P_r + P_f` with a search (:math:`E` =
-:data:`EXPECTED_EVALUATIONS`), :math:`A + \min(L, P_1 + P_f)` without, each term at most :math:`L`: the iterations of the
-first refit, of each later one and of the final polish (:class:`PolishCounts`), measured on smooth networks
-(:data:`SMOOTH_POLISH`) and on ReLU ones (:data:`KINKED_POLISH`), whose polish goes on with L-BFGS after a kink.
+**expected** figure is :math:`A + P_1 + (E - 1) P_r + P_f` with a search (:math:`E` = :data:`EXPECTED_EVALUATIONS`),
+:math:`A + \min(L, P_1 + P_f)` without, each term at most :math:`L`: the iterations of the first refit, of each later
+one and of the final polish (:class:`PolishCounts`), measured on smooth networks (:data:`SMOOTH_POLISH`) and on ReLU
+ones (:data:`KINKED_POLISH`), whose polish goes on with L-BFGS after a kink.
 """
 
 from __future__ import annotations
@@ -88,9 +88,13 @@ def map_fits_count(options: Options, model, *, members: int = 1, parallel: int =
     else:  # one polish, from Adam's end to the tolerance
         expected = min(budget, typical.first + typical.final)
         how = f"{expected} polish iterations (at most {budget})"
+    # members run in whole rounds of `parallel` processes: 5 members in 2 processes take 3 members' time
+    rounds = math.ceil(members / parallel)
+    spread = f", in {rounds} rounds of {parallel} processes" if members % parallel else ""
+    fits = rounds * parallel
     return GradientCount(
-        members * options.map_steps, parallel, "expected", f"{members} x ({options.map_steps} Adam steps; {how})",
-        polish=members * expected, polish_at_most=members * budget * (1 + MAX_EVALUATIONS if searched else 1))
+        fits * options.map_steps, parallel, "expected", f"{members} x ({options.map_steps} Adam steps; {how}){spread}",
+        polish=fits * expected, polish_at_most=fits * budget * (1 + MAX_EVALUATIONS if searched else 1))
 
 
 def polish_counts(model) -> PolishCounts:
