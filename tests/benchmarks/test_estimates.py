@@ -24,6 +24,10 @@ def test_each_fit_is_estimated_then_timed_and_the_row_says_both(tmp_path, capsys
     first, refits, final = row["polish iterations: first / refits (count) / final"].split(" / ")
     total, count = refits.rstrip(")").split(" (")
     assert int(first) >= 0 and int(total) >= 0 and int(count) >= 1 and int(final) >= 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("| method | cell |") and printed[2].startswith("| laplace | yacht:0 | ReLU (bnn uci) |")
+    with pytest.raises(SystemExit, match="needs --uci-dir"):
+        estimates.main(["--methods", "map", "--cells", "yacht:0"])
 
 
 def test_polishes_are_counted_in_order_and_the_method_restored(monkeypatch):
