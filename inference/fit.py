@@ -1,7 +1,7 @@
 """The single entry point: ``fit(model, data, method=...) -> Posterior``.
 
 Methods live in :data:`METHODS`, one :class:`~bnn.inference.core.method.Method` per subpackage (``svi``, ``nuts``,
-``laplace``, ``map``, ``mc_dropout``, ``ensemble``, and ``sgmcmc`` with two): a name, a typed option set and a run function.
+``laplace``, ``map``, ``mc_dropout``, ``ensemble``, and ``sgmcmc`` with three): a name, a typed option set and a run function.
 ``fit`` validates the data against the model and the options against the method before any work starts.
 """
 
@@ -25,6 +25,7 @@ for _package in (svi, nuts, laplace, map, mc_dropout, ensemble):
     METHODS.register(_package.METHOD.name, _package.METHOD)
 METHODS.register(sgmcmc.SGLD.name, sgmcmc.SGLD)
 METHODS.register(sgmcmc.SGHMC.name, sgmcmc.SGHMC)
+METHODS.register(sgmcmc.CSGLD.name, sgmcmc.CSGLD)
 
 
 def prepare_data(model, data) -> tuple[torch.Tensor, torch.Tensor]:
@@ -57,7 +58,8 @@ def fit(model, data, method: str = "svi", *, map_options: Mapping[str, Any] | No
         :class:`~bnn.inference.nuts.NUTSOptions`, :class:`~bnn.inference.laplace.LaplaceOptions`,
         :class:`~bnn.inference.map.MapOptions`, :class:`~bnn.inference.mc_dropout.MCDropoutOptions`,
         :class:`~bnn.inference.ensemble.EnsembleOptions`,
-        :class:`~bnn.inference.sgmcmc.SGLDOptions` or :class:`~bnn.inference.sgmcmc.SGHMCOptions`.
+        :class:`~bnn.inference.sgmcmc.SGLDOptions`, :class:`~bnn.inference.sgmcmc.SGHMCOptions` or
+        :class:`~bnn.inference.sgmcmc.CSGLDOptions`.
     map_options : mapping, optional
         For a partly Bayesian network (:func:`~bnn.models.torch_module.from_module` with ``bayesian=``) whose point
         parameters are not set yet: the options of the MAP fit that sets them first

@@ -74,4 +74,4 @@ PER_WEIGHT_SCALES = HierarchicalRefusal(
 FIXED_PRIOR_POTENTIAL = HierarchicalRefusal(
     "its minibatch potential adds each weight site's fixed log prior, and it does not sample the scales' non-centred "
     "coordinates")
-"""The refusal of SGLD and SGHMC."""
+"""The refusal of SGLD, SGHMC and the cyclical samplers."""

@@ -1,4 +1,5 @@
-"""Stochastic-gradient MCMC: SGLD and pSGLD (:func:`fit_sgld`) and SGHMC (:func:`fit_sghmc`) on minibatch gradients."""
+"""Stochastic-gradient MCMC: SGLD and pSGLD (:func:`fit_sgld`), SGHMC (:func:`fit_sghmc`) and their cyclical forms
+cSGLD and cSGHMC (:func:`fit_csgld`) on minibatch gradients."""
 
 from __future__ import annotations
 
@@ -11,8 +12,16 @@ from bnn.inference.core.posterior import Posterior
 from bnn.inference.diagnostics.convergence import ConvergenceWarning, IncompleteSamplingWarning
 from bnn.inference.sgmcmc.cost import COST
 from bnn.inference.sgmcmc.fit import run_sgmcmc
-from bnn.inference.sgmcmc.options import Preconditioner, SGHMCOptions, SGLDOptions, StepSchedule
-from bnn.inference.sgmcmc.record import SGHMCRecord, SGLDRecord
+from bnn.inference.sgmcmc.options import (
+    BurnInOptions,
+    CSGLDOptions,
+    Dynamics,
+    Preconditioner,
+    SGHMCOptions,
+    SGLDOptions,
+    StepSchedule,
+)
+from bnn.inference.sgmcmc.record import CSGLDRecord, SGHMCRecord, SGLDRecord
 
 FLOORS = {"num_warmup": 1000, "num_samples": 100}
 """The least burn-in and draws a time budget leaves an SG-MCMC run."""
@@ -20,6 +29,10 @@ SGLD = Method("sgld", SGLDOptions, run_sgmcmc, refuses_hierarchical=FIXED_PRIOR_
               advice="raise --num-warmup and --num-samples (or --thin), or tune --step-size.")
 SGHMC = Method("sghmc", SGHMCOptions, run_sgmcmc, refuses_hierarchical=FIXED_PRIOR_POTENTIAL, cost=COST, budget_floors=FLOORS,
                advice="raise --num-warmup and --num-samples (or --thin), or tune --step-size or --friction.")
+
+CSGLD = Method("csgld", CSGLDOptions, run_sgmcmc, refuses_hierarchical=FIXED_PRIOR_POTENTIAL, cost=COST,
+               budget_floors={"cycle_length": 500},
+               advice="raise --num-cycles or --cycle-length, run more chains (--num-chains), or tune --step-size.")
 
 
 def fit_sgld(model, x: torch.Tensor, y: torch.Tensor, **options: Any) -> Posterior:
@@ -32,7 +45,13 @@ def fit_sghmc(model, x: torch.Tensor, y: torch.Tensor, **options: Any) -> Poster
     return SGHMC(model, x, y, **options)
 
 
+def fit_csgld(model, x: torch.Tensor, y: torch.Tensor, **options: Any) -> Posterior:
+    """cSGLD (or cSGHMC, ``dynamics="hamiltonian"``) on ``(x, y)`` with the options of :class:`CSGLDOptions`."""
+    return CSGLD(model, x, y, **options)
+
+
 __all__ = [
-    "SGHMC", "SGLD", "ConvergenceWarning", "IncompleteSamplingWarning", "Preconditioner", "SGHMCOptions", "SGHMCRecord",
-    "SGLDOptions", "SGLDRecord", "StepSchedule", "fit_sghmc", "fit_sgld", "run_sgmcmc",
+    "CSGLD", "SGHMC", "SGLD", "BurnInOptions", "CSGLDOptions", "CSGLDRecord", "ConvergenceWarning", "Dynamics",
+    "IncompleteSamplingWarning", "Preconditioner", "SGHMCOptions", "SGHMCRecord", "SGLDOptions", "SGLDRecord",
+    "StepSchedule", "fit_csgld", "fit_sghmc", "fit_sgld", "run_sgmcmc",
 ]

@@ -1,5 +1,6 @@
-r"""What an SG-MCMC run costs: at least :math:`C (W + S \cdot \text{thin})` gradients on a minibatch, for ``C`` chains
-of ``W`` burn-in steps and ``S`` kept draws, chains in parallel processes as free cores allow."""
+r"""What an SG-MCMC run costs: at least one minibatch gradient per chain and step, :math:`C (W + S \cdot \text{thin})`
+for ``C`` chains of ``W`` burn-in steps and ``S`` kept draws, :math:`C M L` for ``M`` cycles of ``L`` steps, chains in
+parallel processes as free cores allow."""
 
 from __future__ import annotations
 
@@ -11,11 +12,10 @@ from bnn.runtime import workers
 
 
 def count(options: Options, rows: int, model) -> GradientCount:
-    """The steps of every chain of ``options`` (SGLD's or SGHMC's)."""
-    per_chain = options.num_warmup + options.num_samples * options.thin
-    return GradientCount(options.num_chains * per_chain, min(options.num_chains, workers.free_cores()), "floor",
-                         f"{options.num_chains} chains x ({options.num_warmup} + {options.num_samples} x "
-                         f"{options.thin}) steps")
+    """The steps of every chain of ``options`` (SGLD's, SGHMC's or the cyclical samplers')."""
+    plan = options.plan()
+    return GradientCount(options.num_chains * plan.total, min(options.num_chains, workers.free_cores()), "floor",
+                         f"{options.num_chains} chains x {plan.describe()} steps")
 
 
 COST = CostModel(count, log_joint_gradient_seconds, "log joint", minibatch=True)

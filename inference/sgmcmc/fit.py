@@ -1,7 +1,8 @@
 r"""Stochastic-gradient MCMC: Markov chains driven by minibatch gradients of the log joint.
 
-SGLD (Welling & Teh 2011), its RMSprop-preconditioned form pSGLD (Li et al. 2016) and SGHMC (Chen et al. 2014)
-move each chain by the update rules of :mod:`bnn.inference.sgmcmc.kernels`, with the gradient of the minibatch
+SGLD (Welling & Teh 2011), its RMSprop-preconditioned form pSGLD (Li et al. 2016), SGHMC (Chen et al. 2014) and
+their cyclical forms cSGLD and cSGHMC (Zhang et al. 2020) move each chain by the update rules of
+:mod:`bnn.inference.sgmcmc.kernels`, with the gradient of the minibatch
 log joint in the unconstrained space (:mod:`bnn.inference.sgmcmc.potential`: a learned noise :math:`\sigma` is
 sampled as :math:`\log\sigma` with its Jacobian, as NUTS does). There is no Metropolis correction: the draws
 carry a discretisation bias that shrinks with the step size (for a Gaussian posterior the variances are too
@@ -9,8 +10,11 @@ large by a factor :math:`(1 - \epsilon\lambda/4)^{-1}`, see the kernels) and the
 minibatch gradients, of order :math:`\epsilon` times that gradient noise.
 
 Each chain starts from a prior draw of the weights with a learned noise at its most likely value given them
-(:meth:`~bnn.inference.sgmcmc.potential.MinibatchLogJoint.start`), runs ``num_warmup`` burn-in steps (discarded;
-pSGLD adapts its preconditioner there) and then ``num_samples * thin`` steps, keeping every ``thin``-th position.
+(:meth:`~bnn.inference.sgmcmc.potential.MinibatchLogJoint.start`) and follows its plan
+(:mod:`bnn.inference.sgmcmc.step_plans`): SGLD and SGHMC run ``num_warmup`` burn-in steps (discarded; pSGLD adapts
+its preconditioner there) and then ``num_samples * thin`` steps, keeping every ``thin``-th position; the cyclical
+samplers run ``num_cycles`` cycles of ``cycle_length`` steps, each exploring without noise at large steps, then
+sampling at small ones, keeping every ``thin``-th position of the sampling part.
 The chains run side by side in this process, as a leading dimension of one state (one autograd pass serves all
 of them), each with its own start, minibatches and noise, from one generator seeded by ``seed``: the same seed
 gives the same draws. The draws ``(chains, draws, *site_shape)`` get NUTS's convergence checks
@@ -42,10 +46,18 @@ from bnn.inference.diagnostics.convergence import (
     IncompleteSamplingWarning,
     chain_diagnostics,
 )
-from bnn.inference.sgmcmc.kernels import SGHMCKernel, SGLDKernel, step_size_at
-from bnn.inference.sgmcmc.options import MIN_SAMPLES, Preconditioner, SGLDOptions, SGMCMCOptions, StepSchedule
+from bnn.inference.sgmcmc.kernels import SGHMCKernel, SGLDKernel
+from bnn.inference.sgmcmc.options import (
+    MIN_SAMPLES,
+    CSGLDOptions,
+    Dynamics,
+    Preconditioner,
+    SGHMCOptions,
+    SGLDOptions,
+    SGMCMCOptions,
+)
 from bnn.inference.sgmcmc.potential import MinibatchLogJoint
-from bnn.inference.sgmcmc.record import SGHMCRecord, SGLDRecord
+from bnn.inference.sgmcmc.record import CSGLDRecord, SGHMCRecord, SGLDRecord
 
 from bnn.runtime.progress import progress_bar
 from bnn.runtime.seeding import seeded
@@ -68,27 +80,36 @@ class _Chains:
 
 
 def _kernel(options: SGMCMCOptions, num_data: int) -> SGLDKernel | SGHMCKernel:
-    if not isinstance(options, SGLDOptions):
+    if isinstance(options, SGLDOptions):
+        rmsprop = options.precondition is Preconditioner.RMSPROP
+        return SGLDKernel(num_data, options.precondition_decay if rmsprop else None, options.precondition_epsilon)
+    if isinstance(options, SGHMCOptions) or options.dynamics is Dynamics.HAMILTONIAN:
         return SGHMCKernel(options.friction)
-    rmsprop = options.precondition is Preconditioner.RMSPROP
-    return SGLDKernel(num_data, options.precondition_decay if rmsprop else None, options.precondition_epsilon)
+    return SGLDKernel(num_data)
+
+
+def _name(options: SGMCMCOptions) -> str:
+    """The sampler's name in messages and bars."""
+    if isinstance(options, CSGLDOptions):
+        return "cSGHMC" if options.dynamics is Dynamics.HAMILTONIAN else "cSGLD"
+    if isinstance(options, SGLDOptions):
+        return "pSGLD" if options.precondition is Preconditioner.RMSPROP else "SGLD"
+    return "SGHMC"
 
 
 def _sample(name: str, log_joint: MinibatchLogJoint, kernel, options: SGMCMCOptions, chains: _Chains) -> None:
     """Run the chains, keeping draws into ``chains``; an interrupt propagates with the draws kept so far."""
-    polynomial = options.step_schedule is StepSchedule.POLYNOMIAL
-    num_chains, warmup, thin = options.num_chains, options.num_warmup, options.thin
-    total = warmup + options.num_samples * thin
+    plan, num_chains = options.plan(), options.num_chains
+    total = plan.total
     z = log_joint.start(num_chains)
     kernel.start(z, options.step_size)
     with progress_bar(total=total, desc=f"{name} ({num_chains} chains)", enabled=options.progress, leave=False) as bar:
         for step in range(total):
-            step_size = step_size_at(step, options.step_size, polynomial=polynomial, offset=options.decay_offset,
-                                     power=options.decay_power)
+            step_size = plan.step_size(step)
             lp, gradient = log_joint.gradient(z, log_joint.next_batches(num_chains))
-            if step >= warmup and (step - warmup) % thin == thin - 1:
+            if plan.keeps(step):
                 chains.keep(z, lp, step_size)
-            z = kernel.step(z, gradient, step_size, adapt=step < warmup)
+            z = kernel.step(z, gradient, step_size, adapt=plan.adapts(step), explore=plan.explores(step))
             chains.steps = step + 1
             if not torch.isfinite(z).all():
                 bad = sorted(set(torch.nonzero(~torch.isfinite(z))[:, 0].tolist()))
@@ -99,20 +120,22 @@ def _sample(name: str, log_joint: MinibatchLogJoint, kernel, options: SGMCMCOpti
                 bar.update(step + 1 - bar.n)
 
 
-def _convergence_message(name: str, diagnostics: ChainDiagnostics) -> str:
-    return (f"{name} did not converge: " + "; ".join(diagnostics.problems()) + ". Raise num_warmup and num_samples "
-            "(or thin), run two or more chains (num_chains), or tune step_size; see posterior.record.diagnostics.")
+def _convergence_message(name: str, options: SGMCMCOptions, diagnostics: ChainDiagnostics) -> str:
+    return (f"{name} did not converge: " + "; ".join(diagnostics.problems()) + f". {options.longer_run.capitalize()}, "
+            "run two or more chains (num_chains), or tune step_size; see posterior.record.diagnostics.")
 
 
 def run_sgmcmc(model, x: torch.Tensor, y: torch.Tensor, options: SGMCMCOptions) -> Posterior:
-    r"""Sample the posterior of ``model`` given ``(x, y)`` with SGLD/pSGLD (:class:`SGLDOptions`) or SGHMC.
+    r"""Sample the posterior of ``model`` given ``(x, y)`` with SGLD/pSGLD (:class:`SGLDOptions`), SGHMC
+    (:class:`SGHMCOptions`) or cSGLD/cSGHMC (:class:`CSGLDOptions`).
 
     Returns
     -------
     Posterior
         Draws ``(num_chains, num_samples, *site_shape)`` (fewer after an interrupt), ``sample_stats``
-        ``lp`` and ``step_size``, and an :class:`~bnn.inference.sgmcmc.record.SGLDRecord` or
-        :class:`~bnn.inference.sgmcmc.record.SGHMCRecord` with the diagnostics; for pSGLD,
+        ``lp`` and ``step_size``, and an :class:`~bnn.inference.sgmcmc.record.SGLDRecord`,
+        :class:`~bnn.inference.sgmcmc.record.SGHMCRecord` or :class:`~bnn.inference.sgmcmc.record.CSGLDRecord`
+        with the diagnostics; for pSGLD,
         ``extras["preconditioner"]``, the frozen gain :math:`G` of each chain by site, ``(num_chains, *site_shape)``
         (in the unconstrained space).
 
@@ -131,8 +154,7 @@ def run_sgmcmc(model, x: torch.Tensor, y: torch.Tensor, options: SGMCMCOptions) 
     KeyboardInterrupt
         When Ctrl-C came before every chain had 4 draws.
     """
-    sgld = isinstance(options, SGLDOptions)
-    name = ("pSGLD" if options.precondition is Preconditioner.RMSPROP else "SGLD") if sgld else "SGHMC"
+    name = _name(options)
     start = time.perf_counter()
     chains, log_joint, kernel, interrupt = _run(name, model, x, y, options)
     train_seconds = time.perf_counter() - start
@@ -143,11 +165,11 @@ def run_sgmcmc(model, x: torch.Tensor, y: torch.Tensor, options: SGMCMCOptions) 
     if interrupt is not None:
         cause = f"{type(interrupt).__name__}: {interrupt}" if str(interrupt) else type(interrupt).__name__
         incomplete = {"incomplete": True, "incomplete_reason": f"interrupted ({cause}) at step {chains.steps}; kept "
-                      f"{num_draws} of {options.num_samples} draws per chain"}
+                      f"{num_draws} of {options.plan().num_samples} draws per chain"}
         warnings.warn(f"{name} returns fewer draws than asked: {incomplete['incomplete_reason']}. See posterior.record.",
                       IncompleteSamplingWarning, stacklevel=4)
     if not diagnostics.converged:
-        warnings.warn(_convergence_message(name, diagnostics), ConvergenceWarning, stacklevel=4)
+        warnings.warn(_convergence_message(name, options, diagnostics), ConvergenceWarning, stacklevel=4)
     record = _record(options, chains.steps, log_joint.batch_size, diagnostics, train_seconds, incomplete)
     gain = getattr(kernel, "second_moment", None) is not None
     extras = {"preconditioner": log_joint.split(kernel.preconditioner())} if gain else None
@@ -184,13 +206,12 @@ def _stack(chains: _Chains, log_joint: MinibatchLogJoint, num_chains: int) -> tu
 
 
 def _record(options: SGMCMCOptions, steps: int, batch_size: int, diagnostics: ChainDiagnostics, train_seconds: float,
-            incomplete: dict) -> SGLDRecord | SGHMCRecord:
+            incomplete: dict) -> SGLDRecord | SGHMCRecord | CSGLDRecord:
     """The record of the run: its options, its steps and the chains' diagnostics."""
     common = dict(
         seed=options.seed, train_seconds=train_seconds, options=options, batch_size=batch_size,
         gradient_evaluations=steps * options.num_chains, diagnostics=diagnostics,
-        final_step_size=step_size_at(steps - 1, options.step_size, offset=options.decay_offset,
-                                     polynomial=options.step_schedule is StepSchedule.POLYNOMIAL, power=options.decay_power),
-        **incomplete,
+        final_step_size=options.plan().step_size(steps - 1), **incomplete,
     )
-    return SGLDRecord(**common) if isinstance(options, SGLDOptions) else SGHMCRecord(**common)
+    kind = {SGLDOptions: SGLDRecord, SGHMCOptions: SGHMCRecord, CSGLDOptions: CSGLDRecord}[type(options)]
+    return kind(**common)

@@ -24,6 +24,9 @@ SGHMC (Chen et al. 2014, their eq. 15 with :math:`\hat\beta = 0`)
     rescaled by :math:`\sqrt{\eta_{t+1}/\eta_t}` when a schedule changes :math:`\eta` (so :math:`p` keeps its
     scale). For a Gaussian posterior the variance along an eigenvalue :math:`\lambda` is
     :math:`\lambda^{-1}\big(1 - \eta\lambda / (2(2 - \alpha))\big)^{-1}` (stable for :math:`\eta\lambda < 2(2 - \alpha)`).
+
+An exploring step (``explore=True``, the first part of a cyclical chain's cycle, :mod:`bnn.inference.sgmcmc.step_plans`)
+is the same update without the noise :math:`\xi_t`: gradient ascent on the log joint (with momentum for SGHMC).
 """
 
 from __future__ import annotations
@@ -50,14 +53,17 @@ class SGLDKernel:
             return 1.0
         return 1.0 / (self.epsilon + self.second_moment.sqrt())
 
-    def step(self, z: torch.Tensor, gradient: torch.Tensor, step_size: float, *, adapt: bool) -> torch.Tensor:
-        """The next position from ``z`` with ``gradient`` at it; ``adapt`` updates :math:`V` (burn-in only)."""
+    def step(self, z: torch.Tensor, gradient: torch.Tensor, step_size: float, *, adapt: bool,
+             explore: bool = False) -> torch.Tensor:
+        """The next position from ``z`` with ``gradient`` at it; ``adapt`` updates :math:`V` (burn-in only),
+        ``explore`` leaves out the noise."""
         if self.decay is not None and adapt:
             mean_square = (gradient / self.num_data) ** 2
             self.second_moment = mean_square if self.second_moment is None else torch.lerp(
                 mean_square, self.second_moment, self.decay)
         gain = self.preconditioner()
-        return z + 0.5 * step_size * gain * gradient + (step_size * gain) ** 0.5 * torch.randn_like(z)
+        drift = z + 0.5 * step_size * gain * gradient
+        return drift if explore else drift + (step_size * gain) ** 0.5 * torch.randn_like(z)
 
 
 class SGHMCKernel:
@@ -76,17 +82,16 @@ class SGHMCKernel:
         self.velocity = step_size**0.5 * torch.randn_like(z)
         self.last_step_size = step_size
 
-    def step(self, z: torch.Tensor, gradient: torch.Tensor, step_size: float, *, adapt: bool) -> torch.Tensor:
-        """The next position from ``z`` with ``gradient`` at it (``adapt`` is unused)."""
+    def step(self, z: torch.Tensor, gradient: torch.Tensor, step_size: float, *, adapt: bool,
+             explore: bool = False) -> torch.Tensor:
+        """The next position from ``z`` with ``gradient`` at it (``adapt`` is unused); ``explore`` leaves out the
+        noise."""
         velocity = self.velocity
         if step_size != self.last_step_size:
             velocity = velocity * (step_size / self.last_step_size) ** 0.5
-        noise = (2 * self.friction * step_size) ** 0.5 * torch.randn_like(z)
-        self.velocity = (1 - self.friction) * velocity + step_size * gradient + noise
+        self.velocity = (1 - self.friction) * velocity + step_size * gradient
+        if not explore:
+            self.velocity = self.velocity + (2 * self.friction * step_size) ** 0.5 * torch.randn_like(z)
         self.last_step_size = step_size
         return z + self.velocity
 
-
-def step_size_at(step: int, first: float, *, polynomial: bool, offset: float, power: float) -> float:
-    r""":math:`\epsilon_t`: ``first`` for a constant schedule, :math:`\epsilon_0 (1 + t/b)^{-\gamma}` for the polynomial one."""
-    return first * (1.0 + step / offset) ** -power if polynomial else first

@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 from bnn.inference.core.chain_record import ChainRecord
 from bnn.inference.core.record import register_record
-from bnn.inference.sgmcmc.options import SGHMCOptions, SGLDOptions, SGMCMCOptions
+from bnn.inference.sgmcmc.options import CSGLDOptions, SGHMCOptions, SGLDOptions, SGMCMCOptions
 
 
 @dataclass(kw_only=True)
@@ -16,12 +16,12 @@ class SGMCMCRecord(ChainRecord):
 
     Attributes
     ----------
-    options : SGLDOptions or SGHMCOptions
+    options : SGLDOptions, SGHMCOptions or CSGLDOptions
         The options it ran with.
     batch_size : int
         Data points per gradient (the data size for full batches).
     final_step_size : float
-        The step size of the last step (the first one for a constant schedule).
+        The step size of the last step (the first one for a constant schedule, nearly zero for a cyclical one).
     gradient_evaluations : int
         Minibatch gradients over all chains (one per chain and step, burn-in included).
     diagnostics : ChainDiagnostics
@@ -56,3 +56,12 @@ class SGHMCRecord(SGMCMCRecord):
 
     method: ClassVar[str] = "sghmc"
     options: SGHMCOptions
+
+
+@register_record
+@dataclass(kw_only=True)
+class CSGLDRecord(SGMCMCRecord):
+    """The record of :func:`~bnn.inference.sgmcmc.fit_csgld` (cSGLD or cSGHMC: ``options.dynamics``)."""
+
+    method: ClassVar[str] = "csgld"
+    options: CSGLDOptions

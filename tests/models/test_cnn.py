@@ -152,7 +152,8 @@ SECONDS = {"nuts", "laplace", "map", "ensemble"}
 """The quick fits that take seconds: the long tier."""
 VARIANTS = [("svi", {"guide": "autonormal", "num_particles": 3}), ("svi", {"guide": "meanfield"}), ("nuts", {}),
             ("laplace", {"structure": "full"}), ("laplace", {"structure": "diag"}), ("laplace", {"structure": "last-layer"}),
-            ("map", {}), ("ensemble", {}), ("sgld", {}), ("sghmc", {})]
+            ("map", {}), ("ensemble", {}), ("sgld", {}), ("sghmc", {}),
+            ("csgld", {})]
 
 
 @pytest.mark.parametrize("method, options", [

@@ -50,6 +50,7 @@ QUICK = {
     "ensemble": {"num_members": 2, "map_steps": 50, "member_method": "sequential"},
     "sgld": {"num_warmup": 50, "num_samples": 10, "num_chains": 1},
     "sghmc": {"num_warmup": 50, "num_samples": 10, "num_chains": 1},
+    "csgld": {"num_cycles": 2, "cycle_length": 50, "thin": 5, "num_chains": 1},
 }
 """A few steps of every method that takes any network (enough to run each method's code on the network)."""
 
@@ -89,7 +90,7 @@ def test_mc_dropout_refuses_a_network_that_does_not_say_where_its_dropout_goes_b
     assert skip_net().dropped_inputs() is None  # the default of a network that is not a chain of dense layers
     with pytest.raises(ValueError, match=r"method 'mc-dropout' needs a network that says where its dropout goes "
                                          r"\(model.dropped_inputs\(\) is not None.* which SkipNet is not; "
-                                         r"use svi, nuts, laplace, map, ensemble, sgld or sghmc"):
+                                         r"use svi, nuts, laplace, map, ensemble, sgld, sghmc or csgld"):
         fit(skip_net(), (X, Y), "mc-dropout")
 
 

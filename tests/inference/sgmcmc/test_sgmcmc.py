@@ -1,4 +1,4 @@
-"""SGLD and SGHMC as methods of ``fit``: options checked first, seeded draws, Ctrl-C keeps what was drawn, the log
+"""SGLD, SGHMC and cSGLD as methods of ``fit``: options checked first, seeded draws, Ctrl-C keeps what was drawn, the log
 joint is the model's, records and the comparison table carry the chains' diagnostics."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from bnn.datasets import load_toy1d
 from bnn.inference import Posterior, fit
 from bnn.inference.core.record import read_record
 from bnn.inference.evaluation.compare import compare
-from bnn.inference.sgmcmc import IncompleteSamplingWarning, SGHMCRecord, SGLDRecord, kernels
+from bnn.inference.sgmcmc import ConvergenceWarning, CSGLDRecord, IncompleteSamplingWarning, SGHMCRecord, SGLDRecord, kernels
 from bnn.inference.sgmcmc import fit as sgmcmc_fit
 from bnn.inference.sgmcmc.potential import MinibatchLogJoint
 from bnn.models import BayesianMLP
@@ -26,6 +26,8 @@ from bnn.cli.main import main
 pytestmark = pytest.mark.filterwarnings("ignore::bnn.inference.diagnostics.convergence.ConvergenceWarning")  # short runs
 
 SHORT = dict(step_size=1e-4, num_warmup=20, num_samples=10, thin=2, batch_size=10, progress=False)
+CYCLES = dict(step_size=1e-4, num_cycles=3, cycle_length=20, exploration=0.5, thin=2, batch_size=10, progress=False)
+"""Three cycles of 20 steps, the last 10 of each sampling: 5 draws per cycle."""
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +61,13 @@ def model():
                                                              "burn-in and freezes it for the draws: give num_warmup >= 1"),
     ("sgld", {"seed": -1}, "seed must be a non-negative integer below 2\\*\\*32, got -1"),
     ("sghmc", {"progress": "no"}, "progress must be True or False, got 'no'"),
+    ("csgld", {"exploration": 1.0}, r"exploration must be a finite number in \[0, 1\), got 1.0"),
+    ("csgld", {"cycle_length": 1}, "cycle_length must be an integer >= 2, got 1"),
+    ("csgld", {"dynamics": "underdamped"}, r"unknown dynamics 'underdamped'; choose from \['langevin', 'hamiltonian'\]"),
+    ("csgld", {"num_warmup": 10}, r"method 'csgld' takes no option\(s\) \['num_warmup'\]"),
+    ("csgld", {"num_cycles": 1, "cycle_length": 10, "thin": 1}, r"1 cycle\(s\) of 10 steps, 0.8 of each exploring and a "
+                                                                 "draw every 1 steps of the rest, keep 2 draws per chain; "
+                                                                 "R-hat needs 4"),
 ])
 def test_bad_options_are_refused_before_any_work(monkeypatch, toy, model, method, options, message):
     def no_work(*args, **kwargs):
@@ -188,11 +197,11 @@ def test_the_polynomial_schedule_and_psgld_reach_the_record_and_the_draws(toy, m
     assert set(gain) == set(model.latent_shapes) and all((value > 0).all() for value in gain.values())
 
 
-@pytest.mark.parametrize("method", ["sgld", "sghmc"])
+@pytest.mark.parametrize("method", ["sgld", "sghmc", "csgld"])
 def test_the_record_survives_save_and_load(tmp_path, toy, model, method):
-    posterior = fit(model, toy, method, seed=1, **SHORT)
+    posterior = fit(model, toy, method, seed=1, **(CYCLES if method == "csgld" else SHORT))
     loaded = Posterior.load(posterior.save(tmp_path / method))
-    assert type(loaded.record) is (SGLDRecord if method == "sgld" else SGHMCRecord)
+    assert type(loaded.record) is {"sgld": SGLDRecord, "sghmc": SGHMCRecord, "csgld": CSGLDRecord}[method]
     assert loaded.record == posterior.record == read_record(posterior.record.to_json())
     torch.testing.assert_close(loaded.samples["sigma"], posterior.samples["sigma"])
 
@@ -207,6 +216,43 @@ def test_compare_gives_sgld_and_sghmc_rows_with_r_hat_and_ess(toy, model):
             assert math.isfinite(table.loc[label, column]), (label, column)
         assert table.loc[label, "r_hat_max"] == diagnostics.r_hat_max
         assert table.loc[label, "converged"] == diagnostics.converged and table.loc[label, "divergences"] == 0
+
+
+@pytest.mark.parametrize("dynamics", ["langevin", "hamiltonian"])
+def test_cyclical_chains_keep_the_sampling_parts_draws_at_their_cosine_steps_seeded(toy, model, dynamics):
+    first = fit(model, toy, "csgld", seed=4, dynamics=dynamics, **CYCLES)
+    again = fit(model, toy, "csgld", seed=4, dynamics=dynamics, **CYCLES)
+    for site in model.latent_shapes:
+        assert first.samples[site].shape[:2] == (2, 15)
+        assert torch.equal(first.samples[site], again.samples[site]), site
+    kept = [11, 13, 15, 17, 19]  # steps 10-19 of each cycle sample; every second one is kept
+    expected = [CYCLES["step_size"] / 2 * (math.cos(math.pi * j / 20) + 1) for j in kept] * 3
+    assert first.sample_stats["step_size"][0].tolist() == pytest.approx(expected)
+    record = first.record
+    assert isinstance(record, CSGLDRecord) and record.options.dynamics == dynamics
+    assert record.gradient_evaluations == 2 * 3 * 20 and record.batch_size == 10
+    assert record.final_step_size == pytest.approx(CYCLES["step_size"] / 2 * (math.cos(math.pi * 19 / 20) + 1))
+
+
+def test_a_cyclical_chain_explores_without_noise(monkeypatch, toy, model):
+    """One normal draw of noise per sampling step, none in the exploring ones (the Langevin kernel draws nothing
+    else)."""
+    drawn = []
+    real = torch.randn_like
+
+    def counting(tensor, *args, **kwargs):
+        drawn.append(1)
+        return real(tensor, *args, **kwargs)
+
+    monkeypatch.setattr(kernels.torch, "randn_like", counting)
+    fit(model, toy, "csgld", seed=0, **{**CYCLES, "num_chains": 1})
+    assert len(drawn) == 3 * 10  # one noise draw per sampling step, none in the 3 x 10 exploring ones
+
+
+def test_a_cyclical_run_that_does_not_converge_says_what_to_lengthen(toy, model):
+    with pytest.warns(ConvergenceWarning, match=r"cSGLD did not converge: .*\. Raise num_cycles or cycle_length, run two or "
+                                                r"more chains"):
+        fit(model, toy, "csgld", seed=0, **CYCLES)
 
 
 @pytest.mark.long
@@ -225,3 +271,10 @@ def test_command_line_options_reach_the_samplers(tmp_path):
     options = json.loads((tmp_path / "sgld" / "fit.json").read_text())["record"]["options"]
     assert (options["precondition"], options["step_schedule"], options["decay_offset"], options["decay_power"]) == (
         "rmsprop", "polynomial", 50.0, 0.8)
+    main(["fit", "--dataset", "toy1d", "--hidden", "2", "--quiet", "--method", "csgld", "--num-cycles", "2",
+          "--cycle-length", "40", "--exploration", "0.5", "--thin", "4", "--dynamics", "hamiltonian", "--friction", "0.1",
+          "--out", str(tmp_path / "csgld")])
+    record = json.loads((tmp_path / "csgld" / "fit.json").read_text())["record"]
+    options = record["options"]
+    assert (record["method"], options["num_cycles"], options["cycle_length"], options["exploration"], options["thin"],
+            options["dynamics"], options["friction"]) == ("csgld", 2, 40, 0.5, 4, "hamiltonian", 0.1)
