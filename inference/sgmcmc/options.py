@@ -26,7 +26,7 @@ pSGLD (``precondition="rmsprop"``, whose gain :math:`G \approx N/\sqrt{\text{cur
 cSGLD (cyclical, :class:`CSGLDOptions`), :math:`\epsilon_0 = 3 \times 10^{-5}`, 4 cycles of 5,000 steps, the first
 80% of each exploring, 400 draws per chain (20,000 steps, 28-38 s on one thread beside a second fit;
 ``step_size=3e-5`` set by hand at the measurement, seeds 0-2): test RMSE 0.126-0.133, log-likelihood 0.587-0.606,
-coverage 0.44-0.51/0.95-0.98, predictive R-hat 1.6-2.1 (each chain's cycles reach other modes).
+coverage 0.44-0.51/0.95-0.98, predictive R-hat 1.6-2.1 (the chains disagree at the training inputs).
 :math:`2 \times 10^{-5}` gave RMSE 0.143 and :math:`10^{-5}` 0.226: the exploring part, gradient ascent without
 noise, needs the large step to reach a mode from the prior draw within a cycle, and it is stable only for steps below
 :math:`4/\lambda_{max}` (of order :math:`4 \times 10^{-5}` at the curvature of order :math:`10^5` above; derived,
