@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 from bnn.datasets.dataset import Dataset
-from bnn.inference import ensemble, laplace, map, mc_dropout, nuts, sgmcmc, svi
+from bnn.inference import ensemble, laplace, map, mc_dropout, nuts, sgmcmc, svi, swag
 from bnn.inference.core.method import Method
 from bnn.inference.core.model_data import check_model, checked_data
 from bnn.inference.core.point_parameters import fit_point_parameters, needs_point_fit
@@ -26,6 +26,8 @@ for _package in (svi, nuts, laplace, map, mc_dropout, ensemble):
 METHODS.register(sgmcmc.SGLD.name, sgmcmc.SGLD)
 METHODS.register(sgmcmc.SGHMC.name, sgmcmc.SGHMC)
 METHODS.register(sgmcmc.CSGLD.name, sgmcmc.CSGLD)
+METHODS.register(swag.SWAG.name, swag.SWAG)
+METHODS.register(swag.MULTISWAG.name, swag.MULTISWAG)
 
 
 def prepare_data(model, data) -> tuple[torch.Tensor, torch.Tensor]:

@@ -22,7 +22,7 @@ class ModelRequirement:
 
     what: str
     holds: Callable[[object], bool]
-    instead: str = "svi, nuts, laplace, map, ensemble, sgld, sghmc or csgld"
+    instead: str = "svi, nuts, laplace, map, ensemble, sgld, sghmc, csgld, swag or multiswag"
 
     def check(self, method: str, model) -> None:
         """Raise ``ValueError`` naming the method, the network and the methods that work, unless the property holds."""

@@ -92,8 +92,14 @@ class MinibatchLogJoint:
         if self.latent_priors:
             with torch.no_grad():
                 values |= self.model.likelihood.most_likely_latents(self.model.forward(self.x, values), self.y)
+        return self.unconstrained(values)
+
+    def unconstrained(self, values: dict[str, torch.Tensor]) -> torch.Tensor:
+        r"""Site values ``(C, *site_shape)`` in the model's space as ``z`` ``(C, D)`` (:math:`z_\sigma = \log\sigma`),
+        the inverse of :meth:`constrained`."""
         pieces = [self.to_support[name].inv(values[name]) if name in self.to_support else values[name]
                   for name in self.shapes]
+        num_chains = pieces[0].shape[0]
         return torch.cat([piece.reshape(num_chains, -1) for piece in pieces], dim=-1).to(self.x.dtype)
 
     # ------------------------------------------------------------- minibatches

@@ -148,12 +148,12 @@ def test_per_row_jacobians_under_torch_func_match_autograd():
             torch.testing.assert_close(got[row], want)
 
 
-SECONDS = {"nuts", "laplace", "map", "ensemble"}
+SECONDS = {"nuts", "laplace", "map", "ensemble", "swag", "multiswag"}
 """The quick fits that take seconds: the long tier."""
 VARIANTS = [("svi", {"guide": "autonormal", "num_particles": 3}), ("svi", {"guide": "meanfield"}), ("nuts", {}),
             ("laplace", {"structure": "full"}), ("laplace", {"structure": "diag"}), ("laplace", {"structure": "last-layer"}),
             ("map", {}), ("ensemble", {}), ("sgld", {}), ("sghmc", {}),
-            ("csgld", {})]
+            ("csgld", {}), ("swag", {}), ("multiswag", {})]
 
 
 @pytest.mark.parametrize("method, options", [

@@ -119,7 +119,7 @@ def test_the_config_round_trips():
     ("map", "a joint MAP over the weights and their latent scales collapses the scales to zero"),
     ("ensemble", "collapses the scales to zero"),
     ("mc-dropout", "collapses the scales to zero"), ("sgld", "fixed log prior"), ("sghmc", "fixed log prior"),
-    ("csgld", "fixed log prior"),
+    ("csgld", "fixed log prior"), ("swag", "collapses the scales to zero"), ("multiswag", "collapses the scales to zero"),
 ])
 def test_methods_that_cannot_fit_latent_scales_refuse_before_any_work(method, reason, monkeypatch):
     monkeypatch.setattr("bnn.inference.core.method.check_memory", lambda *args: pytest.fail("work started"))

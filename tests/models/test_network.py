@@ -51,6 +51,8 @@ QUICK = {
     "sgld": {"num_warmup": 50, "num_samples": 10, "num_chains": 1},
     "sghmc": {"num_warmup": 50, "num_samples": 10, "num_chains": 1},
     "csgld": {"num_cycles": 2, "cycle_length": 50, "thin": 5, "num_chains": 1},
+    "swag": {"map_steps": 50, "swag_epochs": 4, "rank": 2, "batch_size": 8, "num_samples": 5},
+    "multiswag": {"map_steps": 50, "swag_epochs": 4, "rank": 2, "batch_size": 8, "num_samples": 5, "num_members": 2},
 }
 """A few steps of every method that takes any network (enough to run each method's code on the network)."""
 
@@ -59,7 +61,7 @@ def skip_net(**kwargs) -> SkipNet:
     return SkipNet(1, likelihood={"name": "gaussian", "scale": 0.1}, **kwargs)
 
 
-SECONDS = {"nuts", "laplace", "map", "ensemble"}
+SECONDS = {"nuts", "laplace", "map", "ensemble", "swag", "multiswag"}
 """The quick fits that take seconds (a MAP polish, NUTS's potential compiled): the long tier."""
 
 
@@ -90,7 +92,7 @@ def test_mc_dropout_refuses_a_network_that_does_not_say_where_its_dropout_goes_b
     assert skip_net().dropped_inputs() is None  # the default of a network that is not a chain of dense layers
     with pytest.raises(ValueError, match=r"method 'mc-dropout' needs a network that says where its dropout goes "
                                          r"\(model.dropped_inputs\(\) is not None.* which SkipNet is not; "
-                                         r"use svi, nuts, laplace, map, ensemble, sgld, sghmc or csgld"):
+                                         r"use svi, nuts, laplace, map, ensemble, sgld, sghmc, csgld, swag or multiswag"):
         fit(skip_net(), (X, Y), "mc-dropout")
 
 

@@ -57,7 +57,7 @@ def test_records_give_their_verdicts_problems_and_metrics():
 
 @pytest.mark.parametrize("change, message", [
     (lambda d: d.pop("method"), r"must be a JSON object with a 'method'"),
-    (lambda d: d.update(method="hmc"), r"unknown method 'hmc'; this version knows \[.*'laplace', .*'nuts', .*'svi'\]"),
+    (lambda d: d.update(method="hmc"), r"unknown method 'hmc'; this version knows \[.*'laplace', .*'nuts', .*'svi', 'swag'\]"),
     (lambda d: d.pop("chain_seeds"), r"the nuts record lacks the field\(s\) \['chain_seeds'\] of NUTSRecord"),
     (lambda d: d.update(colour="red"), r"the nuts record has unknown field\(s\) \['colour'\]"),
     (lambda d: d.update(num_chains="2"), r"field 'the nuts record.num_chains' must be an integer, got '2'"),

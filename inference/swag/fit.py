@@ -1,0 +1,102 @@
+r"""SWAG (Maddox et al. 2019) and MultiSWAG (Wilson and Izmailov 2020): a Gaussian fitted to the iterates of SGD at a
+constant rate around a MAP.
+
+Each member starts at its own MAP (:func:`~bnn.inference.posterior_mode.map_estimate.find_map` from its own prior
+draw, seeded as the deep ensemble's members are, a learned noise chosen as there), then runs ``swag_epochs`` epochs of
+SGD on the minibatch log joint in the unconstrained space (:mod:`bnn.inference.sgmcmc.potential`: a learned noise
+moves as :math:`\log\sigma`),
+
+.. math::
+
+    z \leftarrow z + \frac{\eta}{N}\,\widehat{\nabla}\log p(z \mid \mathcal{D}),
+
+with the batches of a random permutation each epoch, and collects its iterate at the end of every epoch into the
+running moments of :mod:`bnn.inference.swag.moments`. The draws, ``num_samples`` from each member's Gaussian, are
+``(num_members, num_samples, *site_shape)``: MultiSWAG's predictive is the equal mixture of its members'. The members
+run side by side as a leading dimension of one state (one autograd pass serves them all), in float64 as the MAP does.
+
+SWAG's Gaussian is not the posterior: the spread of SGD's iterates is set by the rate, the batch size and the
+gradient noise (Mandt et al. 2017), and with full batches SGD does not move from the MAP, so ``batch_size`` must be
+below the data size. The method's own check is its members' MAP convergence.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pyro
+import torch
+from bnn.guides.flat_weights import split_flat
+from bnn.inference.core.posterior import Posterior
+from bnn.inference.ensemble.fit import member_seeds
+from bnn.inference.posterior_mode.map_estimate import find_map
+from bnn.inference.sgmcmc.potential import MinibatchLogJoint
+from bnn.inference.swag.moments import SWAGMoments
+from bnn.inference.swag.options import MultiSWAGOptions, SWAGOptions
+from bnn.inference.swag.record import MultiSWAGRecord, SWAGRecord
+
+from bnn.runtime.progress import progress_bar
+from bnn.runtime.seeding import seeded
+
+WORKING_DTYPE = torch.float64  # the MAP polish needs it
+
+
+def run_swag(model, x: torch.Tensor, y: torch.Tensor, options: SWAGOptions) -> Posterior:
+    """Fit SWAG (``num_members`` = 1) or MultiSWAG to ``(x, y)`` (module notes).
+
+    Raises
+    ------
+    ValueError
+        For a ``batch_size`` not below the data size (before any work), or when SGD overflows (lower ``swag_lr``).
+    """
+    rows = x.shape[0]
+    if options.batch_size >= rows:
+        raise ValueError(f"batch_size={options.batch_size} covers all {rows} training rows: full-batch gradient steps do "
+                         "not move from the MAP, so SWAG would have no spread; give a batch_size below the data size")
+    began = time.perf_counter()
+    x_work = x.to(WORKING_DTYPE)
+    y_work = y.to(WORKING_DTYPE) if y.is_floating_point() else y
+    estimates = []
+    for member_seed in member_seeds(options.seed, options.num_members):
+        with seeded(member_seed):  # find_map warns, at the user's line, when the polish stops short
+            estimates.append(find_map(model, x_work, y_work, steps=options.map_steps, lr=options.map_lr,
+                                      tolerance=options.map_tolerance, max_iter=options.map_max_iter,
+                                      progress=options.progress))
+    with seeded(options.seed), pyro.validation_enabled(False):
+        log_joint = MinibatchLogJoint(model, x_work, y_work, options.batch_size)
+        starts = {**split_flat(model.sites, torch.stack([estimate.theta for estimate in estimates])),
+                  **{name: torch.stack([estimate.latents[name] for estimate in estimates])
+                     for name in estimates[0].latents}}
+        moments, steps = _sgd(log_joint, log_joint.unconstrained(starts), options)
+        flat = moments.sample(options.num_samples).reshape(options.num_members * options.num_samples, log_joint.dim)
+    samples = {name: value.reshape(options.num_members, options.num_samples, *value.shape[1:]).to(x.dtype)
+               for name, value in log_joint.constrained(flat).items()}
+    kind = MultiSWAGRecord if isinstance(options, MultiSWAGOptions) else SWAGRecord
+    noise = [estimate.latents["sigma"].item() for estimate in estimates] if "sigma" in estimates[0].latents else None
+    record = kind(seed=options.seed, train_seconds=time.perf_counter() - began, options=options,
+                  map_converged=[estimate.converged for estimate in estimates],
+                  map_grad_norms=[estimate.grad_norm for estimate in estimates], noise=noise,
+                  batch_size=options.batch_size, sgd_steps=steps, collected=moments.count)
+    return Posterior(model, samples, x, y, record)
+
+
+def _sgd(log_joint: MinibatchLogJoint, z: torch.Tensor, options: SWAGOptions) -> tuple[SWAGMoments, int]:
+    """SGD from ``z`` ``(C, D)``, an iterate collected each epoch; the moments and the steps taken per member."""
+    moments = SWAGMoments(options.rank)
+    per_epoch = math.ceil(log_joint.num_data / log_joint.batch_size)
+    members = z.shape[0]
+    rate = options.swag_lr / log_joint.num_data
+    with progress_bar(total=options.swag_epochs, desc=f"SWAG ({members} members)", enabled=options.progress,
+                      leave=False) as bar:
+        for epoch in range(options.swag_epochs):
+            for step in range(per_epoch):
+                _, gradient = log_joint.gradient(z, log_joint.next_batches(members))
+                z = z + rate * gradient
+                if not torch.isfinite(z).all():
+                    raise ValueError(f"SWAG's SGD overflowed at epoch {epoch}, step {step} (swag_lr "
+                                     f"{options.swag_lr:g}): the rate is too large for the posterior's curvature; "
+                                     "lower swag_lr")
+            moments.collect(z)
+            bar.update(1)
+    return moments, options.swag_epochs * per_epoch

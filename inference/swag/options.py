@@ -1,0 +1,68 @@
+r"""The options of SWAG and MultiSWAG, validated when they are built."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from bnn.inference.posterior_mode.map_options import MapFitOptions
+
+from bnn.options import flag, integer, option, positive_number, seed
+from bnn.runtime.memory import parameter_count, value_bytes
+
+
+@dataclass(frozen=True)
+class SWAGOptions(MapFitOptions):
+    r"""Options of :func:`~bnn.inference.swag.fit_swag`: the MAP fit's
+    (:class:`~bnn.inference.posterior_mode.map_options.MapFitOptions`) and
+
+    Attributes
+    ----------
+    swag_lr : float
+        :math:`\eta`, SGD's constant rate on the mean log joint per data point,
+        :math:`\theta \leftarrow \theta + \eta\,\widehat{\nabla}\log p(\theta \mid \mathcal{D}) / N`.
+    swag_epochs : int
+        Epochs of SGD after the MAP; one iterate is collected at the end of each (>= ``rank``).
+    rank : int
+        :math:`K`, the deviations kept for the low-rank part of the covariance (>= 2).
+    batch_size : int
+        Data points per SGD step: fewer than the data (full batches do not move from the MAP).
+    num_samples : int
+        Draws from each member's Gaussian.
+    num_members : int
+        Independent SWAGs, each from its own MAP (MultiSWAG, Wilson and Izmailov 2020, for more than one); they run
+        side by side in this process.
+    seed : int
+        Seeds the MAP starts, the minibatches and the draws: the same seed gives the same draws.
+    progress : bool
+        Show tqdm bars.
+    """
+
+    swag_lr: float = option(3e-3, positive_number)
+    swag_epochs: int = option(100, integer(minimum=2))
+    rank: int = option(20, integer(minimum=2))
+    batch_size: int = option(32, integer(minimum=1))
+    num_samples: int = option(100, integer(minimum=1))
+    num_members: int = option(1, integer(minimum=1))
+    seed: int = option(0, seed)
+    progress: bool = option(True, flag)
+
+    def check(self) -> None:
+        if self.swag_epochs < self.rank:
+            raise ValueError(f"swag_epochs={self.swag_epochs} collects {self.swag_epochs} iterates, fewer than the "
+                             f"rank={self.rank} deviations the covariance keeps: raise swag_epochs or lower rank")
+
+    def memory_needs(self, model) -> dict[str, int]:
+        parameters = parameter_count(model)
+        return {**self.map_fit_needs(model),
+                f"{self.num_members} x {self.rank} deviations (float64)": value_bytes(
+                    self.num_members * self.rank * parameters, torch.float64),
+                f"{self.num_members} x {self.num_samples} draws": value_bytes(
+                    self.num_members * self.num_samples * parameters)}
+
+
+@dataclass(frozen=True)
+class MultiSWAGOptions(SWAGOptions):
+    """Options of :func:`~bnn.inference.swag.fit_multiswag`: those of :class:`SWAGOptions`, 5 members by default."""
+
+    num_members: int = option(5, integer(minimum=1))

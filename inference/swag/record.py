@@ -1,0 +1,66 @@
+"""What SWAG records: each member's MAP start and how its SGD ran."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from bnn.inference.core.record import FitRecord, register_record
+from bnn.inference.posterior_mode.advice import NOT_CONVERGED, RAISE_BUDGET
+from bnn.inference.swag.options import MultiSWAGOptions, SWAGOptions
+
+
+@register_record
+@dataclass(kw_only=True)
+class SWAGRecord(FitRecord):
+    """The record of :func:`~bnn.inference.swag.fit_swag`.
+
+    Attributes
+    ----------
+    options : SWAGOptions
+        The options it ran with.
+    map_converged, map_grad_norms : list
+        Per member, whether its MAP start's Newton decrement fell below ``map_tolerance``, and its gradient norm.
+    noise : list of float, optional
+        Per member, the MAP's noise scale of a learned Gaussian noise.
+    batch_size : int
+        Data points per SGD step.
+    sgd_steps : int
+        SGD steps per member after its MAP.
+    collected : int
+        Iterates collected per member (one an epoch).
+    """
+
+    method: ClassVar[str] = "swag"
+    options: SWAGOptions
+    map_converged: list[bool]
+    map_grad_norms: list[float]
+    noise: list[float] | None = None
+    batch_size: int
+    sgd_steps: int
+    collected: int
+
+    @property
+    def converged(self) -> bool:
+        """Whether every member's MAP start converged."""
+        return all(self.map_converged)
+
+    def problems(self) -> list[str]:
+        stalled = [member for member, done in enumerate(self.map_converged) if not done]
+        if not stalled:
+            return []
+        return [f"the MAP starts of members {stalled} did not converge "
+                f"({NOT_CONVERGED.format(self.options.map_tolerance)}): {RAISE_BUDGET}"]
+
+    def metrics(self) -> dict[str, Any]:
+        return {"members": len(self.map_converged), "map_converged": self.converged,
+                "map_grad_norm": max(self.map_grad_norms), "swag_lr": self.options.swag_lr, "batch_size": self.batch_size}
+
+
+@register_record
+@dataclass(kw_only=True)
+class MultiSWAGRecord(SWAGRecord):
+    """The record of :func:`~bnn.inference.swag.fit_multiswag`."""
+
+    method: ClassVar[str] = "multiswag"
+    options: MultiSWAGOptions

@@ -1,0 +1,92 @@
+"""SWAG and MultiSWAG as methods of ``fit``: options checked first, seeded draws from each member's Gaussian around its
+MAP, the record, save/load, the command line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from bnn.datasets import load_toy1d
+from bnn.inference import Posterior, fit
+from bnn.inference.core.record import read_record
+from bnn.inference.swag import MultiSWAGRecord, SWAGRecord
+from bnn.inference.swag import fit as swag_fit
+from bnn.models import BayesianMLP
+
+from bnn.cli.main import main
+
+SHORT = dict(map_steps=200, swag_epochs=6, rank=3, batch_size=10, num_samples=7, progress=False)
+
+
+@pytest.fixture(scope="module")
+def toy():
+    return load_toy1d(n_train=30, n_test=20)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return BayesianMLP(1, 1, hidden=(3,), likelihood={"name": "gaussian", "scale": None})
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"batch_size": 30}, "batch_size=30 covers all 30 training rows: full-batch gradient steps do not move from the MAP"),
+    ({"swag_epochs": 5, "rank": 6}, "swag_epochs=5 collects 5 iterates, fewer than the rank=6 deviations"),
+    ({"rank": 1}, "rank must be an integer >= 2, got 1"),
+    ({"swag_lr": 0}, "swag_lr must be a positive number, got 0"),
+    ({"num_members": 0}, "num_members must be an integer >= 1, got 0"),
+])
+def test_bad_options_are_refused_before_any_work(monkeypatch, toy, model, options, message):
+    monkeypatch.setattr(swag_fit, "find_map", lambda *args, **kwargs: pytest.fail("the MAP fit started"))
+    with pytest.raises(ValueError, match=message):
+        fit(model, toy, "swag", **{**SHORT, **options})
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("method, members", [("swag", 1), ("multiswag", 2)])
+def test_the_same_seed_gives_the_same_draws_one_chain_per_member(toy, model, method, members):
+    first = fit(model, toy, method, seed=3, num_members=members, **SHORT)
+    again = fit(model, toy, method, seed=3, num_members=members, **SHORT)
+    other = fit(model, toy, method, seed=4, num_members=members, **SHORT)
+    for site in model.latent_shapes:
+        assert first.samples[site].shape[:2] == (members, 7)
+        assert torch.equal(first.samples[site], again.samples[site]), site
+        assert not torch.equal(first.samples[site], other.samples[site]), site
+    assert (first.samples["sigma"] > 0).all()
+    record = first.record
+    assert type(record) is (SWAGRecord if method == "swag" else MultiSWAGRecord)
+    assert record.sgd_steps == 6 * 3 and record.collected == 6 and record.batch_size == 10
+    assert len(record.map_converged) == members and record.converged == all(record.map_converged)
+    if members == 2:  # each member from its own MAP: their draws differ
+        assert not torch.equal(first.samples["sigma"][0], first.samples["sigma"][1])
+
+
+@pytest.mark.long
+def test_the_draws_spread_around_the_map_start_and_a_rate_too_large_overflows_clearly(toy, model):
+    swag = fit(model, toy, "swag", seed=0, **SHORT)
+    spread = swag.samples["layers.0.weight"].std(dim=1)
+    assert (spread > 0).all()
+    with pytest.raises(ValueError, match=r"SWAG's SGD overflowed at epoch \d+, step \d+ \(swag_lr 1e\+06\).*lower swag_lr"):
+        fit(model, toy, "swag", seed=0, **{**SHORT, "swag_lr": 1e6})
+
+
+@pytest.mark.long
+def test_the_record_survives_save_and_load(tmp_path, toy, model):
+    posterior = fit(model, toy, "multiswag", seed=1, num_members=2, **SHORT)
+    loaded = Posterior.load(posterior.save(tmp_path / "multiswag"))
+    assert type(loaded.record) is MultiSWAGRecord
+    assert loaded.record == posterior.record == read_record(posterior.record.to_json())
+    torch.testing.assert_close(loaded.samples["sigma"], posterior.samples["sigma"])
+
+
+@pytest.mark.long
+def test_command_line_options_reach_swag(tmp_path):
+    main(["fit", "--dataset", "toy1d", "--hidden", "2", "--quiet", "--method", "multiswag", "--num-members", "2",
+          "--swag-lr", "0.002", "--swag-epochs", "8", "--rank", "4", "--batch-size", "20", "--num-samples", "5",
+          "--map-steps", "100", "--out", str(tmp_path / "run")])
+    record = json.loads((tmp_path / "run" / "fit.json").read_text())["record"]
+    options = record["options"]
+    assert (record["method"], options["num_members"], options["swag_lr"], options["swag_epochs"], options["rank"],
+            record["batch_size"], record["collected"]) == ("multiswag", 2, 0.002, 8, 4, 20, 8)
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["members"] == 2 and "map_converged" in metrics
