@@ -10,7 +10,6 @@ import signal
 import pyro
 import pytest
 import torch
-from bnn.datasets import load_toy1d
 from bnn.inference import Posterior, fit
 from bnn.inference.core.record import read_record
 from bnn.inference.evaluation.compare import compare
@@ -28,16 +27,6 @@ pytestmark = pytest.mark.filterwarnings("ignore::bnn.inference.diagnostics.conve
 SHORT = dict(step_size=1e-4, num_warmup=20, num_samples=10, thin=2, batch_size=10, progress=False)
 CYCLES = dict(step_size=1e-4, num_cycles=3, cycle_length=20, exploration=0.5, thin=2, batch_size=10, progress=False)
 """Three cycles of 20 steps, the last 10 of each sampling: 5 draws per cycle."""
-
-
-@pytest.fixture(scope="module")
-def toy():
-    return load_toy1d(n_train=30, n_test=20)
-
-
-@pytest.fixture(scope="module")
-def model():
-    return BayesianMLP(1, 1, hidden=(3,), likelihood={"name": "gaussian", "scale": None})
 
 
 @pytest.mark.parametrize("method, options, message", [

@@ -7,26 +7,14 @@ import json
 
 import pytest
 import torch
-from bnn.datasets import load_toy1d
 from bnn.inference import Posterior, fit
 from bnn.inference.core.record import read_record
 from bnn.inference.swag import MultiSWAGRecord, SWAGRecord
 from bnn.inference.swag import fit as swag_fit
-from bnn.models import BayesianMLP
 
 from bnn.cli.main import main
 
 SHORT = dict(map_steps=200, swag_epochs=6, rank=3, batch_size=10, num_samples=7, progress=False)
-
-
-@pytest.fixture(scope="module")
-def toy():
-    return load_toy1d(n_train=30, n_test=20)
-
-
-@pytest.fixture(scope="module")
-def model():
-    return BayesianMLP(1, 1, hidden=(3,), likelihood={"name": "gaussian", "scale": None})
 
 
 @pytest.mark.parametrize("options, message", [
