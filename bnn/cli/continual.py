@@ -10,7 +10,11 @@ from bnn.datasets.continual import CONTINUAL_BENCHMARKS
 from bnn.inference.continual.report import markdown_tables, write_continual_report
 from bnn.inference.continual.run import CONTINUAL_METHODS, run_continual
 
-OPTION_ARGUMENTS = ("hidden", "prior_scale", "steps", "lr", "init_rho", "num_samples", "coreset_size", "seed")
+OPTION_ARGUMENTS = ("hidden", "prior_scale", "steps", "lr", "init_rho", "num_samples", "coreset_size", "std_init",
+                    "mean_eta", "mc_samples", "batch_size", "seed")
+ONE_METHODS_OPTIONS = {"coreset_size": "vcl-coreset", "std_init": "bgd", "mean_eta": "bgd", "mc_samples": "bgd",
+                       "batch_size": "bgd"}
+"""The options only one method reads: given without that method they would be ignored, so they are refused."""
 
 
 def _widths(text: str) -> tuple[int, ...]:
@@ -32,11 +36,16 @@ def add_continual_parser(commands) -> None:
     parser.add_argument("--out", type=Path, required=True, help="run folder (resumable)")
     parser.add_argument("--hidden", type=_widths, help="shared hidden widths, comma-separated (default 100)")
     parser.add_argument("--prior-scale", type=float, help="scale of the first prior N(0, s^2) (default 1)")
-    parser.add_argument("--steps", type=int, help="Adam steps per fit (default 1500)")
+    parser.add_argument("--steps", type=int, help="Adam steps per fit, bgd's updates per task (default 1500)")
     parser.add_argument("--lr", type=float, help="Adam's rate (default 0.01)")
     parser.add_argument("--init-rho", type=float, help="initial rho of the mean-field guide (default -5)")
     parser.add_argument("--num-samples", type=int, help="posterior draws for prediction (default 100)")
     parser.add_argument("--coreset-size", type=int, help="coreset examples per task, vcl-coreset (default 40)")
+    parser.add_argument("--std-init", type=float,
+                        help="bgd: first scale of every weight (default 0.05 for classification, 0.0025 for regression)")
+    parser.add_argument("--mean-eta", type=float, help="bgd: factor of the means' update (default 1)")
+    parser.add_argument("--mc-samples", type=int, help="bgd: draws per update, an even number (default 10)")
+    parser.add_argument("--batch-size", type=int, help="bgd: rows per update (default 32)")
     parser.add_argument("--seed", type=int, help="seed of the fits and the coreset (default 0)")
     parser.add_argument("--quiet", action="store_true", help="no line per finished task")
     parser.set_defaults(run=run_continual_command)
@@ -46,9 +55,10 @@ def run_continual_command(args: argparse.Namespace) -> None:
     """Run the benchmark, write ``report.md``, ``continual.png`` and ``continual.json`` into ``--out``, print the tables."""
     methods = [name.strip() for name in args.methods.split(",") if name.strip()]
     options = {name: getattr(args, name) for name in OPTION_ARGUMENTS if getattr(args, name) is not None}
-    if "coreset_size" in options and "vcl-coreset" not in methods:
-        raise ValueError(f"--coreset-size applies to vcl-coreset only, which --methods {','.join(methods)} leaves out; "
-                         "drop the option or add the method")
+    for name, method in ONE_METHODS_OPTIONS.items():
+        if name in options and method not in methods:
+            raise ValueError(f"--{name.replace('_', '-')} applies to {method} only, which --methods {','.join(methods)} "
+                             "leaves out; drop the option or add the method")
     result = run_continual(args.benchmark, methods, args.out, report=None if args.quiet else print, **options)
     report = write_continual_report(result, args.out, shlex.join(["bnn", *args.argv]))
     print(markdown_tables(result) + f"\nwritten: {report}")

@@ -1,4 +1,5 @@
-"""Continual learning: a sequence of tasks, the posterior of one the prior of the next (VCL, online Laplace)."""
+"""Continual learning: a sequence of tasks, the posterior of one the prior of the next (VCL, online Laplace, UCL), or
+the start of the next (BGD)."""
 
 from bnn.inference.continual.learned import Learned
 from bnn.inference.continual.options import ContinualOptions

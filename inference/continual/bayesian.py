@@ -3,7 +3,8 @@ r"""The Bayesian continual methods: the posterior of task :math:`t` is the prior
 ``vcl``
     Variational continual learning (Nguyen et al. 2018): the mean-field Gaussian guide (Bayes by Backprop) on each
     task, :math:`q_t = \arg\min_q \mathrm{KL}(q \,\|\, q_{t-1}) - \mathbb{E}_q[\log p(\mathcal{D}_t \mid W)]`, its
-    means starting at :math:`q_{t-1}`'s.
+    means starting at :math:`q_{t-1}`'s; ``steps`` Adam steps at the constant rate ``lr`` (not SVI's decaying
+    default: the rate the options state).
 ``vcl-coreset``
     VCL with a random coreset :math:`C_t` of ``coreset_size`` examples of each task: the propagated posterior
     :math:`\tilde q_t` learns :math:`\mathcal{D}_t \setminus C_t` under :math:`\tilde q_{t-1}`, and before prediction
@@ -29,7 +30,7 @@ def _svi(setup: ContinualSetup, task: int, prior, data: tuple[torch.Tensor, torc
     options = setup.options
     return fit(setup.model(prior), data, method="svi", guide="meanfield",
                guide_options={"init_loc": init_loc, "init_rho": options.init_rho}, steps=options.steps, lr=options.lr,
-               num_samples=options.num_samples, seed=options.seed + task, progress=False)
+               lr_schedule="constant", num_samples=options.num_samples, seed=options.seed + task, progress=False)
 
 
 def _carried_on(setup: ContinualSetup, task: int, posterior: Posterior, carry: dict[str, Any]) -> Learned:

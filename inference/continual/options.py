@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from bnn.options import Options, number, option, positive_int, positive_number, seed
+from bnn.options import Options, number, option, optional, positive_int, positive_number, seed
 
 
 def _widths(option_name: str, value) -> tuple[int, ...]:
@@ -38,6 +38,15 @@ class ContinualOptions(Options):
         Posterior draws kept for prediction.
     coreset_size : int
         Examples of each task kept in the coreset (``vcl-coreset``), chosen at random.
+    std_init : float, optional
+        ``bgd``: the scale :math:`\\sigma` of every weight on the first task (its :math:`q_0`, the prior); by
+        default from the likelihood (:func:`~bnn.inference.continual.bgd.first_scale`).
+    mean_eta : float
+        ``bgd``: :math:`\\eta`, the factor of the means' update (1 in the theory).
+    mc_samples : int
+        ``bgd``: draws per update for its two expectations, in antithetic pairs (an even number).
+    batch_size : int
+        ``bgd``: rows per update (``steps`` updates per task).
     seed : int
         Seeds every fit and the coreset choice (task ``t`` uses ``seed + t``).
     """
@@ -49,9 +58,16 @@ class ContinualOptions(Options):
     init_rho: float = option(-5.0, number())
     num_samples: int = option(100, positive_int)
     coreset_size: int = option(40, positive_int)
+    std_init: float | None = option(None, optional(positive_number))
+    mean_eta: float = option(1.0, positive_number)
+    mc_samples: int = option(10, positive_int)
+    batch_size: int = option(32, positive_int)
     seed: int = option(0, seed)
 
     def check(self) -> None:
+        if self.mc_samples % 2:
+            raise ValueError(f"mc_samples={self.mc_samples} must be even: bgd draws its noise in antithetic pairs "
+                             f"(eps, -eps); pass {self.mc_samples + 1}")
         start = math.log1p(math.exp(self.init_rho)) if self.init_rho < 30 else self.init_rho  # softplus
         if start > self.prior_scale:
             raise ValueError(f"init_rho={self.init_rho:g} starts the guide at sd softplus(init_rho) = {start:.3g}, wider "

@@ -4,7 +4,8 @@ After task :math:`t` a method is scored on the test data of tasks :math:`0..t` (
 predictive mean for regression). Every finished task is written atomically to ``<out>/<method>/task-<t>/``:
 ``metrics.json`` (the scores, the seconds), ``carry.json`` (what the next task starts from: the posterior as a
 prior's config, the MAP weights, the coreset) and ``posterior/`` (a saved
-:class:`~bnn.inference.core.posterior.Posterior`, Bayesian methods). A rerun with the same ``--out`` reads the finished
+:class:`~bnn.inference.core.posterior.Posterior`: VCL, VCL with a coreset, online Laplace; UCL and BGD keep their
+mean-field Gaussian in ``carry.json``). A rerun with the same ``--out`` reads the finished
 tasks and goes on from the next one; ``run.json`` keeps the benchmark and options, and a rerun with others is refused.
 ``<out>`` is a run folder of ``bnn continual`` (:mod:`bnn.runtime.run_folder`): refused when it holds anything else,
 locked while a run writes into it, so that a second run of the same folder is refused instead of racing the first.
@@ -23,10 +24,12 @@ from typing import Any
 
 from bnn.datasets.continual import ContinualBenchmark, load_continual_benchmark
 from bnn.inference.continual.bayesian import online_laplace, vcl, vcl_coreset
+from bnn.inference.continual.bgd import bgd
 from bnn.inference.continual.learned import Learned
 from bnn.inference.continual.map_training import finetune, joint
 from bnn.inference.continual.options import ContinualOptions
 from bnn.inference.continual.setup import ContinualSetup
+from bnn.inference.continual.ucl import ucl
 
 from bnn.registry import Registry
 from bnn.runtime.atomic import atomic_directory, write_json
@@ -36,6 +39,8 @@ CONTINUAL_METHODS: Registry[Callable[[ContinualSetup, int, dict[str, Any]], Lear
 CONTINUAL_METHODS.register("vcl", vcl)
 CONTINUAL_METHODS.register("vcl-coreset", vcl_coreset)
 CONTINUAL_METHODS.register("online-laplace", online_laplace)
+CONTINUAL_METHODS.register("ucl", ucl)
+CONTINUAL_METHODS.register("bgd", bgd)
 CONTINUAL_METHODS.register("finetune", finetune)
 CONTINUAL_METHODS.register("joint", joint)
 

@@ -96,6 +96,8 @@ def test_command_line_writes_the_report(tmp_path, capsys):
 
 @pytest.mark.parametrize("extra, message", [
     (["--methods", "vcl", "--coreset-size", "5"], "--coreset-size applies to vcl-coreset only, which --methods vcl"),
+    (["--methods", "vcl,ucl", "--batch-size", "5"], "--batch-size applies to bgd only, which --methods vcl,ucl"),
+    (["--methods", "bgd", "--mc-samples", "3"], "mc_samples=3 must be even"),
     (["--init-rho", "1e6"], r"init_rho=1e\+06 starts the guide at sd softplus\(init_rho\) = 1e\+06, wider than the "
                             "prior's scale 1; pass an init_rho below 0.541"),
     (["--init-rho", "nan"], "init_rho"),
