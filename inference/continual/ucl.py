@@ -31,20 +31,20 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from bnn.guides.flat_weights import split_flat
+from bnn.guides.flat_weights import join_sites
+from bnn.guides.kl import gaussian_kl
 from bnn.inference.continual.flat_gaussian import FlatGaussian, unlearnt_heads
 from bnn.inference.continual.learned import Learned
 from bnn.inference.continual.setup import ContinualSetup
 from bnn.inference.posterior_mode.log_joint import log_likelihood, prior_distributions
 from bnn.inference.svi.optimiser import ADAM_BETAS
-from torch.distributions import Normal, kl_divergence
 
 
-def kl_to_prior(model, mean: torch.Tensor, std: torch.Tensor, priors: dict) -> torch.Tensor:
-    r""":math:`\mathrm{KL}(q \,\|\, p)` in closed form, :math:`q = \mathcal{N}(\mu, \sigma^2)` over the flat weights and
-    ``priors`` the model's Gaussian prior of each site (:func:`~bnn.inference.posterior_mode.log_joint.prior_distributions`)."""
-    means, stds = split_flat(model.sites, mean), split_flat(model.sites, std)
-    return sum(kl_divergence(Normal(means[site.name], stds[site.name]), priors[site.name]).sum() for site in model.sites)
+def prior_moments(model) -> FlatGaussian:
+    """The Gaussian prior of every weight site of ``model`` as flat means and scales (the order of ``model.sites``)."""
+    priors = prior_distributions(model)
+    return FlatGaussian(join_sites(model.sites, {name: prior.loc for name, prior in priors.items()}),
+                        join_sites(model.sites, {name: prior.scale for name, prior in priors.items()}))
 
 
 def mean_rate_scale(setup: ContinualSetup, model, task: int, start: FlatGaussian) -> torch.Tensor:
@@ -58,7 +58,7 @@ def ucl(setup: ContinualSetup, task: int, carry: dict[str, Any]) -> Learned:
     """UCL's step on task ``task`` from ``carry["posterior"]``, :math:`q_{t-1}` (absent for the first task)."""
     options, carried = setup.options, carry.get("posterior")
     model = setup.model(setup.prior_for(task, carried))
-    priors = prior_distributions(model)
+    prior = prior_moments(model)
     generator = torch.Generator().manual_seed(options.seed + task)
     start = FlatGaussian.start(model, carried, F.softplus(torch.tensor(options.init_rho)).item(), generator)
     scale = mean_rate_scale(setup, model, task, start)
@@ -70,7 +70,8 @@ def ucl(setup: ContinualSetup, task: int, carry: dict[str, Any]) -> Learned:
         adam.zero_grad()
         mean, std = start.mean + scale * step, F.softplus(rho)
         theta = mean + std * torch.randn(mean.shape, generator=generator, dtype=mean.dtype)
-        loss = (kl_to_prior(model, mean, std, priors) - log_likelihood(model, x, y, theta, {})) / x.shape[0]
+        kl = gaussian_kl(mean, std, prior.std, prior.mean).sum()
+        loss = (kl - log_likelihood(model, x, y, theta, {})) / x.shape[0]
         if not torch.isfinite(loss):
             raise FloatingPointError(f"ucl: the negative ELBO became {loss.item()} at step {index} of task {task}; "
                                      f"lower lr (now {options.lr})")

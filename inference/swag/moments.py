@@ -1,7 +1,7 @@
 r"""SWAG's Gaussian (Maddox et al. 2019): the running moments of SGD's iterates and draws from the Gaussian they define.
 
-From the iterates :math:`\theta_1, \dots, \theta_n` collected along SGD at a constant rate (one per ``collect_every``
-steps), with the running mean :math:`\bar\theta_i = \tfrac1i\sum_{j \le i}\theta_j` and second moment
+From the iterates :math:`\theta_1, \dots, \theta_n` collected along SGD at a constant rate (one per epoch in
+:mod:`bnn.inference.swag.fit`), with the running mean :math:`\bar\theta_i = \tfrac1i\sum_{j \le i}\theta_j` and second moment
 :math:`\overline{\theta^2}_i` (elementwise), and the deviations :math:`d_i = \theta_i - \bar\theta_i` of the last
 :math:`K` iterates as the columns of :math:`\hat D` (:math:`D \times K`):
 
