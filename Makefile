@@ -8,6 +8,9 @@ OUT ?= results/demo
 IMPORT_TREE := build/import-tree
 # the markers of pyproject.toml's [tool.pytest.ini_options] that make test runs and make test-fast leaves out
 FAST_TIER := not slow and not long and not notebooks and not subprocess and not packaging and not benchmarks
+# pytest-xdist's worker processes: one per core this process may use, at most four (each holds torch in memory); the
+# tests marked serial (they measure the machine's load) run afterwards, alone
+TEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print(min(4, len(os.sched_getaffinity(0))))')
 # the reference in docs/ (Sphinx), built from scratch each time: warnings are errors, so a broken reference or a
 # docstring that is not valid reStructuredText fails `make test`; docs/api/ holds the generated API pages
 DOCS_OUT := build/docs
@@ -32,11 +35,13 @@ demo: $(VENV)/.installed
 # the docs build, then every test but the slow statistical checks (pytest -m slow): notebooks, packaging, subprocesses
 # and benchmarks included
 test: import-contracts docs
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) -m "not slow and not serial"
+	$(PY) -m pytest -m "not slow and serial" || test $$? -eq 5  # 5: no serial test in the tier
 
 # the unit tier, before every commit (under 3 minutes on two cores): leaves out the tests marked as slow by nature
 test-fast: import-contracts
-	$(PY) -m pytest -m "$(FAST_TIER)"
+	$(PY) -m pytest -n $(TEST_WORKERS) -m "$(FAST_TIER) and not serial"
+	$(PY) -m pytest -m "$(FAST_TIER) and serial" || test $$? -eq 5  # 5: no serial test in the tier
 
 import-contracts: $(VENV)/.installed
 	rm -rf $(IMPORT_TREE) && mkdir -p $(IMPORT_TREE)/bnn

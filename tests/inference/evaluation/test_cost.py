@@ -105,6 +105,7 @@ def test_free_cores_are_the_cores_less_the_other_work_running_now(monkeypatch):
 
 
 @pytest.mark.subprocess
+@pytest.mark.serial  # other tests running beside it are other work too
 def test_other_work_is_measured_now_and_leaves_out_this_process(monkeypatch):
     monkeypatch.setattr(workers, "LOAD_MEMORY", 0.0)  # measure at every call
     baseline = workers.other_work()
