@@ -24,13 +24,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
-import subprocess
-import sys
 import time
 import warnings
-from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +34,8 @@ from bnn.datasets import Dataset, load_uci
 from bnn.inference import fit
 from bnn.inference.evaluation.metrics import evaluate
 from bnn.models import BayesianMLP
+
+from benchmarks.provenance import run_header, write_results
 
 METHOD_OPTIONS = {
     "svi": lambda args: {"guide": "autonormal", "steps": args.steps, "num_samples": args.num_samples, "jit": True},
@@ -103,14 +100,6 @@ def fit_one(data: Dataset, real: int, method: str, args: argparse.Namespace) -> 
     }
 
 
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              check=True, cwd=Path(__file__).parent).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def markdown(results: dict) -> str:
     """The tables of ``results``: one summary row per method, then each method's column scales."""
     header = results["header"]
@@ -155,17 +144,10 @@ def main(argv: list[str] | None = None) -> dict:
     for method in args.methods:
         rows.append(fit_one(noisy, real, method, args))
         print(json.dumps({key: value for key, value in rows[-1].items() if key != "columns"}), flush=True)
-    header = {
-        "dataset": args.dataset, "split": args.split, "noise_columns": args.noise_columns, "real_columns": real,
-        "hidden": args.hidden, "command": " ".join(["python", "-m", "benchmarks.ard_relevance",
-                             *(sys.argv[1:] if argv is None else argv)]),
-        "commit": _commit(), "machine": f"{platform.node()} ({platform.machine()}, {os.cpu_count()} cores)",
-        "date": datetime.now(UTC).date().isoformat(),
-    }
+    header = {"dataset": args.dataset, "split": args.split, "noise_columns": args.noise_columns, "real_columns": real,
+              "hidden": args.hidden, **run_header("benchmarks.ard_relevance", argv)}
     results = {"header": header, "rows": rows}
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "results.json").write_text(json.dumps(results, indent=1))
-    (args.out / "results.md").write_text(markdown(results))
+    write_results(args.out, results, markdown(results))
     return results
 
 

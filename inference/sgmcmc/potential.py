@@ -116,7 +116,8 @@ class MinibatchLogJoint:
 
     # --------------------------------------------------------------- density
     def log_joint(self, z: torch.Tensor, batches: torch.Tensor | None) -> torch.Tensor:
-        r""":math:`\log\hat\pi` of each chain, ``(C,)``, on its minibatch ``batches[c]`` (all data for ``None``)."""
+        r""":math:`\log\hat\pi` of each chain, ``(C,)``, on its minibatch ``batches[c]``; for ``None`` the exact log joint
+        on all the data, whatever the batch size."""
         values = self.split(z)
         total = sum(prior.log_prob(values[name]).flatten(1).sum(-1) for name, prior in self.weight_priors.items())
         for name, transform in self.to_support.items():
@@ -131,7 +132,7 @@ class MinibatchLogJoint:
                              for chain, batch in enumerate(batches)])
             y = self.y[batches]
         log_likelihood = self.model.likelihood.distribution(f, self.model.likelihood_latents(values)).log_prob(y)
-        return total + log_likelihood.sum(-1) * (self.num_data / (self.batch_size * self.temperature))
+        return total + log_likelihood.sum(-1) * (self.num_data / (log_likelihood.shape[-1] * self.temperature))
 
     def gradient(self, z: torch.Tensor, batches: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
         r"""``(log_joint, gradient)``: :math:`\log\hat\pi` ``(C,)`` and :math:`\nabla_z\log\hat\pi` ``(C, D)``, detached."""

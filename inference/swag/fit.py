@@ -10,10 +10,14 @@ moves as :math:`\log\sigma`),
 
     z \leftarrow z + \frac{\eta}{N}\,\widehat{\nabla}\log p(z \mid \mathcal{D}),
 
-with the batches of a random permutation each epoch, and collects its iterate at the end of every epoch into the
-running moments of :mod:`bnn.inference.swag.moments`. The draws, ``num_samples`` from each member's Gaussian, are
-``(num_members, num_samples, *site_shape)``: MultiSWAG's predictive is the equal mixture of its members'. The members
-run side by side as a leading dimension of one state (one autograd pass serves them all), in float64 as the MAP does.
+with the batches of a random permutation each epoch, at each member's own rate :math:`\eta = N s / \lambda_{max}`
+(:math:`\lambda_{max}` the stiffest curvature of the negative log joint at its MAP,
+:mod:`bnn.inference.sgmcmc.curvature`; :math:`s` = ``step_share``) unless ``swag_lr`` fixes one for all: a fixed rate
+chosen on one data set overflows on a larger or less noisy one, whose curvature is larger. It collects its iterate at
+the end of every epoch into the running moments of :mod:`bnn.inference.swag.moments`. The draws, ``num_samples`` from
+each member's Gaussian, are ``(num_members, num_samples, *site_shape)``: MultiSWAG's predictive is the equal mixture
+of its members'. The members run side by side as a leading dimension of one state (one autograd pass serves them all),
+in float64 as the MAP does.
 
 SWAG's Gaussian is not the posterior: the spread of SGD's iterates is set by the rate, the batch size and the
 gradient noise (Mandt et al. 2017), and with full batches SGD does not move from the MAP, so ``batch_size`` must be
@@ -31,6 +35,7 @@ from bnn.guides.flat_weights import split_flat
 from bnn.inference.core.posterior import Posterior
 from bnn.inference.ensemble.fit import member_seeds
 from bnn.inference.posterior_mode.map_estimate import find_map
+from bnn.inference.sgmcmc.curvature import stiffest_curvature
 from bnn.inference.sgmcmc.potential import MinibatchLogJoint
 from bnn.inference.swag.moments import SWAGMoments
 from bnn.inference.swag.options import MultiSWAGOptions, SWAGOptions
@@ -68,7 +73,10 @@ def run_swag(model, x: torch.Tensor, y: torch.Tensor, options: SWAGOptions) -> P
         starts = {**split_flat(model.sites, torch.stack([estimate.theta for estimate in estimates])),
                   **{name: torch.stack([estimate.latents[name] for estimate in estimates])
                      for name in estimates[0].latents}}
-        moments, steps = _sgd(log_joint, log_joint.unconstrained(starts), options)
+        z = log_joint.unconstrained(starts)
+        curvature = stiffest_curvature(log_joint, z)
+        rates = _rates(options, log_joint.num_data, curvature)
+        moments, steps = _sgd(log_joint, z, rates, options)
         flat = moments.sample(options.num_samples).reshape(options.num_members * options.num_samples, log_joint.dim)
     samples = {name: value.reshape(options.num_members, options.num_samples, *value.shape[1:]).to(x.dtype)
                for name, value in log_joint.constrained(flat).items()}
@@ -77,16 +85,26 @@ def run_swag(model, x: torch.Tensor, y: torch.Tensor, options: SWAGOptions) -> P
     record = kind(seed=options.seed, train_seconds=time.perf_counter() - began, options=options,
                   map_converged=[estimate.converged for estimate in estimates],
                   map_grad_norms=[estimate.grad_norm for estimate in estimates], noise=noise,
-                  batch_size=options.batch_size, sgd_steps=steps, collected=moments.count)
+                  batch_size=options.batch_size, sgd_steps=steps, collected=moments.count,
+                  curvature=curvature.tolist(), sgd_rates=rates.tolist())
     return Posterior(model, samples, x, y, record)
 
 
-def _sgd(log_joint: MinibatchLogJoint, z: torch.Tensor, options: SWAGOptions) -> tuple[SWAGMoments, int]:
-    """SGD from ``z`` ``(C, D)``, an iterate collected each epoch; the moments and the steps taken per member."""
+def _rates(options: SWAGOptions, num_data: int, curvature: torch.Tensor) -> torch.Tensor:
+    r"""Each member's :math:`\eta`, ``(C,)``: ``swag_lr``, or :math:`N s / \lambda_{max}` at its MAP."""
+    if options.swag_lr is not None:
+        return torch.full_like(curvature, options.swag_lr)
+    return num_data * options.step_share / curvature
+
+
+def _sgd(log_joint: MinibatchLogJoint, z: torch.Tensor, rates: torch.Tensor,
+         options: SWAGOptions) -> tuple[SWAGMoments, int]:
+    """SGD from ``z`` ``(C, D)`` at each member's rate, an iterate collected each epoch; the moments and the steps
+    taken per member."""
     moments = SWAGMoments(options.rank)
     per_epoch = math.ceil(log_joint.num_data / log_joint.batch_size)
     members = z.shape[0]
-    rate = options.swag_lr / log_joint.num_data
+    rate = (rates / log_joint.num_data)[:, None]
     with progress_bar(total=options.swag_epochs, desc=f"SWAG ({members} members)", enabled=options.progress,
                       leave=False) as bar:
         for epoch in range(options.swag_epochs):
@@ -94,9 +112,10 @@ def _sgd(log_joint: MinibatchLogJoint, z: torch.Tensor, options: SWAGOptions) ->
                 _, gradient = log_joint.gradient(z, log_joint.next_batches(members))
                 z = z + rate * gradient
                 if not torch.isfinite(z).all():
+                    chosen = "given" if options.swag_lr is not None else f"step_share {options.step_share:g}"
                     raise ValueError(f"SWAG's SGD overflowed at epoch {epoch}, step {step} (swag_lr "
-                                     f"{options.swag_lr:g}): the rate is too large for the posterior's curvature; "
-                                     "lower swag_lr")
+                                     f"{', '.join(f'{r:.3g}' for r in rates.tolist())}, {chosen}): the rate is too "
+                                     "large for the posterior's curvature; lower swag_lr (or step_share)")
             moments.collect(z)
             bar.update(1)
     return moments, options.swag_epochs * per_epoch

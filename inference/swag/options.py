@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 from bnn.inference.posterior_mode.map_options import MapFitOptions
 
-from bnn.options import flag, integer, option, positive_number, seed
+from bnn.options import flag, integer, number, option, optional, positive_number, seed
 from bnn.runtime.memory import parameter_count, value_bytes
 
 
@@ -18,9 +18,15 @@ class SWAGOptions(MapFitOptions):
 
     Attributes
     ----------
-    swag_lr : float
+    swag_lr : float, optional
         :math:`\eta`, SGD's constant rate on the mean log joint per data point,
-        :math:`\theta \leftarrow \theta + \eta\,\widehat{\nabla}\log p(\theta \mid \mathcal{D}) / N`.
+        :math:`\theta \leftarrow \theta + \eta\,\widehat{\nabla}\log p(\theta \mid \mathcal{D}) / N`, the same for
+        every member. ``None`` (the default) sets each member's from the curvature at its MAP:
+        :math:`\eta / N = s / \lambda_{max}`, with :math:`\lambda_{max}` the largest eigenvalue of the Hessian of the
+        negative log joint there (:mod:`bnn.inference.sgmcmc.curvature`) and :math:`s` = ``step_share``, so the
+        step is stable (:math:`s < 2`) on any data size and noise level.
+    step_share : float
+        :math:`s`, the step times :math:`\lambda_{max}` when ``swag_lr`` is ``None``; ignored otherwise.
     swag_epochs : int
         Epochs of SGD after the MAP; one iterate is collected at the end of each (>= ``rank``).
     rank : int
@@ -38,7 +44,8 @@ class SWAGOptions(MapFitOptions):
         Show tqdm bars.
     """
 
-    swag_lr: float = option(3e-3, positive_number)
+    swag_lr: float | None = option(None, optional(positive_number))
+    step_share: float = option(1.9, number(low=0.0, high=2.0, low_open=True, high_open=True))
     swag_epochs: int = option(100, integer(minimum=2))
     rank: int = option(20, integer(minimum=2))
     batch_size: int = option(32, integer(minimum=1))

@@ -13,7 +13,7 @@ from bnn.inference.swag.options import MultiSWAGOptions, SWAGOptions
 @register_record
 @dataclass(kw_only=True)
 class SWAGRecord(FitRecord):
-    """The record of :func:`~bnn.inference.swag.fit_swag`.
+    r"""The record of :func:`~bnn.inference.swag.fit_swag`.
 
     Attributes
     ----------
@@ -29,6 +29,10 @@ class SWAGRecord(FitRecord):
         SGD steps per member after its MAP.
     collected : int
         Iterates collected per member (one an epoch).
+    curvature : list of float
+        Per member, :math:`\lambda_{max}` of the negative log joint's Hessian at its MAP.
+    sgd_rates : list of float
+        Per member, the :math:`\eta` its SGD ran at (``swag_lr``, or set from ``curvature``).
     """
 
     method: ClassVar[str] = "swag"
@@ -39,6 +43,8 @@ class SWAGRecord(FitRecord):
     batch_size: int
     sgd_steps: int
     collected: int
+    curvature: list[float]
+    sgd_rates: list[float]
 
     @property
     def converged(self) -> bool:
@@ -54,7 +60,7 @@ class SWAGRecord(FitRecord):
 
     def metrics(self) -> dict[str, Any]:
         return {"members": len(self.map_converged), "map_converged": self.converged,
-                "map_grad_norm": max(self.map_grad_norms), "swag_lr": self.options.swag_lr, "batch_size": self.batch_size}
+                "map_grad_norm": max(self.map_grad_norms), "swag_lr": max(self.sgd_rates), "batch_size": self.batch_size}
 
 
 @register_record

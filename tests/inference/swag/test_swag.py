@@ -22,6 +22,7 @@ SHORT = dict(map_steps=200, swag_epochs=6, rank=3, batch_size=10, num_samples=7,
     ({"swag_epochs": 5, "rank": 6}, "swag_epochs=5 collects 5 iterates, fewer than the rank=6 deviations"),
     ({"rank": 1}, "rank must be an integer >= 2, got 1"),
     ({"swag_lr": 0}, "swag_lr must be a positive number, got 0"),
+    ({"step_share": 2.0}, r"step_share must be a finite number in \(0, 2\), got 2.0"),
     ({"num_members": 0}, "num_members must be an integer >= 1, got 0"),
 ])
 def test_bad_options_are_refused_before_any_work(monkeypatch, toy, model, options, message):
@@ -54,7 +55,8 @@ def test_the_draws_spread_around_the_map_start_and_a_rate_too_large_overflows_cl
     swag = fit(model, toy, "swag", seed=0, **SHORT)
     spread = swag.samples["layers.0.weight"].std(dim=1)
     assert (spread > 0).all()
-    with pytest.raises(ValueError, match=r"SWAG's SGD overflowed at epoch \d+, step \d+ \(swag_lr 1e\+06\).*lower swag_lr"):
+    overflow = r"SWAG's SGD overflowed at epoch \d+, step \d+ \(swag_lr 1e\+06, given\).*lower swag_lr"
+    with pytest.raises(ValueError, match=overflow):
         fit(model, toy, "swag", seed=0, **{**SHORT, "swag_lr": 1e6})
 
 
@@ -78,3 +80,21 @@ def test_command_line_options_reach_swag(tmp_path):
             record["batch_size"], record["collected"]) == ("multiswag", 2, 0.002, 8, 4, 20, 8)
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["members"] == 2 and "map_converged" in metrics
+
+
+@pytest.mark.long
+@pytest.mark.usefixtures("float64")
+def test_the_default_rate_is_the_step_share_over_the_exact_curvature_and_stable_below_two(conjugate):
+    """On the conjugate model SGD's step along the posterior precision's top eigenvector multiplies the deviation by
+    1 - h lambda_max: at the default rate (h lambda_max = step_share) it stays finite for any share below 2, and a
+    rate of 4 / lambda_max (twice the largest stable step, so the minibatches' own curvatures cannot hold it) grows
+    it past float64's range within the run."""
+    exact = torch.linalg.eigvalsh(torch.linalg.inv(conjugate.cov)).max().item()
+    data, rows = (conjugate.x, conjugate.y), conjugate.x.shape[0]
+    options = dict(map_steps=200, swag_epochs=500, rank=3, batch_size=8, num_samples=7, progress=False, seed=0)
+    for share in (1.0, 1.9):
+        record = fit(conjugate.model, data, "swag", step_share=share, **options).record
+        assert record.curvature[0] == pytest.approx(exact, rel=0.02)
+        assert record.sgd_rates == [pytest.approx(rows * share / record.curvature[0], rel=1e-12)]
+    with pytest.raises(ValueError, match=r"SWAG's SGD overflowed .*\(swag_lr [\d.]+, given\)"):
+        fit(conjugate.model, data, "swag", swag_lr=rows * 4 / exact, **options)

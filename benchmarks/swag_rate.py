@@ -1,0 +1,96 @@
+r"""SWAG's SGD rate: a fixed ``swag_lr`` against a step set from the curvature at each member's MAP.
+
+On each UCI split the papers' network (one hidden layer of 50 ReLU units, :math:`\mathcal{N}(0, 1)` priors, a
+learned noise) is fitted by ``fit(..., "swag")`` at its defaults but for the rate: a fixed ``swag_lr`` (``--fixed``;
+3e-3 was the default before the curvature rule), and for each ``--shares`` :math:`s` the rate
+:math:`\eta = N s / \lambda_{max}` (:mod:`bnn.inference.sgmcmc.curvature`, :math:`s` = ``step_share``). SGD is
+stable along the stiffest direction only for :math:`s < 2`; a fixed rate's :math:`s` is
+:math:`\eta\lambda_{max}/N`, which grows with the data size and with the noise precision. The table gives, per run,
+the test RMSE and log-likelihood (original units), the rate and the time, or the error that stopped it (an
+overflow). Each fit runs on one torch thread with seed = the split.
+
+Usage::
+
+    python -m benchmarks.swag_rate --uci-dir DIR [--datasets yacht concrete] [--splits 0 1] [--fixed 3e-3]
+        [--shares 0.5 1 1.9] [--hidden 50] [--batch-size 32] [--out benchmarks/results/swag_rate]
+
+It writes ``results.json`` (every number, the command, the commit and the machine) and ``results.md`` into ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import warnings
+from pathlib import Path
+
+from bnn.datasets import load_uci
+from bnn.inference import fit
+from bnn.inference.evaluation.metrics import evaluate
+from bnn.inference.uci.protocol import uci_model
+
+from benchmarks.provenance import run_header, write_results
+from bnn.runtime.workers import one_torch_thread
+
+
+def fit_one(uci_dir: Path, dataset: str, split: int, rate: dict, hidden: int, batch_size: int) -> dict:
+    """One SWAG fit on ``split`` of ``dataset`` at ``rate`` (``{"swag_lr": ...}`` or ``{"step_share": ...}``)."""
+    data = load_uci(uci_dir, dataset, split)
+    began = time.perf_counter()
+    row = {"dataset": dataset, "split": split, **rate}
+    with one_torch_thread(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            posterior = fit(uci_model(data.in_features, hidden), data, "swag", seed=split, batch_size=batch_size,
+                            progress=False, **rate)
+        except ValueError as error:
+            return {**row, "error": str(error).split(":")[0], "seconds": time.perf_counter() - began}
+        metrics = evaluate(posterior, data)
+    return {**row, "test_rmse": metrics["test_rmse"], "test_ll": metrics["test_ll"],
+            "rate": posterior.record.sgd_rates[0], "curvature": posterior.record.curvature[0],
+            "seconds": time.perf_counter() - began}
+
+
+def markdown(results: dict) -> str:
+    """One row per fit."""
+    header = results["header"]
+    lines = ["# SWAG's rate: fixed against set from the curvature", "", (__doc__ or "").split("Usage::")[0].strip(), "",
+             f"`{header['command']}` at commit {header['commit']}, {header['date']}, {header['machine']}.", "",
+             "| data set | split | rate rule | test RMSE | test LL | swag_lr | lambda_max at the MAP | seconds |",
+             "|" + " --- |" * 8]
+    for row in results["rows"]:
+        rule = f"swag_lr {row['swag_lr']:g}" if "swag_lr" in row else f"step_share {row['step_share']:g}"
+        if "error" in row:
+            lines.append(f"| {row['dataset']} | {row['split']} | {rule} | {row['error']} | | | | {row['seconds']:.0f} |")
+        else:
+            lines.append(f"| {row['dataset']} | {row['split']} | {rule} | {row['test_rmse']:.3f} | {row['test_ll']:.3f} | "
+                         f"{row['rate']:.3g} | {row['curvature']:.3g} | {row['seconds']:.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.swag_rate", description=__doc__.split("\n")[0])
+    parser.add_argument("--uci-dir", type=Path, required=True)
+    parser.add_argument("--datasets", nargs="+", default=["yacht", "concrete"])
+    parser.add_argument("--splits", nargs="+", type=int, default=[0, 1])
+    parser.add_argument("--fixed", nargs="*", type=float, default=[3e-3], help="fixed swag_lr values")
+    parser.add_argument("--shares", nargs="*", type=float, default=[0.5, 1.0, 1.9], help="step_share values")
+    parser.add_argument("--hidden", type=int, default=50)
+    parser.add_argument("--batch-size", type=int, default=32, help="SWAG's batch_size (its default)")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/swag_rate"))
+    args = parser.parse_args(argv)
+    rates = [{"swag_lr": value} for value in args.fixed] + [{"step_share": value} for value in args.shares]
+    rows = []
+    for dataset in args.datasets:
+        for split in args.splits:
+            for rate in rates:
+                rows.append(fit_one(args.uci_dir, dataset, split, rate, args.hidden, args.batch_size))
+                print(json.dumps(rows[-1]), flush=True)
+    results = {"header": run_header("benchmarks.swag_rate", argv), "rows": rows}
+    write_results(args.out, results, markdown(results))
+    return results
+
+
+if __name__ == "__main__":
+    main()
