@@ -25,29 +25,23 @@ class MemberMethod(str, Enum):
 
 
 @dataclass(frozen=True)
-class EnsembleOptions(MapFitOptions):
-    r"""Options of :func:`~bnn.inference.ensemble.fit_ensemble`: each member's MAP fit's
-    (:class:`~bnn.inference.posterior_mode.map_options.MapFitOptions`) and
+class MemberOptions(MapFitOptions):
+    r"""Options of the methods whose members each start from their own MAP fit (the deep ensemble, MultiSWAG): the
+    MAP fit's (:class:`~bnn.inference.posterior_mode.map_options.MapFitOptions`) and
 
     Attributes
     ----------
     num_members : int
-        :math:`M`, the MAP fits (>= 2; one is a MAP estimate, not an ensemble); 5, the paper's choice.
+        :math:`M`, the members, each from its own MAP fit.
     member_method : {"auto", "parallel", "sequential"}
-        See :class:`MemberMethod`.
-    seed : int
-        Seeds the member seeds (``numpy.random.SeedSequence(seed)``): the same seed gives the same members.
-    progress : bool
-        Show a tqdm bar over the members.
+        See :class:`MemberMethod`: where the members' MAP fits run.
     """
 
-    num_members: int = option(5, integer(minimum=2))
+    num_members: int = option(5, integer(minimum=1))
     member_method: MemberMethod = option("auto", choice(MemberMethod))
-    seed: int = option(0, seed)
-    progress: bool = option(True, flag)
 
     def workers(self) -> int:
-        """The worker processes the members run in (1: in this process)."""
+        """The worker processes the members' MAP fits run in (1: in this process)."""
         if self.member_method is MemberMethod.SEQUENTIAL:
             return 1
         cores = available_cores()
@@ -55,9 +49,32 @@ class EnsembleOptions(MapFitOptions):
             return max(2, min(self.num_members, cores))  # processes even on one core: asked for
         return min(self.num_members, cores)
 
-    def memory_needs(self, model) -> dict[str, int]:
+    def member_fit_needs(self, model) -> dict[str, int]:
+        """The memory of the MAP fits that run at once."""
         (what, one_fit), = self.map_fit_needs(model).items()
         workers = self.workers()
-        return {f"{workers} members fitted at once, each {what}": workers * one_fit,
+        return {f"{workers} members fitted at once, each {what}": workers * one_fit}
+
+
+@dataclass(frozen=True)
+class EnsembleOptions(MemberOptions):
+    r"""Options of :func:`~bnn.inference.ensemble.fit_ensemble`: those of :class:`MemberOptions` and
+
+    Attributes
+    ----------
+    num_members : int
+        :math:`M`, the MAP fits (>= 2; one is a MAP estimate, not an ensemble); 5, the paper's choice.
+    seed : int
+        Seeds the member seeds (``numpy.random.SeedSequence(seed)``): the same seed gives the same members.
+    progress : bool
+        Show a tqdm bar over the members.
+    """
+
+    num_members: int = option(5, integer(minimum=2))
+    seed: int = option(0, seed)
+    progress: bool = option(True, flag)
+
+    def memory_needs(self, model) -> dict[str, int]:
+        return {**self.member_fit_needs(model),
                 f"{self.num_members} members' weights (float64)":
                 value_bytes(self.num_members * parameter_count(model), torch.float64)}

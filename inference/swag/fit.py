@@ -2,7 +2,8 @@ r"""SWAG (Maddox et al. 2019) and MultiSWAG (Wilson and Izmailov 2020): a Gaussi
 constant rate around a MAP.
 
 Each member starts at its own MAP (:func:`~bnn.inference.posterior_mode.map_estimate.find_map` from its own prior
-draw, seeded as the deep ensemble's members are, a learned noise chosen as there), then runs ``swag_epochs`` epochs of
+draw, a learned noise chosen as there: the deep ensemble's member fits, with its seeds, in its worker processes when
+``member_method`` runs them there), then runs ``swag_epochs`` epochs of
 SGD on the minibatch log joint in the unconstrained space (:mod:`bnn.inference.sgmcmc.potential`: a learned noise
 moves as :math:`\log\sigma`),
 
@@ -28,13 +29,13 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 
 import pyro
 import torch
 from bnn.guides.flat_weights import split_flat
 from bnn.inference.core.posterior import Posterior
-from bnn.inference.ensemble.fit import member_seeds
-from bnn.inference.posterior_mode.map_estimate import find_map
+from bnn.inference.ensemble.fit import MemberFit, MemberJob, member_seeds, run_members
 from bnn.inference.sgmcmc.curvature import stiffest_curvature
 from bnn.inference.sgmcmc.potential import MinibatchLogJoint
 from bnn.inference.swag.moments import SWAGMoments
@@ -62,12 +63,7 @@ def run_swag(model, x: torch.Tensor, y: torch.Tensor, options: SWAGOptions) -> P
     began = time.perf_counter()
     x_work = x.to(WORKING_DTYPE)
     y_work = y.to(WORKING_DTYPE) if y.is_floating_point() else y
-    estimates = []
-    for member_seed in member_seeds(options.seed, options.num_members):
-        with seeded(member_seed):  # find_map warns, at the user's line, when the polish stops short
-            estimates.append(find_map(model, x_work, y_work, steps=options.map_steps, lr=options.map_lr,
-                                      tolerance=options.map_tolerance, max_iter=options.map_max_iter,
-                                      progress=options.progress))
+    estimates = _map_starts(model, x_work, y_work, options)
     with seeded(options.seed), pyro.validation_enabled(False):
         log_joint = MinibatchLogJoint(model, x_work, y_work, options.batch_size)
         starts = {**split_flat(model.sites, torch.stack([estimate.theta for estimate in estimates])),
@@ -85,9 +81,26 @@ def run_swag(model, x: torch.Tensor, y: torch.Tensor, options: SWAGOptions) -> P
     record = kind(seed=options.seed, train_seconds=time.perf_counter() - began, options=options,
                   map_converged=[estimate.converged for estimate in estimates],
                   map_grad_norms=[estimate.grad_norm for estimate in estimates], noise=noise,
+                  member_method="parallel" if options.workers() > 1 else "sequential",
                   batch_size=options.batch_size, sgd_steps=steps, collected=moments.count,
                   curvature=curvature.tolist(), sgd_rates=rates.tolist())
+    if record.problems():
+        warnings.warn(record.problems()[0], RuntimeWarning, stacklevel=4)
     return Posterior(model, samples, x, y, record)
+
+
+def _map_starts(model, x: torch.Tensor, y: torch.Tensor, options: SWAGOptions) -> list[MemberFit]:
+    """Each member's MAP fit, run as the deep ensemble runs its members (in worker processes for ``workers() > 1``);
+    a member that fails, or Ctrl-C, stops the fit (SWAG keeps no partial result)."""
+    seeds = member_seeds(options.seed, options.num_members)
+    jobs = [MemberJob(member, seeds[member], options.map_steps, options.map_lr, options.map_tolerance,
+                      options.map_max_iter, torch.get_default_dtype()) for member in range(options.num_members)]
+    outcomes = run_members(model, x, y, jobs, options.workers(), options.progress)
+    if outcomes.interrupt is not None:
+        raise outcomes.interrupt
+    if outcomes.failures:
+        raise outcomes.failures[min(outcomes.failures)]
+    return [outcomes.fits[member] for member in range(options.num_members)]
 
 
 def _rates(options: SWAGOptions, num_data: int, curvature: torch.Tensor) -> torch.Tensor:

@@ -5,16 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from bnn.inference.posterior_mode.map_options import MapFitOptions
+from bnn.inference.ensemble.options import MemberOptions
 
 from bnn.options import flag, integer, number, option, optional, positive_number, seed
 from bnn.runtime.memory import parameter_count, value_bytes
 
 
 @dataclass(frozen=True)
-class SWAGOptions(MapFitOptions):
-    r"""Options of :func:`~bnn.inference.swag.fit_swag`: the MAP fit's
-    (:class:`~bnn.inference.posterior_mode.map_options.MapFitOptions`) and
+class SWAGOptions(MemberOptions):
+    r"""Options of :func:`~bnn.inference.swag.fit_swag`: the members' MAP fits'
+    (:class:`~bnn.inference.ensemble.options.MemberOptions`) and
 
     Attributes
     ----------
@@ -36,8 +36,8 @@ class SWAGOptions(MapFitOptions):
     num_samples : int
         Draws from each member's Gaussian.
     num_members : int
-        Independent SWAGs, each from its own MAP (MultiSWAG, Wilson and Izmailov 2020, for more than one); they run
-        side by side in this process.
+        Independent SWAGs, each from its own MAP (MultiSWAG, Wilson and Izmailov 2020, for more than one): their MAP
+        fits run as the deep ensemble's (``member_method``), their SGD side by side in this process.
     seed : int
         Seeds the MAP starts, the minibatches and the draws: the same seed gives the same draws.
     progress : bool
@@ -61,7 +61,7 @@ class SWAGOptions(MapFitOptions):
 
     def memory_needs(self, model) -> dict[str, int]:
         parameters = parameter_count(model)
-        return {**self.map_fit_needs(model),
+        return {**self.member_fit_needs(model),
                 f"{self.num_members} x {self.rank} deviations (float64)": value_bytes(
                     self.num_members * self.rank * parameters, torch.float64),
                 f"{self.num_members} x {self.num_samples} draws": value_bytes(

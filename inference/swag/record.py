@@ -23,6 +23,8 @@ class SWAGRecord(FitRecord):
         Per member, whether its MAP start's Newton decrement fell below ``map_tolerance``, and its gradient norm.
     noise : list of float, optional
         Per member, the MAP's noise scale of a learned Gaussian noise.
+    member_method : str
+        Where the members' MAP fits ran: ``"parallel"`` (worker processes) or ``"sequential"``.
     batch_size : int
         Data points per SGD step.
     sgd_steps : int
@@ -40,6 +42,7 @@ class SWAGRecord(FitRecord):
     map_converged: list[bool]
     map_grad_norms: list[float]
     noise: list[float] | None = None
+    member_method: str
     batch_size: int
     sgd_steps: int
     collected: int

@@ -26,7 +26,7 @@ SHORT = dict(map_steps=200, swag_epochs=6, rank=3, batch_size=10, num_samples=7,
     ({"num_members": 0}, "num_members must be an integer >= 1, got 0"),
 ])
 def test_bad_options_are_refused_before_any_work(monkeypatch, toy, model, options, message):
-    monkeypatch.setattr(swag_fit, "find_map", lambda *args, **kwargs: pytest.fail("the MAP fit started"))
+    monkeypatch.setattr(swag_fit, "run_members", lambda *args, **kwargs: pytest.fail("the MAP fits started"))
     with pytest.raises(ValueError, match=message):
         fit(model, toy, "swag", **{**SHORT, **options})
 
@@ -98,3 +98,13 @@ def test_the_default_rate_is_the_step_share_over_the_exact_curvature_and_stable_
         assert record.sgd_rates == [pytest.approx(rows * share / record.curvature[0], rel=1e-12)]
     with pytest.raises(ValueError, match=r"SWAG's SGD overflowed .*\(swag_lr [\d.]+, given\)"):
         fit(conjugate.model, data, "swag", swag_lr=rows * 4 / exact, **options)
+
+
+@pytest.mark.subprocess
+def test_multiswag_fits_its_members_maps_in_processes_with_the_draws_of_the_sequence(toy, model):
+    sequence = fit(model, toy, "multiswag", seed=2, num_members=2, member_method="sequential", **SHORT)
+    processes = fit(model, toy, "multiswag", seed=2, num_members=2, member_method="parallel", **SHORT)
+    assert (sequence.record.member_method, processes.record.member_method) == ("sequential", "parallel")
+    for site, draws in sequence.samples.items():
+        assert torch.equal(processes.samples[site], draws), site
+    assert processes.record.curvature == sequence.record.curvature
