@@ -140,12 +140,13 @@ def main(argv: list[str] | None = None) -> dict:
     data = load_uci(args.uci_dir, args.dataset, args.split)
     real = data.in_features
     noisy = with_noise_columns(data, args.noise_columns, args.seed)
+    provenance = run_header("benchmarks.ard_relevance", argv)  # the commit whose code runs, before any later checkout
     rows = []
     for method in args.methods:
         rows.append(fit_one(noisy, real, method, args))
         print(json.dumps({key: value for key, value in rows[-1].items() if key != "columns"}), flush=True)
     header = {"dataset": args.dataset, "split": args.split, "noise_columns": args.noise_columns, "real_columns": real,
-              "hidden": args.hidden, **run_header("benchmarks.ard_relevance", argv)}
+              "hidden": args.hidden, **provenance}
     results = {"header": header, "rows": rows}
     write_results(args.out, results, markdown(results))
     return results

@@ -80,6 +80,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--batch-size", type=int, default=32, help="SWAG's batch_size (its default)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/swag_rate"))
     args = parser.parse_args(argv)
+    header = run_header("benchmarks.swag_rate", argv)  # the commit whose code runs, before any later checkout
     rates = [{"swag_lr": value} for value in args.fixed] + [{"step_share": value} for value in args.shares]
     rows = []
     for dataset in args.datasets:
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> dict:
             for rate in rates:
                 rows.append(fit_one(args.uci_dir, dataset, split, rate, args.hidden, args.batch_size))
                 print(json.dumps(rows[-1]), flush=True)
-    results = {"header": run_header("benchmarks.swag_rate", argv), "rows": rows}
+    results = {"header": header, "rows": rows}
     write_results(args.out, results, markdown(results))
     return results
 
