@@ -52,7 +52,8 @@ QUICK = {
     "sghmc": {"num_warmup": 50, "num_samples": 10, "num_chains": 1},
     "csgld": {"num_cycles": 2, "cycle_length": 50, "thin": 5, "num_chains": 1},
     "swag": {"map_steps": 50, "swag_epochs": 4, "rank": 2, "batch_size": 8, "num_samples": 5},
-    "multiswag": {"map_steps": 50, "swag_epochs": 4, "rank": 2, "batch_size": 8, "num_samples": 5, "num_members": 2},
+    "multiswag": {"map_steps": 50, "swag_epochs": 4, "rank": 2, "batch_size": 8, "num_samples": 5, "num_members": 2,
+                  "member_method": "sequential"},
 }
 """A few steps of every method that takes any network (enough to run each method's code on the network)."""
 

@@ -14,7 +14,8 @@ from bnn.inference.swag import fit as swag_fit
 
 from bnn.cli.main import main
 
-SHORT = dict(map_steps=200, swag_epochs=6, rank=3, batch_size=10, num_samples=7, progress=False)
+SHORT = dict(map_steps=200, swag_epochs=6, rank=3, batch_size=10, num_samples=7, progress=False,
+             member_method="sequential")  # worker processes: one test below
 
 
 @pytest.mark.parametrize("options, message", [
@@ -73,11 +74,12 @@ def test_the_record_survives_save_and_load(tmp_path, toy, model):
 def test_command_line_options_reach_swag(tmp_path):
     main(["fit", "--dataset", "toy1d", "--hidden", "2", "--quiet", "--method", "multiswag", "--num-members", "2",
           "--swag-lr", "0.002", "--swag-epochs", "8", "--rank", "4", "--batch-size", "20", "--num-samples", "5",
-          "--map-steps", "100", "--out", str(tmp_path / "run")])
+          "--map-steps", "100", "--member-method", "sequential", "--out", str(tmp_path / "run")])
     record = json.loads((tmp_path / "run" / "fit.json").read_text())["record"]
     options = record["options"]
     assert (record["method"], options["num_members"], options["swag_lr"], options["swag_epochs"], options["rank"],
-            record["batch_size"], record["collected"]) == ("multiswag", 2, 0.002, 8, 4, 20, 8)
+            record["batch_size"], record["collected"], record["member_method"]) == ("multiswag", 2, 0.002, 8, 4, 20, 8,
+                                                                                     "sequential")
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["members"] == 2 and "map_converged" in metrics
 
@@ -102,8 +104,8 @@ def test_the_default_rate_is_the_step_share_over_the_exact_curvature_and_stable_
 
 @pytest.mark.subprocess
 def test_multiswag_fits_its_members_maps_in_processes_with_the_draws_of_the_sequence(toy, model):
-    sequence = fit(model, toy, "multiswag", seed=2, num_members=2, member_method="sequential", **SHORT)
-    processes = fit(model, toy, "multiswag", seed=2, num_members=2, member_method="parallel", **SHORT)
+    sequence = fit(model, toy, "multiswag", seed=2, num_members=2, **SHORT)
+    processes = fit(model, toy, "multiswag", seed=2, num_members=2, **{**SHORT, "member_method": "parallel"})
     assert (sequence.record.member_method, processes.record.member_method) == ("sequential", "parallel")
     for site, draws in sequence.samples.items():
         assert torch.equal(processes.samples[site], draws), site
