@@ -171,6 +171,7 @@ def test_a_terminated_compare_process_exits_130_and_its_log_is_plain_lines(tmp_p
 
 @pytest.mark.long
 @pytest.mark.subprocess
+@pytest.mark.serial  # it times each fit against its estimate: tests running beside it would skew the ratio
 def test_the_main_job_passes_its_own_checks_and_takes_its_estimated_time(tmp_path, monkeypatch, capsys):
     # `make demo` as it runs there (the model, data and options compare builds by default, seed 0): the defaults were
     # chosen so that every method passes its own check on every seed measured (benchmarks/results/nuts_defaults.md); a

@@ -44,6 +44,7 @@ def test_nuts_worst_case_bounds_the_gradients_of_a_short_run_and_times_them_to_a
 
 
 @pytest.mark.long
+@pytest.mark.serial  # a ratio of two timings taken apart: a test starting beside it between them doubled it in CI
 @pytest.mark.parametrize("jit", [True, False])
 def test_svi_estimate_is_within_2x_of_a_measured_run_jit_or_not(problem, jit):
     # the step is timed as the fit takes it: a JIT step after the compilation, on the fit's torch threads (the
