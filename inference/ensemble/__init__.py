@@ -10,8 +10,9 @@ from bnn.inference.core.method import Method
 from bnn.inference.core.posterior import Posterior
 from bnn.inference.ensemble.cost import COST
 from bnn.inference.ensemble.fit import IncompleteEnsembleWarning, run_ensemble
-from bnn.inference.ensemble.options import EnsembleOptions, MemberMethod
+from bnn.inference.ensemble.options import EnsembleOptions
 from bnn.inference.ensemble.record import EnsembleRecord
+from bnn.inference.posterior_mode.map_starts import MemberMethod
 
 METHOD = Method("ensemble", EnsembleOptions, run_ensemble, refuses_hierarchical=POINT_ESTIMATE, cost=COST)
 

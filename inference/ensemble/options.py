@@ -3,25 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 
 import torch
 from bnn.inference.posterior_mode.map_options import MapFitOptions
+from bnn.inference.posterior_mode.map_starts import MemberMethod, member_workers
 
 from bnn.options import choice, flag, integer, option, seed
 from bnn.runtime.memory import parameter_count, value_bytes
-from bnn.runtime.workers import available_cores
-
-
-class MemberMethod(str, Enum):
-    """How the members share the machine; all give the same members."""
-
-    AUTO = "auto"
-    """Processes when there are more than one member and core, else sequential."""
-    PARALLEL = "parallel"
-    """One loky worker process per core, each fitting members on one torch thread."""
-    SEQUENTIAL = "sequential"
-    """One member after the other in this process, on one torch thread."""
 
 
 @dataclass(frozen=True)
@@ -34,7 +22,7 @@ class MemberOptions(MapFitOptions):
     num_members : int
         :math:`M`, the members, each from its own MAP fit.
     member_method : {"auto", "parallel", "sequential"}
-        See :class:`MemberMethod`: where the members' MAP fits run.
+        See :class:`~bnn.inference.posterior_mode.map_starts.MemberMethod`: where the members' MAP fits run.
     """
 
     num_members: int = option(5, integer(minimum=1))
@@ -42,12 +30,7 @@ class MemberOptions(MapFitOptions):
 
     def workers(self) -> int:
         """The worker processes the members' MAP fits run in (1: in this process)."""
-        if self.member_method is MemberMethod.SEQUENTIAL:
-            return 1
-        cores = available_cores()
-        if self.member_method is MemberMethod.PARALLEL:
-            return max(2, min(self.num_members, cores))  # processes even on one core: asked for
-        return min(self.num_members, cores)
+        return member_workers(self.member_method, self.num_members)
 
     def member_fit_needs(self, model) -> dict[str, int]:
         """The memory of the MAP fits that run at once."""

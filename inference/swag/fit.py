@@ -35,7 +35,7 @@ import pyro
 import torch
 from bnn.guides.flat_weights import split_flat
 from bnn.inference.core.posterior import Posterior
-from bnn.inference.ensemble.fit import MemberFit, MemberJob, member_seeds, run_members
+from bnn.inference.posterior_mode.map_starts import WORKING_DTYPE, map_starts
 from bnn.inference.sgmcmc.curvature import stiffest_curvature
 from bnn.inference.sgmcmc.potential import MinibatchLogJoint
 from bnn.inference.swag.moments import SWAGMoments
@@ -44,8 +44,6 @@ from bnn.inference.swag.record import MultiSWAGRecord, SWAGRecord
 
 from bnn.runtime.progress import progress_bar
 from bnn.runtime.seeding import seeded
-
-WORKING_DTYPE = torch.float64  # the MAP polish needs it
 
 
 def run_swag(model, x: torch.Tensor, y: torch.Tensor, options: SWAGOptions) -> Posterior:
@@ -63,7 +61,8 @@ def run_swag(model, x: torch.Tensor, y: torch.Tensor, options: SWAGOptions) -> P
     began = time.perf_counter()
     x_work = x.to(WORKING_DTYPE)
     y_work = y.to(WORKING_DTYPE) if y.is_floating_point() else y
-    estimates = _map_starts(model, x_work, y_work, options)
+    estimates = map_starts(model, x_work, y_work, options, options.seed, options.num_members, options.workers(),
+                           options.progress)
     with seeded(options.seed), pyro.validation_enabled(False):
         log_joint = MinibatchLogJoint(model, x_work, y_work, options.batch_size)
         starts = {**split_flat(model.sites, torch.stack([estimate.theta for estimate in estimates])),
@@ -87,20 +86,6 @@ def run_swag(model, x: torch.Tensor, y: torch.Tensor, options: SWAGOptions) -> P
     if record.problems():
         warnings.warn(record.problems()[0], RuntimeWarning, stacklevel=4)
     return Posterior(model, samples, x, y, record)
-
-
-def _map_starts(model, x: torch.Tensor, y: torch.Tensor, options: SWAGOptions) -> list[MemberFit]:
-    """Each member's MAP fit, run as the deep ensemble runs its members (in worker processes for ``workers() > 1``);
-    a member that fails, or Ctrl-C, stops the fit (SWAG keeps no partial result)."""
-    seeds = member_seeds(options.seed, options.num_members)
-    jobs = [MemberJob(member, seeds[member], options.map_steps, options.map_lr, options.map_tolerance,
-                      options.map_max_iter, torch.get_default_dtype()) for member in range(options.num_members)]
-    outcomes = run_members(model, x, y, jobs, options.workers(), options.progress)
-    if outcomes.interrupt is not None:
-        raise outcomes.interrupt
-    if outcomes.failures:
-        raise outcomes.failures[min(outcomes.failures)]
-    return [outcomes.fits[member] for member in range(options.num_members)]
 
 
 def _rates(options: SWAGOptions, num_data: int, curvature: torch.Tensor) -> torch.Tensor:

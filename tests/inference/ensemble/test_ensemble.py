@@ -19,6 +19,7 @@ from bnn.inference.core.record import read_record
 from bnn.inference.ensemble import EnsembleRecord, IncompleteEnsembleWarning, fit_ensemble
 from bnn.inference.ensemble import fit as ensemble_fit
 from bnn.inference.evaluation.compare import compare
+from bnn.inference.posterior_mode import map_starts
 from bnn.inference.posterior_mode.map_estimate import find_map
 from bnn.models import BayesianMLP
 
@@ -145,14 +146,14 @@ def test_bad_options_are_refused_before_any_work(options, message, monkeypatch):
 
 def interrupt_member(monkeypatch, member: int, error: BaseException) -> None:
     """``fit_member`` raises ``error`` for ``member`` (in this process: sequential members)."""
-    fit_member = ensemble_fit.fit_member
+    fit_member = map_starts.fit_member
 
     def failing(model, x, y, job):
         if job.member == member:
             raise error
         return fit_member(model, x, y, job)
 
-    monkeypatch.setattr(ensemble_fit, "fit_member", failing)
+    monkeypatch.setattr(map_starts, "fit_member", failing)
 
 
 def test_ctrl_c_keeps_the_members_finished_marked_incomplete(monkeypatch):
@@ -179,13 +180,13 @@ def test_a_failed_member_loses_only_itself(monkeypatch):
 
 @pytest.mark.slow  # starts worker processes: about 10 s on two busy cores
 def test_ctrl_c_in_processes_keeps_the_finished_members_and_ends_the_workers(monkeypatch):
-    as_completed = ensemble_fit.as_completed
+    as_completed = map_starts.as_completed
 
     def interrupted_after_one(futures):
         yield next(as_completed(futures))
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(ensemble_fit, "as_completed", interrupted_after_one)
+    monkeypatch.setattr(map_starts, "as_completed", interrupted_after_one)
     with pytest.warns(IncompleteEnsembleWarning, match="interrupted"):
         posterior = fit(small_model(), (X, Y), "ensemble", num_members=3, member_method="parallel", **QUICK)
     assert 1 <= posterior.num_draws < 3 and posterior.record.incomplete

@@ -27,7 +27,7 @@ SHORT = dict(map_steps=200, swag_epochs=6, rank=3, batch_size=10, num_samples=7,
     ({"num_members": 0}, "num_members must be an integer >= 1, got 0"),
 ])
 def test_bad_options_are_refused_before_any_work(monkeypatch, toy, model, options, message):
-    monkeypatch.setattr(swag_fit, "run_members", lambda *args, **kwargs: pytest.fail("the MAP fits started"))
+    monkeypatch.setattr(swag_fit, "map_starts", lambda *args, **kwargs: pytest.fail("the MAP fits started"))
     with pytest.raises(ValueError, match=message):
         fit(model, toy, "swag", **{**SHORT, **options})
 
