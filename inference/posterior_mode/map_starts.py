@@ -19,6 +19,7 @@ from enum import Enum
 
 import numpy as np
 import torch
+from bnn.guides.flat_weights import split_flat
 from bnn.inference.posterior_mode.map_estimate import find_map
 from bnn.inference.posterior_mode.map_options import MapFitOptions
 from loky import ProcessPoolExecutor
@@ -181,3 +182,9 @@ def map_starts(model, x: torch.Tensor, y: torch.Tensor, options: MapFitOptions, 
     if outcomes.failures:
         raise outcomes.failures[min(outcomes.failures)]
     return [outcomes.fits[member] for member in range(count)]
+
+
+def stacked_sites(model, fits: list[MemberFit]) -> dict[str, torch.Tensor]:
+    """The fits' weights and likelihood latents as site values ``(len(fits), *site_shape)`` (float64)."""
+    values = split_flat(model.sites, torch.stack([fit.theta for fit in fits]))
+    return values | {name: torch.stack([fit.latents[name] for fit in fits]) for name in fits[0].latents}

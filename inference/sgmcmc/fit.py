@@ -9,8 +9,14 @@ carry a discretisation bias that shrinks with the step size (for a Gaussian post
 large by a factor :math:`(1 - \epsilon\lambda/4)^{-1}`, see the kernels) and the extra variance of the
 minibatch gradients, of order :math:`\epsilon` times that gradient noise.
 
-Each chain starts from a prior draw of the weights with a learned noise at its most likely value given them
-(:meth:`~bnn.inference.sgmcmc.potential.MinibatchLogJoint.start`) and follows its plan
+Each chain starts at its own MAP (``init="map"``, the default: :mod:`bnn.inference.posterior_mode.map_starts`, from its
+own prior draw, in worker processes where ``map_method`` puts them) or at a prior draw of the weights with a learned
+noise at its most likely value given them (``init="prior"``,
+:meth:`~bnn.inference.sgmcmc.potential.MinibatchLogJoint.start`). Unless ``step_size`` fixes one for all, each chain's
+first step size is :math:`\epsilon_0 = s / \lambda_{max}`, :math:`s` = ``step_share`` and :math:`\lambda_{max}` the
+stiffest curvature of the negative log joint at its MAP (:mod:`bnn.inference.sgmcmc.curvature`): the stiffest direction
+bounds a stable step (:mod:`bnn.inference.sgmcmc.kernels`), and it grows with the data size and the noise precision,
+so a fixed step measured on one data set overflows on another. Each chain then follows its plan
 (:mod:`bnn.inference.sgmcmc.step_plans`): SGLD and SGHMC run ``num_warmup`` burn-in steps (discarded; pSGLD adapts
 its preconditioner there) and then ``num_samples * thin`` steps, keeping every ``thin``-th position; the cyclical
 samplers run ``num_cycles`` cycles of ``cycle_length`` steps, each exploring without noise at large steps, then
@@ -35,6 +41,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 import pyro
@@ -46,9 +53,12 @@ from bnn.inference.diagnostics.convergence import (
     IncompleteSamplingWarning,
     chain_diagnostics,
 )
+from bnn.inference.posterior_mode.map_starts import WORKING_DTYPE, map_starts, stacked_sites
+from bnn.inference.sgmcmc.curvature import stiffest_curvature
 from bnn.inference.sgmcmc.kernels import SGHMCKernel, SGLDKernel
 from bnn.inference.sgmcmc.options import (
     MIN_SAMPLES,
+    ChainStart,
     CSGLDOptions,
     Dynamics,
     Preconditioner,
@@ -68,15 +78,15 @@ PROGRESS_EVERY = 50  # steps between updates of the progress bar
 
 
 class _Chains:
-    """The run's draws so far, ``(position (C, D), lp (C,), step size)`` each (one append: an interrupt cannot leave
+    """The run's draws so far, ``(position (C, D), lp (C,), step size (C,))`` each (one append: an interrupt cannot leave
     half a draw), and the steps taken."""
 
     def __init__(self) -> None:
         self.draws: list[tuple[torch.Tensor, torch.Tensor, float]] = []
         self.steps = 0
 
-    def keep(self, z: torch.Tensor, lp: torch.Tensor, step_size: float) -> None:
-        self.draws.append((z.clone(), lp, step_size))
+    def keep(self, z: torch.Tensor, lp: torch.Tensor, step_size: torch.Tensor) -> None:
+        self.draws.append((z.clone(), lp, step_size.flatten()))
 
 
 def _kernel(options: SGMCMCOptions, num_data: int) -> SGLDKernel | SGHMCKernel:
@@ -97,15 +107,16 @@ def _name(options: SGMCMCOptions) -> str:
     return "SGHMC"
 
 
-def _sample(name: str, log_joint: MinibatchLogJoint, kernel, options: SGMCMCOptions, chains: _Chains) -> None:
-    """Run the chains, keeping draws into ``chains``; an interrupt propagates with the draws kept so far."""
+def _sample(name: str, log_joint: MinibatchLogJoint, kernel, options: SGMCMCOptions, z: torch.Tensor,
+            first_steps: torch.Tensor, chains: _Chains) -> None:
+    """Run the chains from ``z`` ``(C, D)`` at first step sizes ``first_steps`` ``(C, 1)``, keeping draws into
+    ``chains``; an interrupt propagates with the draws kept so far."""
     plan, num_chains = options.plan(), options.num_chains
     total = plan.total
-    z = log_joint.start(num_chains)
-    kernel.start(z, options.step_size)
+    kernel.start(z, first_steps)
     with progress_bar(total=total, desc=f"{name} ({num_chains} chains)", enabled=options.progress, leave=False) as bar:
         for step in range(total):
-            step_size = plan.step_size(step)
+            step_size = first_steps * plan.step_factor(step)
             lp, gradient = log_joint.gradient(z, log_joint.next_batches(num_chains))
             if plan.keeps(step):
                 chains.keep(z, lp, step_size)
@@ -113,16 +124,18 @@ def _sample(name: str, log_joint: MinibatchLogJoint, kernel, options: SGMCMCOpti
             chains.steps = step + 1
             if not torch.isfinite(z).all():
                 bad = sorted(set(torch.nonzero(~torch.isfinite(z))[:, 0].tolist()))
+                sizes = ", ".join(f"{step_size[chain].item():.3g}" for chain in bad)
+                knob = "step_size" if options.fixed_step_size() is not None else "step_share"
                 raise ValueError(f"{name} diverged: the state of chain(s) {bad} overflowed at step {step} (step size "
-                                 f"{step_size:.3g}); the step is too large for the posterior's curvature: "
-                                 f"{kernel.overflow_advice}")
+                                 f"{sizes}); the step is too large for the posterior's curvature: lower "
+                                 f"{knob}{kernel.overflow_advice}")
             if step % PROGRESS_EVERY == PROGRESS_EVERY - 1 or step == total - 1:
                 bar.update(step + 1 - bar.n)
 
 
 def _convergence_message(name: str, options: SGMCMCOptions, diagnostics: ChainDiagnostics) -> str:
     return (f"{name} did not converge: " + "; ".join(diagnostics.problems()) + f". {options.longer_run.capitalize()}, "
-            "run two or more chains (num_chains), or tune step_size; see posterior.record.diagnostics.")
+            "run two or more chains (num_chains), or tune step_share (or step_size); see posterior.record.diagnostics.")
 
 
 def run_sgmcmc(model, x: torch.Tensor, y: torch.Tensor, options: SGMCMCOptions) -> Posterior:
@@ -156,7 +169,7 @@ def run_sgmcmc(model, x: torch.Tensor, y: torch.Tensor, options: SGMCMCOptions) 
     """
     name = _name(options)
     start = time.perf_counter()
-    chains, log_joint, kernel, interrupt = _run(name, model, x, y, options)
+    chains, log_joint, kernel, starts, interrupt = _run(name, model, x, y, options)
     train_seconds = time.perf_counter() - start
     samples, stats = _stack(chains, log_joint, options.num_chains)
     num_draws = len(chains.draws)
@@ -170,27 +183,56 @@ def run_sgmcmc(model, x: torch.Tensor, y: torch.Tensor, options: SGMCMCOptions) 
                       IncompleteSamplingWarning, stacklevel=4)
     if not diagnostics.converged:
         warnings.warn(_convergence_message(name, options, diagnostics), ConvergenceWarning, stacklevel=4)
-    record = _record(options, chains.steps, log_joint.batch_size, diagnostics, train_seconds, incomplete)
+    record = _record(options, chains.steps, log_joint.batch_size, diagnostics, train_seconds, starts, incomplete)
     gain = getattr(kernel, "second_moment", None) is not None
     extras = {"preconditioner": log_joint.split(kernel.preconditioner())} if gain else None
     return Posterior(model, samples, x, y, record, sample_stats=stats, extras=extras)
 
 
 def _run(name: str, model, x: torch.Tensor, y: torch.Tensor, options: SGMCMCOptions):
-    """Run the chains on one torch thread; return their draws, the log joint, the kernel and the interrupt that
-    stopped them after enough draws (``None`` when they finished)."""
+    """Fit the chains' MAP starts where ``init="map"``, then run the chains on one torch thread; return their draws,
+    the log joint, the kernel, the starts (:class:`_Starts`) and the interrupt that stopped them after enough draws
+    (``None`` when they finished)."""
     chains, interrupt = _Chains(), None
+    fits = None
+    if options.init is ChainStart.MAP:
+        x_work = x.to(WORKING_DTYPE)
+        fits = map_starts(model, x_work, y.to(WORKING_DTYPE) if y.is_floating_point() else y, options, options.seed,
+                          options.num_chains, options.workers(), options.progress)
     with one_torch_thread(), seeded(options.seed), pyro.validation_enabled(False), sigterm_as_keyboard_interrupt():
         # its distributions skip argument checks
         log_joint = MinibatchLogJoint(model, x, y, options.batch_size, options.temperature)
         kernel = _kernel(options, log_joint.num_data)
+        z = log_joint.start(options.num_chains) if fits is None else log_joint.unconstrained(stacked_sites(model, fits))
+        starts = _first_steps(options, log_joint, z, fits)
         try:
-            _sample(name, log_joint, kernel, options, chains)
+            _sample(name, log_joint, kernel, options, z, starts.first_steps, chains)
         except KeyboardInterrupt as error:
             if len(chains.draws) < MIN_SAMPLES:
                 raise
             interrupt = error
-    return chains, log_joint, kernel, interrupt
+    return chains, log_joint, kernel, starts, interrupt
+
+
+@dataclass(frozen=True)
+class _Starts:
+    """How the chains started: each chain's first step size ``(C, 1)``, the curvature that set it (``None`` for a
+    given step size) and each MAP start's convergence (``None`` for prior starts)."""
+
+    first_steps: torch.Tensor
+    curvature: list[float] | None
+    map_converged: list[bool] | None
+
+
+def _first_steps(options: SGMCMCOptions, log_joint: MinibatchLogJoint, z: torch.Tensor, fits) -> _Starts:
+    r"""Each chain's :math:`\epsilon_0`: the given (or pSGLD's) step size, or ``step_share`` over the stiffest
+    curvature at its start."""
+    converged = None if fits is None else [fit.converged for fit in fits]
+    fixed = options.fixed_step_size()
+    if fixed is not None:
+        return _Starts(torch.full((z.shape[0], 1), fixed, dtype=z.dtype), None, converged)
+    curvature = stiffest_curvature(log_joint, z)
+    return _Starts((options.step_share / curvature)[:, None], curvature.tolist(), converged)
 
 
 def _stack(chains: _Chains, log_joint: MinibatchLogJoint, num_chains: int) -> tuple[dict[str, torch.Tensor], dict]:
@@ -201,17 +243,19 @@ def _stack(chains: _Chains, log_joint: MinibatchLogJoint, num_chains: int) -> tu
     samples = {site: value.reshape(num_chains, num_draws, *value.shape[1:])
                for site, value in log_joint.constrained(flat).items()}
     stats = {"lp": torch.stack(lp, dim=1).numpy().astype(np.float64),
-             "step_size": np.tile(np.asarray(step_sizes), (num_chains, 1))}
+             "step_size": torch.stack(step_sizes, dim=1).numpy().astype(np.float64)}
     return samples, stats
 
 
 def _record(options: SGMCMCOptions, steps: int, batch_size: int, diagnostics: ChainDiagnostics, train_seconds: float,
-            incomplete: dict) -> SGLDRecord | SGHMCRecord | CSGLDRecord:
-    """The record of the run: its options, its steps and the chains' diagnostics."""
+            starts: _Starts, incomplete: dict) -> SGLDRecord | SGHMCRecord | CSGLDRecord:
+    """The record of the run: its options, its starts, its steps and the chains' diagnostics."""
+    first = starts.first_steps.flatten()
     common = dict(
         seed=options.seed, train_seconds=train_seconds, options=options, batch_size=batch_size,
-        gradient_evaluations=steps * options.num_chains, diagnostics=diagnostics,
-        final_step_size=options.plan().step_size(steps - 1), **incomplete,
+        gradient_evaluations=steps * options.num_chains, diagnostics=diagnostics, step_sizes=first.tolist(),
+        final_step_size=(first * options.plan().step_factor(steps - 1)).tolist(), curvature=starts.curvature,
+        map_converged=starts.map_converged, **incomplete,
     )
     kind = {SGLDOptions: SGLDRecord, SGHMCOptions: SGHMCRecord, CSGLDOptions: CSGLDRecord}[type(options)]
     return kind(**common)

@@ -37,14 +37,15 @@ import torch
 class SGLDKernel:
     """SGLD, or pSGLD with ``precondition_decay`` set (see the module notes)."""
 
-    overflow_advice = "lower step_size"
+    overflow_advice = ""
+    """What else helps against an overflow, after a smaller step."""
 
     def __init__(self, num_data: int, precondition_decay: float | None = None, precondition_epsilon: float = 1e-5) -> None:
         self.num_data = num_data
         self.decay, self.epsilon = precondition_decay, precondition_epsilon
         self.second_moment: torch.Tensor | None = None
 
-    def start(self, z: torch.Tensor, step_size: float) -> None:
+    def start(self, z: torch.Tensor, step_size: torch.Tensor) -> None:
         """Nothing to draw: SGLD's state is the position."""
 
     def preconditioner(self) -> torch.Tensor | float:
@@ -53,10 +54,10 @@ class SGLDKernel:
             return 1.0
         return 1.0 / (self.epsilon + self.second_moment.sqrt())
 
-    def step(self, z: torch.Tensor, gradient: torch.Tensor, step_size: float, *, adapt: bool,
+    def step(self, z: torch.Tensor, gradient: torch.Tensor, step_size: torch.Tensor, *, adapt: bool,
              explore: bool = False) -> torch.Tensor:
-        """The next position from ``z`` with ``gradient`` at it; ``adapt`` updates :math:`V` (burn-in only),
-        ``explore`` leaves out the noise."""
+        """The next position from ``z`` ``(C, D)`` with ``gradient`` at it and each chain's step size ``(C, 1)``;
+        ``adapt`` updates :math:`V` (burn-in only), ``explore`` leaves out the noise."""
         if self.decay is not None and adapt:
             mean_square = (gradient / self.num_data) ** 2
             self.second_moment = mean_square if self.second_moment is None else torch.lerp(
@@ -69,25 +70,25 @@ class SGLDKernel:
 class SGHMCKernel:
     """SGHMC with friction ``friction`` (see the module notes)."""
 
-    overflow_advice = ("lower step_size, or raise friction (the velocity carries an overshoot on for about 1/friction "
-                       "steps)")
+    overflow_advice = ", or raise friction (the velocity carries an overshoot on for about 1/friction steps)"
+    """What else helps against an overflow, after a smaller step."""
 
     def __init__(self, friction: float) -> None:
         self.friction = friction
         self.velocity: torch.Tensor | None = None
-        self.last_step_size: float | None = None
+        self.last_step_size: torch.Tensor | None = None
 
-    def start(self, z: torch.Tensor, step_size: float) -> None:
+    def start(self, z: torch.Tensor, step_size: torch.Tensor) -> None:
         r""":math:`v_0 \sim \mathcal{N}(0, \eta_0 I)`, the stationary momentum."""
         self.velocity = step_size**0.5 * torch.randn_like(z)
         self.last_step_size = step_size
 
-    def step(self, z: torch.Tensor, gradient: torch.Tensor, step_size: float, *, adapt: bool,
+    def step(self, z: torch.Tensor, gradient: torch.Tensor, step_size: torch.Tensor, *, adapt: bool,
              explore: bool = False) -> torch.Tensor:
-        """The next position from ``z`` with ``gradient`` at it (``adapt`` is unused); ``explore`` leaves out the
-        noise."""
+        """The next position from ``z`` ``(C, D)`` with ``gradient`` at it and each chain's step size ``(C, 1)``
+        (``adapt`` is unused); ``explore`` leaves out the noise."""
         velocity = self.velocity
-        if step_size != self.last_step_size:
+        if not torch.equal(step_size, self.last_step_size):
             velocity = velocity * (step_size / self.last_step_size) ** 0.5
         self.velocity = (1 - self.friction) * velocity + step_size * gradient
         if not explore:

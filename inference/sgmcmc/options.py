@@ -45,12 +45,30 @@ from enum import Enum
 from typing import ClassVar
 
 from bnn.inference.core.temperature import UNTEMPERED
+from bnn.inference.posterior_mode.map_options import MapFitOptions
+from bnn.inference.posterior_mode.map_starts import MemberMethod, member_workers
 from bnn.inference.sgmcmc.step_plans import BurnInPlan, CyclicalPlan
 
-from bnn.options import Options, choice, flag, integer, number, option, optional, positive_number, probability, seed
+from bnn.options import choice, flag, integer, number, option, optional, positive_number, probability, seed
 from bnn.runtime.memory import parameter_count, value_bytes
 
 MIN_SAMPLES = 4  # split R-hat and ESS need at least 4 draws per chain
+STABLE_SHARE = 4.0
+r"""SGLD's step :math:`\epsilon` is stable along an eigenvalue :math:`\lambda` of the negative log joint's Hessian only
+for :math:`\epsilon\lambda < 4` (:mod:`bnn.inference.sgmcmc.kernels`); SGHMC's for :math:`\eta\lambda < 2(2 - \alpha)`."""
+PSGLD_STEP_SIZE = 1e-5
+"""pSGLD's step when none is given: its gain scales the step to the curvature itself (measured on toy1d)."""
+
+
+class ChainStart(str, Enum):
+    """Where each chain starts."""
+
+    MAP = "map"
+    """Its own MAP fit (:mod:`bnn.inference.posterior_mode.map_starts`: Adam, then a polish, from its own prior draw);
+    the step size is set from the curvature there."""
+    PRIOR = "prior"
+    """A prior draw of the weights, the likelihood's latents at their most likely values given them
+    (:meth:`~bnn.inference.sgmcmc.potential.MinibatchLogJoint.start`); needs a given ``step_size``."""
 
 
 class StepSchedule(str, Enum):
@@ -74,14 +92,29 @@ class Preconditioner(str, Enum):
 
 
 @dataclass(frozen=True)
-class SGMCMCOptions(Options):
+class SGMCMCOptions(MapFitOptions):
     r"""Options every SG-MCMC sampler takes (:func:`~bnn.inference.sgmcmc.fit_sgld`, :func:`~bnn.inference.sgmcmc.fit_sghmc`,
-    :func:`~bnn.inference.sgmcmc.fit_csgld`).
+    :func:`~bnn.inference.sgmcmc.fit_csgld`): the MAP fit's
+    (:class:`~bnn.inference.posterior_mode.map_options.MapFitOptions`, for ``init="map"``) and
 
     Attributes
     ----------
-    step_size : float
-        :math:`\epsilon_0`, the first step size (SGLD's :math:`\epsilon`, SGHMC's learning rate :math:`\eta`).
+    step_size : float, optional
+        :math:`\epsilon_0`, the first step size (SGLD's :math:`\epsilon`, SGHMC's learning rate :math:`\eta`), the same
+        for every chain. ``None`` (the default) sets each chain's from the curvature at its MAP start,
+        :math:`\epsilon_0 = s / \lambda_{max}` with :math:`\lambda_{max}` the largest eigenvalue of the Hessian of the
+        negative log joint there (:mod:`bnn.inference.sgmcmc.curvature`) and :math:`s` = ``step_share``: a step
+        measured on one data set overflows on a larger or less noisy one, whose curvature is larger; a share of
+        :math:`1/\lambda_{max}` carries over. pSGLD's gain scales its step itself: its default is
+        :data:`PSGLD_STEP_SIZE`.
+    step_share : float
+        :math:`s = \epsilon_0 \lambda_{max}` when ``step_size`` is ``None``, in :math:`(0, 4)`, the stability limit of
+        SGLD's step (:data:`STABLE_SHARE`; SGHMC's is :math:`2(2 - \alpha)`).
+    init : {"map", "prior"}
+        See :class:`ChainStart`.
+    map_method : {"auto", "parallel", "sequential"}
+        Where the chains' MAP fits run (:class:`~bnn.inference.posterior_mode.map_starts.MemberMethod`); the same
+        starts either way.
     thin : int
         Steps per kept draw where the chain keeps draws.
     num_chains : int
@@ -97,7 +130,10 @@ class SGMCMCOptions(Options):
         Show a tqdm bar.
     """
 
-    step_size: float = option(1e-5, positive_number)
+    step_size: float | None = option(None, optional(positive_number))
+    step_share: float = option(1.0, number(low=0.0, high=STABLE_SHARE))
+    init: ChainStart = option("map", choice(ChainStart))
+    map_method: MemberMethod = option("auto", choice(MemberMethod))
     thin: int = option(10, integer(minimum=1))
     num_chains: int = option(2, integer(minimum=1))
     batch_size: int | None = option(None, optional(integer(minimum=1)))
@@ -112,10 +148,35 @@ class SGMCMCOptions(Options):
         """What each step does (:mod:`bnn.inference.sgmcmc.step_plans`)."""
         raise NotImplementedError
 
+    def hamiltonian(self) -> bool:
+        """The chains run SGHMC's dynamics (with ``friction``)."""
+        return False
+
+    def fixed_step_size(self) -> float | None:
+        """The step size every chain starts at, or ``None`` where each chain's comes from its curvature."""
+        return self.step_size
+
+    def workers(self) -> int:
+        """The worker processes the chains' MAP fits run in (1: in this process)."""
+        return member_workers(self.map_method, self.num_chains)
+
+    def check(self) -> None:
+        if self.init is ChainStart.PRIOR and self.fixed_step_size() is None:
+            raise ValueError("init='prior' starts the chains away from a mode, where the curvature that sets the step "
+                             "size cannot be measured: give step_size, or start at init='map'")
+        limit = 2 * (2 - self.friction) if self.hamiltonian() else STABLE_SHARE
+        if self.step_share >= limit:
+            raise ValueError(f"step_share={self.step_share:g} is past the stability limit {limit:g} of the "
+                             f"friction-{self.friction:g} dynamics, 2 (2 - friction): lower step_share")
+
     def memory_needs(self, model) -> dict[str, int]:
         parameters, draws = parameter_count(model), self.plan().num_samples
-        return {f"{self.num_chains} chains' states (4 D each)": value_bytes(4 * self.num_chains * parameters),
-                f"{self.num_chains} chains x {draws} draws": value_bytes(self.num_chains * draws * parameters)}
+        needs = {f"{self.num_chains} chains' states (4 D each)": value_bytes(4 * self.num_chains * parameters),
+                 f"{self.num_chains} chains x {draws} draws": value_bytes(self.num_chains * draws * parameters)}
+        if self.init is ChainStart.MAP:
+            (what, one_fit), = self.map_fit_needs(model).items()
+            needs[f"{self.workers()} MAP starts fitted at once, each {what}"] = self.workers() * one_fit
+        return needs
 
 
 @dataclass(frozen=True)
@@ -138,13 +199,13 @@ class BurnInOptions(SGMCMCOptions):
     step_schedule: StepSchedule = option("constant", choice(StepSchedule))
     decay_offset: float = option(1000.0, positive_number)
     decay_power: float = option(0.55, number(low=0.5, high=1.0, high_open=False))
-    num_warmup: int = option(10000, integer(minimum=0))
+    num_warmup: int = option(2000, integer(minimum=0))
     num_samples: int = option(1000, integer(minimum=MIN_SAMPLES))
 
     longer_run: ClassVar[str] = "raise num_warmup and num_samples (or thin)"
 
     def plan(self) -> BurnInPlan:
-        return BurnInPlan(self.step_size, self.num_warmup, self.num_samples, self.thin,
+        return BurnInPlan(self.num_warmup, self.num_samples, self.thin,
                           polynomial=self.step_schedule is StepSchedule.POLYNOMIAL, offset=self.decay_offset,
                           power=self.decay_power)
 
@@ -167,7 +228,13 @@ class SGLDOptions(BurnInOptions):
     precondition_decay: float = option(0.99, probability)
     precondition_epsilon: float = option(1e-5, positive_number)
 
+    def fixed_step_size(self) -> float | None:
+        if self.precondition is Preconditioner.RMSPROP and self.step_size is None:
+            return PSGLD_STEP_SIZE
+        return self.step_size
+
     def check(self) -> None:
+        super().check()
         if self.precondition is Preconditioner.RMSPROP and self.num_warmup < 1:
             raise ValueError("precondition='rmsprop' adapts its preconditioner during the burn-in and freezes it for the "
                              "draws: give num_warmup >= 1 (a few hundred steps)")
@@ -184,9 +251,11 @@ class SGHMCOptions(BurnInOptions):
         :math:`v \leftarrow (1 - \alpha) v + \eta \nabla\log\hat\pi + \mathcal{N}(0, 2\alpha\eta)`.
     """
 
-    step_size: float = option(3e-6, positive_number)
-    num_warmup: int = option(5000, integer(minimum=0))
+    step_share: float = option(0.25, number(low=0.0, high=STABLE_SHARE))
     friction: float = option(0.05, probability)
+
+    def hamiltonian(self) -> bool:
+        return True
 
 
 class Dynamics(str, Enum):
@@ -217,7 +286,7 @@ class CSGLDOptions(SGMCMCOptions):
         :math:`\alpha \in (0, 1)` of the Hamiltonian dynamics (:class:`SGHMCOptions`); ignored by the Langevin one.
     """
 
-    step_size: float = option(3e-5, positive_number)
+    step_share: float = option(2.0, number(low=0.0, high=STABLE_SHARE))
     num_cycles: int = option(4, integer(minimum=1))
     cycle_length: int = option(5000, integer(minimum=2))
     exploration: float = option(0.8, number(low=0.0, high=1.0, low_open=False))
@@ -227,9 +296,13 @@ class CSGLDOptions(SGMCMCOptions):
     longer_run: ClassVar[str] = "raise num_cycles or cycle_length"
 
     def plan(self) -> CyclicalPlan:
-        return CyclicalPlan(self.step_size, self.num_cycles, self.cycle_length, self.exploration, self.thin)
+        return CyclicalPlan(self.num_cycles, self.cycle_length, self.exploration, self.thin)
+
+    def hamiltonian(self) -> bool:
+        return self.dynamics is Dynamics.HAMILTONIAN
 
     def check(self) -> None:
+        super().check()
         plan = self.plan()
         if plan.num_samples < MIN_SAMPLES:
             raise ValueError(f"{self.num_cycles} cycle(s) of {self.cycle_length} steps, {self.exploration:g} of each "

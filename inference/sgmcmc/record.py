@@ -12,7 +12,7 @@ from bnn.inference.sgmcmc.options import CSGLDOptions, SGHMCOptions, SGLDOptions
 
 @dataclass(kw_only=True)
 class SGMCMCRecord(ChainRecord):
-    """The record of an SG-MCMC run (one registered subclass per method).
+    r"""The record of an SG-MCMC run (one registered subclass per method).
 
     Attributes
     ----------
@@ -20,8 +20,15 @@ class SGMCMCRecord(ChainRecord):
         The options it ran with.
     batch_size : int
         Data points per gradient (the data size for full batches).
-    final_step_size : float
-        The step size of the last step (the first one for a constant schedule, nearly zero for a cyclical one).
+    step_sizes : list of float
+        Each chain's first step size :math:`\epsilon_0` (the given one, or ``step_share`` over its curvature).
+    final_step_size : list of float
+        Each chain's step size at the last step (the first one for a constant schedule, nearly zero for a cyclical
+        one).
+    curvature : list of float, optional
+        Each chain's stiffest curvature :math:`\lambda_{max}` at its start, where it set the step size.
+    map_converged : list of bool, optional
+        Whether each chain's MAP start met its tolerance (``init="map"``); a start short of it is only a start.
     gradient_evaluations : int
         Minibatch gradients over all chains (one per chain and step, burn-in included).
     diagnostics : ChainDiagnostics
@@ -33,11 +40,15 @@ class SGMCMCRecord(ChainRecord):
 
     options: SGMCMCOptions
     batch_size: int
-    final_step_size: float
+    step_sizes: list[float]
+    final_step_size: list[float]
     gradient_evaluations: int
+    curvature: list[float] | None = None
+    map_converged: list[bool] | None = None
 
     def metrics(self) -> dict[str, Any]:
-        return {**super().metrics(), "step_size": self.options.step_size, "batch_size": self.batch_size}
+        """Adds the largest first step size (``step_size``) and the batch size."""
+        return {**super().metrics(), "step_size": max(self.step_sizes), "batch_size": self.batch_size}
 
 
 @register_record

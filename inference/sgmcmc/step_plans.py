@@ -27,9 +27,9 @@ from __future__ import annotations
 import math
 
 
-def step_size_at(step: int, first: float, *, polynomial: bool, offset: float, power: float) -> float:
-    r""":math:`\epsilon_t`: ``first`` for a constant schedule, :math:`\epsilon_0 (1 + t/b)^{-\gamma}` for the polynomial one."""
-    return first * (1.0 + step / offset) ** -power if polynomial else first
+def step_factor_at(step: int, *, polynomial: bool, offset: float, power: float) -> float:
+    r""":math:`\epsilon_t / \epsilon_0`: 1 for a constant schedule, :math:`(1 + t/b)^{-\gamma}` for the polynomial one."""
+    return (1.0 + step / offset) ** -power if polynomial else 1.0
 
 
 class BurnInPlan:
@@ -37,17 +37,15 @@ class BurnInPlan:
 
     Parameters
     ----------
-    step_size : float
-        :math:`\\epsilon_0`.
     num_warmup, num_samples, thin : int
         Burn-in steps, draws kept and steps per kept draw.
     polynomial : bool
         Welling & Teh's decay (``offset`` :math:`b`, ``power`` :math:`\\gamma`) instead of a constant step.
     """
 
-    def __init__(self, step_size: float, num_warmup: int, num_samples: int, thin: int, *, polynomial: bool = False,
+    def __init__(self, num_warmup: int, num_samples: int, thin: int, *, polynomial: bool = False,
                  offset: float = 1.0, power: float = 1.0) -> None:
-        self.first, self.warmup, self.thin = step_size, num_warmup, thin
+        self.warmup, self.thin = num_warmup, thin
         self.polynomial, self.offset, self.power = polynomial, offset, power
         self.total = num_warmup + num_samples * thin
         self.num_samples = num_samples
@@ -56,8 +54,9 @@ class BurnInPlan:
         """A chain's steps, in words."""
         return f"({self.warmup} + {self.num_samples} x {self.thin})"
 
-    def step_size(self, step: int) -> float:
-        return step_size_at(step, self.first, polynomial=self.polynomial, offset=self.offset, power=self.power)
+    def step_factor(self, step: int) -> float:
+        """:math:`\\epsilon_t / \\epsilon_0` (each chain's :math:`\\epsilon_0` is set apart)."""
+        return step_factor_at(step, polynomial=self.polynomial, offset=self.offset, power=self.power)
 
     def explores(self, step: int) -> bool:
         """Every step samples."""
@@ -76,8 +75,6 @@ class CyclicalPlan:
 
     Parameters
     ----------
-    step_size : float
-        :math:`\epsilon_0`, the step at each cycle's start.
     num_cycles, cycle_length : int
         :math:`M` and :math:`L`.
     exploration : float
@@ -86,8 +83,8 @@ class CyclicalPlan:
         Sampling steps per kept draw.
     """
 
-    def __init__(self, step_size: float, num_cycles: int, cycle_length: int, exploration: float, thin: int) -> None:
-        self.first, self.cycles, self.length, self.thin = step_size, num_cycles, cycle_length, thin
+    def __init__(self, num_cycles: int, cycle_length: int, exploration: float, thin: int) -> None:
+        self.cycles, self.length, self.thin = num_cycles, cycle_length, thin
         self.sampling_start = math.ceil(exploration * cycle_length)
         self.total = num_cycles * cycle_length
         self.draws_per_cycle = (cycle_length - self.sampling_start) // thin
@@ -97,8 +94,9 @@ class CyclicalPlan:
         """A chain's steps, in words."""
         return f"{self.cycles} cycles x {self.length}"
 
-    def step_size(self, step: int) -> float:
-        return self.first / 2 * (math.cos(math.pi * (step % self.length) / self.length) + 1)
+    def step_factor(self, step: int) -> float:
+        r""":math:`\epsilon_j / \epsilon_0` (each chain's :math:`\epsilon_0` is set apart)."""
+        return (math.cos(math.pi * (step % self.length) / self.length) + 1) / 2
 
     def explores(self, step: int) -> bool:
         return step % self.length < self.sampling_start

@@ -33,9 +33,8 @@ import warnings
 
 import pyro
 import torch
-from bnn.guides.flat_weights import split_flat
 from bnn.inference.core.posterior import Posterior
-from bnn.inference.posterior_mode.map_starts import WORKING_DTYPE, map_starts
+from bnn.inference.posterior_mode.map_starts import WORKING_DTYPE, map_starts, stacked_sites
 from bnn.inference.sgmcmc.curvature import stiffest_curvature
 from bnn.inference.sgmcmc.potential import MinibatchLogJoint
 from bnn.inference.swag.moments import SWAGMoments
@@ -65,10 +64,7 @@ def run_swag(model, x: torch.Tensor, y: torch.Tensor, options: SWAGOptions) -> P
                            options.progress)
     with seeded(options.seed), pyro.validation_enabled(False):
         log_joint = MinibatchLogJoint(model, x_work, y_work, options.batch_size)
-        starts = {**split_flat(model.sites, torch.stack([estimate.theta for estimate in estimates])),
-                  **{name: torch.stack([estimate.latents[name] for estimate in estimates])
-                     for name in estimates[0].latents}}
-        z = log_joint.unconstrained(starts)
+        z = log_joint.unconstrained(stacked_sites(model, estimates))
         curvature = stiffest_curvature(log_joint, z)
         rates = _rates(options, log_joint.num_data, curvature)
         moments, steps = _sgd(log_joint, z, rates, options)

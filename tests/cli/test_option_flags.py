@@ -65,8 +65,8 @@ def test_flags_take_their_type_default_and_choices_from_the_option_set():
         with pytest.raises(SystemExit):
             parser.parse_args(["compare", *bad])
     text = subcommand_help("compare")
-    assert "--num-warmup NUM_WARMUP Adaptation iterations per chain, discarded (>= 0). [default nuts: 300; sghmc: 5000; " \
-           "sgld: 10000]" in text
+    assert "--num-warmup NUM_WARMUP Adaptation iterations per chain, discarded (>= 0). [default nuts: 300; sghmc, sgld: " \
+           "2000]" in text
     assert "--tune-prior-precision, --no-tune-prior-precision" in text and "[default laplace: unset]" in text
 
 

@@ -90,12 +90,18 @@ def test_a_relu_network_is_counted_with_the_longer_polish_of_its_kinks(problem):
     assert short.polish == 100 + (EXPECTED_EVALUATIONS - 1) * 100 + KINKED_POLISH.final
 
 
-def test_minibatch_methods_time_a_minibatch_gradient(problem):
+def test_minibatch_methods_time_a_minibatch_gradient(problem, monkeypatch):
     model, data = problem
-    sgld = _estimate("sgld", {"num_warmup": 100, "num_samples": 10, "thin": 2, "num_chains": 2, "batch_size": 10},
-                     model, data)
-    assert sgld.gradients == 2 * (100 + 10 * 2) and sgld.bound == "floor"
+    chain = {"num_warmup": 100, "num_samples": 10, "thin": 2, "num_chains": 2, "batch_size": 10}
+    sgld = _estimate("sgld", {**chain, "init": "prior", "step_size": 1e-4}, model, data)
+    assert sgld.gradients == 2 * (100 + 10 * 2) and sgld.bound == "floor" and sgld.polish == 0
     assert sgld.seconds == pytest.approx(sgld.gradients * sgld.seconds_per_gradient / sgld.parallel)
+    # from MAP starts (in sequence here): their Adam steps and polish first, then the curvature's 2 x 50 gradients and
+    # the steps of the two chains side by side (the work is divided by the MAP fits' one process)
+    monkeypatch.setattr(workers, "free_cores", lambda: 2)
+    started = _estimate("sgld", {**chain, "map_steps": 300, "map_method": "sequential"}, model, data)
+    assert started.parallel == 1 and started.gradients == 2 * 300 + 2 * (100 + 10 * 2 + 2 * 50) // 2
+    assert started.polish > 0 and "then 2 chains x (100 + 10 x 2) steps" in started.describe()
 
 
 def test_free_cores_are_the_cores_less_the_other_work_running_now(monkeypatch):

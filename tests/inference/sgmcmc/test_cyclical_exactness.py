@@ -11,7 +11,8 @@ covariance (:func:`chain_law`): with :math:`u = z - m`, :math:`g = -\Lambda u`,
 * Hamiltonian, state :math:`(u, v)`: :math:`v' = (1 - \alpha) r v - \epsilon\Lambda u + \sqrt{2\alpha\epsilon}\,\xi`,
   :math:`u' = u + v'`, with :math:`r = \sqrt{\epsilon_t / \epsilon_{t-1}}` (the kernel's rescaling);
 
-with no :math:`\xi` in the exploring steps, from the start :math:`z_0 \sim \mathcal{N}(0, I)` (the prior draw) and, for
+with no :math:`\xi` in the exploring steps, from the start :math:`z_0 \sim \mathcal{N}(0, I)` (a prior draw,
+``init="prior"``) and, for
 the Hamiltonian one, :math:`v_0 \sim \mathcal{N}(0, \epsilon_0 I)`. The pooled draws follow the equal mixture of the
 kept steps' laws, whose mean :math:`\bar\mu` and covariance :math:`\bar\Sigma` the test checks.
 
@@ -38,8 +39,8 @@ from bnn.inference.sgmcmc.step_plans import BurnInPlan
 
 CHAINS = 64
 OPTIONS = {
-    "langevin": dict(step_size=2e-3, num_cycles=30, cycle_length=400, exploration=0.5, thin=2),
-    "hamiltonian": dict(step_size=2e-4, num_cycles=30, cycle_length=400, exploration=0.5, thin=2, friction=0.1,
+    "langevin": dict(init="prior", step_size=2e-3, num_cycles=30, cycle_length=400, exploration=0.5, thin=2),
+    "hamiltonian": dict(init="prior", step_size=2e-4, num_cycles=30, cycle_length=400, exploration=0.5, thin=2, friction=0.1,
                         dynamics="hamiltonian"),
 }
 BIAS = {"langevin": 0.02, "hamiltonian": 0.06}
@@ -48,22 +49,22 @@ diagonal is 0.988, 0.997, 0.988 for the Langevin chains and 0.945, 0.948, 0.945 
 momentum is still relaxing when the step shrinks), the off-diagonal entries smaller."""
 
 
-def chain_law(conjugate, plan, dynamics: str, friction: float) -> tuple[np.ndarray, np.ndarray]:
+def chain_law(conjugate, plan, first_step: float, dynamics: str, friction: float) -> tuple[np.ndarray, np.ndarray]:
     """The exact mean and covariance of the pooled draws of chains that follow ``plan``
-    (:mod:`bnn.inference.sgmcmc.step_plans`) with ``dynamics`` (module notes)."""
+    (:mod:`bnn.inference.sgmcmc.step_plans`) from step size ``first_step`` with ``dynamics`` (module notes)."""
     precision = np.linalg.inv(conjugate.cov.numpy())
     d, mean = len(precision), conjugate.mean.numpy()
     identity = np.eye(d)
     hamiltonian = dynamics == "hamiltonian"
     if hamiltonian:  # state (u, v); u0 = z0 - m with z0 ~ N(0, I), v0 ~ N(0, eps0 I)
         state_mean = np.concatenate([-mean, np.zeros(d)])
-        state_cov = np.block([[identity, 0 * identity], [0 * identity, plan.step_size(0) * identity]])
+        state_cov = np.block([[identity, 0 * identity], [0 * identity, first_step * identity]])
     else:
         state_mean, state_cov = -mean, identity.copy()
     kept_means, kept_second = [], []
-    last = plan.step_size(0)
+    last = first_step
     for step in range(plan.total):
-        epsilon = plan.step_size(step)
+        epsilon = first_step * plan.step_factor(step)
         if plan.keeps(step):
             u_mean, u_cov = state_mean[:d], state_cov[:d, :d]
             kept_means.append(u_mean)
@@ -92,7 +93,8 @@ def test_the_draws_follow_their_chains_exact_law_and_its_distance_from_the_poste
         warnings.simplefilter("ignore", ConvergenceWarning)
         posterior = fit(conjugate.model, (conjugate.x, conjugate.y), "csgld", seed=3, num_chains=CHAINS, progress=False,
                         **options)
-    law_mean, law_cov = chain_law(conjugate, CSGLDOptions(**options).plan(), dynamics, options.get("friction", 0.0))
+    law_mean, law_cov = chain_law(conjugate, CSGLDOptions(**options).plan(), options["step_size"], dynamics,
+                                  options.get("friction", 0.0))
     draws = conjugate.flatten(posterior.samples).numpy()  # (chains, draws, 3)
     assert draws.shape[:2] == (CHAINS, CSGLDOptions(**options).plan().num_samples)
     whitened = np.linalg.solve(np.linalg.cholesky(law_cov), (draws - law_mean)[..., None])[..., 0]
@@ -117,8 +119,8 @@ def test_the_law_propagation_reaches_the_samplers_stationary_covariance(conjugat
     :math:`\\lambda^{-1}(1 - \\eta\\lambda/(2(2 - \\alpha)))^{-1}` along each eigenvector of :math:`\\Lambda`
     (tests/inference/sgmcmc/test_exactness.py), both with the exact mean."""
     step, friction = 1e-3, 0.1
-    plan = BurnInPlan(step, num_warmup=3000, num_samples=500, thin=1)
-    mean, cov = chain_law(conjugate, plan, dynamics, friction)
+    plan = BurnInPlan(num_warmup=3000, num_samples=500, thin=1)
+    mean, cov = chain_law(conjugate, plan, step, dynamics, friction)
     precision = np.linalg.inv(conjugate.cov.numpy())
     values, vectors = np.linalg.eigh(precision)
     if dynamics == "langevin":

@@ -128,15 +128,15 @@ def check_against_exact(conjugate, posterior, bias: np.ndarray) -> None:
             assert abs(products.mean() - (j == k)) < 4 * standard_error, (j, k, products.mean(), standard_error)
 
 
-QUICK = {
-    "sgld": dict(step_size=2e-4, batch_size=20, num_chains=8, num_warmup=500, num_samples=2500, thin=1),
-    "psgld": dict(step_size=7e-5, precondition="rmsprop", num_chains=16, num_warmup=3000, num_samples=2500, thin=1),
-    "sghmc": dict(step_size=1e-4, friction=0.1, num_chains=16, num_warmup=500, num_samples=2500, thin=1),
+QUICK = {  # chains from prior draws at a given step: the stationary law at that step is what is tested
+    "sgld": dict(init="prior", step_size=2e-4, batch_size=20, num_chains=8, num_warmup=500, num_samples=2500, thin=1),
+    "psgld": dict(init="prior", step_size=7e-5, precondition="rmsprop", num_chains=16, num_warmup=3000, num_samples=2500, thin=1),
+    "sghmc": dict(init="prior", step_size=1e-4, friction=0.1, num_chains=16, num_warmup=500, num_samples=2500, thin=1),
 }
 SLOW = {
-    "sgld": dict(step_size=1e-4, batch_size=20, num_chains=8, num_warmup=1000, num_samples=9000, thin=5),
-    "psgld": dict(step_size=4e-5, precondition="rmsprop", num_chains=16, num_warmup=4000, num_samples=6000, thin=5),
-    "sghmc": dict(step_size=5e-5, friction=0.1, num_chains=16, num_warmup=1000, num_samples=6000, thin=5),
+    "sgld": dict(init="prior", step_size=1e-4, batch_size=20, num_chains=8, num_warmup=1000, num_samples=9000, thin=5),
+    "psgld": dict(init="prior", step_size=4e-5, precondition="rmsprop", num_chains=16, num_warmup=4000, num_samples=6000, thin=5),
+    "sghmc": dict(init="prior", step_size=5e-5, friction=0.1, num_chains=16, num_warmup=1000, num_samples=6000, thin=5),
 }
 
 
@@ -168,3 +168,25 @@ def test_tempered_chains_sample_the_exact_tempered_posterior():
     with default_dtype(torch.float64):
         tempered = conjugate_problem(temperature=0.5)
         run(tempered, "sghmc", {**QUICK["sghmc"], "temperature": 0.5})
+
+
+@pytest.mark.parametrize("method, share", [("sgld", 1.0), ("sghmc", 0.25)])
+def test_by_default_the_chains_start_at_the_mode_with_the_step_share_over_the_largest_precision(conjugate, method, share):
+    r"""On the conjugate posterior the MAP is the posterior mean and the Hessian of the negative log joint is the
+    posterior precision :math:`\Lambda`, so each chain's first step is ``step_share`` over its largest eigenvalue (the
+    power iteration approaches it from below) and its first draw lies near the mean. The draws' law at that step is
+    the one :func:`test_matches_the_exact_posterior` checks; its known bias: SGLD's variance along the stiffest
+    eigenvector is :math:`(1 - s/4)^{-1} = 4/3` of the posterior's at :math:`s = 1`, SGHMC's
+    :math:`(1 - s/(2(2 - \alpha)))^{-1} = 1.07` at :math:`s = 0.25`, :math:`\alpha = 0.05`; the others less."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        posterior = fit(conjugate.model, (conjugate.x, conjugate.y), method, seed=0, progress=False, num_warmup=0,
+                        num_samples=4, thin=1, map_method="sequential")
+    largest = eigen(conjugate)[1].max()
+    record = posterior.record
+    assert record.options.step_share == share and record.map_converged == [True, True]
+    assert record.curvature == pytest.approx([largest] * 2, rel=0.02)
+    assert record.step_sizes == pytest.approx([share / largest] * 2, rel=0.02)
+    first = conjugate.flatten({name: value[:, :1] for name, value in posterior.samples.items()}).numpy()[:, 0]
+    spread = np.sqrt(np.diag(conjugate.cov.numpy()))
+    assert np.all(np.abs(first - conjugate.mean.numpy()) < 6 * spread)  # one step from the mode: within its noise

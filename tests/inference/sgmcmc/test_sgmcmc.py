@@ -13,8 +13,11 @@ import torch
 from bnn.inference import Posterior, fit
 from bnn.inference.core.record import read_record
 from bnn.inference.evaluation.compare import compare
+from bnn.inference.fit import prepare_data
+from bnn.inference.posterior_mode.map_starts import map_starts, stacked_sites
 from bnn.inference.sgmcmc import ConvergenceWarning, CSGLDRecord, IncompleteSamplingWarning, SGHMCRecord, SGLDRecord, kernels
 from bnn.inference.sgmcmc import fit as sgmcmc_fit
+from bnn.inference.sgmcmc.curvature import stiffest_curvature
 from bnn.inference.sgmcmc.potential import MinibatchLogJoint
 from bnn.models import BayesianMLP
 from bnn.models.network import MAX_PLATE_NESTING
@@ -24,8 +27,8 @@ from bnn.cli.main import main
 
 pytestmark = pytest.mark.filterwarnings("ignore::bnn.inference.diagnostics.convergence.ConvergenceWarning")  # short runs
 
-SHORT = dict(step_size=1e-4, num_warmup=20, num_samples=10, thin=2, batch_size=10, progress=False)
-CYCLES = dict(step_size=1e-4, num_cycles=3, cycle_length=20, exploration=0.5, thin=2, batch_size=10, progress=False)
+SHORT = dict(init="prior", step_size=1e-4, num_warmup=20, num_samples=10, thin=2, batch_size=10, progress=False)
+CYCLES = dict(init="prior", step_size=1e-4, num_cycles=3, cycle_length=20, exploration=0.5, thin=2, batch_size=10, progress=False)
 """Three cycles of 20 steps, the last 10 of each sampling: 5 draws per cycle."""
 
 
@@ -54,6 +57,14 @@ CYCLES = dict(step_size=1e-4, num_cycles=3, cycle_length=20, exploration=0.5, th
     ("csgld", {"cycle_length": 1}, "cycle_length must be an integer >= 2, got 1"),
     ("csgld", {"dynamics": "underdamped"}, r"unknown dynamics 'underdamped'; choose from \['langevin', 'hamiltonian'\]"),
     ("csgld", {"num_warmup": 10}, r"method 'csgld' takes no option\(s\) \['num_warmup'\]"),
+    ("sgld", {"init": "prior"}, "init='prior' starts the chains away from a mode, where the curvature that sets the step "
+                                "size cannot be measured: give step_size, or start at init='map'"),
+    ("sgld", {"init": "posterior"}, r"unknown init 'posterior'; choose from \['map', 'prior'\]"),
+    ("sgld", {"step_share": 4.0}, r"step_share must be a finite number in \(0, 4\), got 4.0"),
+    ("sghmc", {"step_share": 3.95}, r"step_share=3.95 is past the stability limit 3.9 of the friction-0.05 dynamics"),
+    ("csgld", {"dynamics": "hamiltonian", "friction": 0.5, "step_share": 3.0}, "past the stability limit 3 of the "
+                                                                                "friction-0.5 dynamics"),
+    ("sgld", {"map_method": "threads"}, r"unknown map_method 'threads'; choose from \['auto', 'parallel', 'sequential'\]"),
     ("csgld", {"num_cycles": 1, "cycle_length": 10, "thin": 1}, r"1 cycle\(s\) of 10 steps, 0.8 of each exploring and a "
                                                                  "draw every 1 steps of the rest, keep 2 draws per chain; "
                                                                  "R-hat needs 4"),
@@ -124,9 +135,43 @@ def test_an_interrupt_before_four_draws_raises(monkeypatch, toy, model):
         fit(model, toy, "sgld", **SHORT)
 
 
+@pytest.mark.parametrize("method, dynamics", [("sgld", {}), ("sghmc", {}), ("csgld", {"dynamics": "hamiltonian"})])
+def test_by_default_each_chain_starts_at_its_own_map_with_a_step_set_by_the_curvature_there(monkeypatch, toy, model,
+                                                                                            method, dynamics):
+    starts = {}
+    real = sgmcmc_fit._sample
+
+    def recording(name, log_joint, kernel, options, z, first_steps, chains):
+        starts.update(z=z.clone(), curvature=stiffest_curvature(log_joint, z))
+        return real(name, log_joint, kernel, options, z, first_steps, chains)
+
+    monkeypatch.setattr(sgmcmc_fit, "_sample", recording)
+    options = {**(CYCLES if method == "csgld" else SHORT), **dynamics, "init": "map", "step_size": None,
+               "map_method": "sequential", "map_steps": 300}
+    record = fit(model, toy, method, seed=2, **options).record
+    share = record.options.step_share
+    assert share == {"sgld": 1.0, "sghmc": 0.25, "csgld": 2.0}[method]
+    # each chain at its own MAP fit (the ensemble's member fits, with their seeds), its step share / lambda_max there
+    x, y = (value.to(torch.float64) for value in prepare_data(model, toy))
+    fits = map_starts(model, x, y, record.options, 2, 2, 1, False)
+    log_joint = MinibatchLogJoint(model, toy.x_train, toy.y_train, None)
+    torch.testing.assert_close(starts["z"], log_joint.unconstrained(stacked_sites(model, fits)))
+    assert record.map_converged == [fit.converged for fit in fits]
+    assert record.step_sizes == pytest.approx([share / value for value in record.curvature], rel=1e-6)
+    assert record.curvature == pytest.approx(starts["curvature"].tolist(), rel=0.02)  # another power-iteration start
+    assert record.curvature[0] != record.curvature[1] and record.metrics()["step_size"] == max(record.step_sizes)
+
+
+def test_an_overflow_at_a_step_set_by_the_curvature_names_the_share(monkeypatch, toy, model):
+    monkeypatch.setattr(sgmcmc_fit, "stiffest_curvature", lambda log_joint, z: torch.full(z.shape[:1], 1e-6))
+    with pytest.raises(ValueError, match=r"SGLD diverged: .*\(step size 1e\+06, 1e\+06\).*lower step_share$"):
+        fit(model, toy, "sgld", **{**SHORT, "init": "map", "step_size": None, "map_method": "sequential",
+                                   "map_steps": 300})
+
+
 def test_a_step_too_large_for_the_curvature_stops_with_a_clear_error(toy, model):
     with pytest.raises(ValueError, match=r"SGLD diverged: the state of chain\(s\) \[.*\] overflowed at step \d+ "
-                                         r"\(step size 1e\+06\).*lower step_size"):
+                                         r"\(step size 1e\+06, 1e\+06\).*lower step_size"):
         fit(model, toy, "sgld", **{**SHORT, "step_size": 1e6})
     with pytest.raises(ValueError, match=r"SGHMC diverged: .*lower step_size, or raise friction"):
         fit(model, toy, "sghmc", **{**SHORT, "step_size": 1e6})
@@ -181,7 +226,9 @@ def test_the_polynomial_schedule_and_psgld_reach_the_record_and_the_draws(toy, m
     record = posterior.record
     assert isinstance(record, SGLDRecord) and record.options.precondition == "rmsprop"
     assert record.options.step_schedule == "polynomial"
-    assert record.final_step_size == pytest.approx(options["step_size"] * (1 + 39 / 10.0) ** -0.6)
+    assert record.final_step_size == pytest.approx([options["step_size"] * (1 + 39 / 10.0) ** -0.6] * 2)
+    assert record.step_sizes == pytest.approx([options["step_size"]] * 2)
+    assert record.curvature is None and record.map_converged is None
     gain = posterior.extras["preconditioner"]
     assert set(gain) == set(model.latent_shapes) and all((value > 0).all() for value in gain.values())
 
@@ -220,7 +267,7 @@ def test_cyclical_chains_keep_the_sampling_parts_draws_at_their_cosine_steps_see
     record = first.record
     assert isinstance(record, CSGLDRecord) and record.options.dynamics == dynamics
     assert record.gradient_evaluations == 2 * 3 * 20 and record.batch_size == 10
-    assert record.final_step_size == pytest.approx(CYCLES["step_size"] / 2 * (math.cos(math.pi * 19 / 20) + 1))
+    assert record.final_step_size == pytest.approx([CYCLES["step_size"] / 2 * (math.cos(math.pi * 19 / 20) + 1)] * 2)
 
 
 def test_a_cyclical_chain_explores_without_noise(monkeypatch, toy, model):
