@@ -1,41 +1,38 @@
-r"""The options of the SG-MCMC samplers (SGLD, pSGLD, SGHMC), validated when they are built.
+r"""The options of the SG-MCMC samplers (SGLD, pSGLD, SGHMC, cSGLD, cSGHMC), validated when they are built.
 
-Defaults, measured on toy1d (1-50-1 tanh, N(0, 1) prior, learned noise, N = 100, full batches, 2 chains) against
-NUTS there (:math:`\sigma` 0.101 +- 0.008, test RMSE 0.129, test log-likelihood 0.569, 50%/90% coverage 0.36/0.85):
+The step that suits a posterior is set by its curvature: a gradient step is stable along the stiffest direction of
+the negative log joint's Hessian only for :math:`\epsilon\lambda_{max} < 4` (SGLD; :math:`\eta\lambda_{max} <
+2(2 - \alpha)` for SGHMC, :mod:`bnn.inference.sgmcmc.kernels`), and :math:`\lambda_{max}` grows with the data size
+and the noise precision: about :math:`10^5` on toy1d (100 rows), :math:`4 \times 10^7` on UCI yacht (277 nearly
+noiseless rows). A fixed step measured on one set overflows on another (the fixed defaults of before, SGLD
+:math:`10^{-5}`, SGHMC :math:`3 \times 10^{-6}`, cSGLD :math:`3 \times 10^{-5}`, overflowed in SGHMC's kin8nm cells and
+in cSGLD's yacht cell, and ran too hot on the small UCI sets). So by default each chain starts at its own MAP
+(``init="map"``) and takes :math:`\epsilon_0 = s/\lambda_{max}` there (``step_share`` :math:`s`); the variance along
+the stiffest eigenvector of a Gaussian posterior is then :math:`(1 - s/4)^{-1}` of the posterior's for SGLD and
+:math:`(1 - s/(2(2 - \alpha)))^{-1}` for SGHMC (4/3 and 1.07 at the defaults), less along the others.
 
-* SGLD, :math:`\epsilon = 10^{-5}`, 10,000 burn-in steps, 1,000 draws thinned by 10 (20,000 steps, 33 s): test RMSE
-  0.130, log-likelihood 0.611, coverage 0.46/0.90, :math:`\sigma` 0.111 +- 0.008, predictive R-hat 1.25 (the chains
-  disagree in the gap between the clusters). :math:`\epsilon = 10^{-4}` left :math:`\sigma` at 0.25 (the
-  discretisation heats the stiff directions, whose curvature :math:`\approx N\,\lVert h\rVert^2/\sigma^2` is of
-  order :math:`10^5`) and :math:`10^{-3}` overflowed at the second step; burn-in from the prior draw takes about
-  10,000 steps at :math:`10^{-5}`.
-* SGHMC, :math:`\eta = 3 \times 10^{-6}`, friction 0.05, 5,000 burn-in steps, 1,000 draws thinned by 10 (15,000 steps,
-  36 s): test RMSE 0.128-0.129, log-likelihood 0.568-0.584, coverage 0.37-0.39/0.85, :math:`\sigma` 0.101-0.102
-  (two seeds), NUTS's numbers, predictive R-hat 1.09 and 1.07; friction 0.02 gave the same. :math:`\eta = 10^{-5}`
-  threw a chain out of its mode (:math:`\sigma` 0.44) and :math:`10^{-4}` overflowed within 5 steps; burn-in takes
-  about 2,000 steps.
+Defaults, measured on toy1d (1-50-1 tanh, N(0, 1) prior, learned noise, N = 100, full batches, 2 chains;
+``python /tmp/smoke.py``-style fits through ``fit`` at ae8d4ec, one thread each, seeds 0 and 1) against NUTS there
+(test RMSE 0.129, log-likelihood 0.569, 50%/90% coverage 0.36/0.85):
 
-Measured again after the chains' learned noise started at its most likely value given the drawn weights instead of a
-prior draw (:meth:`~bnn.inference.sgmcmc.potential.MinibatchLogJoint.start`; ``bnn compare --dataset toy1d --methods
-sgld,sghmc``): SGLD test RMSE 0.131, log-likelihood 0.612, coverage 0.46/0.92, predictive R-hat 1.71; SGHMC 0.128,
-0.584, 0.39/0.85, predictive R-hat 1.08.
+* SGLD, :math:`s = 1`, 2,000 burn-in steps from the MAP, 1,000 draws thinned by 10: test RMSE 0.132 and 0.132,
+  log-likelihood 0.537 and 0.515, coverage 0.36/0.84 and 0.34/0.83, 17 s. :math:`s = 0.5` gave 0.524 and 0.503,
+  :math:`s = 2` 0.596 and 0.562 with coverage 0.40/0.90 and 0.39/0.87.
+* SGHMC, :math:`s = 0.25`, friction 0.05, the same plan: RMSE 0.130 and 0.129, log-likelihood 0.565 and 0.571,
+  coverage 0.37/0.85 and 0.38/0.86, NUTS's numbers, 45 s.
+* cSGLD, :math:`s = 2`, 4 cycles of 5,000 steps, the first 80% of each exploring, 400 draws per chain: RMSE 0.130,
+  log-likelihood 0.514 and 0.507, coverage 0.35/0.82 and 0.35/0.83, 36-39 s; :math:`s = 3` the same (0.517, 0.510).
+  From a MAP a cycle's exploration stays in its mode, and the sampling part's shrinking steps barely move: narrower
+  than NUTS. (From prior draws at :math:`3 \times 10^{-5}` it had been wider: 0.587-0.606, coverage 0.44-0.51/0.95-0.98.)
+* pSGLD (``precondition="rmsprop"``) keeps its fixed :math:`10^{-5}`: its gain :math:`G \approx N/\sqrt{\text{curvature}}`
+  scales the step itself; from the MAP: RMSE 0.131, log-likelihood 0.613, coverage 0.44/0.91.
 
-The stiffest curvature grows with :math:`N`, so on larger data sets scale the step size by about :math:`100/N`, or use
-pSGLD (``precondition="rmsprop"``, whose gain :math:`G \approx N/\sqrt{\text{curvature}}` scales itself: at
-:math:`\epsilon = 10^{-5}` on toy1d it matched NUTS's test metrics and :math:`\sigma`, predictive R-hat 1.58).
-cSGLD (cyclical, :class:`CSGLDOptions`), :math:`\epsilon_0 = 3 \times 10^{-5}`, 4 cycles of 5,000 steps, the first
-80% of each exploring, 400 draws per chain (20,000 steps, 28-38 s on one thread beside a second fit;
-``step_size=3e-5`` set by hand at the measurement, seeds 0-2): test RMSE 0.126-0.133, log-likelihood 0.587-0.606,
-coverage 0.44-0.51/0.95-0.98, predictive R-hat 1.6-2.1 (the chains disagree at the training inputs).
-:math:`2 \times 10^{-5}` gave RMSE 0.143 and :math:`10^{-5}` 0.226: the exploring part, gradient ascent without
-noise, needs the large step to reach a mode from the prior draw within a cycle, and it is stable only for steps below
-:math:`4/\lambda_{max}` (of order :math:`4 \times 10^{-5}` at the curvature of order :math:`10^5` above; derived,
-not measured). cSGHMC (``dynamics="hamiltonian"``, friction 0.05) at :math:`10^{-5}`: RMSE 0.131, log-likelihood
-0.524, coverage 0.39/0.84, predictive R-hat 1.19 (:math:`6 \times 10^{-6}`: 0.130, 0.523).
+The chains do not mix between the modes their MAP fits found: their predictive R-hat stays above 1.01 on toy1d (the
+chains disagree in the gap between the clusters), and the convergence warning says so. On UCI split 0 (``bnn uci``,
+the papers' 50 ReLU units) see ``benchmarks/results/uci.md``.
 
-SGHMC's velocity also carries an overshoot on for about :math:`1/\alpha` steps: on UCI kin8nm (7,373 rows) friction
-0.05 overflowed in the burn-in on 11 of 20 splits and friction 0.2 on none, at a lower test log-likelihood where both
-ran (``benchmarks/results/uci.md``).
+SGHMC's velocity carries an overshoot on for about :math:`1/\alpha` steps: from prior draws at the old fixed step,
+friction 0.05 overflowed in the burn-in on 11 of kin8nm's 20 splits.
 """
 
 from __future__ import annotations
