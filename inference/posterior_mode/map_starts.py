@@ -85,7 +85,7 @@ def fit_member(model, x: torch.Tensor, y: torch.Tensor, job: MemberJob) -> Membe
     stops short of ``job.tolerance`` is recorded, not warned about (the parent sums up over the members)."""
     began = time.perf_counter()
     with seeded(job.seed), warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="the MAP polish stopped", category=RuntimeWarning)
+        warnings.filterwarnings("ignore", message="the MAP polish", category=RuntimeWarning)
         estimate = find_map(model, x, y, steps=job.steps, lr=job.lr, tolerance=job.tolerance, max_iter=job.max_iter,
                             progress=False)
     return MemberFit(estimate.theta, estimate.latents, estimate.grad_norm, estimate.lbfgs_iterations, estimate.converged,

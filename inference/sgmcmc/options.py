@@ -11,17 +11,17 @@ in cSGLD's yacht cell, and ran too hot on the small UCI sets). So by default eac
 the stiffest eigenvector of a Gaussian posterior is then :math:`(1 - s/4)^{-1}` of the posterior's for SGLD and
 :math:`(1 - s/(2(2 - \alpha)))^{-1}` for SGHMC (4/3 and 1.07 at the defaults), less along the others.
 
-Defaults, measured on toy1d (1-50-1 tanh, N(0, 1) prior, learned noise, N = 100, full batches, 2 chains;
-``python /tmp/smoke.py``-style fits through ``fit`` at ae8d4ec, one thread each, seeds 0 and 1) against NUTS there
-(test RMSE 0.129, log-likelihood 0.569, 50%/90% coverage 0.36/0.85):
+Defaults, measured on toy1d (1-50-1 tanh, N(0, 1) prior, learned noise, N = 100, full batches, 2 chains, seeds 0
+and 1; ``python -m benchmarks.sgmcmc_steps``, ``benchmarks/results/sgmcmc_steps``) against NUTS there (test RMSE 0.129,
+log-likelihood 0.569, 50%/90% coverage 0.36/0.85):
 
 * SGLD, :math:`s = 1`, 2,000 burn-in steps from the MAP, 1,000 draws thinned by 10: test RMSE 0.132 and 0.132,
-  log-likelihood 0.537 and 0.515, coverage 0.36/0.84 and 0.34/0.83, 17 s. :math:`s = 0.5` gave 0.524 and 0.503,
+  log-likelihood 0.537 and 0.515, coverage 0.36/0.84 and 0.34/0.83. :math:`s = 0.5` gave 0.524 and 0.503,
   :math:`s = 2` 0.596 and 0.562 with coverage 0.40/0.90 and 0.39/0.87.
 * SGHMC, :math:`s = 0.25`, friction 0.05, the same plan: RMSE 0.130 and 0.129, log-likelihood 0.565 and 0.571,
-  coverage 0.37/0.85 and 0.38/0.86, NUTS's numbers, 45 s.
+  coverage 0.37/0.85 and 0.38/0.86, NUTS's numbers.
 * cSGLD, :math:`s = 2`, 4 cycles of 5,000 steps, the first 80% of each exploring, 400 draws per chain: RMSE 0.130,
-  log-likelihood 0.514 and 0.507, coverage 0.35/0.82 and 0.35/0.83, 36-39 s; :math:`s = 3` the same (0.517, 0.510).
+  log-likelihood 0.514 and 0.507, coverage 0.35/0.82 and 0.35/0.83; :math:`s = 3` the same (0.517, 0.510).
   From a MAP a cycle's exploration stays in its mode, and the sampling part's shrinking steps barely move: narrower
   than NUTS. (From prior draws at :math:`3 \times 10^{-5}` it had been wider: 0.587-0.606, coverage 0.44-0.51/0.95-0.98.)
 * pSGLD (``precondition="rmsprop"``) keeps its fixed :math:`10^{-5}`: its gain :math:`G \approx N/\sqrt{\text{curvature}}`
