@@ -82,7 +82,7 @@ class _Chains:
     half a draw), and the steps taken."""
 
     def __init__(self) -> None:
-        self.draws: list[tuple[torch.Tensor, torch.Tensor, float]] = []
+        self.draws: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
         self.steps = 0
 
     def keep(self, z: torch.Tensor, lp: torch.Tensor, step_size: torch.Tensor) -> None:
