@@ -110,12 +110,16 @@ def _name(options: SGMCMCOptions) -> str:
 def _sample(name: str, log_joint: MinibatchLogJoint, kernel, options: SGMCMCOptions, z: torch.Tensor,
             first_steps: torch.Tensor, chains: _Chains) -> None:
     """Run the chains from ``z`` ``(C, D)`` at first step sizes ``first_steps`` ``(C, 1)``, keeping draws into
-    ``chains``; an interrupt propagates with the draws kept so far."""
+    ``chains``; an interrupt propagates with the draws kept so far. Where the curvature set the first steps, a cycle
+    that restarts (:meth:`~bnn.inference.sgmcmc.step_plans.CyclicalPlan.restarts`) sets them again from the curvature
+    where the chain is then: the mode the last cycle found may be sharper than the one it started from."""
     plan, num_chains = options.plan(), options.num_chains
     total = plan.total
     kernel.start(z, first_steps)
     with progress_bar(total=total, desc=f"{name} ({num_chains} chains)", enabled=options.progress, leave=False) as bar:
         for step in range(total):
+            if plan.restarts(step) and options.fixed_step_size() is None:
+                first_steps = (options.step_share / stiffest_curvature(log_joint, z))[:, None]
             step_size = first_steps * plan.step_factor(step)
             lp, gradient = log_joint.gradient(z, log_joint.next_batches(num_chains))
             if plan.keeps(step):
@@ -203,7 +207,7 @@ def _run(name: str, model, x: torch.Tensor, y: torch.Tensor, options: SGMCMCOpti
         # its distributions skip argument checks
         log_joint = MinibatchLogJoint(model, x, y, options.batch_size, options.temperature)
         kernel = _kernel(options, log_joint.num_data)
-        z = log_joint.start(options.num_chains) if fits is None else log_joint.unconstrained(stacked_sites(model, fits))
+        z = log_joint.start(options.num_chains) if fits is None else log_joint.start_at(stacked_sites(model, fits))
         starts = _first_steps(options, log_joint, z, fits)
         try:
             _sample(name, log_joint, kernel, options, z, starts.first_steps, chains)

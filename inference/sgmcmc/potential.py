@@ -82,13 +82,24 @@ class MinibatchLogJoint:
     def start(self, num_chains: int) -> torch.Tensor:
         r"""``(num_chains, D)`` starts in the unconstrained space: weights drawn from the prior (the global torch
         generator), and the likelihood's latents where the likelihood of all the data is highest given those weights
-        (:meth:`~bnn.models.likelihoods.Likelihood.most_likely_latents`; a prior draw where it has no closed form).
+        (:meth:`start_at`).
 
         A prior draw of a learned noise far below the drawn network's residuals :math:`r` makes the first gradient in
         :math:`\log\sigma`, :math:`\sum_i r_i^2/\sigma^2 - N`, so large that the first step overflows at any usable
         step size; at :math:`\hat\sigma` the likelihood's part of it is zero."""
         values = {name: prior.sample((num_chains,)) for name, prior in self.weight_priors.items()}
         values |= {name: prior.sample((num_chains,)) for name, prior in self.latent_priors.items()}
+        return self.start_at(values)
+
+    def start_at(self, values: dict[str, torch.Tensor]) -> torch.Tensor:
+        r"""Site values ``(C, *site_shape)`` as starts ``(C, D)``, the likelihood's latents replaced by their most likely
+        values given the weights (:meth:`~bnn.models.likelihoods.Likelihood.most_likely_latents`; kept where it has no
+        closed form).
+
+        A MAP start's learned noise is the evidence's choice, larger than the MAP network's residuals: from there the
+        chain's noise falls within a few steps, the curvature (of order :math:`N\lVert h\rVert^2/\sigma^2`) rises past
+        what the step measured at the start allows, and the chain overflows (SGHMC on Boston split 0 at step 18)."""
+        values = {name: value.to(self.x.dtype) for name, value in values.items()}
         if self.latent_priors:
             with torch.no_grad():
                 values |= self.model.likelihood.most_likely_latents(self.model.forward(self.x, values), self.y)

@@ -62,6 +62,10 @@ class BurnInPlan:
         """Every step samples."""
         return False
 
+    def restarts(self, step: int) -> bool:
+        """No step restarts the schedule."""
+        return False
+
     def adapts(self, step: int) -> bool:
         """A preconditioner adapts during the burn-in only."""
         return step < self.warmup
@@ -100,6 +104,10 @@ class CyclicalPlan:
 
     def explores(self, step: int) -> bool:
         return step % self.length < self.sampling_start
+
+    def restarts(self, step: int) -> bool:
+        """The first step of every cycle after the first: the large step again."""
+        return step > 0 and step % self.length == 0
 
     def adapts(self, step: int) -> bool:
         """Nothing adapts."""

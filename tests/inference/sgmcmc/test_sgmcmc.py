@@ -155,11 +155,29 @@ def test_by_default_each_chain_starts_at_its_own_map_with_a_step_set_by_the_curv
     x, y = (value.to(torch.float64) for value in prepare_data(model, toy))
     fits = map_starts(model, x, y, record.options, 2, 2, 1, False)
     log_joint = MinibatchLogJoint(model, toy.x_train, toy.y_train, None)
-    torch.testing.assert_close(starts["z"], log_joint.unconstrained(stacked_sites(model, fits)))
+    torch.testing.assert_close(starts["z"], log_joint.start_at(stacked_sites(model, fits)))  # the noise: RMS residual
     assert record.map_converged == [fit.converged for fit in fits]
     assert record.step_sizes == pytest.approx([share / value for value in record.curvature], rel=1e-6)
     assert record.curvature == pytest.approx(starts["curvature"].tolist(), rel=0.02)  # another power-iteration start
     assert record.curvature[0] != record.curvature[1] and record.metrics()["step_size"] == max(record.step_sizes)
+
+
+def test_each_cycle_takes_its_first_step_from_the_curvature_where_it_restarts(monkeypatch, toy, model):
+    measured = []
+
+    def curvature(log_joint, z):
+        measured.append(z.clone())
+        return torch.full(z.shape[:1], 1e4 * len(measured))
+
+    monkeypatch.setattr(sgmcmc_fit, "stiffest_curvature", curvature)
+    options = {**CYCLES, "init": "map", "step_size": None, "map_method": "sequential", "map_steps": 300}
+    posterior = fit(model, toy, "csgld", seed=0, **options)
+    assert len(measured) == 3 and not torch.equal(measured[1], measured[2])  # the start, then cycles 2 and 3
+    first = [2.0 / (1e4 * cycle) for cycle in (1, 2, 3)]  # step_share 2 over each cycle's curvature
+    kept = [(math.cos(math.pi * j / 20) + 1) / 2 for j in (11, 13, 15, 17, 19)]
+    expected = [step * factor for step in first for factor in kept]
+    assert posterior.sample_stats["step_size"][0].tolist() == pytest.approx(expected)
+    assert posterior.record.step_sizes == pytest.approx([2.0 / 1e4] * 2)  # the first cycle's
 
 
 def test_an_overflow_at_a_step_set_by_the_curvature_names_the_share(monkeypatch, toy, model):

@@ -26,6 +26,8 @@ def test_a_cycle_explores_its_first_share_then_keeps_every_thin_th_step_of_the_r
     assert [step for step in range(10) if plan.explores(step)] == [0, 1, 2, 3, 4, 5]
     assert plan.explores(20) and not plan.explores(26) and not any(plan.adapts(step) for step in range(30))
     assert plan.describe() == "3 cycles x 10"
+    assert [step for step in range(plan.total) if plan.restarts(step)] == [10, 20]
+    assert not any(BurnInPlan(5, 4, 3).restarts(step) for step in range(17))
 
 
 def test_a_cycle_steps_down_a_cosine_and_restarts_at_the_first_step():
