@@ -10,13 +10,14 @@ large by a factor :math:`(1 - \epsilon\lambda/4)^{-1}`, see the kernels) and the
 minibatch gradients, of order :math:`\epsilon` times that gradient noise.
 
 Each chain starts at its own MAP (``init="map"``, the default: :mod:`bnn.inference.posterior_mode.map_starts`, from its
-own prior draw, in worker processes where ``map_method`` puts them) or at a prior draw of the weights with a learned
-noise at its most likely value given them (``init="prior"``,
-:meth:`~bnn.inference.sgmcmc.potential.MinibatchLogJoint.start`). Unless ``step_size`` fixes one for all, each chain's
-first step size is :math:`\epsilon_0 = s / \lambda_{max}`, :math:`s` = ``step_share`` and :math:`\lambda_{max}` the
-stiffest curvature of the negative log joint at its MAP (:mod:`bnn.inference.sgmcmc.curvature`): the stiffest direction
-bounds a stable step (:mod:`bnn.inference.sgmcmc.kernels`), and it grows with the data size and the noise precision,
-so a fixed step measured on one data set overflows on another. Each chain then follows its plan
+own prior draw, in worker processes where ``map_method`` puts them) or at a prior draw of the weights (``init="prior"``),
+a learned noise in both at its most likely value given the weights
+(:meth:`~bnn.inference.sgmcmc.potential.MinibatchLogJoint.start_at`). Unless ``step_size`` fixes one for all, each
+chain's first step size is :math:`\epsilon_0 = s / \lambda_{max}`, :math:`s` = ``step_share`` and
+:math:`\lambda_{max}` the stiffest curvature of the negative log joint at its start (:mod:`bnn.inference.sgmcmc.curvature`;
+measured again where each later cycle of a cyclical chain restarts): the stiffest direction bounds a stable step
+(:mod:`bnn.inference.sgmcmc.kernels`), and it grows with the data size and the noise precision, so a fixed step
+measured on one data set overflows on another. Each chain then follows its plan
 (:mod:`bnn.inference.sgmcmc.step_plans`): SGLD and SGHMC run ``num_warmup`` burn-in steps (discarded; pSGLD adapts
 its preconditioner there) and then ``num_samples * thin`` steps, keeping every ``thin``-th position; the cyclical
 samplers run ``num_cycles`` cycles of ``cycle_length`` steps, each exploring without noise at large steps, then

@@ -7,7 +7,8 @@ and the noise precision: about :math:`10^5` on toy1d (100 rows), :math:`4 \times
 noiseless rows). A fixed step measured on one set overflows on another (the fixed defaults of before, SGLD
 :math:`10^{-5}`, SGHMC :math:`3 \times 10^{-6}`, cSGLD :math:`3 \times 10^{-5}`, overflowed in SGHMC's kin8nm cells and
 in cSGLD's yacht cell, and ran too hot on the small UCI sets). So by default each chain starts at its own MAP
-(``init="map"``) and takes :math:`\epsilon_0 = s/\lambda_{max}` there (``step_share`` :math:`s`); the variance along
+(``init="map"``, a learned noise at the MAP network's RMS residual) and takes :math:`\epsilon_0 = s/\lambda_{max}`
+there (``step_share`` :math:`s`; a cyclical chain measures again where each cycle restarts); the variance along
 the stiffest eigenvector of a Gaussian posterior is then :math:`(1 - s/4)^{-1}` of the posterior's for SGLD and
 :math:`(1 - s/(2(2 - \alpha)))^{-1}` for SGHMC (4/3 and 1.07 at the defaults), less along the others.
 
@@ -16,16 +17,16 @@ and 1; ``python -m benchmarks.sgmcmc_steps``, ``benchmarks/results/sgmcmc_steps`
 log-likelihood 0.569, 50%/90% coverage 0.36/0.85):
 
 * SGLD, :math:`s = 1`, 2,000 burn-in steps from the MAP, 1,000 draws thinned by 10: test RMSE 0.132 and 0.132,
-  log-likelihood 0.537 and 0.515, coverage 0.36/0.84 and 0.34/0.83. :math:`s = 0.5` gave 0.524 and 0.503,
-  :math:`s = 2` 0.596 and 0.562 with coverage 0.40/0.90 and 0.39/0.87.
-* SGHMC, :math:`s = 0.25`, friction 0.05, the same plan: RMSE 0.130 and 0.129, log-likelihood 0.565 and 0.571,
+  log-likelihood 0.535 and 0.513, coverage 0.35/0.84 and 0.34/0.83. :math:`s = 0.5` gave 0.522 and 0.501,
+  :math:`s = 2` 0.587 and 0.553 with coverage 0.40/0.90 and 0.36/0.85.
+* SGHMC, :math:`s = 0.25`, friction 0.05, the same plan: RMSE 0.130 and 0.129, log-likelihood 0.564 and 0.571,
   coverage 0.37/0.85 and 0.38/0.86, NUTS's numbers.
 * cSGLD, :math:`s = 2`, 4 cycles of 5,000 steps, the first 80% of each exploring, 400 draws per chain: RMSE 0.130,
-  log-likelihood 0.514 and 0.507, coverage 0.35/0.82 and 0.35/0.83; :math:`s = 3` the same (0.517, 0.510).
+  log-likelihood 0.515 and 0.506, coverage 0.35/0.82 and 0.36/0.83; :math:`s = 3` the same (0.517, 0.509).
   From a MAP a cycle's exploration stays in its mode, and the sampling part's shrinking steps barely move: narrower
   than NUTS. (From prior draws at :math:`3 \times 10^{-5}` it had been wider: 0.587-0.606, coverage 0.44-0.51/0.95-0.98.)
 * pSGLD (``precondition="rmsprop"``) keeps its fixed :math:`10^{-5}`: its gain :math:`G \approx N/\sqrt{\text{curvature}}`
-  scales the step itself; from the MAP: RMSE 0.131, log-likelihood 0.613, coverage 0.44/0.91.
+  scales the step itself; from the MAP: RMSE 0.131, log-likelihood 0.613 and 0.591, coverage 0.44/0.91 and 0.41/0.90, wider than NUTS.
 
 The chains do not mix between the modes their MAP fits found: their predictive R-hat stays above 1.01 on toy1d (the
 chains disagree in the gap between the clusters), and the convergence warning says so. On UCI split 0 (``bnn uci``,
