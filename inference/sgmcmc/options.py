@@ -26,7 +26,8 @@ log-likelihood 0.569, 50%/90% coverage 0.36/0.85):
   From a MAP a cycle's exploration stays in its mode, and the sampling part's shrinking steps barely move: narrower
   than NUTS. (From prior draws at :math:`3 \times 10^{-5}` it had been wider: 0.587-0.606, coverage 0.44-0.51/0.95-0.98.)
 * pSGLD (``precondition="rmsprop"``) keeps its fixed :math:`10^{-5}`: its gain :math:`G \approx N/\sqrt{\text{curvature}}`
-  scales the step itself; from the MAP: RMSE 0.131, log-likelihood 0.613 and 0.591, coverage 0.44/0.91 and 0.41/0.90, wider than NUTS.
+  scales the step itself; from the MAP: RMSE 0.131, log-likelihood 0.613 and 0.591, coverage 0.44/0.91 and
+  0.41/0.90, wider than NUTS.
 
 The chains do not mix between the modes their MAP fits found: their predictive R-hat stays above 1.01 on toy1d (the
 chains disagree in the gap between the clusters), and the convergence warning says so. On UCI split 0 (``bnn uci``,
