@@ -8,6 +8,7 @@ import os
 import platform
 import subprocess
 import sys
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -26,6 +27,15 @@ def run_header(module: str, argv: list[str] | None) -> dict[str, str]:
     return {"command": " ".join(["python", "-m", module, *(sys.argv[1:] if argv is None else argv)]),
             "commit": commit(), "machine": f"{platform.node()} ({platform.machine()}, {os.cpu_count()} cores)",
             "date": datetime.now(UTC).date().isoformat()}
+
+
+def printed_rows(rows: Iterable[dict]) -> list[dict]:
+    """The rows, each printed as a JSON line as it comes (a long run shows its progress)."""
+    kept = []
+    for row in rows:
+        kept.append(row)
+        print(json.dumps(row), flush=True)
+    return kept
 
 
 def write_results(out: Path, results: dict, markdown: str) -> None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import json
 import time
 import warnings
 from pathlib import Path
@@ -30,7 +29,7 @@ from bnn.inference import fit
 from bnn.inference.evaluation.metrics import evaluate
 from bnn.models import BayesianMLP
 
-from benchmarks.provenance import run_header, write_results
+from benchmarks.provenance import printed_rows, run_header, write_results
 from bnn.runtime.workers import one_torch_thread
 
 
@@ -81,12 +80,8 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     header = run_header("benchmarks.sgmcmc_steps", argv)  # the commit whose code runs, before any later checkout
     extra = {name: ast.literal_eval(value) for name, value in (item.split("=", 1) for item in args.set)}
-    rows = []
-    for method in args.methods:
-        for share in args.shares or [None]:
-            for seed in args.seeds:
-                rows.append(fit_one(method, share, seed, args.hidden, extra))
-                print(json.dumps(rows[-1]), flush=True)
+    rows = printed_rows(fit_one(method, share, seed, args.hidden, extra)
+                        for method in args.methods for share in args.shares or [None] for seed in args.seeds)
     results = {"header": header, "rows": rows}
     write_results(args.out, results, markdown(results))
     return results

@@ -20,7 +20,6 @@ It writes ``results.json`` (every number, the command, the commit and the machin
 from __future__ import annotations
 
 import argparse
-import json
 import time
 import warnings
 from pathlib import Path
@@ -30,7 +29,7 @@ from bnn.inference import fit
 from bnn.inference.evaluation.metrics import evaluate
 from bnn.inference.uci.protocol import uci_model
 
-from benchmarks.provenance import run_header, write_results
+from benchmarks.provenance import printed_rows, run_header, write_results
 from bnn.runtime.workers import one_torch_thread
 
 
@@ -82,12 +81,8 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     header = run_header("benchmarks.swag_rate", argv)  # the commit whose code runs, before any later checkout
     rates = [{"swag_lr": value} for value in args.fixed] + [{"step_share": value} for value in args.shares]
-    rows = []
-    for dataset in args.datasets:
-        for split in args.splits:
-            for rate in rates:
-                rows.append(fit_one(args.uci_dir, dataset, split, rate, args.hidden, args.batch_size))
-                print(json.dumps(rows[-1]), flush=True)
+    rows = printed_rows(fit_one(args.uci_dir, dataset, split, rate, args.hidden, args.batch_size)
+                        for dataset in args.datasets for split in args.splits for rate in rates)
     results = {"header": header, "rows": rows}
     write_results(args.out, results, markdown(results))
     return results

@@ -34,9 +34,7 @@ class MemberOptions(MapFitOptions):
 
     def member_fit_needs(self, model) -> dict[str, int]:
         """The memory of the MAP fits that run at once."""
-        (what, one_fit), = self.map_fit_needs(model).items()
-        workers = self.workers()
-        return {f"{workers} members fitted at once, each {what}": workers * one_fit}
+        return self.map_fits_needs(model, self.workers(), "members")
 
 
 @dataclass(frozen=True)

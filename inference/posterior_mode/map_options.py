@@ -49,3 +49,9 @@ class MapFitOptions(Options):
         what = (f"L-BFGS's history ((2 x {LBFGS_HISTORY} + 4) D)" if lbfgs >= dense
                 else "the Gauss-Newton precision (D^2)")
         return {f"the MAP fit's polish: {what}, float64": value_bytes(max(lbfgs, dense), torch.float64)}
+
+    def map_fits_needs(self, model, workers: int, fits: str) -> dict[str, int]:
+        """The memory of ``workers`` MAP fits at once (:meth:`map_fit_needs` each), labelled ``"{workers} {fits}
+        fitted at once"``."""
+        (what, one_fit), = self.map_fit_needs(model).items()
+        return {f"{workers} {fits} fitted at once, each {what}": workers * one_fit}

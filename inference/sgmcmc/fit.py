@@ -54,7 +54,7 @@ from bnn.inference.diagnostics.convergence import (
     IncompleteSamplingWarning,
     chain_diagnostics,
 )
-from bnn.inference.posterior_mode.map_starts import WORKING_DTYPE, map_starts, stacked_sites
+from bnn.inference.posterior_mode.map_starts import map_starts, stacked_sites
 from bnn.inference.sgmcmc.curvature import stiffest_curvature
 from bnn.inference.sgmcmc.kernels import SGHMCKernel, SGLDKernel
 from bnn.inference.sgmcmc.options import (
@@ -120,7 +120,7 @@ def _sample(name: str, log_joint: MinibatchLogJoint, kernel, options: SGMCMCOpti
     with progress_bar(total=total, desc=f"{name} ({num_chains} chains)", enabled=options.progress, leave=False) as bar:
         for step in range(total):
             if plan.restarts(step) and options.fixed_step_size() is None:
-                first_steps = (options.step_share / stiffest_curvature(log_joint, z))[:, None]
+                first_steps, _ = _curvature_steps(options, log_joint, z)
             step_size = first_steps * plan.step_factor(step)
             lp, gradient = log_joint.gradient(z, log_joint.next_batches(num_chains))
             if plan.keeps(step):
@@ -201,9 +201,7 @@ def _run(name: str, model, x: torch.Tensor, y: torch.Tensor, options: SGMCMCOpti
     chains, interrupt = _Chains(), None
     fits = None
     if options.init is ChainStart.MAP:
-        x_work = x.to(WORKING_DTYPE)
-        fits = map_starts(model, x_work, y.to(WORKING_DTYPE) if y.is_floating_point() else y, options, options.seed,
-                          options.num_chains, options.workers(), options.progress)
+        fits = map_starts(model, x, y, options, options.seed, options.num_chains, options.workers(), options.progress)
     with one_torch_thread(), seeded(options.seed), pyro.validation_enabled(False), sigterm_as_keyboard_interrupt():
         # its distributions skip argument checks
         log_joint = MinibatchLogJoint(model, x, y, options.batch_size, options.temperature)
@@ -236,8 +234,16 @@ def _first_steps(options: SGMCMCOptions, log_joint: MinibatchLogJoint, z: torch.
     fixed = options.fixed_step_size()
     if fixed is not None:
         return _Starts(torch.full((z.shape[0], 1), fixed, dtype=z.dtype), None, converged)
+    first_steps, curvature = _curvature_steps(options, log_joint, z)
+    return _Starts(first_steps, curvature.tolist(), converged)
+
+
+def _curvature_steps(options: SGMCMCOptions, log_joint: MinibatchLogJoint,
+                     z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Each chain's :math:`\epsilon_0 = s / \lambda_{max}` at ``z``, ``(C, 1)``, and the curvature :math:`\lambda_{max}`,
+    ``(C,)``."""
     curvature = stiffest_curvature(log_joint, z)
-    return _Starts((options.step_share / curvature)[:, None], curvature.tolist(), converged)
+    return (options.step_share / curvature)[:, None], curvature
 
 
 def _stack(chains: _Chains, log_joint: MinibatchLogJoint, num_chains: int) -> tuple[dict[str, torch.Tensor], dict]:

@@ -173,8 +173,7 @@ class SGMCMCOptions(MapFitOptions):
         needs = {f"{self.num_chains} chains' states (4 D each)": value_bytes(4 * self.num_chains * parameters),
                  f"{self.num_chains} chains x {draws} draws": value_bytes(self.num_chains * draws * parameters)}
         if self.init is ChainStart.MAP:
-            (what, one_fit), = self.map_fit_needs(model).items()
-            needs[f"{self.workers()} MAP starts fitted at once, each {what}"] = self.workers() * one_fit
+            needs |= self.map_fits_needs(model, self.workers(), "MAP starts")
         return needs
 
 

@@ -96,9 +96,10 @@ class MinibatchLogJoint:
         values given the weights (:meth:`~bnn.models.likelihoods.Likelihood.most_likely_latents`; kept where it has no
         closed form).
 
-        A MAP start's learned noise is the evidence's choice, larger than the MAP network's residuals: from there the
-        chain's noise falls within a few steps, the curvature (of order :math:`N\lVert h\rVert^2/\sigma^2`) rises past
-        what the step measured at the start allows, and the chain overflows (SGHMC on Boston split 0 at step 18)."""
+        A MAP start's learned noise is the evidence's choice, larger than the MAP network's residuals. Started there,
+        SGHMC overflowed on Boston split 0 at step 18; at the RMS residual the curvature measured at the start (of order
+        :math:`N\lVert h\rVert^2/\sigma^2`) was about 30 times larger, the step that much smaller, and it ran: the
+        likely cause is the noise falling from the evidence's value within the first steps."""
         values = {name: value.to(self.x.dtype) for name, value in values.items()}
         if self.latent_priors:
             with torch.no_grad():
