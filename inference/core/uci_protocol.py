@@ -25,8 +25,17 @@ class UCIProtocol:
         How the method's hyper-parameters are chosen, for the results table (``{validation_fraction}`` is filled in);
         ``None``: fixed, the method's defaults.
     validation : callable, optional
-        ``validation(options, folder) -> {option: candidates}``: options chosen on a validation part of each
-        training split, from the data set's ``folder`` (empty when the user fixed them); ``None``: none.
+        ``validation(options, folder) -> {option: candidates}``: options chosen jointly (every combination) on a
+        validation part of each training split, from the data set's ``folder`` (empty when the user fixed them);
+        ``None``: none.
+    folder_options : callable, optional
+        ``folder_options(options, folder) -> options``: fit options read from the data set's ``folder`` (under the
+        user's ``--set``, which ``options`` holds); ``None``: none.
+    model_settings : callable, optional
+        ``model_settings(data, options) -> (settings, options)``: the network's prior and likelihood (keywords of
+        the papers' network) for a fit on the standardised ``data`` with ``options``, and those options without the
+        model's own hyper-parameters (candidates of ``validation`` that are not fit options); ``None``: the papers'
+        N(0, 1) prior and learned noise, the options as they are.
     cores : callable
         ``cores(options) -> int``: the cores one cell keeps busy.
     """
@@ -34,5 +43,7 @@ class UCIProtocol:
     options: Mapping[str, Any] = field(default_factory=dict)
     selection: str | None = None
     validation: Callable[[Mapping[str, Any], Path], dict[str, list[float]]] | None = None
+    folder_options: Callable[[Mapping[str, Any], Path], dict[str, Any]] | None = None
+    model_settings: Callable[[Any, Mapping[str, Any]], tuple[dict[str, Any], dict[str, Any]]] | None = None
     # a factory, so that the class holds no function attribute that documentation tools would read as a method
     cores: Callable[[Mapping[str, Any]], int] = field(default_factory=lambda: one_core)

@@ -21,14 +21,13 @@ from bnn.inference.mc_dropout.fit import (
 )
 from bnn.inference.mc_dropout.options import MCDropoutOptions
 from bnn.inference.mc_dropout.record import MCDropoutRecord
-from bnn.inference.mc_dropout.validation import dropout_rate_candidates
+from bnn.inference.mc_dropout.uci_protocol import PAPER_OPTIONS, SELECTION, paper_epochs, paper_grid, paper_model
 
 METHOD = Method(
     "mc-dropout", MCDropoutOptions, run_mc_dropout, requires=DROPPED_INPUTS, cost=COST,
     refuses_hierarchical=POINT_ESTIMATE, budget_floors={"steps": 500},
-    uci=UCIProtocol(selection="validation: dropout rate on a random {validation_fraction:.0%} of the training split "
-                              "(highest mean log-likelihood), then refit on the whole training split",
-                    validation=dropout_rate_candidates),
+    uci=UCIProtocol(options=PAPER_OPTIONS, selection=SELECTION, validation=paper_grid, folder_options=paper_epochs,
+                    model_settings=paper_model),
 )
 
 

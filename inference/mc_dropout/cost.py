@@ -1,4 +1,4 @@
-"""What an MC dropout fit costs: at least ``steps`` gradients on a minibatch (a floor: the network's masks and the
+"""What an MC dropout fit costs: at least its training steps' gradients on a minibatch (a floor: the network's masks and the
 optimiser come on top)."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ from bnn.inference.posterior_mode.log_joint import log_joint_gradient_seconds
 
 
 def count(options: MCDropoutOptions, rows: int, model) -> GradientCount:
-    """The training steps of ``options``."""
-    return GradientCount(options.steps, 1, "floor", f"{options.steps} steps")
+    """The training steps of ``options`` on ``rows`` rows."""
+    steps = options.training_steps(rows)
+    return GradientCount(steps, 1, "floor", f"{steps} steps")
 
 
 COST = CostModel(count, log_joint_gradient_seconds, "log joint", minibatch=True)

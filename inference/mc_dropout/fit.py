@@ -61,7 +61,7 @@ from collections.abc import Mapping
 import pyro
 import torch
 from bnn.inference.core.posterior import Posterior
-from bnn.inference.mc_dropout.options import MCDropoutOptions
+from bnn.inference.mc_dropout.options import DropoutInit, MCDropoutOptions
 from bnn.inference.mc_dropout.record import MCDropoutRecord
 from bnn.inference.posterior_mode.log_joint import prior_distributions
 from bnn.models.layers import input_masks
@@ -126,6 +126,17 @@ def expected_log_prior(model, weights: Mapping[str, torch.Tensor], rate: float, 
                else distributions[site.name].log_prob(weights[site.name]).sum() for site in model.sites)
 
 
+def initial_weights(distributions: Mapping[str, torch.distributions.Distribution], init: DropoutInit
+                    ) -> dict[str, torch.Tensor]:
+    """The trained weights' start (:attr:`MCDropoutOptions.init`): a draw of each site's prior, or Glorot-uniform
+    weights and zero one-dimensional sites (uses the global random state)."""
+    if init is DropoutInit.PRIOR:
+        return {name: d.sample() for name, d in distributions.items()}
+    shapes = {name: d.batch_shape + d.event_shape for name, d in distributions.items()}
+    return {name: torch.nn.init.xavier_uniform_(torch.empty(shape)) if len(shape) >= 2 else torch.zeros(shape)
+            for name, shape in shapes.items()}
+
+
 def _batches(n: int, batch_size: int):
     """Index tensors of the minibatches, a fresh permutation each epoch (all examples, in order, for a full batch)."""
     while True:
@@ -139,7 +150,7 @@ def _train(model, x: torch.Tensor, y: torch.Tensor, options: MCDropoutOptions, b
            unconstrained: dict, transforms: dict, distributions: dict) -> tuple[list[float], int | None]:
     """Adam on the dropout objective, updating ``weights`` and ``unconstrained`` latents in place; return the loss of
     every step and the signal (Ctrl-C, SIGTERM) that ended training early, if one did."""
-    rate, steps, n = options.dropout_rate, options.steps, x.shape[0]
+    rate, steps, n = options.dropout_rate, options.training_steps(x.shape[0]), x.shape[0]
     optimiser = torch.optim.Adam([*weights.values(), *unconstrained.values()], lr=options.lr)
     batches, history = _batches(n, batch_size), []
     bar = progress_bar(range(steps), desc="MC dropout", enabled=options.progress, leave=False)
@@ -182,14 +193,15 @@ def run_mc_dropout(model, x: torch.Tensor, y: torch.Tensor, options: MCDropoutOp
     ValueError
         When the objective becomes non-finite (lower ``lr``).
     """
-    rate, steps, n = options.dropout_rate, options.steps, x.shape[0]
-    batch_size = n if options.batch_size is None else min(options.batch_size, n)
+    rate, steps, n = options.dropout_rate, options.training_steps(x.shape[0]), x.shape[0]
+    batch_size = options.batch_rows(n)
     latent_priors = model.likelihood.latent_priors()
     transforms = {name: biject_to(prior.support) for name, prior in latent_priors.items()}
     began = time.perf_counter()
     with seeded(options.seed), pyro.validation_enabled(False):  # the data were checked at the edge; the loss is checked
         distributions = prior_distributions(model)
-        weights = {name: d.sample().to(x.dtype).requires_grad_(True) for name, d in distributions.items()}
+        weights = {name: value.to(x.dtype).requires_grad_(True)
+                   for name, value in initial_weights(distributions, options.init).items()}
         unconstrained = {name: transforms[name].inv(prior.mean.to(x.dtype)).requires_grad_(True)
                          for name, prior in latent_priors.items()}
         history, stopped_by = _train(model, x, y, options, batch_size, weights, unconstrained, transforms, distributions)

@@ -2,10 +2,31 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from enum import Enum
 
-from bnn.options import Options, flag, integer, option, optional, positive_int, positive_number, probability, seed
+from bnn.options import (
+    Options,
+    choice,
+    flag,
+    integer,
+    option,
+    optional,
+    positive_int,
+    positive_number,
+    probability,
+    seed,
+)
 from bnn.runtime.memory import parameter_count, value_bytes
+
+
+class DropoutInit(str, Enum):
+    """Where the trained weights start: a draw from the prior, or Keras's default initialisation (Glorot-uniform
+    weights, zero biases), which the paper's code used."""
+
+    PRIOR = "prior"
+    GLOROT = "glorot"
 
 
 @dataclass(frozen=True)
@@ -17,11 +38,20 @@ class MCDropoutOptions(Options):
     dropout_rate : float
         :math:`p`, the probability that an input of a layer is dropped, in (0, 1).
     steps : int
-        Adam steps (one minibatch each).
+        Adam steps (one minibatch each), unless ``epochs`` is given.
+    epochs : int, optional
+        The length of the training in passes over the :math:`N` training rows instead, :math:`\lceil N / B \rceil`
+        steps each (the last minibatch of an epoch holds the rest; the unit of the paper's code). It replaces
+        ``steps``, which a time budget then cannot lower.
     lr : float
         Adam's learning rate.
     batch_size : int, optional
         Examples per step (default: all, full-batch steps); each gets its own dropout masks.
+    init : {"prior", "glorot"}
+        The trained weights' start: a prior draw, or Glorot-uniform weights
+        :math:`\mathcal{U}(\pm\sqrt{6 / (\text{fan\_in} + \text{fan\_out})})` with one-dimensional sites (biases) at
+        zero (``torch.nn.init.xavier_uniform_``, Keras's default). A wide prior (the paper's length scale) needs the
+        second: a draw from it starts the network far from any fit.
     num_samples : int
         Draws of the weights (one set of masks each) kept in the :class:`~bnn.inference.core.posterior.Posterior`.
     seed : int
@@ -34,9 +64,19 @@ class MCDropoutOptions(Options):
     steps: int = option(3000, positive_int)
     lr: float = option(0.01, positive_number)
     batch_size: int | None = option(None, optional(integer(minimum=1)))
+    epochs: int | None = option(None, optional(integer(minimum=1)))
+    init: DropoutInit = option("prior", choice(DropoutInit))
     num_samples: int = option(1000, positive_int)
     seed: int = option(0, seed)
     progress: bool = option(True, flag)
+
+    def batch_rows(self, rows: int) -> int:
+        """Examples per step on ``rows`` training rows (all of them for full-batch steps)."""
+        return rows if self.batch_size is None else min(self.batch_size, rows)
+
+    def training_steps(self, rows: int) -> int:
+        """The Adam steps on ``rows`` training rows: ``epochs`` passes when given, else ``steps``."""
+        return self.steps if self.epochs is None else self.epochs * math.ceil(rows / self.batch_rows(rows))
 
     def memory_needs(self, model) -> dict[str, int]:
         parameters = parameter_count(model)

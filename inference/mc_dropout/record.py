@@ -21,14 +21,14 @@ class MCDropoutRecord(FitRecord):
     batch_size : int
         Examples per step (the training set's size for full-batch steps).
     steps_done : int
-        The steps taken (``options.steps`` unless interrupted).
+        The steps taken (``options.training_steps(rows)`` unless interrupted).
     loss_history : list of float
         The objective of every step: the negative expected log joint per example (see
         :mod:`bnn.inference.mc_dropout.fit`), up to a constant.
     noise : float, optional
         The noise scale a learned Gaussian noise was fitted to.
     incomplete : bool
-        Training was interrupted (Ctrl-C, SIGTERM) before ``options.steps``; ``incomplete_reason`` says when.
+        Training was interrupted (Ctrl-C, SIGTERM) before its last step; ``incomplete_reason`` says when.
     """
 
     method: ClassVar[str] = "mc-dropout"

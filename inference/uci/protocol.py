@@ -17,6 +17,7 @@ hyper-parameters.
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 import warnings
@@ -35,6 +36,7 @@ from bnn.models import BayesianMLP
 from bnn.runtime.workers import one_torch_thread
 
 ACTIVATION = "relu"
+LEARNED_NOISE = {"name": "gaussian", "scale": None}
 VALIDATION_FRACTION = 0.2
 """The share of a training split held out to choose hyper-parameters on (the papers' choice)."""
 FIXED = "fixed: the method's defaults; prior N(0, 1), noise scale learned by the fit"
@@ -68,10 +70,19 @@ def selection(method: str, validation: dict[str, list[float]], set_by_user: dict
     return f"{chosen_by}; except these, set by the user: " + ", ".join(f"{name}={value}" for name, value in set_by_user.items())
 
 
-def uci_model(in_features: int, hidden: int) -> BayesianMLP:
-    """The papers' network: one hidden layer of ``hidden`` ReLU units, N(0, 1) priors, a learned noise scale."""
-    return BayesianMLP(in_features, 1, hidden=(hidden,), activation=ACTIVATION, prior="gaussian",
-                       likelihood={"name": "gaussian", "scale": None})
+def uci_model(in_features: int, hidden: int, prior: Any = "gaussian",
+              likelihood: Any = LEARNED_NOISE) -> BayesianMLP:
+    """The papers' network: one hidden layer of ``hidden`` ReLU units, by default N(0, 1) priors and a learned
+    noise scale (a method's protocol may set others: :attr:`~bnn.inference.core.uci_protocol.UCIProtocol.model_settings`)."""
+    return BayesianMLP(in_features, 1, hidden=(hidden,), activation=ACTIVATION, prior=prior, likelihood=likelihood)
+
+
+def fit_cell(method: str, data: Dataset, hidden: int, options: dict[str, Any]):
+    """``method`` fitted on ``data`` with ``options`` (candidates of its validation grid among them): on the papers'
+    network with the prior and likelihood its protocol sets, if any."""
+    settings = METHODS.get(method).uci.model_settings
+    network, options = ({}, options) if settings is None else settings(data, options)
+    return fit(uci_model(data.in_features, hidden, **network), data, method=method, **options)
 
 
 def validation_part(table: UCITable, split: int, seed: int) -> Dataset:
@@ -85,18 +96,24 @@ def validation_part(table: UCITable, split: int, seed: int) -> Dataset:
 
 
 def choose_on_validation(table: UCITable, cell: Cell) -> dict[str, float]:
-    """For each option of ``cell.validation`` (one at a time), the candidate with the highest mean validation
-    log-likelihood, every other option at ``cell.options``."""
+    """The combination of ``cell.validation``'s candidates (every one, a grid search) with the highest mean
+    validation log-likelihood, the other options at ``cell.options``; the first such on a tie.
+
+    Raises
+    ------
+    FloatingPointError
+        When no combination's validation log-likelihood is finite.
+    """
     data = validation_part(table, cell.split, cell.options.get("seed", 0))
-    chosen = {}
-    for option, candidates in cell.validation.items():
-        scores = []
-        for candidate in candidates:
-            posterior = fit(uci_model(data.in_features, cell.hidden), data, method=cell.method,
-                            **{**cell.options, **chosen, option: candidate})
-            scores.append(evaluate(posterior, data)["test_ll"])
-        chosen[option] = candidates[int(np.nanargmax(np.where(np.isfinite(scores), scores, np.nan)))]
-    return chosen
+    best, best_score = None, -math.inf
+    for values in itertools.product(*cell.validation.values()):
+        candidate = dict(zip(cell.validation, values))
+        score = evaluate(fit_cell(cell.method, data, cell.hidden, {**cell.options, **candidate}), data)["test_ll"]
+        if math.isfinite(score) and score > best_score:
+            best, best_score = candidate, score
+    if best is None:
+        raise FloatingPointError(f"{cell.name}: no candidate of {cell.validation} gave a finite validation log-likelihood")
+    return best
 
 
 def conformal_measures(cell: Cell, data: Dataset, chosen: dict[str, Any]) -> dict[str, float | None]:
@@ -110,7 +127,7 @@ def conformal_measures(cell: Cell, data: Dataset, chosen: dict[str, Any]) -> dic
     if cell.conformal is None:
         return dict.fromkeys(CONFORMAL_COLUMNS)
     fitted, calibration = carve_calibration(data, cell.conformal, cell.options.get("seed", 0))
-    posterior = fit(uci_model(data.in_features, cell.hidden), fitted, method=cell.method, **{**cell.options, **chosen})
+    posterior = fit_cell(cell.method, fitted, cell.hidden, {**cell.options, **chosen})
     coverage = set_coverage(posterior, data, calibration)
     return {column: coverage[column] for column in CONFORMAL_COLUMNS}
 
@@ -136,7 +153,7 @@ def run_cell(table: UCITable, cell: Cell) -> dict[str, Any]:
         warnings.simplefilter("always")
         chosen = choose_on_validation(table, cell) if cell.validation else {}
         data = table.split(cell.split)
-        posterior = fit(uci_model(data.in_features, cell.hidden), data, method=cell.method, **{**cell.options, **chosen})
+        posterior = fit_cell(cell.method, data, cell.hidden, {**cell.options, **chosen})
         metrics = evaluate(posterior, data)
         agreement = point_agreement.agreement_at_inputs(posterior, data.x_test)
         conformal = conformal_measures(cell, data, chosen)

@@ -88,6 +88,14 @@ def validation_grid(method: str, options: dict[str, Any], folder: Path) -> dict[
     return {} if choose is None else choose(options, folder)
 
 
+def folder_options(method: str, options: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """The fit options ``method``'s protocol reads from the data set's ``folder``
+    (:attr:`~bnn.inference.core.uci_protocol.UCIProtocol.folder_options`; empty when it has none); ``options``, the
+    protocol's and the user's, win over them."""
+    read = METHODS.get(method).uci.folder_options
+    return {} if read is None else read(options, folder)
+
+
 def execute(executor: str, tables: dict[str, UCITable], cells: list[Cell], workers: int, address: str | None,
             max_retries: int) -> Iterator[dict[str, Any]]:
     """The results of ``cells`` as the executor finishes them, on at most one worker a cell (nothing started when
@@ -184,7 +192,8 @@ def run_uci(uci_dir: str | Path, datasets: str, methods: Sequence[str], splits: 
         tables[name] = read_uci_table(uci_dir, name, chosen)
         warn_constant_columns(tables[name])
         hidden = hidden_units(uci_dir / name)
-        for method, fit_options in options.items():
+        for method, protocol_options in options.items():
+            fit_options = {**folder_options(method, protocol_options, uci_dir / name), **protocol_options}
             validation = validation_grid(method, fit_options, uci_dir / name)
             cells += [Cell(name, method, split, hidden, {**fit_options, "seed": seed + split}, validation,
                            overrides.get(method, {}), conformal) for split in chosen]
