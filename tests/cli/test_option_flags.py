@@ -70,6 +70,16 @@ def test_flags_take_their_type_default_and_choices_from_the_option_set():
     assert "--tune-prior-precision, --no-tune-prior-precision" in text and "[default laplace: unset]" in text
 
 
+def test_a_flag_that_methods_take_with_different_choices_takes_each_and_the_method_refuses_the_others():
+    parser = build_parser()
+    assert fit_options(parser.parse_args(["fit", "--method", "mc-dropout", "--init", "glorot", "--out", "r"]))["init"] == "glorot"
+    assert fit_options(parser.parse_args(["fit", "--method", "sgld", "--init", "prior", "--out", "r"]))["init"] == "prior"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["fit", "--method", "mc-dropout", "--init", "xavier", "--out", "r"])
+    with pytest.raises(ValueError, match="unknown init 'glorot'; choose from"):
+        METHODS.get("sgld").options.parse("sgld", {"init": "glorot"})
+
+
 @pytest.mark.parametrize("text, sentence", [
     (r"Draws kept per chain (>= 4). More.", "Draws kept per chain (>= 4)."),
     (r":math:`\epsilon_0`, the first step size of :class:`~bnn.inference.sgmcmc.StepSchedule` 0.5.", r"\epsilon_0, the "

@@ -18,6 +18,9 @@ from bnn.inference.mc_dropout import (
     fit_mc_dropout,
 )
 from bnn.inference.mc_dropout import fit as mc_dropout_fit
+from bnn.inference.mc_dropout.cost import COST
+from bnn.inference.mc_dropout.fit import initial_weights
+from bnn.inference.mc_dropout.options import DropoutInit
 from bnn.inference.posterior_mode.log_joint import prior_distributions
 from bnn.models import BayesianMLP, GaussianPrior
 
@@ -98,6 +101,36 @@ def test_a_learned_noise_is_fitted_and_every_draw_holds_it():
     torch.testing.assert_close(posterior.samples["sigma"], torch.full((1, 3), posterior.record.noise))
 
 
+def test_epochs_count_passes_over_the_rows_in_minibatches_and_the_cost_counts_them():
+    posterior = fit(small_model(), (X, Y), "mc-dropout", epochs=3, batch_size=8, steps=999, num_samples=2, progress=False)
+    assert posterior.record.steps_done == len(posterior.record.loss_history) == 3 * 4  # 30 rows: 4 minibatches of 8
+    assert COST.count(posterior.record.options, 30, posterior.model).gradients == 12
+    assert COST.count(posterior.record.options, 33, posterior.model).gradients == 15  # the last minibatch holds 1
+    assert fit(small_model(), (X, Y), "mc-dropout", epochs=2, num_samples=2, progress=False).record.steps_done == 2
+
+
+def test_glorot_init_draws_uniform_weights_within_the_glorot_bound_and_zero_biases_and_prior_init_draws_the_prior():
+    model = BayesianMLP(300, 1, hidden=(200,))
+    distributions = prior_distributions(model)
+    torch.manual_seed(0)
+    start = initial_weights(distributions, DropoutInit.GLOROT)
+    for site in model.sites:
+        value = start[site.name]
+        assert value.shape == site.shape
+        if site.name.endswith("bias"):
+            assert torch.equal(value, torch.zeros(site.shape))
+            continue
+        fan_out, fan_in = site.shape
+        bound = math.sqrt(6 / (fan_in + fan_out))
+        assert value.abs().max() <= bound
+        # U(-a, a) has variance a^2 / 3; its estimate's sd is a^2 sqrt(4 / (45 n)): within 5 of them
+        assert abs(value.var() - bound ** 2 / 3) < 5 * bound ** 2 * math.sqrt(4 / (45 * value.numel()))
+    torch.manual_seed(0)
+    drawn = initial_weights(distributions, DropoutInit.PRIOR)
+    torch.manual_seed(0)
+    assert all(torch.equal(drawn[name], d.sample()) for name, d in distributions.items())
+
+
 def test_the_same_seed_gives_the_same_draws_and_another_seed_others():
     a, b, c = (fit_mc_dropout(small_model(), X, Y, steps=5, num_samples=4, seed=seed, progress=False) for seed in (3, 3, 4))
     for name in a.samples:
@@ -114,6 +147,8 @@ def test_the_same_seed_gives_the_same_draws_and_another_seed_others():
         (dict(steps=0), "steps must be a positive integer, got 0"),
         (dict(lr=-1.0), "lr must be a positive number"),
         (dict(batch_size=0), "batch_size must be an integer >= 1, got 0"),
+        (dict(epochs=0), "epochs must be an integer >= 1, got 0"),
+        (dict(init="xavier"), r"unknown init 'xavier'; choose from \['prior', 'glorot'\]"),
         (dict(num_samples=2.5), "num_samples must be a positive integer"),
         (dict(seed=-1), "seed must be a non-negative integer"),
         (dict(progress="no"), "progress must be True or False"),

@@ -1,14 +1,19 @@
+import math
+
 import numpy as np
 import pytest
 from bnn.datasets.uci import read_uci_table
 from bnn.inference import fit
+from bnn.inference.evaluation.metrics import evaluate
 from bnn.inference.evaluation.set_coverage import carve_calibration, set_coverage
+from bnn.inference.uci import protocol
 from bnn.inference.uci.grid import Cell
 from bnn.inference.uci.protocol import (
     AGREEMENT_COLUMNS,
     FIXED,
     choose_on_validation,
     failed_row,
+    fit_cell,
     run_cell,
     selection,
     uci_model,
@@ -28,16 +33,37 @@ def test_the_validation_part_comes_from_the_training_rows_only(tiny_uci):
     assert not np.isclose(raw_valid.numpy()[:, None, :], test_inputs[None], atol=1e-5).all(-1).any()
 
 
-def test_mc_dropout_chooses_its_rate_on_validation_and_says_so(tiny_uci):
+def test_mc_dropout_searches_its_rate_and_tau_jointly_on_validation_refits_with_the_best_and_says_so(tiny_uci):
     table = read_uci_table(tiny_uci, "tiny", [0])
-    cell = Cell("tiny", "mc-dropout", 0, 10, {"steps": 20, "num_samples": 10, "progress": False, "seed": 0},
-                {"dropout_rate": [0.01, 0.2]})
+    options = {"epochs": 3, "batch_size": 32, "lr": 1e-3, "init": "glorot", "num_samples": 10, "progress": False,
+               "seed": 0}
+    grid = {"dropout_rate": [0.01, 0.2], "noise_precision": [0.5, 20.0]}
+    cell = Cell("tiny", "mc-dropout", 0, 10, options, grid)
     chosen = choose_on_validation(table, cell)
-    assert set(chosen) == {"dropout_rate"} and chosen["dropout_rate"] in (0.01, 0.2)
+    data = validation_part(table, 0, seed=0)
+    scores = {(rate, tau): evaluate(fit_cell("mc-dropout", data, 10, {**options, "dropout_rate": rate,
+                                                                         "noise_precision": tau}), data)["test_ll"]
+              for rate in grid["dropout_rate"] for tau in grid["noise_precision"]}
+    assert len(set(scores.values())) == 4  # each pair fits its own network
+    assert (chosen["dropout_rate"], chosen["noise_precision"]) == max(scores, key=scores.get)
     result = run_cell(table, cell)
-    assert result["chosen"] == f"dropout_rate={chosen['dropout_rate']}"
-    assert result["selection"].startswith("validation: dropout rate on a random 20% of the training split")
+    assert result["chosen"] == f"dropout_rate={chosen['dropout_rate']}, noise_precision={chosen['noise_precision']}"
+    assert result["selection"].startswith("the paper's protocol: dropout rate and noise precision tau jointly over the "
+                                          "folder's grid on a random 20% of the training split")
+    refit = fit_cell("mc-dropout", table.split(0), 10, {**options, **chosen})
+    assert refit.model.likelihood.scale == pytest.approx(1 / (float(table.split(0).y_scaler.std) *
+                                                              math.sqrt(chosen["noise_precision"])))
     assert selection("mc-dropout", {}).startswith("fixed: the method's defaults")
+
+
+def test_a_grid_with_no_finite_validation_score_is_a_floating_point_error(tiny_uci, monkeypatch):
+    table = read_uci_table(tiny_uci, "tiny", [0])
+    monkeypatch.setattr(protocol, "evaluate", lambda posterior, data: {"test_ll": math.nan})
+    cell = Cell("tiny", "mc-dropout", 0, 10, {"steps": 2, "num_samples": 2, "progress": False, "seed": 0},
+                {"dropout_rate": [0.01, 0.2]})
+    with pytest.raises(FloatingPointError, match=r"tiny/mc-dropout/split-0: no candidate of \{'dropout_rate': \[0.01, "
+                                                 r"0.2\]\} gave a finite validation log-likelihood"):
+        choose_on_validation(table, cell)
 
 
 def test_the_selection_names_the_options_the_user_set(tiny_uci):

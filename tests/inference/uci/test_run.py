@@ -117,6 +117,30 @@ def test_mc_dropout_chooses_its_rate_on_the_folders_grid_unless_fixed(tiny_uci):
             uci_run.validation_grid("mc-dropout", {}, tiny_uci / "tiny")
 
 
+def test_mc_dropouts_cells_take_the_papers_options_and_the_folders_epochs_grid_under_the_users_set(tiny_uci, tmp_path,
+                                                                                                  monkeypatch):
+    (tiny_uci / "tiny" / "n_epochs.txt").write_text("4\n")
+    (tiny_uci / "tiny" / "tau_values.txt").write_text("0.5 2\n")
+    given = []
+
+    def records_what_it_is_given(tables, cells, workers):
+        given.extend(cells)
+        yield from map(ok_row, cells)
+
+    monkeypatch.setattr(uci_run, "run_local", records_what_it_is_given)
+    run_uci(tiny_uci, "tiny", ["mc-dropout"], [0], tmp_path / "a", progress=False)
+    [cell] = given
+    assert cell.options == {"batch_size": 128, "lr": 1e-3, "init": "glorot", "num_samples": 10_000, "epochs": 40,
+                            "progress": False, "seed": 0}
+    assert cell.validation == {"dropout_rate": [0.005, 0.01, 0.05, 0.1], "noise_precision": [0.5, 2.0]}
+    given.clear()
+    run_uci(tiny_uci, "tiny", ["mc-dropout"], [0], tmp_path / "b", progress=False,
+            overrides={"mc-dropout": {"steps": 7, "dropout_rate": 0.1, "num_samples": 5}})
+    [cell] = given
+    assert cell.options["steps"] == 7 and "epochs" not in cell.options and cell.options["num_samples"] == 5
+    assert cell.validation == {"noise_precision": [0.5, 2.0]}
+
+
 def test_an_interruption_keeps_the_finished_cells_and_the_rerun_runs_the_rest(tiny_uci, tmp_path, monkeypatch):
     out, closed = tmp_path / "run", []
 

@@ -1,7 +1,7 @@
 import math
 
 import pandas as pd
-from bnn.inference.uci.published import MC_DROPOUT, PUBLISHED
+from bnn.inference.uci.published import MC_DROPOUT, MC_DROPOUT_GRID, PUBLISHED
 from bnn.inference.uci.table import markdown, summary, write_tables
 
 from tests.support.uci import UCI
@@ -40,8 +40,20 @@ def test_bold_where_ours_beats_every_published_number_and_the_count_against_mc_d
 
 def test_a_data_set_nobody_published_has_empty_published_cells():
     text = markdown(pd.DataFrame(rows("unseen", "svi", [1.0, 2.0], [-1.0, -2.0])))
-    assert "| unseen | 1.500 ± 0.500 (2) |  |  |  |  |" in text
+    assert "| unseen | 1.500 ± 0.500 (2) |  |  |  |  |  |" in text
     assert "- svi: 0 of 0 data sets" in text
+
+
+def test_mc_dropout_is_set_against_both_published_columns_in_standard_errors_of_the_difference():
+    published = MC_DROPOUT.results["yacht"][2]  # -1.55 ± 0.12, a standard deviation over 20 splits
+    lls = [published + 0.1, published + 0.3]  # mean published + 0.2, standard error 0.1
+    text = markdown(pd.DataFrame(rows("yacht", "mc-dropout", [1.0, 1.0], lls) + rows("yacht", "svi", [1.0, 2.0], lls)))
+    d = 0.2 / math.hypot(0.1, 0.12 / math.sqrt(20))
+    grid_d = (published + 0.2 - MC_DROPOUT_GRID.results["yacht"][2]) / math.hypot(0.1, MC_DROPOUT_GRID.results["yacht"][3])
+    assert (f"| yacht | {published + 0.2:.3f} ± 0.100 (2) | -1.55 ± 0.027 | {d:+.1f} | -1.25 ± 0.010 | {grid_d:+.1f} |"
+            in text)
+    assert text.count("| yacht | ") == 2 + 2 + 1 + 2  # the two metric tables, calibration, the methods, the comparison
+    assert "MC dropout against" not in markdown(pd.DataFrame(rows("yacht", "svi", [1.0, 2.0], lls)))
 
 
 def test_published_tables_cover_the_shipped_data_sets_with_a_mean_and_its_spread():
