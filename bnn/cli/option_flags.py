@@ -132,12 +132,8 @@ def add_method_flags(parser: argparse.ArgumentParser) -> None:
         title = SHARED if len(takers) > 1 else method
         if title not in groups:
             groups[title] = parser.add_argument_group(title)
-        settings = flag_settings(options, field)
-        if "choices" in settings:  # methods may name different choices under one option: the flag takes each of them
-            settings["choices"] = list(dict.fromkeys(value for _, options, field in takers
-                                                     for value in flag_settings(options, field)["choices"]))
         groups[title].add_argument(f"--{option.replace('_', '-')}", dest=option, default=None, help=_help(option, takers),
-                                   **settings)
+                           **flag_settings(options, field))
 
 
 def given_options(args: argparse.Namespace) -> dict[str, Any]:

@@ -128,7 +128,7 @@ def expected_log_prior(model, weights: Mapping[str, torch.Tensor], rate: float, 
 
 def initial_weights(distributions: Mapping[str, torch.distributions.Distribution], init: DropoutInit
                     ) -> dict[str, torch.Tensor]:
-    """The trained weights' start (:attr:`MCDropoutOptions.init`): a draw of each site's prior, or Glorot-uniform
+    """The trained weights' start (:attr:`MCDropoutOptions.weight_init`): a draw of each site's prior, or Glorot-uniform
     weights and zero one-dimensional sites (uses the global random state)."""
     if init is DropoutInit.PRIOR:
         return {name: d.sample() for name, d in distributions.items()}
@@ -201,7 +201,7 @@ def run_mc_dropout(model, x: torch.Tensor, y: torch.Tensor, options: MCDropoutOp
     with seeded(options.seed), pyro.validation_enabled(False):  # the data were checked at the edge; the loss is checked
         distributions = prior_distributions(model)
         weights = {name: value.to(x.dtype).requires_grad_(True)
-                   for name, value in initial_weights(distributions, options.init).items()}
+                   for name, value in initial_weights(distributions, options.weight_init).items()}
         unconstrained = {name: transforms[name].inv(prior.mean.to(x.dtype)).requires_grad_(True)
                          for name, prior in latent_priors.items()}
         history, stopped_by = _train(model, x, y, options, batch_size, weights, unconstrained, transforms, distributions)

@@ -47,7 +47,7 @@ class MCDropoutOptions(Options):
         Adam's learning rate.
     batch_size : int, optional
         Examples per step (default: all, full-batch steps); each gets its own dropout masks.
-    init : {"prior", "glorot"}
+    weight_init : {"prior", "glorot"}
         The trained weights' start: a prior draw, or Glorot-uniform weights
         :math:`\mathcal{U}(\pm\sqrt{6 / (\text{fan\_in} + \text{fan\_out})})` with one-dimensional sites (biases) at
         zero (``torch.nn.init.xavier_uniform_``, Keras's default). A wide prior (the paper's length scale) needs the
@@ -55,7 +55,7 @@ class MCDropoutOptions(Options):
     num_samples : int
         Draws of the weights (one set of masks each) kept in the :class:`~bnn.inference.core.posterior.Posterior`.
     seed : int
-        Seeds the initial weights (a prior draw), the minibatches, the training masks and the draws.
+        Seeds the initial weights, the minibatches, the training masks and the draws.
     progress : bool
         Show a tqdm bar.
     """
@@ -65,7 +65,7 @@ class MCDropoutOptions(Options):
     lr: float = option(0.01, positive_number)
     batch_size: int | None = option(None, optional(integer(minimum=1)))
     epochs: int | None = option(None, optional(integer(minimum=1)))
-    init: DropoutInit = option("prior", choice(DropoutInit))
+    weight_init: DropoutInit = option("prior", choice(DropoutInit))
     num_samples: int = option(1000, positive_int)
     seed: int = option(0, seed)
     progress: bool = option(True, flag)

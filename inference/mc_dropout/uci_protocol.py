@@ -58,7 +58,7 @@ EPOCH_MULTIPLIER = 10
 """The paper's code trains this many times ``n_epochs.txt``'s epochs (module notes)."""
 LENGTH_SCALE = 1e-2
 r""":math:`l`, the prior length scale of the paper's code."""
-PAPER_OPTIONS = {"batch_size": 128, "lr": 1e-3, "init": "glorot", "num_samples": 10_000}
+PAPER_OPTIONS = {"batch_size": 128, "lr": 1e-3, "weight_init": "glorot", "num_samples": 10_000}
 """The fit options of the paper's code: Keras's Adam on minibatches of 128 from Keras's initialisation, 10,000 draws
 in the predictive."""
 SELECTION = ("the paper's protocol: dropout rate and noise precision tau jointly over the folder's grid on a random "

@@ -70,14 +70,12 @@ def test_flags_take_their_type_default_and_choices_from_the_option_set():
     assert "--tune-prior-precision, --no-tune-prior-precision" in text and "[default laplace: unset]" in text
 
 
-def test_a_flag_that_methods_take_with_different_choices_takes_each_and_the_method_refuses_the_others():
+def test_mc_dropouts_weight_init_is_its_own_flag_apart_from_the_chains_init():
     parser = build_parser()
-    assert fit_options(parser.parse_args(["fit", "--method", "mc-dropout", "--init", "glorot", "--out", "r"]))["init"] == "glorot"
-    assert fit_options(parser.parse_args(["fit", "--method", "sgld", "--init", "prior", "--out", "r"]))["init"] == "prior"
+    given = fit_options(parser.parse_args(["compare", "--weight-init", "glorot", "--init", "map"]))
+    assert given["weight_init"] == "glorot" and given["init"] == "map"
     with pytest.raises(SystemExit):
-        parser.parse_args(["fit", "--method", "mc-dropout", "--init", "xavier", "--out", "r"])
-    with pytest.raises(ValueError, match="unknown init 'glorot'; choose from"):
-        METHODS.get("sgld").options.parse("sgld", {"init": "glorot"})
+        parser.parse_args(["fit", "--method", "mc-dropout", "--weight-init", "map", "--out", "r"])
 
 
 @pytest.mark.parametrize("text, sentence", [

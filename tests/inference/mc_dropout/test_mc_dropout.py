@@ -148,7 +148,7 @@ def test_the_same_seed_gives_the_same_draws_and_another_seed_others():
         (dict(lr=-1.0), "lr must be a positive number"),
         (dict(batch_size=0), "batch_size must be an integer >= 1, got 0"),
         (dict(epochs=0), "epochs must be an integer >= 1, got 0"),
-        (dict(init="xavier"), r"unknown init 'xavier'; choose from \['prior', 'glorot'\]"),
+        (dict(weight_init="xavier"), r"unknown weight_init 'xavier'; choose from \['prior', 'glorot'\]"),
         (dict(num_samples=2.5), "num_samples must be a positive integer"),
         (dict(seed=-1), "seed must be a non-negative integer"),
         (dict(progress="no"), "progress must be True or False"),

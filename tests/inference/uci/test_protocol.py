@@ -35,7 +35,7 @@ def test_the_validation_part_comes_from_the_training_rows_only(tiny_uci):
 
 def test_mc_dropout_searches_its_rate_and_tau_jointly_on_validation_refits_with_the_best_and_says_so(tiny_uci):
     table = read_uci_table(tiny_uci, "tiny", [0])
-    options = {"epochs": 3, "batch_size": 32, "lr": 1e-3, "init": "glorot", "num_samples": 10, "progress": False,
+    options = {"epochs": 3, "batch_size": 32, "lr": 1e-3, "weight_init": "glorot", "num_samples": 10, "progress": False,
                "seed": 0}
     grid = {"dropout_rate": [0.01, 0.2], "noise_precision": [0.5, 20.0]}
     cell = Cell("tiny", "mc-dropout", 0, 10, options, grid)

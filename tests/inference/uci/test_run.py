@@ -130,7 +130,7 @@ def test_mc_dropouts_cells_take_the_papers_options_and_the_folders_epochs_grid_u
     monkeypatch.setattr(uci_run, "run_local", records_what_it_is_given)
     run_uci(tiny_uci, "tiny", ["mc-dropout"], [0], tmp_path / "a", progress=False)
     [cell] = given
-    assert cell.options == {"batch_size": 128, "lr": 1e-3, "init": "glorot", "num_samples": 10_000, "epochs": 40,
+    assert cell.options == {"batch_size": 128, "lr": 1e-3, "weight_init": "glorot", "num_samples": 10_000, "epochs": 40,
                             "progress": False, "seed": 0}
     assert cell.validation == {"dropout_rate": [0.005, 0.01, 0.05, 0.1], "noise_precision": [0.5, 2.0]}
     given.clear()
