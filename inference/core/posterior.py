@@ -153,7 +153,7 @@ class Posterior:
                 return self.linearization.predict(self.model, x, total if num_samples is None else num_samples)
         values = self.draws(num_samples)
         with torch.no_grad(), seeded(self.record.seed if seed is None else seed):
-            f = self.model.forward(x, values)
+            f = torch.cat([self.model.forward(x, batch) for batch in self._draw_batches(x, values)])
             observation = self.model.likelihood.distribution(f, self.model.likelihood_latents(values))
             return summarise(self.model.likelihood.task, observation, f)
 
@@ -177,16 +177,21 @@ class Posterior:
         with torch.no_grad():
             return self.model.forward(x, values)
 
-    def _batches(self, x: torch.Tensor, predictive: PredictiveType | str | None = None) -> Iterator:
-        r"""``(draws, f)`` a batch of the draws (chains merged, in order) at a time, with their :meth:`function_draws`
-        at ``x``: each batch's network holds at most :data:`VALUES_PER_BATCH` activations (draws :math:`\times n
-        \times` the widest layer), so that memory stays bounded however many draws and rows there are."""
-        values = {name: v.reshape(-1, *v.shape[2:]) for name, v in self.samples.items()}
-        total = self.num_chains * self.num_draws
+    def _draw_batches(self, x: torch.Tensor, values: dict[str, torch.Tensor]) -> Iterator[dict[str, torch.Tensor]]:
+        r"""``values`` (draws first) a batch of draws at a time, in order: the network of each batch at ``x`` holds at
+        most :data:`VALUES_PER_BATCH` activations (draws :math:`\times n \times` the widest layer), so that memory
+        stays bounded however many draws and rows there are."""
+        total = next(iter(values.values())).shape[0]
         widest = max(self.model.activation_widths())
         per_batch = max(1, VALUES_PER_BATCH // max(1, x.shape[0] * widest))
         for start in range(0, total, per_batch):
-            batch = {name: value[start:start + per_batch] for name, value in values.items()}
+            yield {name: value[start:start + per_batch] for name, value in values.items()}
+
+    def _batches(self, x: torch.Tensor, predictive: PredictiveType | str | None = None) -> Iterator:
+        r"""``(draws, f)`` a batch of the draws (chains merged, in order) at a time (:meth:`_draw_batches`), with their
+        :meth:`function_draws` at ``x``."""
+        values = {name: v.reshape(-1, *v.shape[2:]) for name, v in self.samples.items()}
+        for batch in self._draw_batches(x, values):
             yield batch, self.function_draws(x, batch, predictive)
 
     def _observations(self, x: torch.Tensor, predictive: PredictiveType | str | None = None) -> Iterator:

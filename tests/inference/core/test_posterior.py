@@ -277,6 +277,22 @@ def test_each_saved_draw_costs_its_weights_and_one_float32_log_likelihood_per_ro
     assert 0.8 * per_draw < (sizes[1100] - sizes[100]) / 1000 < 1.25 * per_draw
 
 
+def test_the_predictive_is_computed_a_batch_of_draws_at_a_time_with_the_same_numbers(posterior, monkeypatch):
+    x = torch.linspace(-2, 2, 50).unsqueeze(-1)
+    whole = posterior.predict(x, seed=3)
+    calls = []
+    forward = posterior.model.forward
+    monkeypatch.setattr(posterior.model, "forward", lambda x, values: calls.append(len(next(iter(values.values()))))
+                        or forward(x, values))
+    widest = max(posterior.model.hidden)
+    monkeypatch.setattr("bnn.inference.core.posterior.VALUES_PER_BATCH", 7 * x.shape[0] * widest)  # 7 draws a batch
+    batched = posterior.predict(x, seed=3)
+    total = posterior.num_chains * posterior.num_draws
+    assert calls == [7] * (total // 7) + ([total % 7] if total % 7 else [])
+    torch.testing.assert_close(batched.mean, whole.mean, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(batched.draws, whole.draws, rtol=1e-6, atol=1e-6)
+
+
 def test_log_likelihood_does_not_depend_on_the_batch_of_draws(posterior, monkeypatch):
     whole = posterior.to_inference_data()
     widest = max(posterior.model.hidden)
