@@ -110,6 +110,20 @@ class UCITable:
         return Dataset.from_arrays(self.name, "regression", *self.arrays(split))
 
 
+def read_whole_number(path: Path, meaning: str) -> int:
+    """The one positive whole number a setting file of a data set folder holds (``n_hidden.txt``, ``n_epochs.txt``).
+
+    Raises
+    ------
+    ValueError
+        For a file that holds anything else, naming it and ``meaning``.
+    """
+    text = path.read_text().strip()
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:  # "²".isdigit() holds, and int("²") fails
+        raise ValueError(f"{path} must hold one positive whole number ({meaning}), got {text!r}")
+    return int(text)
+
+
 def available_splits(folder: Path) -> list[int]:
     """The split numbers whose training index file ``folder`` holds."""
     return sorted(int(match[1]) for p in folder.glob("index_train_*.txt") if (match := SPLIT_FILE.fullmatch(p.name)))

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from bnn.datasets.dataset import Dataset
+from bnn.datasets.uci import read_whole_number
 from bnn.inference.mc_dropout.options import MCDropoutOptions
 
 DROPOUT_RATES = (0.005, 0.01, 0.05, 0.1)
@@ -116,12 +117,8 @@ def paper_epochs(options: Mapping[str, Any], folder: Path) -> dict[str, int]:
     if "steps" in options or "epochs" in options:
         return {}
     path = folder / "n_epochs.txt"
-    if not path.is_file():
-        return {"epochs": EPOCH_MULTIPLIER * PAPER_EPOCHS}
-    text = path.read_text().strip()
-    if not (text.isascii() and text.isdigit()) or int(text) < 1:
-        raise ValueError(f"{path} must hold one positive whole number (the training epochs), got {text!r}")
-    return {"epochs": EPOCH_MULTIPLIER * int(text)}
+    epochs = read_whole_number(path, "the training epochs") if path.is_file() else PAPER_EPOCHS
+    return {"epochs": EPOCH_MULTIPLIER * epochs}
 
 
 def paper_model(data: Dataset, options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

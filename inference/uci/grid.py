@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bnn.datasets.uci import available_splits
+from bnn.datasets.uci import available_splits, read_whole_number
 
 from bnn.runtime.stacklevel import user_stacklevel
 
@@ -115,12 +115,7 @@ def hidden_units(folder: Path) -> int:
         For an ``n_hidden.txt`` that does not hold one positive whole number.
     """
     path = folder / "n_hidden.txt"
-    if not path.is_file():
-        return DEFAULT_HIDDEN
-    text = path.read_text().strip()
-    if not (text.isascii() and text.isdigit()) or int(text) < 1:  # "²".isdigit() holds, and int("²") fails
-        raise ValueError(f"{path} must hold one positive whole number (the hidden units), got {text!r}")
-    return int(text)
+    return read_whole_number(path, "the hidden units") if path.is_file() else DEFAULT_HIDDEN
 
 
 def splits_of(uci_dir: Path, dataset: str, splits: list[int]) -> list[int]:
