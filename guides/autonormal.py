@@ -3,6 +3,12 @@ r"""Pyro's :class:`~pyro.infer.autoguide.AutoNormal`: a mean-field Gaussian over
 .. math:: q(W) = \prod_k \mathcal{N}(w_k; \mu_k, \sigma_k^2)
 
 in the unconstrained space (so a positive noise scale gets a log-normal).
+
+**Its start.** ``init_loc="prior"`` (the default) starts the weights at a draw of their prior, which breaks the
+symmetry of the hidden units, and every other latent (the scales of hierarchical priors, a learned noise) at its
+prior's median, as :meth:`bnn.guides.flat_normal.FlatNormalGuide.prior_start` does. A draw of a half-Cauchy scale can
+land decades from the bulk: an ARD relevance drawn near zero starts the first layer's weights near zero, and SVI can
+settle there, a network that ignores its input (measured: ``benchmarks/results/autonormal_init.md``).
 """
 
 from __future__ import annotations
@@ -10,10 +16,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import torch
+from bnn.guides.flat_normal import prior_median
 from bnn.guides.registry import register_guide
 from pyro.infer.autoguide import AutoNormal, init_to_median, init_to_sample, init_to_value
 
-INIT_LOCATIONS = {"prior": init_to_sample, "median": init_to_median}
+INIT_LOCATIONS = ("prior", "median")
 
 
 @register_guide("autonormal", description="Pyro AutoNormal, mean-field Gaussian")
@@ -25,10 +32,10 @@ def autonormal(model, *, init_scale: float = 0.1, init_loc: str | Mapping[str, t
     init_scale : float
         Initial standard deviation :math:`\\sigma_k` of every factor.
     init_loc : {"prior", "median"} or mapping
-        ``"prior"`` starts each :math:`\\mu_k` at a draw from the prior (breaks the
-        symmetry of hidden units), ``"median"`` at the prior median, and a mapping from
-        site names to tensors (for example MAP weights) at those values, drawing the rest
-        from the prior.
+        ``"prior"`` starts each weight's :math:`\\mu_k` at a draw from its prior (breaks the
+        symmetry of hidden units) and the other latents at their prior medians (module notes),
+        ``"median"`` every latent at its prior median, and a mapping from site names to tensors
+        (for example MAP weights) at those values, the rest as ``"prior"``.
 
     Raises
     ------
@@ -39,12 +46,22 @@ def autonormal(model, *, init_scale: float = 0.1, init_loc: str | Mapping[str, t
     if isinstance(init_scale, bool) or not (isinstance(init_scale, (int, float)) and 0 < init_scale < float("inf")):
         raise ValueError(f"init_scale must be a positive number, got {init_scale!r}")
     if isinstance(init_loc, Mapping):
-        init_loc_fn = init_to_value(values=_checked_values(model, init_loc), fallback=init_to_sample)
-    elif init_loc in INIT_LOCATIONS:
-        init_loc_fn = INIT_LOCATIONS[init_loc]
+        init_loc_fn = init_to_value(values={**latent_medians(model), **_checked_values(model, init_loc)},
+                                    fallback=init_to_sample)
+    elif init_loc == "prior":
+        init_loc_fn = init_to_value(values=latent_medians(model), fallback=init_to_sample)
+    elif init_loc == "median":
+        init_loc_fn = init_to_median
     else:
-        raise ValueError(f"init_loc must be one of {sorted(INIT_LOCATIONS)} or a mapping of site values, got {init_loc!r}")
+        raise ValueError(f"init_loc must be one of {list(INIT_LOCATIONS)} or a mapping of site values, got {init_loc!r}")
     return AutoNormal(model, init_loc_fn=init_loc_fn, init_scale=float(init_scale))
+
+
+def latent_medians(model) -> dict[str, torch.Tensor]:
+    """The prior median of every latent of ``model`` that is not a weight: the scales of its hierarchical priors and
+    its likelihood's latents, in the default dtype."""
+    priors = {**model.scale_distributions(), **model.likelihood.latent_priors()}
+    return {name: prior_median(prior).to(torch.get_default_dtype()) for name, prior in priors.items()}
 
 
 def _checked_values(model, values: Mapping[str, object]) -> dict[str, torch.Tensor]:

@@ -88,3 +88,23 @@ def test_init_loc_mappings_are_checked_against_the_sites(model, given, message):
 def test_init_scale_must_be_a_positive_number(model, init_scale):
     with pytest.raises(ValueError, match=f"init_scale must be a positive number, got {init_scale!r}"):
         autonormal(model, init_scale=init_scale)
+
+
+@pytest.mark.parametrize("prior", ["ard", "layer-scale", "horseshoe"])
+def test_prior_start_draws_the_weights_and_puts_every_other_latent_at_its_prior_median(prior):
+    """A draw of a half-Cauchy scale can start the weights it scales near zero (module notes): the scales and the
+    learned noise start at their exact prior medians, the half-Cauchy's its scale, while the weights are drawn."""
+    model = BayesianMLP(3, 1, hidden=(4,), prior=prior, likelihood={"name": "gaussian", "scale": None})
+    pyro.set_rng_seed(0)
+    with pyro.get_param_store().scope():
+        guide = autonormal(model)
+        guide(torch.zeros(5, 3), torch.zeros(5, 1))
+        starts = {name: value.detach() for name, value in guide.median().items()}
+    priors = {**model.scale_distributions(), **model.likelihood.latent_priors()}
+    assert set(priors) < set(starts) and "sigma" in priors
+    for name, distribution in priors.items():
+        base = distribution.base_dist if isinstance(distribution, torch.distributions.Independent) else distribution
+        torch.testing.assert_close(starts[name], base.icdf(torch.tensor(0.5)).expand_as(starts[name]))
+    weights = torch.cat([starts[name].flatten() for name in starts if name not in priors])
+    assert weights.numel() == sum(site.numel for site in model.sites)
+    assert weights.std() > 0.5  # standard normal draws of the standardised weights, not their median 0
