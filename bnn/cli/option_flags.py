@@ -65,12 +65,27 @@ def first_sentence(text: str) -> str:
     return plain[: end.start() + 1] if end else plain
 
 
-def _choices(kind: Any) -> list[str] | None:
-    """The values of a ``str`` enum in ``kind`` (alone, or in a union), else ``None``."""
+def _enum_of(kind: Any) -> type[enum.Enum] | None:
+    """The enum in ``kind`` (alone, or in a union), else ``None``."""
     for member in typing.get_args(kind) if isinstance(kind, types.UnionType) else (kind,):
         if isinstance(member, type) and issubclass(member, enum.Enum):
-            return [item.value for item in member]
+            return member
     return None
+
+
+def _choices(kind: Any) -> list[str] | None:
+    """The values of a ``str`` enum in ``kind`` (alone, or in a union), else ``None``."""
+    found = _enum_of(kind)
+    return None if found is None else [item.value for item in found]
+
+
+def described(options: type, field: dataclasses.Field) -> str:
+    """The first sentence of ``field``'s entry in ``options``'s docstring; where that sentence only points elsewhere
+    ("See :class:`ChainStart`."), the first sentence of the enum in the field's annotation ("Where each chain
+    starts.")."""
+    sentence = first_sentence(documented_fields(options).get(field.name, ""))
+    pointed = _enum_of(typing.get_type_hints(options)[field.name]) if sentence.startswith("See ") else None
+    return first_sentence(inspect.cleandoc(pointed.__doc__)) if pointed is not None and pointed.__doc__ else sentence
 
 
 def flag_settings(options: type, field: dataclasses.Field) -> dict[str, Any]:
@@ -110,13 +125,13 @@ def _default(field: dataclasses.Field) -> Any:
 
 def _help(option: str, takers: list[tuple[str, type, dataclasses.Field]]) -> str:
     """The help of ``option``: the first method's description, then the default of every method that takes it."""
-    description = next(filter(None, (documented_fields(options).get(option) for _, options, _ in takers)), "")
+    description = next(filter(None, (described(options, field) for _, options, field in takers)), "")
     defaults: dict[str, list[str]] = {}
     for method, _, field in takers:
         value = _default(field)
         defaults.setdefault("unset" if value is None else repr(value), []).append(method)
     said = "; ".join(f"{', '.join(methods)}: {value}" for value, methods in defaults.items())
-    return f"{first_sentence(description)} [default {said}]".replace("%", "%%")
+    return f"{description} [default {said}]".replace("%", "%%")
 
 
 SHARED = "options of several methods"

@@ -68,6 +68,8 @@ def test_flags_take_their_type_default_and_choices_from_the_option_set():
     assert "--num-warmup NUM_WARMUP Adaptation iterations per chain, discarded (>= 0). [default nuts: 300; sghmc, sgld: " \
            "2000]" in text
     assert "--tune-prior-precision, --no-tune-prior-precision" in text and "[default laplace: unset]" in text
+    # a description that only points at its type ("See :class:`ChainStart`.") says the type's first sentence
+    assert "--init {map,prior} Where each chain starts. [default csgld, nuts, sghmc, sgld: 'map']" in text
 
 
 def test_mc_dropouts_weight_init_is_its_own_flag_apart_from_the_chains_init():
