@@ -53,7 +53,7 @@ def autonormal(model, *, init_scale: float = 0.1, init_loc: str | Mapping[str, t
     elif init_loc == "median":
         init_loc_fn = init_to_median
     else:
-        raise ValueError(f"init_loc must be one of {list(INIT_LOCATIONS)} or a mapping of site values, got {init_loc!r}")
+        raise ValueError(f"init_loc must be one of {sorted(INIT_LOCATIONS)} or a mapping of site values, got {init_loc!r}")
     return AutoNormal(model, init_loc_fn=init_loc_fn, init_scale=float(init_scale))
 
 

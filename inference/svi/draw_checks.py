@@ -40,6 +40,13 @@ def likelihood_refusal(model, x: torch.Tensor, samples: dict[str, torch.Tensor])
     return None
 
 
+def unusable(model, x: torch.Tensor, samples: dict[str, torch.Tensor]) -> bool:
+    """Whether any of the draws ``samples`` (as :func:`likelihood_refusal`'s) is not finite or the likelihood cannot be
+    built on them."""
+    finite = all(bool(torch.isfinite(value).all()) for value in samples.values())
+    return not finite or likelihood_refusal(model, x, samples) is not None
+
+
 def check_draws(model, x: torch.Tensor, samples: dict[str, torch.Tensor], steps_done: int, lr: float) -> None:
     """Refuse draws of the fitted guide that are not finite or on which the likelihood cannot be built.
 

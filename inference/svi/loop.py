@@ -22,7 +22,7 @@ import torch
 from bnn.inference.core.guide_draws import sample_guide
 from bnn.inference.core.posterior import Posterior
 from bnn.inference.svi.checkpoint import DEFAULT_CHECKPOINT_EVERY, CheckpointFolder, TrainingState, fit_fingerprint
-from bnn.inference.svi.draw_checks import likelihood_refusal
+from bnn.inference.svi.draw_checks import unusable
 from bnn.inference.svi.fitted_guide import FittedGuide
 from bnn.inference.svi.kl_weights import KLWeighting
 from bnn.inference.svi.minibatches import MiniBatches, StepPlan
@@ -172,8 +172,8 @@ class SVILoop:
         """The error that stops the fit at ``step``, whose ``error`` a non-finite number explains, else ``None``.
 
         Diagnoses the step with torch's RNG back at ``rng`` (the step's own draws), saves the state
-        before the step when there is a checkpoint folder, and keeps the guide's posterior unless no
-        likelihood can be built on its draws.
+        before the step when there is a checkpoint folder, and keeps the guide's posterior unless its draws are not
+        finite (a noise scale's draws at infinity) or no likelihood can be built on them (at 0).
         """
         torch.set_rng_state(rng)  # the failing step's draws, for the search and the saved state
         diagnosis = diagnose(error, self.svi_model, self.svi_guide, *arguments, **keywords)
@@ -184,8 +184,8 @@ class SVILoop:
         saved = None if self.checkpoints is None else self.checkpoints.write(self.snapshot(step, rng), reason)
         with pyro.validation_enabled(False):  # a scale that underflowed to 0 still gives draws
             kept = self.posterior(self.record(step, reason))
-        if likelihood_refusal(self.model, self.x, kept.samples) is not None:
-            kept = None  # a posterior no likelihood can be built on
+        if unusable(self.model, self.x, kept.samples):
+            kept = None  # a posterior with draws no likelihood can use
         return NonFiniteELBOError(step, *diagnosis, lr=self.options.lr, posterior=kept, checkpoint=saved)
 
     def checkpoint_after(self, steps_done: int, stop: StopRequest) -> None:

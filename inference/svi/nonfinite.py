@@ -61,7 +61,8 @@ class NonFiniteELBOError(ValueError):
                  checkpoint: Path | None) -> None:
         where = f"not finite: {', '.join(culprits)}" if culprits else "no parameter or site could be named"
         kept = (KEPT_POSTERIOR if posterior is not None
-                else "no posterior is kept: the likelihood cannot be built on the draws of the parameters before that step")
+                else "no posterior is kept: the draws of the parameters before that step are not finite, or the "
+                "likelihood cannot be built on them")
         if checkpoint is not None:
             kept += f", and {checkpoint} holds its state"
         super().__init__(f"SVI stopped at step {step}: {cause}; {where}. {kept}. Hint: {HINT.format(lr=lr)}")

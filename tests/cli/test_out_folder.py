@@ -14,7 +14,7 @@ from bnn.runtime.atomic import MARKER, result_state
 TINY = ["fit", "--dataset", "toy1d", "--hidden", "2", "--steps", "20", "--num-samples", "5", "--quiet"]
 # a non-finite ELBO at step 1, a posterior kept
 DIVERGING = ["--hidden", "5", "--noise", "0.1", "--guide", "meanfield", "--lr", "1e10"]
-# a non-finite ELBO at step 1, no posterior kept: AutoNormal at a constant rate sends the noise's draws to 0
+# a non-finite ELBO at step 1, no posterior kept: AutoNormal at a constant rate sends the noise's draws to infinity
 NO_POSTERIOR = ["--guide", "autonormal", "--lr-schedule", "constant", "--no-jit", "--lr", "1e30", "--num-samples", "1000"]
 
 
