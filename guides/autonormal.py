@@ -60,8 +60,7 @@ def autonormal(model, *, init_scale: float = 0.1, init_loc: str | Mapping[str, t
 def latent_medians(model) -> dict[str, torch.Tensor]:
     """The prior median of every latent of ``model`` that is not a weight: the scales of its hierarchical priors and
     its likelihood's latents, in the default dtype."""
-    priors = {**model.scale_distributions(), **model.likelihood.latent_priors()}
-    return {name: prior_median(prior).to(torch.get_default_dtype()) for name, prior in priors.items()}
+    return {name: prior_median(prior).to(torch.get_default_dtype()) for name, prior in model.non_weight_priors().items()}
 
 
 def _checked_values(model, values: Mapping[str, object]) -> dict[str, torch.Tensor]:

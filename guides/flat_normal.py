@@ -167,7 +167,7 @@ class FlatNormalGuide(PyroModule):
         self.model = model
         self.priors = model.prior
         self.weight_sites, self.weight_priors = guide_weight_sites(model)
-        latent_priors = {**model.scale_distributions(), **model.likelihood.latent_priors()}
+        latent_priors = model.non_weight_priors()
         blocks, start = [], 0
         for site in self.weight_sites.values():
             blocks.append(Block(site.name, start, start + site.numel, site.shape, None))

@@ -258,6 +258,11 @@ class BayesianNetwork(abc.ABC):
         return {name: distribution for group, (prior, members) in self._scale_groups.items()
                 for name, distribution in prior.scale_sites(group, members).items()}
 
+    def non_weight_priors(self) -> dict[str, Any]:
+        """The prior of every latent that is not a weight: the scales of the hierarchical priors
+        (:meth:`scale_distributions`), then the likelihood's latents (a learned noise)."""
+        return {**self.scale_distributions(), **self.likelihood.latent_priors()}
+
     def prior_config(self) -> dict[str, Any]:
         """The prior as it was given, JSON-able: each key (``"*"``, a layer, a site) and its prior's config."""
         return {key: prior.config() for key, prior in self._prior_table.items()}

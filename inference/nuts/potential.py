@@ -163,7 +163,7 @@ class FlatPotential(FlatLayout):
         backend = parse_option(Backend, backend, "backend")
         self.model, self.temperature = model, temperature
         self.x, self.y = x.to(torch.float64), y if not y.is_floating_point() else y.to(torch.float64)
-        latent_priors = {**model.scale_distributions(), **model.likelihood.latent_priors()}
+        latent_priors = model.non_weight_priors()
         super().__init__(model.program_latent_shapes,
                          {name: biject_to(prior.support) for name, prior in latent_priors.items()})
         self._latent_priors = latent_priors

@@ -40,11 +40,15 @@ def likelihood_refusal(model, x: torch.Tensor, samples: dict[str, torch.Tensor])
     return None
 
 
+def non_finite_sites(samples: dict[str, torch.Tensor]) -> list[str]:
+    """The sites of ``samples`` with a draw that is not finite."""
+    return [name for name, value in samples.items() if not bool(torch.isfinite(value).all())]
+
+
 def unusable(model, x: torch.Tensor, samples: dict[str, torch.Tensor]) -> bool:
     """Whether any of the draws ``samples`` (as :func:`likelihood_refusal`'s) is not finite or the likelihood cannot be
     built on them."""
-    finite = all(bool(torch.isfinite(value).all()) for value in samples.values())
-    return not finite or likelihood_refusal(model, x, samples) is not None
+    return bool(non_finite_sites(samples)) or likelihood_refusal(model, x, samples) is not None
 
 
 def check_draws(model, x: torch.Tensor, samples: dict[str, torch.Tensor], steps_done: int, lr: float) -> None:
@@ -67,7 +71,7 @@ def check_draws(model, x: torch.Tensor, samples: dict[str, torch.Tensor], steps_
     ValueError
         Naming the sites whose draws are not finite and the likelihood's refusal.
     """
-    non_finite = [name for name, value in samples.items() if not bool(torch.isfinite(value).all())]
+    non_finite = non_finite_sites(samples)
     refusal = likelihood_refusal(model, x, samples)
     if non_finite or refusal:
         raise ValueError(f"after step {steps_done} the guide's draws of {non_finite} are not finite"

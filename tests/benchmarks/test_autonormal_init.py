@@ -26,4 +26,3 @@ def test_run_with_short_fits(tmp_path):
         ignores = int(row["test_rmse"] >= autonormal_init.IGNORES_INPUT_RMSE)
         assert f"| ard | {row['start']} | 1 | {ignores} | {row['final_elbo']:.1f} |" in table
         assert f"| ard | {row['start']} | 0 | {row['final_elbo']:.1f} | {row['test_ll']:.3f} |" in table
-

@@ -100,7 +100,7 @@ def test_prior_start_draws_the_weights_and_puts_every_other_latent_at_its_prior_
         guide = autonormal(model)
         guide(torch.zeros(5, 3), torch.zeros(5, 1))
         starts = {name: value.detach() for name, value in guide.median().items()}
-    priors = {**model.scale_distributions(), **model.likelihood.latent_priors()}
+    priors = model.non_weight_priors()
     assert set(priors) < set(starts) and "sigma" in priors
     for name, distribution in priors.items():
         base = distribution.base_dist if isinstance(distribution, torch.distributions.Independent) else distribution

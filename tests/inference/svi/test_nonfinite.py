@@ -29,10 +29,15 @@ def model():
     return BayesianMLP(1, 1, hidden=(5,), likelihood={"name": "gaussian", "scale": None})
 
 
+def held_noise_model():
+    """:func:`model` with the noise held at 0.1: only the weights' parameters can overflow."""
+    return BayesianMLP(1, 1, hidden=(5,), likelihood={"name": "gaussian", "scale": 0.1})
+
+
 def test_a_nan_elbo_names_the_step_and_the_parameter_and_keeps_the_parameters_before_it(toy, tmp_path):
     options = dict(guide="meanfield", guide_options={"local_reparameterisation": False}, lr=1e10, lr_schedule="constant",
                    jit=False, seed=0, num_samples=7, progress=False)
-    held_noise = BayesianMLP(1, 1, hidden=(5,), likelihood={"name": "gaussian", "scale": 0.1})
+    held_noise = held_noise_model()
     with pytest.raises(NonFiniteELBOError) as caught:
         fit(held_noise, toy, "svi", steps=20, checkpoint_dir=tmp_path, **options)
     error = caught.value
@@ -57,7 +62,7 @@ def test_a_nan_elbo_names_the_step_and_the_parameter_and_keeps_the_parameters_be
 def test_a_scale_that_underflows_is_the_same_failure_named_at_its_site(toy):
     """AutoNormal's softplus scales reach 0 after one huge step: Pyro's validation refuses the Normal (the noise held,
     so that only the weights' scales go)."""
-    held_noise = BayesianMLP(1, 1, hidden=(5,), likelihood={"name": "gaussian", "scale": 0.1})
+    held_noise = held_noise_model()
     with pytest.raises(NonFiniteELBOError, match=r"^SVI stopped at step 1: a distribution got an invalid parameter "
                        r"\(Expected parameter scale .*\); not finite: guide site 'layers\.0\.weight_unconstrained' "
                        r"\(log-density\).* error\.posterior holds draws") as caught:
