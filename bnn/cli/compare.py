@@ -6,6 +6,7 @@ not at all."""
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
 from typing import Any
 
@@ -123,8 +124,9 @@ def run_compare(args: argparse.Namespace) -> pd.DataFrame:
         model = build_model(args, dataset)
         specs = method_specs(args.methods)
         routed = options_per_method(specs, fit_options(args))
-        choices = choose_fits(model, dataset, [method for method, _ in specs], routed, args.time_budget)
-        cost_notes = cost_lines(choices, args.time_budget)
+        run = choose_fits(model, dataset, [method for method, _ in specs], routed, args.time_budget)
+        choices = run.fits
+        cost_notes = cost_lines(run, args.time_budget)
         print("\n".join(cost_notes))
         if all(choice.skipped for choice in choices):
             raise ValueError(f"no method fits in --time-budget {format_seconds(args.time_budget)}: raise it, or ask for "
@@ -135,9 +137,11 @@ def run_compare(args: argparse.Namespace) -> pd.DataFrame:
         kept = FinishedFits(args.out, run_fingerprint(model, dataset, list(zip(methods, routed))))
         posteriors = label_fits(fit_or_reuse(model, dataset, specs, routed, kept, command_line(args)))
         try:
+            began = time.perf_counter()
             table = write_comparison(posteriors, dataset, args.out, command=command_line(args), overwrite=args.overwrite,
                                      progress=not args.quiet, cost_notes=cost_notes, ood=shift,
                                      calibration=calibration)
+            report_seconds = time.perf_counter() - began
         except KeyboardInterrupt as error:
             reason = f"{str(error) or 'SIGINT'} while writing the report"
             raise KeyboardInterrupt(compare_interrupted(reason, kept, command_line(args))) from None
@@ -145,7 +149,8 @@ def run_compare(args: argparse.Namespace) -> pd.DataFrame:
     with pd.option_context("display.width", 200, "display.max_columns", 12):
         print(table.T.to_string())
     print("\n".join(line.replace("**", "") for line in table.attrs["warnings"]))
-    print(f"report: {Path(args.out) / 'report.md'}")
+    print(f"report: {Path(args.out) / 'report.md'} (written in {format_seconds(report_seconds)}; estimated "
+          f"{format_seconds(run.report.seconds)})")
     return table
 
 

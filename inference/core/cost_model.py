@@ -7,6 +7,7 @@ carries it; :mod:`bnn.inference.evaluation.cost` measures the units and says the
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -65,6 +66,10 @@ class CostModel:
     polish_seconds : callable, optional
         ``polish_seconds(model, x, y, options) -> float``: the measured wall time of one polish iteration, for the
         methods whose count has polish iterations (the MAP-centred fits).
+    draws : callable
+        ``draws(options) -> int``: the draws the fit's posterior will hold (all chains or members together), which
+        the report evaluates at every row (:mod:`bnn.inference.evaluation.report_cost`); by default
+        ``options.num_samples``.
     """
 
     count: Callable[[Options, int, Any], GradientCount]
@@ -73,6 +78,7 @@ class CostModel:
     minibatch: bool = False
     unit: str = "gradients"
     polish_seconds: Callable[[Any, torch.Tensor, torch.Tensor, Options], float] | None = None
+    draws: Callable[[Any], int] = operator.attrgetter("num_samples")
 
     def rows(self, options: Options, n: int) -> int:
         """The rows one unit is timed on: ``n``, or one minibatch of them."""

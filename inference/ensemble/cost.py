@@ -17,4 +17,4 @@ def count(options: EnsembleOptions, rows: int, model) -> GradientCount:
                           parallel=min(options.workers(), workers.free_cores()))
 
 
-COST = map_cost_model(count)
+COST = map_cost_model(count, lambda options: options.num_members)

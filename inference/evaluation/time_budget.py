@@ -1,7 +1,8 @@
 r"""``compare --time-budget``: the draws and steps each method can afford, or the reason it is left out.
 
-The budget :math:`B` less a share for the report (:data:`REPORT_SHARE`: LOO, WAIC, plots) is spent on the fits by
-their cost estimates (:mod:`bnn.inference.evaluation.cost`). Methods of fixed length (Laplace, the MAP, an ensemble)
+The budget :math:`B` less the report's estimate (:mod:`bnn.inference.evaluation.report_cost`: the metrics, LOO, WAIC,
+the netCDF files and the figures, for the draws each fit holds as asked) is spent on the fits by their cost estimates
+(:mod:`bnn.inference.evaluation.cost`). Methods of fixed length (Laplace, the MAP, an ensemble)
 are counted as they are, by their expected cost (their polish can take several times longer on large data or a ReLU
 network); methods whose length is a number of draws or steps (NUTS, SVI, MC dropout, SG-MCMC) share
 what is left, each scaled by the same factor :math:`f = \text{left} / \sum \text{cost}` when :math:`f < 1`, but never
@@ -21,12 +22,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from bnn.inference.evaluation.cost import CostEstimate, estimate_cost, format_seconds, gradient_count
+from bnn.inference.evaluation.report_cost import ReportEstimate, estimate_report
 from bnn.inference.fit import METHODS, prepare_data
-
-REPORT_SHARE = 0.3
-"""The share of the budget kept for the report (LOO, WAIC, the ranking, plots: each fit's log-likelihood at every
-draw and training point, several times), which is not estimated: it is kept generous, since it also absorbs the
-estimates that fall short (a MAP-centred fit whose polish runs long; ``benchmarks/results/estimates.md``)."""
 
 RESCALE_ATTEMPTS = 8
 """How often :func:`plan` shrinks the factor again when floors keep the scaled cost above what is left."""
@@ -74,6 +71,22 @@ class Choice:
     skipped: bool = False
 
 
+@dataclass(frozen=True)
+class RunPlan:
+    """The fits ``compare`` runs and the report after them.
+
+    Attributes
+    ----------
+    fits : list of Choice
+        Each fit, in the order asked, with its estimate and what a budget did to it.
+    report : ReportEstimate
+        The report's estimated time.
+    """
+
+    fits: list[Choice]
+    report: ReportEstimate
+
+
 def floors_of(method: str) -> dict[str, int]:
     """The options a budget may lower for ``method``, each with its floor
     (:attr:`~bnn.inference.core.method.Method.budget_floors`)."""
@@ -96,7 +109,7 @@ def _rescaled(choice: Choice, parsed, factor: float, rows: int) -> Choice:
     return replace(choice, options={**choice.options, **lowered}, estimate=estimate, note=note)
 
 
-def plan(choices: list[Choice], parsed: list, budget: float, rows: int) -> list[Choice]:
+def plan(choices: list[Choice], parsed: list, budget: float, rows: int, report_seconds: float) -> list[Choice]:
     """The fits ``compare`` runs within ``budget`` seconds (see the module docstring).
 
     Parameters
@@ -109,13 +122,15 @@ def plan(choices: list[Choice], parsed: list, budget: float, rows: int) -> list[
         Seconds for the whole command.
     rows : int
         Training examples (SVI without ``steps`` runs its epochs over them).
+    report_seconds : float
+        The report's estimated time, kept out of the budget.
 
     Returns
     -------
     list of Choice
         The same fits, with lowered options, a note, or ``skipped`` and the reason.
     """
-    left = budget * (1 - REPORT_SHARE)
+    left = budget - report_seconds
     fixed = [i for i, c in enumerate(choices) if c.estimate is None or not floors_of(c.method)
              or any(getattr(parsed[i], name) is None for name in floors_of(c.method))]
     scalable = [i for i in range(len(choices)) if i not in fixed]
@@ -146,31 +161,44 @@ def plan(choices: list[Choice], parsed: list, budget: float, rows: int) -> list[
     return decided
 
 
-def choose_fits(model, dataset, methods: list[str], routed: list[dict[str, Any]], budget: float | None) -> list[Choice]:
-    """Each fit of ``compare`` with its cost estimate on ``dataset``'s training split and, under a ``budget`` in
-    seconds (less the time these estimates took), what :func:`plan` lowered or left out (bad options fail here,
-    before any work, as in ``fit``)."""
+def draws_of(methods: list[str], parsed: list) -> list[int]:
+    """The draws each fit's posterior will hold (:attr:`~bnn.inference.core.cost_model.CostModel.draws`), for the
+    methods with a cost model."""
+    return [METHODS.get(method).cost.draws(options) for method, options in zip(methods, parsed)
+            if METHODS.get(method).cost is not None]
+
+
+def choose_fits(model, dataset, methods: list[str], routed: list[dict[str, Any]], budget: float | None) -> RunPlan:
+    """Each fit of ``compare`` with its cost estimate on ``dataset``'s training split, the report's estimate and,
+    under a ``budget`` in seconds (less the time these estimates took), what :func:`plan` lowered or left out (bad
+    options fail here, before any work, as in ``fit``)."""
     began = time.perf_counter()
     x, y = prepare_data(model, dataset)
     parsed = [METHODS.get(method).parse(options, model) for method, options in zip(methods, routed)]
     timings: dict = {}
     choices = [Choice(method, options, estimate_cost(method, options_set, model, x, y, timings))
                for method, options, options_set in zip(methods, routed, parsed)]
+    report = estimate_report(model, dataset, draws_of(methods, parsed))
     if budget is None:
-        return choices
-    return plan(choices, parsed, budget - (time.perf_counter() - began), x.shape[0])
+        return RunPlan(choices, report)
+    decided = plan(choices, parsed, budget - (time.perf_counter() - began), x.shape[0], report.seconds)
+    kept = [choice for choice in decided if not choice.skipped]
+    return RunPlan(decided, report.for_draws(draws_of([choice.method for choice in kept],
+                                                      [METHODS.get(choice.method).parse(choice.options, model)
+                                                       for choice in kept])))
 
 
-def cost_lines(choices: list[Choice], budget: float | None) -> list[str]:
-    """What ``compare`` says before it starts: each fit's estimate and what the budget did to it."""
+def cost_lines(run: RunPlan, budget: float | None) -> list[str]:
+    """What ``compare`` says before it starts: each fit's estimate and what the budget did to it, and the report's."""
     header = ("Estimated cost (gradients this fit needs x the time of one measured here, before the fits)"
               + (f", within --time-budget {format_seconds(budget)}:" if budget is not None else ":"))
     lines = [header]
-    for choice in choices:
+    for choice in run.fits:
         said = choice.estimate.describe() if choice.estimate is not None else f"{choice.method}: no estimate"
         lines.append(f"- {said}" + (f"; {choice.note}" if choice.note else ""))
-    total = sum(_seconds(choice) for choice in choices)
+    lines.append(f"- {run.report.describe()}")
+    total = sum(_seconds(choice) for choice in run.fits) + run.report.seconds
     if budget is None and total > LONG_RUN:
-        lines.append(f"Warning: these fits may take up to about {format_seconds(total)}; to bound them, stop this run "
-                     "(Ctrl-C; finished fits are kept) and give --time-budget, for example --time-budget 30m.")
+        lines.append(f"Warning: these fits and the report may take up to about {format_seconds(total)}; to bound them, "
+                     "stop this run (Ctrl-C; finished fits are kept) and give --time-budget, for example --time-budget 30m.")
     return lines

@@ -12,4 +12,4 @@ def count(options: MapOptions, rows: int, model) -> GradientCount:
     return map_fits_count(options, model)
 
 
-COST = map_cost_model(count)
+COST = map_cost_model(count, lambda options: 1)

@@ -19,7 +19,7 @@ from bnn.runtime.timing import median_seconds
 
 def count(options: NUTSOptions, rows: int, model) -> GradientCount:
     """The gradients of a run of ``options`` at full tree depth."""
-    chains = options.num_chains or min(2, workers.available_cores())
+    chains = options.chains()
     leapfrogs = 2**options.max_tree_depth - 1
     iterations = options.num_warmup + options.num_samples
     return GradientCount(chains * iterations * leapfrogs, min(chains, workers.free_cores()), "every tree at full depth",
@@ -36,4 +36,5 @@ def potential_gradient_seconds(model, x: torch.Tensor, y: torch.Tensor, options=
     return median_seconds(lambda: potential.value_and_grad(z))
 
 
-COST = CostModel(count, potential_gradient_seconds, "nuts potential")
+COST = CostModel(count, potential_gradient_seconds, "nuts potential",
+                 draws=lambda options: options.chains() * options.num_samples)

@@ -178,7 +178,7 @@ def run_nuts(model, x: torch.Tensor, y: torch.Tensor, options: NUTSOptions) -> P
         raise ValueError(f"method 'nuts' cannot start at init='map' for the hierarchical prior(s) "
                          f"{hierarchical_priors_named(model)} of {type(model).__name__}: a joint MAP over the weights "
                          "and their latent scales collapses the scales to zero; pass init='prior'")
-    num_chains = min(2, available_cores()) if options.num_chains is None else options.num_chains
+    num_chains = options.chains()
     parallel = options.chain_method is ChainMethod.PARALLEL or (
         options.chain_method is ChainMethod.AUTO and num_chains > 1 and available_cores() > 1
     )

@@ -13,8 +13,8 @@ from bnn.inference.nuts.chains import ChainMethod
 from bnn.inference.nuts.engines import DEFAULT_ENGINE
 
 from bnn.options import Options, choice, flag, integer, option, optional, positive_number, probability, seed
+from bnn.runtime import workers
 from bnn.runtime.memory import parameter_count, value_bytes
-from bnn.runtime.workers import available_cores
 
 MIN_SAMPLES = 4
 """Draws per chain at least: split R-hat and ESS need 4."""
@@ -96,8 +96,12 @@ class NUTSOptions(Options):
     seed: int = option(0, seed)
     progress: bool = option(True, flag)
 
+    def chains(self) -> int:
+        """The chains a fit of these options samples: ``num_chains``, or two where there are two cores."""
+        return self.num_chains or min(2, workers.available_cores())
+
     def memory_needs(self, model) -> dict[str, int]:
-        parameters, chains = parameter_count(model), self.num_chains or min(2, available_cores())
+        parameters, chains = parameter_count(model), self.chains()
         needs = {f"{chains} chains x {self.num_warmup + self.num_samples} draws (warmup included, float64)":
                  value_bytes(chains * (self.num_warmup + self.num_samples) * parameters, torch.float64)}
         if self.dense_mass:

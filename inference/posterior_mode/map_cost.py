@@ -156,7 +156,9 @@ def polish_iteration_seconds(model, x: torch.Tensor, y: torch.Tensor, options=No
         return statistics.median(per_iteration() for _ in range(TIMED_RUNS))
 
 
-def map_cost_model(count) -> CostModel:
+def map_cost_model(count, draws) -> CostModel:
     """The :class:`~bnn.inference.core.cost_model.CostModel` of a MAP-centred method whose work ``count`` gives
-    (:func:`map_fits_count`): Adam steps and polish iterations, each timed as the fit takes them."""
-    return CostModel(count, adam_step_seconds, "map adam step", unit="Adam steps", polish_seconds=polish_iteration_seconds)
+    (:func:`map_fits_count`): Adam steps and polish iterations, each timed as the fit takes them; ``draws(options)`` is
+    the draws its posterior holds."""
+    return CostModel(count, adam_step_seconds, "map adam step", unit="Adam steps", polish_seconds=polish_iteration_seconds,
+                     draws=draws)

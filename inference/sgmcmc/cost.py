@@ -35,4 +35,5 @@ def count(options: SGMCMCOptions, rows: int, model) -> GradientCount:
                                how=f"{maps.how}{curvature_how}; then {how}")
 
 
-COST = CostModel(count, log_joint_gradient_seconds, "log joint", minibatch=True, polish_seconds=polish_iteration_seconds)
+COST = CostModel(count, log_joint_gradient_seconds, "log joint", minibatch=True, polish_seconds=polish_iteration_seconds,
+                 draws=lambda options: options.num_chains * options.plan().num_samples)

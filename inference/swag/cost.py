@@ -26,4 +26,4 @@ def count(options: SWAGOptions, rows: int, model) -> GradientCount:
                                    f"{steps} steps in all")
 
 
-COST = map_cost_model(count)
+COST = map_cost_model(count, lambda options: options.num_members * options.num_samples)
