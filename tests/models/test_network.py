@@ -73,6 +73,9 @@ def test_every_method_that_takes_any_network_fits_one_written_here(method):
         warnings.simplefilter("ignore")  # a few steps cannot converge; the checks of each method are tested elsewhere
         posterior = fit(skip_net(), (X, Y), method, seed=0, progress=False, **QUICK[method])
     assert set(posterior.samples) == {site.name for site in posterior.model.sites}
+    # the draws the method's cost model says its posterior holds, which the report's estimate counts
+    parsed = METHODS.get(method).parse(QUICK[method], posterior.model)
+    assert METHODS.get(method).cost.draws(parsed) == posterior.num_chains * posterior.num_draws
     prediction = posterior.predict(X, seed=0)
     assert prediction.mean.shape == (24,) and torch.isfinite(prediction.mean).all()
     assert torch.isfinite(posterior.pointwise_log_likelihood(X, Y)).all()
