@@ -33,9 +33,9 @@ demo: $(VENV)/.installed
 	$(VENV)/bin/bnn compare --dataset toy1d --methods svi,nuts,laplace --out $(OUT) --overwrite
 
 # the docs build, then every test but the slow statistical checks (pytest -m slow): notebooks, packaging, subprocesses
-# and benchmarks included
+# and benchmarks included; the 30 slowest tests are listed at the end (where the suite's time goes)
 test: import-contracts docs
-	$(PY) -m pytest -n $(TEST_WORKERS) -m "not slow and not serial"
+	$(PY) -m pytest -n $(TEST_WORKERS) -m "not slow and not serial" --durations=30
 	$(PY) -m pytest -m "not slow and serial" || test $$? -eq 5  # 5: no serial test in the tier
 
 # the unit tier, before every commit (under 3 minutes on two cores): leaves out the tests marked as slow by nature
