@@ -46,6 +46,10 @@ class GradientCount:
     polish_at_most: int = 0
 
 
+NUM_SAMPLES = operator.attrgetter("num_samples")
+"""The draws most methods' posteriors hold: their options' ``num_samples``."""
+
+
 @dataclass(frozen=True)
 class CostModel:
     """A method's cost: its count and the unit it is timed in.
@@ -78,7 +82,7 @@ class CostModel:
     minibatch: bool = False
     unit: str = "gradients"
     polish_seconds: Callable[[Any, torch.Tensor, torch.Tensor, Options], float] | None = None
-    draws: Callable[[Any], int] = operator.attrgetter("num_samples")
+    draws: Callable[[Any], int] = NUM_SAMPLES
 
     def rows(self, options: Options, n: int) -> int:
         """The rows one unit is timed on: ``n``, or one minibatch of them."""

@@ -13,4 +13,4 @@ def count(options: LaplaceOptions, rows: int, model) -> GradientCount:
     return map_fits_count(options, model, tuned=options.tune_prior_precision is not False)
 
 
-COST = map_cost_model(count, lambda options: options.num_samples)
+COST = map_cost_model(count)

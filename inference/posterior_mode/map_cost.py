@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import pyro
 import torch
 from bnn.guides.flat_weights import join_sites
-from bnn.inference.core.cost_model import CostModel, GradientCount
+from bnn.inference.core.cost_model import NUM_SAMPLES, CostModel, GradientCount
 from bnn.inference.core.model_snapshot import snapshot_model
 from bnn.inference.posterior_mode.evidence_search import GOLDEN, MAX_EVALUATIONS, STEP, TOLERANCE
 from bnn.inference.posterior_mode.log_joint import ScaledPrior, evidence_possible
@@ -156,9 +156,9 @@ def polish_iteration_seconds(model, x: torch.Tensor, y: torch.Tensor, options=No
         return statistics.median(per_iteration() for _ in range(TIMED_RUNS))
 
 
-def map_cost_model(count, draws) -> CostModel:
+def map_cost_model(count, draws=NUM_SAMPLES) -> CostModel:
     """The :class:`~bnn.inference.core.cost_model.CostModel` of a MAP-centred method whose work ``count`` gives
     (:func:`map_fits_count`): Adam steps and polish iterations, each timed as the fit takes them; ``draws(options)`` is
-    the draws its posterior holds."""
+    the draws its posterior holds (by default ``options.num_samples``, as for every cost model)."""
     return CostModel(count, adam_step_seconds, "map adam step", unit="Adam steps", polish_seconds=polish_iteration_seconds,
                      draws=draws)
