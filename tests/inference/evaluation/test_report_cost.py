@@ -5,11 +5,15 @@ import math
 import pytest
 import torch
 from bnn.datasets import load_toy1d
+from bnn.inference.evaluation import report_cost
 from bnn.inference.evaluation.compare import compare
 from bnn.inference.evaluation.report_cost import (
     FEW_DRAWS,
     FIGURES_FIXED,
     FIGURES_PER_FIT,
+    MORE_DRAWS,
+    PROBE_CELLS,
+    PROBE_REPEATS,
     ReportEstimate,
     estimate_report,
     probe_posterior,
@@ -55,5 +59,25 @@ def test_the_units_are_measured_on_the_model_and_data_at_hand():
     model = BayesianMLP(1, 1, hidden=(10,), likelihood={"name": "gaussian", "scale": 0.1})
     report = estimate_report(model, data, [500, 500])
     assert report.draws == (500, 500) and report.rows == 80
-    assert report.first_draws_seconds > 0 and report.draw_seconds > 0 and report.figure_seconds > 0
+    assert report.first_draws_seconds > 0 and report.figure_seconds > 0
     assert report.for_draws([500]).seconds < report.seconds < report.for_draws([500, 500, 500]).seconds
+
+
+def test_each_probe_keeps_its_shortest_time_and_a_share_of_the_rows_is_scaled_up(monkeypatch):
+    data = load_toy1d(n_train=40_000, n_test=10_000)
+    model = BayesianMLP(1, 1, hidden=(5,), likelihood={"name": "gaussian", "scale": 0.1})
+    calls = []
+    slow_once = iter([0.5, 0.0, 0.0, 0.3])  # a burst of other work lengthens one run of each probe
+
+    def seconds(model, dataset, draws, folder):  # 0.1 s at 20 draws and 1 ms a draw more, on the probed rows
+        calls.append((len(dataset.x_train), len(dataset.x_test), draws))
+        return 0.1 + (draws - FEW_DRAWS) * 1e-3 + (next(slow_once) if len(calls) > 1 else 0.0)
+
+    monkeypatch.setattr(report_cost, "_evaluation_seconds", seconds)
+    monkeypatch.setattr(report_cost, "figure_seconds", lambda folder: 0.125)
+    report = estimate_report(model, data, [300])
+    assert PROBE_CELLS / 12_500 < MORE_DRAWS  # the probes run on 10,000 training and 2,500 test rows: a quarter of each
+    assert calls == [(10_000, 2_500, FEW_DRAWS)] + [(10_000, 2_500, FEW_DRAWS), (10_000, 2_500, MORE_DRAWS)] * PROBE_REPEATS
+    assert report.first_draws_seconds == pytest.approx(4 * 0.1)
+    assert report.draw_seconds == pytest.approx(4 * 1e-3)
+    assert report.seconds == pytest.approx(0.4 + 280 * 4e-3 + (FIGURES_FIXED + FIGURES_PER_FIT) * 0.125)
