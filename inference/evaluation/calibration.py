@@ -29,7 +29,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import scoringrules
 import torch
 from sklearn.metrics import brier_score_loss
 
@@ -120,5 +119,9 @@ def quantile_calibration_error(pit: torch.Tensor, levels=QUANTILE_LEVELS) -> flo
 def crps(draws: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Per point the CRPS of the predictive ``draws`` ``(S, n)`` at ``y`` ``(n,)`` (``scoringrules.crps_ensemble``,
     its default quantile-decomposition estimator)."""
+    # imported here, not with the module: scoringrules compiles its numba kernels when imported (seconds), which every
+    # process that imports the package and never scores would pay: each chain's, member's and cell's worker
+    import scoringrules
+
     values = scoringrules.crps_ensemble(y.double().numpy(), draws.double().numpy(), m_axis=0)
     return torch.as_tensor(np.asarray(values))
