@@ -1,5 +1,6 @@
-"""Importing the package changes no state of the process it is imported into, and lets no warning of its own,
-or of arviz's first import, reach the user."""
+"""Importing the package changes no state of the process it is imported into, lets no warning of its own, or of
+arviz's first import, reach the user, and imports no library that compiles code when imported and is needed only to
+score (every worker process imports the package)."""
 
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ SCRIPT = textwrap.dedent(
     before = state()
     import {MODULES}
     after = state()
-    json.dump({{"before": before, "after": after, "warnings": caught}}, sys.stdout)
+    json.dump({{"before": before, "after": after, "warnings": caught, "modules": sorted(sys.modules)}}, sys.stdout)
     """
 )
 
@@ -74,3 +75,11 @@ def test_importing_the_package_shows_no_warning_of_its_own_or_of_arviz(report):
     folders = [*PACKAGE_FOLDERS, Path(find_spec("arviz").origin).parent]
     ours = [w for w in report["warnings"] if any(Path(w[2]).is_relative_to(folder) for folder in folders)]
     assert not ours
+
+
+COMPILED_AT_IMPORT = {"scoringrules"}
+"""Libraries that compile numba kernels when imported (scoringrules: seconds), imported where they are used."""
+
+
+def test_importing_the_package_leaves_libraries_compiled_at_import_to_the_code_that_uses_them(report):
+    assert COMPILED_AT_IMPORT.isdisjoint(report["modules"])
