@@ -59,9 +59,13 @@ PROBE_REPEATS = 2
 lengthens a run, never shortens it. On few rows a draw costs less than the timing's noise, and the time of a draw may
 come out as 0: there the fits' fixed cost is the estimate."""
 
-FIGURES_FIXED, FIGURES_PER_FIT = 10, 11
+FIGURE_REPEATS = 9
+"""Small figures timed, their median the unit (one small figure's time varies by half from one to the next)."""
+
+FIGURES_FIXED, FIGURES_PER_FIT = 9, 16
 """The report's figures in units of one small figure: the predictive, calibration, selective-prediction, forest and
-marginal plots (their panels grow with the fits), and a trace plot per fit."""
+marginal plots (their panels grow with the fits), and a trace plot per fit; from the figure stages of the main job's
+report timed with the unit in the same run: a median 24 units with one fit, 60 with three."""
 
 
 @dataclass(frozen=True)
@@ -146,7 +150,7 @@ def figure_seconds(folder: Path) -> float:
         axes.plot(range(100), range(100))
         save_figure(figure, folder / "unit.png")
 
-    return median_seconds(one, repeats=3)
+    return median_seconds(one, repeats=FIGURE_REPEATS)
 
 
 def estimate_report(model, dataset: Dataset, draws: Sequence[int]) -> ReportEstimate:

@@ -51,7 +51,7 @@ def test_the_estimate_adds_each_fits_evaluation_and_the_figures():
     assert report.figure_units == FIGURES_FIXED + 3 * FIGURES_PER_FIT
     assert report.seconds == pytest.approx(evaluation + report.figure_units * 0.125, rel=1e-12)
     assert report.for_draws([1000]).seconds == pytest.approx(0.4 + 980 * 2e-4 + (FIGURES_FIXED + FIGURES_PER_FIT) * 0.125)
-    assert report.describe().startswith("report: about 7 s: 3 fits of 1,000, 1,400, 1 draws on 200 rows")
+    assert report.describe().startswith("report: about 9 s: 3 fits of 1,000, 1,400, 1 draws on 200 rows")
 
 
 def test_the_units_are_measured_on_the_model_and_data_at_hand():

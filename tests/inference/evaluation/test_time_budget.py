@@ -140,7 +140,7 @@ def test_compare_refuses_a_budget_no_method_fits_in_before_any_fit(tmp_path, cap
 
 def test_a_long_run_without_a_budget_is_announced_with_the_fix():
     report = ReportEstimate(draws=(2000,), rows=200, first_draws_seconds=1.0, draw_seconds=1e-3, figure_seconds=0.1)
-    # 1 + 1980 x 1e-3 + (10 + 11) x 0.1 = 5.08 s
+    # 1 + 1980 x 1e-3 + (9 + 16) x 0.1 = 5.48 s
     choices, _ = fake_choices({"nuts": {"num_warmup": 1000, "num_samples": 1000, "num_chains": 2}})  # 204.6 s
     lines = cost_lines(RunPlan(choices, report), None)
     assert lines[-2].startswith("- nuts: about 3.4 min (every tree at full depth)")
