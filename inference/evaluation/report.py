@@ -36,7 +36,7 @@ from bnn.inference.fit import METHODS
 from bnn.runtime.atomic import atomic_directory
 from bnn.runtime.progress import stages
 
-PACKAGES = ("torch", "pyro-ppl", "nutpie", "arviz", "numpy", "pandas", "matplotlib", "scikit-learn", "scoringrules")
+PACKAGES = ("torch", "pyro-ppl", "nutpie", "arviz", "numpy", "pandas", "matplotlib", "scikit-learn")
 TABLE_COLUMNS = (
     "method", "guide", "prior", "predictive", "fit_seconds", "test_rmse", "test_accuracy", "test_ll", "roc_auc", "coverage_50",
     "coverage_90", "ece", "elbo", "log_marginal_likelihood", "loo_elpd", "loo_se", "loo_bad_k", "waic_elpd",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import bnn.inference.evaluation.calibration as calibration
 import numpy as np
 import pytest
 import torch
@@ -83,3 +84,25 @@ def test_the_crps_of_gaussian_draws_is_the_gaussian_closed_form():
     error = crps(draws, y).numpy() - exact
     # the estimate of each point's CRPS from 4,000 draws errs by O(sigma / sqrt(S)): 0.03 at sigma 2
     assert np.abs(error).max() < 4 * 2 / math.sqrt(4000)
+
+
+@pytest.mark.parametrize("draws, points", [(1, 3), (2, 5), (7, 11), (1000, 300)])
+def test_the_crps_is_scoringrules_estimate_and_nan_where_the_target_is(draws, points):
+    import scoringrules  # the reference implementation (numba); the package computes the same sum in torch
+
+    generator = torch.Generator().manual_seed(draws)
+    y = 3 * torch.randn(points, generator=generator, dtype=torch.float64)
+    predictive = torch.randn(draws, points, generator=generator, dtype=torch.float64).exp()
+    predictive[:, 0] = y[0]  # ties between the target and draws
+    y[-1] = float("nan")
+    expected = scoringrules.crps_ensemble(y.numpy(), predictive.numpy(), m_axis=0)
+    assert np.allclose(crps(predictive, y).numpy(), expected, rtol=1e-12, atol=1e-12, equal_nan=True)
+    assert np.isnan(crps(predictive, y)[-1])
+
+
+def test_the_crps_scored_in_column_blocks_is_the_crps_scored_at_once(monkeypatch):
+    generator = torch.Generator().manual_seed(4)
+    draws, y = torch.randn(50, 23, generator=generator), torch.randn(23, generator=generator)
+    whole = crps(draws, y)
+    monkeypatch.setattr(calibration, "CRPS_COLUMNS", 5)  # 23 columns in blocks of 5, 5, 5, 5, 3
+    assert torch.equal(crps(draws, y), whole) and whole.dtype == torch.float64 and whole.shape == (23,)
