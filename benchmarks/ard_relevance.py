@@ -33,6 +33,7 @@ import torch
 from bnn.datasets import Dataset, load_uci
 from bnn.inference import fit
 from bnn.inference.evaluation.metrics import evaluate
+from bnn.inference.nuts import NUTSOptions
 from bnn.models import BayesianMLP
 
 from benchmarks.provenance import run_header, write_results
@@ -40,7 +41,7 @@ from benchmarks.provenance import run_header, write_results
 METHOD_OPTIONS = {
     "svi": lambda args: {"guide": "autonormal", "steps": args.steps, "num_samples": args.num_samples, "jit": True},
     "nuts": lambda args: {"init": "prior", "num_warmup": args.num_warmup, "num_samples": args.num_samples,
-                          "num_chains": args.num_chains},
+                          "num_chains": args.num_chains, "max_tree_depth": args.max_tree_depth},
     "laplace": lambda args: {"num_samples": args.num_samples},
 }
 """The options of each method, from the command line."""
@@ -134,6 +135,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--num-warmup", type=int, default=500, help="NUTS warmup draws per chain")
     parser.add_argument("--num-samples", type=int, default=500, help="draws per chain (NUTS) or from the guide (SVI)")
     parser.add_argument("--num-chains", type=int, default=2, help="NUTS chains")
+    parser.add_argument("--max-tree-depth", type=int, default=NUTSOptions().max_tree_depth,
+                        help="NUTS's largest tree depth, 2^depth - 1 leapfrog steps a draw at most")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/ard_relevance"))
     args = parser.parse_args(argv)

@@ -26,7 +26,7 @@ def test_run_on_a_tiny_set(tmp_path):
     out = tmp_path / "out"
     results = ard_relevance.main(["--uci-dir", str(uci), "--dataset", "yacht", "--noise-columns", "2", "--hidden", "3",
                                   "--methods", "svi", "nuts", "laplace", "--steps", "30", "--num-warmup", "20", "--num-samples",
-                                  "10", "--num-chains", "1", "--out", str(out)])
+                                  "10", "--num-chains", "1", "--max-tree-depth", "3", "--out", str(out)])
     saved = json.loads((out / "results.json").read_text())
     assert saved == json.loads(json.dumps(results))
     assert [row["method"] for row in saved["rows"]] == ["svi", "nuts", "laplace"]
