@@ -13,7 +13,7 @@ from bnn.runtime import workers
 def count(options: EnsembleOptions, rows: int, model) -> GradientCount:
     """The expected and worst-case work of the members' MAP fits, in the processes they run in
     (:meth:`~bnn.inference.ensemble.options.EnsembleOptions.workers`) as free cores allow."""
-    return map_fits_count(options, model, members=options.num_members,
+    return map_fits_count(options, model, rows, members=options.num_members,
                           parallel=min(options.workers(), workers.free_cores()))
 
 

@@ -10,7 +10,7 @@ from bnn.inference.posterior_mode.map_cost import map_cost_model, map_fits_count
 
 def count(options: LaplaceOptions, rows: int, model) -> GradientCount:
     """The expected and worst-case work of the MAP fit of ``options``."""
-    return map_fits_count(options, model, tuned=options.tune_prior_precision is not False)
+    return map_fits_count(options, model, rows, tuned=options.tune_prior_precision is not False)
 
 
 COST = map_cost_model(count)

@@ -55,12 +55,10 @@ from bnn.inference.laplace.record import LaplaceRecord
 from bnn.inference.laplace.type2_scales import DESCRIPTION, check_type2_possible, type2_maximum
 from bnn.inference.posterior_mode.evidence import gaussian_log_prior, laplace_log_marginal_likelihood
 from bnn.inference.posterior_mode.kron_curvature import check_kron_supported, kron_posterior
-from bnn.inference.posterior_mode.map_estimate import MapEstimate, find_map
+from bnn.inference.posterior_mode.map_estimate import WORKING_DTYPE, MapEstimate, find_map
 from bnn.models.priors import GaussianPrior
 
 from bnn.runtime.seeding import seeded
-
-WORKING_DTYPE = torch.float64  # the MAP polish and the factor of an ill-conditioned precision need it
 
 
 def _not_positive_definite(precision: torch.Tensor, hessian_type: HessianType, grad_norm: float) -> ValueError:

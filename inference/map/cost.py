@@ -9,7 +9,7 @@ from bnn.inference.posterior_mode.map_cost import map_cost_model, map_fits_count
 
 def count(options: MapOptions, rows: int, model) -> GradientCount:
     """The expected and worst-case work of the MAP fit of ``options``."""
-    return map_fits_count(options, model)
+    return map_fits_count(options, model, rows)
 
 
 COST = map_cost_model(count, lambda options: 1)

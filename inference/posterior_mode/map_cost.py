@@ -14,7 +14,17 @@ The **worst case** is :math:`A + L(1 + E_{\max})` with :math:`E_{\max}` the sear
 **expected** figure is :math:`A + P_1 + (E - 1) P_r + P_f` with a search (:math:`E` = :data:`EXPECTED_EVALUATIONS`),
 :math:`A + \min(L, P_1 + P_f)` without, each term at most :math:`L`: the iterations of the first refit, of each later
 one and of the final polish (:class:`PolishCounts`), measured on smooth networks (:data:`SMOOTH_POLISH`) and on ReLU
-ones (:data:`KINKED_POLISH`), whose polish goes on with L-BFGS after a kink.
+ones (:data:`KINKED_POLISH`), whose polish goes on with L-BFGS after a kink. A smooth network's refits grow with the
+training rows :math:`n`: they stop within one posterior standard deviation of the mode, which shrinks as
+:math:`1/\sqrt{n}`, so the way from Adam's end (the first) or from the neighbouring mode (the others), counted in those
+standard deviations, grows as :math:`\sqrt{n}`; the final polish stops at a Newton decrement, which has no scale, and
+its count does not grow:
+
+.. math::
+
+    P_1 = P_1^{(0)} \sqrt{n / n_0},\qquad P_r = P_r^{(0)} \sqrt{n / n_0},\qquad P_f = P_f^{(0)},
+
+with :math:`n_0` = :attr:`PolishCounts.rows`.
 """
 
 from __future__ import annotations
@@ -31,7 +41,7 @@ from bnn.inference.core.cost_model import NUM_SAMPLES, CostModel, GradientCount
 from bnn.inference.core.model_snapshot import snapshot_model
 from bnn.inference.posterior_mode.evidence_search import GOLDEN, MAX_EVALUATIONS, STEP, TOLERANCE
 from bnn.inference.posterior_mode.log_joint import ScaledPrior, evidence_possible
-from bnn.inference.posterior_mode.map_estimate import MAP_LR, MAP_MAX_ITER
+from bnn.inference.posterior_mode.map_estimate import MAP_LR, MAP_MAX_ITER, WORKING_DTYPE
 from bnn.inference.posterior_mode.polish import MapProblem, adam_steps
 
 from bnn.options import Options
@@ -48,21 +58,33 @@ points that bracket it, the golden sections that shrink a bracket of width :math
 @dataclass(frozen=True)
 class PolishCounts:
     """Typical polish iterations of a MAP fit, by polish: the evidence search's first refit (from Adam's end), each
-    later refit (from the nearest refit so far) and the final polish to the fit's tolerance; the medians of the fits
-    measured (``benchmarks/results/estimates.md``)."""
+    later refit (from the nearest refit so far) and the final polish to the fit's tolerance; measured on ``rows``
+    training rows (``benchmarks/results/estimates.md``), or on a few sizes and not scaled (``rows`` ``None``)."""
 
     first: int
     refit: int
     final: int
+    rows: int | None = None
+
+    def at(self, rows: int) -> PolishCounts:
+        r"""The counts on ``rows`` training rows: the first refit and the later ones scaled by
+        :math:`\sqrt{\text{rows} / n_0}` (the module's notes), the final polish as it is."""
+        if self.rows is None:
+            return self
+        growth = math.sqrt(rows / self.rows)
+        return PolishCounts(round(self.first * growth), max(1, round(self.refit * growth)), self.final, rows)
 
 
-SMOOTH_POLISH = PolishCounts(first=60, refit=13, final=200)
-"""Smooth networks: the medians over toy1d (seeds 0-2) and four UCI sets (tanh, Levenberg-Marquardt throughout); the
-fits measured took 216-1,277 iterations in all."""
+SMOOTH_POLISH = PolishCounts(first=43, refit=7, final=134, rows=100)
+r"""Smooth networks, at 100 training rows: the geometric means, over 19 Laplace fits of the tanh network (toy1d seeds
+0-4 on its 100 rows; splits 0-2 of Boston, concrete, energy and yacht and splits 0 and 3 of kin8nm, 277-7,373 rows),
+of each fit's counts divided by their growth :math:`\sqrt{n / 100}` (the first refit and each later one; the final
+polish as measured). Fitted freely, the exponents of :math:`n` came out 0.49, 0.31 and 0.01. The spread is wide:
+single fits took 0.5-4.8 times the total counted (yacht's splits the most)."""
 KINKED_POLISH = PolishCounts(first=1000, refit=250, final=70)
 """ReLU networks, whose Levenberg-Marquardt hands over to L-BFGS at a kink: the first refit of both fits measured
-(yacht and Boston) ran to the default budget of 1,000 iterations, the later ones took 246 and 279 each, the final
-polish 51 and 88; 4,250 and 4,993 iterations in all."""
+(yacht and Boston, 277 and 455 rows) ran to the default budget of 1,000 iterations, the later ones took 246 and 279
+each, the final polish 51 and 88; 4,250 and 4,993 iterations in all. Not scaled: two sizes say nothing of a trend."""
 KINKED_ACTIVATIONS = frozenset({"relu"})
 """The activations, of those registered, whose networks are only piecewise smooth in their weights."""
 TIMED_ADAM_STEPS = 20
@@ -72,14 +94,16 @@ TIMED_RUNS = 5
 the machine does then."""
 
 
-def map_fits_count(options: Options, model, *, members: int = 1, parallel: int = 1, tuned: bool = False) -> GradientCount:
+def map_fits_count(options: Options, model, rows: int, *, members: int = 1, parallel: int = 1,
+                   tuned: bool = False) -> GradientCount:
     """The expected and worst-case work of ``members`` MAP fits under ``options`` (``map_steps``, and ``map_max_iter``
-    where the method has it, else the MAP fit's default); ``tuned``: the evidence chooses the prior precision;
-    ``model`` tells whether it chooses a learned noise too, and whether its network has kinks (:func:`polish_counts`)."""
+    where the method has it, else the MAP fit's default) on ``rows`` training rows; ``tuned``: the evidence chooses the
+    prior precision; ``model`` tells whether it chooses a learned noise too, and whether its network has kinks
+    (:func:`polish_counts`)."""
     budget = getattr(options, "map_max_iter", MAP_MAX_ITER)
     learned_noise = model is not None and bool(model.likelihood.latent_priors()) and evidence_possible(model, 0)
     searched = tuned or learned_noise
-    typical = polish_counts(model)
+    typical = polish_counts(model).at(rows)
     if searched:
         first, refit, final = (min(budget, count) for count in (typical.first, typical.refit, typical.final))
         expected = first + (EXPECTED_EVALUATIONS - 1) * refit + final
@@ -118,7 +142,10 @@ def _timed_model(model):
 
 
 def _problem(model, x: torch.Tensor, y: torch.Tensor, max_iter: int) -> tuple[MapProblem, torch.Tensor, ScaledPrior, dict]:
-    """A MAP problem on ``(x, y)`` at a draw of the prior (seed 0), its prior and the likelihood's latents held at 1."""
+    """A MAP problem on ``(x, y)`` in :data:`~bnn.inference.posterior_mode.map_estimate.WORKING_DTYPE` (float64, as
+    every MAP fit works whatever the data's dtype: float32 units took 0.4-0.5 of the time on 7,373 rows) at a draw of
+    the prior (seed 0), its prior and the likelihood's latents held at 1."""
+    x, y = x.to(WORKING_DTYPE), (y.to(WORKING_DTYPE) if y.is_floating_point() else y)
     prior = ScaledPrior(model, 1.0)
     with seeded(0):
         theta = join_sites(model.sites, {name: d.sample() for name, d in prior.distributions.items()}).to(x.dtype)

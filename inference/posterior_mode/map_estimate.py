@@ -58,6 +58,8 @@ from bnn.runtime.stacklevel import user_stacklevel
 MAP_STEPS, MAP_LR, MAP_TOLERANCE, MAP_MAX_ITER = 1000, 0.01, 0.1, 1000
 """The defaults of every MAP fit: Adam's steps and rate, the largest Newton decrement accepted (posterior standard
 deviations) and the polish's iterations at most."""
+WORKING_DTYPE = torch.float64
+"""The dtype every MAP fit works in, whatever the default: in float32 the polish stalls above the tolerance."""
 KINK_STEP = 1e-8
 r"""The step along the normalised gradient that :func:`falls_along_gradient` tries: its gain
 :math:`\epsilon\lVert g\rVert` is far above float64 round-off of a log joint in the thousands, its loss to a
@@ -336,8 +338,8 @@ def map_weights(model, x: torch.Tensor, y: torch.Tensor, *, steps: int = MAP_STE
         Site name to value, shaped like the site, in the dtype of ``x``. Draws from torch's global
         random state (call it under :func:`bnn.runtime.seeding.seeded`).
     """
-    y_work = y.to(torch.float64) if y.is_floating_point() else y
-    estimate = find_map(model, x.to(torch.float64), y_work, steps=steps, lr=lr, tolerance=tolerance, progress=False,
+    y_work = y.to(WORKING_DTYPE) if y.is_floating_point() else y
+    estimate = find_map(model, x.to(WORKING_DTYPE), y_work, steps=steps, lr=lr, tolerance=tolerance, progress=False,
                         max_iter=max_iter)
     values = {**split_flat(model.sites, estimate.theta), **estimate.latents}
     return {name: value.to(x.dtype) for name, value in values.items()}

@@ -20,7 +20,7 @@ from enum import Enum
 import numpy as np
 import torch
 from bnn.guides.flat_weights import split_flat
-from bnn.inference.posterior_mode.map_estimate import find_map
+from bnn.inference.posterior_mode.map_estimate import WORKING_DTYPE, find_map
 from bnn.inference.posterior_mode.map_options import MapFitOptions
 from loky import ProcessPoolExecutor
 from tqdm import tqdm
@@ -30,8 +30,6 @@ from bnn.runtime.seeding import seeded
 from bnn.runtime.stop_signals import sigterm_as_keyboard_interrupt
 from bnn.runtime.worker_process import start_worker, stop_signals_held
 from bnn.runtime.workers import WORKER_ENV, available_cores, one_torch_thread
-
-WORKING_DTYPE = torch.float64  # the MAP polish needs it
 
 
 class MemberMethod(str, Enum):

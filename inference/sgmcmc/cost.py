@@ -27,7 +27,7 @@ def count(options: SGMCMCOptions, rows: int, model) -> GradientCount:
     if options.init is not ChainStart.MAP:
         return GradientCount(steps, side_by_side, "floor", how)
     curvature = 2 * POWER_ITERATIONS * chains if options.fixed_step_size() is None else 0
-    maps = map_fits_count(options, model, members=chains, parallel=min(options.workers(), workers.free_cores()))
+    maps = map_fits_count(options, model, rows, members=chains, parallel=min(options.workers(), workers.free_cores()))
     # the estimate divides all the work by maps.parallel; the chains' share is divided by side_by_side
     chain_work = round((steps + curvature) * maps.parallel / side_by_side)
     curvature_how = f", {curvature} gradients of the curvature's power iteration" if curvature else ""

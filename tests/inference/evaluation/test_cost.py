@@ -66,7 +66,7 @@ def test_map_based_methods_count_adam_steps_and_polish_iterations(problem):
     untuned = _estimate("laplace", {"map_steps": 300, "tune_prior_precision": False, "map_max_iter": 20}, fixed_noise, data)
     # the evidence search refits the MAP about EXPECTED_EVALUATIONS, at most MAX_EVALUATIONS times: Laplace's prior
     # precision, and the ensemble members' learned noise (the model's, under its Gaussian prior); then the final polish
-    smooth = SMOOTH_POLISH
+    smooth = SMOOTH_POLISH.at(50)  # the problem's 50 training rows
     expected = smooth.first + (EXPECTED_EVALUATIONS - 1) * smooth.refit + smooth.final
     most = 1000 * (1 + MAX_EVALUATIONS)
     assert (laplace.gradients, laplace.polish, laplace.polish_at_most) == (300, expected, most)
@@ -84,7 +84,8 @@ def test_a_relu_network_is_counted_with_the_longer_polish_of_its_kinks(problem):
     tanh = BayesianMLP(1, 1, hidden=(10,), activation="tanh", likelihood={"name": "gaussian", "scale": None})
     kinked, smooth = (_estimate("laplace", {"map_steps": 300}, model, data) for model in (relu, tanh))
     assert kinked.polish == KINKED_POLISH.first + (EXPECTED_EVALUATIONS - 1) * KINKED_POLISH.refit + KINKED_POLISH.final
-    assert smooth.polish == SMOOTH_POLISH.first + (EXPECTED_EVALUATIONS - 1) * SMOOTH_POLISH.refit + SMOOTH_POLISH.final
+    typical = SMOOTH_POLISH.at(50)
+    assert smooth.polish == typical.first + (EXPECTED_EVALUATIONS - 1) * typical.refit + typical.final
     assert kinked.polish_at_most == smooth.polish_at_most
     short = _estimate("laplace", {"map_steps": 300, "map_max_iter": 100}, relu, data)  # each polish cut to its budget
     assert short.polish == 100 + (EXPECTED_EVALUATIONS - 1) * 100 + KINKED_POLISH.final

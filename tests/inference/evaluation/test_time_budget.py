@@ -105,7 +105,8 @@ def test_choose_fits_measures_every_method_on_the_machine():
     # search and the final polish
     assert [c.estimate.gradients for c in choices] == [50, 1000, 3000]
     svi, laplace, _ = (c.estimate for c in choices)
-    polish = SMOOTH_POLISH.first + (EXPECTED_EVALUATIONS - 1) * SMOOTH_POLISH.refit + SMOOTH_POLISH.final
+    typical = SMOOTH_POLISH.at(30)  # counted on the 30 training rows
+    polish = typical.first + (EXPECTED_EVALUATIONS - 1) * typical.refit + typical.final
     assert (laplace.polish, laplace.polish_at_most) == (polish, 1000 * (1 + MAX_EVALUATIONS))
     assert laplace.seconds_per_polish > 0 and svi.polish == svi.polish_at_most == svi.seconds_per_polish == 0
     assert laplace.seconds < laplace.most_seconds and "(expected; at most" in laplace.describe()
