@@ -6,7 +6,7 @@ it refits the MAP at each of its :math:`E` evaluations to within one posterior s
 first refit from Adam's end, the others from the nearest refit so far; then the MAP at the values chosen is polished
 to the fit's tolerance. Without a search there is one polish, from Adam's end to the tolerance. Each polish takes at
 most :math:`L` iterations (``map_max_iter``); an ensemble of :math:`M` members in :math:`p` processes takes
-:math:`\lceil M/p \rceil` times that. The two kinds of work are timed apart, each as the fit runs it
+:math:`\lceil M/p \rceil` times that. The two kinds of work are timed apart, each as the fit runs it, in float64
 (:func:`adam_step_seconds`, :func:`polish_iteration_seconds`): a polish iteration (a Gauss-Newton matrix and its
 solve, or an L-BFGS iteration's line search) costs several to tens of Adam steps.
 
