@@ -80,7 +80,7 @@ r"""Smooth networks, at 100 training rows: the geometric means, over 19 Laplace 
 0-4 on its 100 rows; splits 0-2 of Boston, concrete, energy and yacht and splits 0 and 3 of kin8nm, 277-7,373 rows),
 of each fit's counts divided by their growth :math:`\sqrt{n / 100}` (the first refit and each later one; the final
 polish as measured). Fitted freely, the exponents of :math:`n` came out 0.49, 0.31 and 0.01. The spread is wide:
-single fits took 0.5-4.8 times the total counted (yacht's splits the most)."""
+single fits took 0.5-4.7 times the total counted (yacht's splits the most)."""
 KINKED_POLISH = PolishCounts(first=1000, refit=250, final=70)
 """ReLU networks, whose Levenberg-Marquardt hands over to L-BFGS at a kink: the first refit of both fits measured
 (yacht and Boston, 277 and 455 rows) ran to the default budget of 1,000 iterations, the later ones took 246 and 279
@@ -143,7 +143,7 @@ def _timed_model(model):
 
 def _problem(model, x: torch.Tensor, y: torch.Tensor, max_iter: int) -> tuple[MapProblem, torch.Tensor, ScaledPrior, dict]:
     """A MAP problem on ``(x, y)`` in :data:`~bnn.inference.posterior_mode.map_estimate.WORKING_DTYPE` (float64, as
-    every MAP fit works whatever the data's dtype: float32 units took 0.4-0.5 of the time on 7,373 rows) at a draw of
+    every MAP fit works whatever the data's dtype: float32 units took 0.4-0.6 of the time on 7,373 rows) at a draw of
     the prior (seed 0), its prior and the likelihood's latents held at 1."""
     x, y = x.to(WORKING_DTYPE), (y.to(WORKING_DTYPE) if y.is_floating_point() else y)
     prior = ScaledPrior(model, 1.0)
