@@ -31,7 +31,8 @@ from bnn.inference.core.posterior import Posterior
 from bnn.inference.ensemble.options import EnsembleOptions
 from bnn.inference.ensemble.record import EnsembleRecord
 from bnn.inference.posterior_mode.advice import NOT_CONVERGED, RAISE_BUDGET
-from bnn.inference.posterior_mode.map_starts import WORKING_DTYPE, MemberJob, MemberOutcomes, member_seeds, run_members
+from bnn.inference.posterior_mode.map_estimate import working_data
+from bnn.inference.posterior_mode.map_starts import MemberJob, MemberOutcomes, member_seeds, run_members
 
 
 class IncompleteEnsembleWarning(UserWarning):
@@ -84,8 +85,7 @@ def run_ensemble(model, x: torch.Tensor, y: torch.Tensor, options: EnsembleOptio
     jobs = [MemberJob(member, seeds[member], options.map_steps, options.map_lr, options.map_tolerance, options.map_max_iter,
                       torch.get_default_dtype()) for member in range(options.num_members)]
     workers = options.workers()
-    x_work = x.to(WORKING_DTYPE)
-    y_work = y.to(WORKING_DTYPE) if y.is_floating_point() else y
+    x_work, y_work = working_data(x, y)
 
     began = time.perf_counter()
     outcomes = run_members(model, x_work, y_work, jobs, workers, options.progress)

@@ -133,4 +133,4 @@ def crps(draws: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     rank = torch.arange(1, size + 1, dtype=torch.float64).unsqueeze(1)
     scores = [((x_part - y_part) * (size * (y_part < x_part) - rank + 0.5)).sum(0)
               for x_part, y_part in zip(x.split(CRPS_COLUMNS, dim=1), y.double().split(CRPS_COLUMNS))]
-    return 2 / size**2 * torch.cat(scores) if scores else torch.zeros(0, dtype=torch.float64)
+    return 2 / size**2 * torch.cat(scores)  # split gives one block at least, an empty one for no points

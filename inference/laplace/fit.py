@@ -55,7 +55,7 @@ from bnn.inference.laplace.record import LaplaceRecord
 from bnn.inference.laplace.type2_scales import DESCRIPTION, check_type2_possible, type2_maximum
 from bnn.inference.posterior_mode.evidence import gaussian_log_prior, laplace_log_marginal_likelihood
 from bnn.inference.posterior_mode.kron_curvature import check_kron_supported, kron_posterior
-from bnn.inference.posterior_mode.map_estimate import WORKING_DTYPE, MapEstimate, find_map
+from bnn.inference.posterior_mode.map_estimate import WORKING_DTYPE, MapEstimate, find_map, working_data
 from bnn.models.priors import GaussianPrior
 
 from bnn.runtime.seeding import seeded
@@ -207,8 +207,7 @@ def run_laplace(model, x: torch.Tensor, y: torch.Tensor, options: LaplaceOptions
     if tune_prior_precision and (problem := _tunable_problem(model, start, hessian_type)):
         raise ValueError(problem)
     check_memory(model, structure, WORKING_DTYPE.itemsize, max_memory_gib)
-    x_work = x.to(WORKING_DTYPE)
-    y_work = y.to(WORKING_DTYPE) if y.is_floating_point() else y
+    x_work, y_work = working_data(x, y)
 
     with seeded(seed):  # apart, so that the structure does not change the MAP's initial draw
         check_prior_curvature_possible(model, start)

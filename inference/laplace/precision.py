@@ -18,8 +18,8 @@ from collections.abc import Mapping
 import torch
 from bnn.guides.flat_weights import join_sites
 from bnn.inference.laplace.curvature import HessianType, Structure, covered_from, likelihood_curvature
-from bnn.inference.laplace.fit import WORKING_DTYPE
 from bnn.inference.laplace.prior_curvature import prior_curvature
+from bnn.inference.posterior_mode.map_estimate import WORKING_DTYPE, working_data
 
 from bnn.options import parse_option
 
@@ -49,8 +49,8 @@ def posterior_precision(model, x: torch.Tensor, y: torch.Tensor, values: Mapping
     hessian, structure = parse_option(HessianType, hessian, "hessian"), parse_option(Structure, structure, "structure")
     theta = join_sites(model.sites, values).to(WORKING_DTYPE)
     latents = {name: torch.as_tensor(values[name], dtype=WORKING_DTYPE) for name in model.likelihood.latent_priors()}
-    y_work = y.to(WORKING_DTYPE) if y.is_floating_point() else y
-    precision = likelihood_curvature(model, x.to(WORKING_DTYPE), y_work, theta, latents, hessian_type=hessian,
+    x_work, y_work = working_data(x, y)
+    precision = likelihood_curvature(model, x_work, y_work, theta, latents, hessian_type=hessian,
                                      structure=structure)
     prior = prior_curvature(model, theta, covered_from(model, structure))
     return precision + (prior if precision.dim() == 1 else torch.diag(prior))

@@ -30,11 +30,9 @@ from bnn.guides.flat_weights import split_flat
 from bnn.inference.core.posterior import Posterior
 from bnn.inference.map.options import MapOptions, Objective
 from bnn.inference.map.record import MapRecord
-from bnn.inference.posterior_mode.map_estimate import find_map
+from bnn.inference.posterior_mode.map_estimate import find_map, working_data
 
 from bnn.runtime.seeding import seeded
-
-WORKING_DTYPE = torch.float64  # the polish needs it
 
 
 def run_map(model, x: torch.Tensor, y: torch.Tensor, options: MapOptions) -> Posterior:
@@ -46,10 +44,10 @@ def run_map(model, x: torch.Tensor, y: torch.Tensor, options: MapOptions) -> Pos
     RuntimeWarning
         When the polish stopped with a Newton decrement above ``map_tolerance`` (the record says so too).
     """
-    y_work = y.to(WORKING_DTYPE) if y.is_floating_point() else y
+    x_work, y_work = working_data(x, y)
     began = time.perf_counter()
     with seeded(options.seed):  # find_map warns, at the user's line, when the polish stops short
-        estimate = find_map(model, x.to(WORKING_DTYPE), y_work, steps=options.map_steps, lr=options.map_lr,
+        estimate = find_map(model, x_work, y_work, steps=options.map_steps, lr=options.map_lr,
                             tolerance=options.map_tolerance, max_iter=options.map_max_iter, progress=options.progress,
                             multiplier=0.0 if options.objective is Objective.MLE else 1.0)
     train_seconds = time.perf_counter() - began

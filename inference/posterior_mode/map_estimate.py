@@ -60,6 +60,12 @@ MAP_STEPS, MAP_LR, MAP_TOLERANCE, MAP_MAX_ITER = 1000, 0.01, 0.1, 1000
 deviations) and the polish's iterations at most."""
 WORKING_DTYPE = torch.float64
 """The dtype every MAP fit works in, whatever the default: in float32 the polish stalls above the tolerance."""
+
+
+def working_data(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``x`` and a real-valued ``y`` in :data:`WORKING_DTYPE` (integer class labels stay as they are)."""
+    return x.to(WORKING_DTYPE), (y.to(WORKING_DTYPE) if y.is_floating_point() else y)
+
 KINK_STEP = 1e-8
 r"""The step along the normalised gradient that :func:`falls_along_gradient` tries: its gain
 :math:`\epsilon\lVert g\rVert` is far above float64 round-off of a log joint in the thousands, its loss to a
@@ -338,8 +344,8 @@ def map_weights(model, x: torch.Tensor, y: torch.Tensor, *, steps: int = MAP_STE
         Site name to value, shaped like the site, in the dtype of ``x``. Draws from torch's global
         random state (call it under :func:`bnn.runtime.seeding.seeded`).
     """
-    y_work = y.to(WORKING_DTYPE) if y.is_floating_point() else y
-    estimate = find_map(model, x.to(WORKING_DTYPE), y_work, steps=steps, lr=lr, tolerance=tolerance, progress=False,
+    x_work, y_work = working_data(x, y)
+    estimate = find_map(model, x_work, y_work, steps=steps, lr=lr, tolerance=tolerance, progress=False,
                         max_iter=max_iter)
     values = {**split_flat(model.sites, estimate.theta), **estimate.latents}
     return {name: value.to(x.dtype) for name, value in values.items()}

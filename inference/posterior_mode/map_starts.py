@@ -20,7 +20,7 @@ from enum import Enum
 import numpy as np
 import torch
 from bnn.guides.flat_weights import split_flat
-from bnn.inference.posterior_mode.map_estimate import WORKING_DTYPE, find_map
+from bnn.inference.posterior_mode.map_estimate import find_map, working_data
 from bnn.inference.posterior_mode.map_options import MapFitOptions
 from loky import ProcessPoolExecutor
 from tqdm import tqdm
@@ -168,10 +168,11 @@ def member_seeds(seed: int, num_members: int) -> list[int]:
 
 def map_starts(model, x: torch.Tensor, y: torch.Tensor, options: MapFitOptions, seed: int, count: int, workers: int,
                progress: bool) -> list[MemberFit]:
-    """``count`` MAP fits of ``model`` to ``(x, y)`` (in float64, :data:`WORKING_DTYPE`), member seeds from ``seed``,
-    in ``workers`` processes (1: in sequence): all of them, or none (a failed fit, or Ctrl-C, raises; a method that
-    keeps what finished, as the deep ensemble does, reads :func:`run_members`'s outcomes instead)."""
-    x, y = x.to(WORKING_DTYPE), (y.to(WORKING_DTYPE) if y.is_floating_point() else y)
+    """``count`` MAP fits of ``model`` to ``(x, y)`` (in float64,
+    :data:`~bnn.inference.posterior_mode.map_estimate.WORKING_DTYPE`), member seeds from ``seed``, in ``workers``
+    processes (1: in sequence): all of them, or none (a failed fit, or Ctrl-C, raises; a method that keeps what
+    finished, as the deep ensemble does, reads :func:`run_members`'s outcomes instead)."""
+    x, y = working_data(x, y)
     seeds = member_seeds(seed, count)
     jobs = [MemberJob(member, seeds[member], options.map_steps, options.map_lr, options.map_tolerance,
                       options.map_max_iter, torch.get_default_dtype()) for member in range(count)]

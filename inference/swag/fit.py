@@ -34,7 +34,8 @@ import warnings
 import pyro
 import torch
 from bnn.inference.core.posterior import Posterior
-from bnn.inference.posterior_mode.map_starts import WORKING_DTYPE, map_starts, stacked_sites
+from bnn.inference.posterior_mode.map_estimate import working_data
+from bnn.inference.posterior_mode.map_starts import map_starts, stacked_sites
 from bnn.inference.sgmcmc.curvature import stiffest_curvature
 from bnn.inference.sgmcmc.potential import MinibatchLogJoint
 from bnn.inference.swag.moments import SWAGMoments
@@ -58,8 +59,7 @@ def run_swag(model, x: torch.Tensor, y: torch.Tensor, options: SWAGOptions) -> P
         raise ValueError(f"batch_size={options.batch_size} covers all {rows} training rows: full-batch gradient steps do "
                          "not move from the MAP, so SWAG would have no spread; give a batch_size below the data size")
     began = time.perf_counter()
-    x_work = x.to(WORKING_DTYPE)
-    y_work = y.to(WORKING_DTYPE) if y.is_floating_point() else y
+    x_work, y_work = working_data(x, y)
     estimates = map_starts(model, x_work, y_work, options, options.seed, options.num_members, options.workers(),
                            options.progress)
     with seeded(options.seed), pyro.validation_enabled(False):

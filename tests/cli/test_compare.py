@@ -169,8 +169,6 @@ def test_a_terminated_compare_process_exits_130_and_its_log_is_plain_lines(tmp_p
     assert not out.exists()
 
 
-@pytest.mark.long
-@pytest.mark.subprocess
 def timed_main_job(out, monkeypatch, capsys) -> dict[str, float]:
     """The main job (``compare`` at its defaults on toy1d, seed 0) into ``out``, its every fit checked as passing its
     own check: each stage's wall time over its estimate (the fits' and the report's, as ``compare`` printed them)."""
@@ -213,6 +211,8 @@ TIMING_BAND = (0.5, 2.0)
 """Each stage's wall time over its estimate (issue: estimates within 2x)."""
 
 
+@pytest.mark.long
+@pytest.mark.subprocess
 @pytest.mark.serial  # it times each fit against its estimate: tests running beside it would skew the ratio
 def test_the_main_job_passes_its_own_checks_and_takes_its_estimated_time(tmp_path, monkeypatch, capsys):
     # `make demo` as it runs there (the model, data and options compare builds by default, seed 0): the defaults were
