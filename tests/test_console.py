@@ -14,6 +14,7 @@ import psutil
 import pytest
 
 from bnn.console import INTERRUPTED
+from tests.support.announced_run import STACKS_SIGNAL
 from tests.support.processes import ROOT, kill_all, loky_workers, start_bnn
 
 pytestmark = pytest.mark.subprocess
@@ -36,9 +37,17 @@ INTERRUPTED_FITS = {
 
 def interrupt(process, signum: int) -> tuple[str, str]:
     """Send ``signum`` to the process group of ``process`` (a terminal's Ctrl-C reaches every process of the
-    foreground job: the workers too) and return its output."""
+    foreground job: the workers too) and return its output; a process still there after two minutes fails the test
+    with its threads' stacks (:data:`~tests.support.announced_run.STACKS_SIGNAL`)."""
     os.killpg(process.pid, signum)
-    return process.communicate(timeout=120)
+    try:
+        return process.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        process.send_signal(STACKS_SIGNAL)
+        time.sleep(2)
+        os.killpg(process.pid, signal.SIGKILL)  # its workers too: they hold the pipes
+        stderr = process.communicate(timeout=30)[1]
+        raise AssertionError(f"still running two minutes after {signal.Signals(signum).name}; its stderr:\n{stderr}") from None
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])

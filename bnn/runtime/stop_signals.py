@@ -37,6 +37,13 @@ class StopRequest:
         self.handled = True
         raise KeyboardInterrupt(message)
 
+    def interrupt(self) -> KeyboardInterrupt:
+        """The exception the recorded signal would have raised, for a loop that keeps it rather than raising it:
+        ``KeyboardInterrupt()`` for SIGINT, ``KeyboardInterrupt("SIGTERM")`` for SIGTERM (as
+        :func:`sigterm_as_keyboard_interrupt` raises). The request counts as handled."""
+        self.handled = True
+        return KeyboardInterrupt() if self.signal == signal.SIGINT else KeyboardInterrupt(signal.Signals(self.signal).name)
+
 
 @contextmanager
 def deferred_stop_signals(enabled: bool = True) -> Iterator[StopRequest]:

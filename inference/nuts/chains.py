@@ -16,9 +16,10 @@ with a :class:`SequentialChainsWarning` saying why, and ``"parallel"`` raises ``
 
 Workers report each iteration to this process through a queue (the progress bars), ignore SIGINT
 and SIGTERM from their first line (:mod:`bnn.runtime.worker_process`), and stop at the next iteration once this process
-sets a shared stop event (on Ctrl-C or SIGTERM, which
-:func:`~bnn.runtime.stop_signals.sigterm_as_keyboard_interrupt` turns into ``KeyboardInterrupt("SIGTERM")``);
-the chains' outcomes, the draws made included, then come back as
+sets a shared stop event: on Ctrl-C or SIGTERM, which this process records and acts on at its next poll of the
+reports (within :data:`PROGRESS_POLL_SECONDS`), keeping them as ``KeyboardInterrupt`` or
+``KeyboardInterrupt("SIGTERM")`` (in sequence :func:`~bnn.runtime.stop_signals.sigterm_as_keyboard_interrupt` raises
+that one); the chains' outcomes, the draws made included, then come back as
 :class:`~bnn.inference.nuts.outcomes.ChainOutcomes`. A chain whose iteration outlasts
 :data:`STOP_GRACE_SECONDS` is not waited for: its worker is killed and its draws are lost (``failed_chains`` says
 so). After a clean run the workers wait, warm, for the next fit of this process
@@ -46,7 +47,7 @@ from loky.backend.reduction import dumps as loky_dumps
 from loky.process_executor import ShutdownExecutorError, TerminatedWorkerError
 
 from bnn.runtime.progress import progress_bar
-from bnn.runtime.stop_signals import sigterm_as_keyboard_interrupt
+from bnn.runtime.stop_signals import StopRequest, deferred_stop_signals, sigterm_as_keyboard_interrupt
 from bnn.runtime.worker_process import worker_shared
 from bnn.runtime.workers import available_cores, one_torch_thread
 
@@ -123,9 +124,9 @@ def _pickled(model, x, y) -> bytes:
                            "likelihood") from error
 
 
-def _show_progress(futures: dict[int, Future], messages, show: Callable[[tuple], None]) -> None:
-    """Pass the workers' reports to ``show`` until every chain is done."""
-    while not all(future.done() for future in futures.values()):
+def _show_progress(futures: dict[int, Future], messages, show: Callable[[tuple], None], stop: StopRequest) -> None:
+    """Pass the workers' reports to ``show`` until every chain is done or a stop signal came."""
+    while stop.signal is None and not all(future.done() for future in futures.values()):
         try:
             show(messages.get(timeout=PROGRESS_POLL_SECONDS))
             while True:
@@ -135,32 +136,42 @@ def _show_progress(futures: dict[int, Future], messages, show: Callable[[tuple],
 
 
 def _run_in_processes(model, x, y, jobs: list[ChainJob], show: _ProgressBars) -> ChainOutcomes:
+    """The chains in worker processes. Ctrl-C and SIGTERM are only recorded (:func:`deferred_stop_signals`) and
+    acted on between two polls of the reports: raised where they land, they could interrupt loky or
+    ``concurrent.futures`` while it holds a lock its own threads need, and the shut-down would then wait forever."""
     problem = _pickled(model, x, y)
     outcomes = ChainOutcomes(len(jobs), jobs[0].num_samples)
     clean = False
     try:
-        workers, futures = _submit(min(len(jobs), available_cores()), problem, jobs)
-        try:
-            _show_progress(futures, workers.messages, show)
-        except BaseException as interrupt:
-            workers.stop.set()  # the workers stop at their next iteration
-            if not isinstance(interrupt, KeyboardInterrupt):
-                raise
-            outcomes.interrupt = interrupt
-            for future in futures.values():
-                future.cancel()  # the chains no worker has begun
-            _, late = wait_for(futures.values(), timeout=STOP_GRACE_SECONDS)  # the running ones, with their draws
-            for chain, future in futures.items():
-                if future in late:
-                    outcomes.failures[chain] = TimeoutError(
-                        f"its worker did not stop within {STOP_GRACE_SECONDS:g} s of the interrupt (one iteration "
-                        "takes longer) and was killed; its draws are lost")
-        outcomes = _collect(futures, outcomes)
+        with deferred_stop_signals() as stop:  # a second signal during the clean-up is ignored as well
+            workers, futures = _submit(min(len(jobs), available_cores()), problem, jobs)
+            try:
+                _show_progress(futures, workers.messages, show, stop)
+            finally:
+                if stop.signal is not None or not all(future.done() for future in futures.values()):
+                    workers.stop.set()  # the workers stop at their next iteration
+            if stop.signal is not None:
+                outcomes.interrupt = stop.interrupt()
+                _stop_running_chains(futures, outcomes)
+            outcomes = _collect(futures, outcomes)
         clean = outcomes.interrupt is None and not outcomes.failures
         return outcomes
     finally:
         if not clean:  # only the workers of a clean run wait for the next fit
             close_chain_workers()
+
+
+def _stop_running_chains(futures: dict[int, Future], outcomes: ChainOutcomes) -> None:
+    """Cancel the chains no worker has begun and give the running ones :data:`STOP_GRACE_SECONDS` to hand back
+    their draws; a chain that takes longer is recorded as failed (its worker is killed with the pool)."""
+    for future in futures.values():
+        future.cancel()
+    _, late = wait_for(futures.values(), timeout=STOP_GRACE_SECONDS)
+    for chain, future in futures.items():
+        if future in late:
+            outcomes.failures[chain] = TimeoutError(
+                f"its worker did not stop within {STOP_GRACE_SECONDS:g} s of the interrupt (one iteration "
+                "takes longer) and was killed; its draws are lost")
 
 
 def _submit(size: int, problem: bytes, jobs: list[ChainJob]) -> tuple[ChainWorkers, dict[int, Future]]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import time
 import warnings
-from concurrent.futures import as_completed
+from concurrent.futures import FIRST_COMPLETED, wait
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -27,9 +27,12 @@ from tqdm import tqdm
 
 from bnn.runtime.progress import progress_bar
 from bnn.runtime.seeding import seeded
-from bnn.runtime.stop_signals import sigterm_as_keyboard_interrupt
+from bnn.runtime.stop_signals import deferred_stop_signals, sigterm_as_keyboard_interrupt
 from bnn.runtime.worker_process import start_worker, stop_signals_held
 from bnn.runtime.workers import WORKER_ENV, available_cores, one_torch_thread
+
+POLL_SECONDS = 0.2
+"""How often this process, while the members fit in worker processes, looks for a Ctrl-C or SIGTERM to act on."""
 
 
 class MemberMethod(str, Enum):
@@ -116,6 +119,10 @@ def _in_sequence(model, x, y, jobs: list[MemberJob], outcomes: MemberOutcomes, d
 
 
 def _in_processes(model, x, y, jobs: list[MemberJob], outcomes: MemberOutcomes, done: tqdm, workers: int) -> None:
+    """The members in ``workers`` loky processes. Ctrl-C and SIGTERM are recorded (:func:`deferred_stop_signals`)
+    and acted on between two waits of :data:`POLL_SECONDS`: raised where they land, they could interrupt
+    ``concurrent.futures`` while it holds a future's lock that loky's own thread needs, and the shut-down would then
+    wait forever."""
     with stop_signals_held():  # the first queue starts loky's resource trackers
         pool = ProcessPoolExecutor(max_workers=workers, env=WORKER_ENV, initializer=start_worker, initargs=(os.getpid(),))
     futures = {}
@@ -129,10 +136,16 @@ def _in_processes(model, x, y, jobs: list[MemberJob], outcomes: MemberOutcomes, 
         done.update()
 
     try:
-        with stop_signals_held():  # the first submit starts the workers
-            futures = {pool.submit(_fit_member_in_worker, model, x, y, job): job.member for job in jobs}
-        for future in as_completed(futures):
-            collect(future)
+        with deferred_stop_signals() as stop:
+            with stop_signals_held():  # the first submit starts the workers
+                futures = {pool.submit(_fit_member_in_worker, model, x, y, job): job.member for job in jobs}
+            pending = set(futures)
+            while pending and stop.signal is None:
+                finished, pending = wait(pending, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    collect(future)
+            if stop.signal is not None:
+                raise stop.interrupt()
     except BaseException:  # Ctrl-C, SIGTERM: keep the members finished since the last one collected, end the rest
         for future, member in futures.items():
             if future.done() and not future.cancelled() and member not in outcomes.fits and member not in outcomes.failures:

@@ -25,6 +25,15 @@ def test_a_signal_is_recorded_until_the_loop_stops_on_it(signum):
     assert handlers() == before
 
 
+@pytest.mark.parametrize("signum, message", [(signal.SIGINT, ""), (signal.SIGTERM, "SIGTERM")])
+def test_a_loop_that_keeps_the_signal_gets_the_exception_it_stands_for_and_nothing_is_raised_again(signum, message):
+    with deferred_stop_signals() as request:
+        signal.raise_signal(signum)
+        signal.raise_signal(signum)  # a second one, as schedulers send, changes nothing
+        kept = request.interrupt()
+    assert type(kept) is KeyboardInterrupt and str(kept) == message
+
+
 def test_a_signal_the_loop_did_not_act_on_is_raised_again_under_the_previous_handler():
     with pytest.raises(KeyboardInterrupt):
         with deferred_stop_signals():

@@ -23,14 +23,15 @@ def signal_at_step(monkeypatch, call: int, signum: int = signal.SIGINT) -> None:
 
 
 def interrupt_at_report(monkeypatch, report: int, when=lambda: True, stage: str | None = None) -> None:
-    """The progress callback (in this process) raises ``KeyboardInterrupt`` at its ``report``-th call or,
-    if ``when()`` is false then (or the report is not of ``stage``, "Warmup" or "Sample", when given), at the first
-    call after that where it is true."""
-    calls, show = itertools.count(1), chains._ProgressBars.__call__
+    """Ctrl-C (SIGINT, delivered to this process) at the ``report``-th call of the progress callback or, if
+    ``when()`` is false then (or the report is not of ``stage``, "Warmup" or "Sample", when given), at the first
+    call after that where it is true; once."""
+    calls, show, sent = itertools.count(1), chains._ProgressBars.__call__, []
 
     def interrupting(self, message):
-        if next(calls) >= report and when() and stage in (None, message[1]):
-            raise KeyboardInterrupt
+        if not sent and next(calls) >= report and when() and stage in (None, message[1]):
+            sent.append(True)
+            signal.raise_signal(signal.SIGINT)
         show(self, message)
 
     monkeypatch.setattr(chains._ProgressBars, "__call__", interrupting)

@@ -180,13 +180,16 @@ def test_a_failed_member_loses_only_itself(monkeypatch):
 
 @pytest.mark.slow  # starts worker processes: about 10 s on two busy cores
 def test_ctrl_c_in_processes_keeps_the_finished_members_and_ends_the_workers(monkeypatch):
-    as_completed = map_starts.as_completed
+    wait, sent = map_starts.wait, []
 
-    def interrupted_after_one(futures):
-        yield next(as_completed(futures))
-        raise KeyboardInterrupt
+    def ctrl_c_after_one(*args, **kwargs):
+        finished, pending = wait(*args, **kwargs)
+        if finished and not sent:
+            sent.append(True)
+            signal.raise_signal(signal.SIGINT)
+        return finished, pending
 
-    monkeypatch.setattr(map_starts, "as_completed", interrupted_after_one)
+    monkeypatch.setattr(map_starts, "wait", ctrl_c_after_one)
     with pytest.warns(IncompleteEnsembleWarning, match="interrupted"):
         posterior = fit(small_model(), (X, Y), "ensemble", num_members=3, member_method="parallel", **QUICK)
     assert 1 <= posterior.num_draws < 3 and posterior.record.incomplete
