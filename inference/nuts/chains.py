@@ -136,9 +136,10 @@ def _show_progress(futures: dict[int, Future], messages, show: Callable[[tuple],
 
 
 def _run_in_processes(model, x, y, jobs: list[ChainJob], show: _ProgressBars) -> ChainOutcomes:
-    """The chains in worker processes. Ctrl-C and SIGTERM are only recorded (:func:`deferred_stop_signals`) and
-    acted on between two polls of the reports: raised where they land, they could interrupt loky or
-    ``concurrent.futures`` while it holds a lock its own threads need, and the shut-down would then wait forever."""
+    """The chains in worker processes. Ctrl-C and SIGTERM are only recorded
+    (:func:`~bnn.runtime.stop_signals.deferred_stop_signals`) and acted on between two polls of the reports: raised
+    where they land, they could interrupt loky or ``concurrent.futures`` while it holds a lock its own threads need,
+    and the shut-down would then wait forever."""
     problem = _pickled(model, x, y)
     outcomes = ChainOutcomes(len(jobs), jobs[0].num_samples)
     clean = False

@@ -119,10 +119,10 @@ def _in_sequence(model, x, y, jobs: list[MemberJob], outcomes: MemberOutcomes, d
 
 
 def _in_processes(model, x, y, jobs: list[MemberJob], outcomes: MemberOutcomes, done: tqdm, workers: int) -> None:
-    """The members in ``workers`` loky processes. Ctrl-C and SIGTERM are recorded (:func:`deferred_stop_signals`)
-    and acted on between two waits of :data:`POLL_SECONDS`: raised where they land, they could interrupt
-    ``concurrent.futures`` while it holds a future's lock that loky's own thread needs, and the shut-down would then
-    wait forever."""
+    """The members in ``workers`` loky processes. Ctrl-C and SIGTERM are recorded
+    (:func:`~bnn.runtime.stop_signals.deferred_stop_signals`) and acted on between two waits of
+    :data:`POLL_SECONDS`: raised where they land, they could interrupt ``concurrent.futures`` while it holds a
+    future's lock that loky's own thread needs, and the shut-down would then wait forever."""
     with stop_signals_held():  # the first queue starts loky's resource trackers
         pool = ProcessPoolExecutor(max_workers=workers, env=WORKER_ENV, initializer=start_worker, initargs=(os.getpid(),))
     futures = {}
