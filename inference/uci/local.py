@@ -2,14 +2,18 @@
 
 Each worker starts with :func:`bnn.runtime.worker_process.start_worker` (Ctrl-C and SIGTERM are the parent's; it ends once
 the parent is gone) on one torch thread. A cell that raises, or whose worker dies, comes back as a failed result
-(the rerun runs it again); Ctrl-C or SIGTERM ends the workers and loses only the cells in flight.
+(the rerun runs it again); Ctrl-C or SIGTERM ends the workers and loses only the cells in flight. While this process
+waits for the workers, the signals are recorded and acted on after each wait of :data:`POLL_SECONDS`
+(:func:`~bnn.runtime.stop_signals.deferred_stop_signals`): raised inside the wait, they could interrupt
+``concurrent.futures`` while it holds a future's lock that loky's own thread needs, and the shut-down would then
+wait forever.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from concurrent.futures import as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any
 
 from bnn.datasets.uci import UCITable
@@ -17,8 +21,12 @@ from bnn.inference.uci.grid import Cell
 from bnn.inference.uci.protocol import failed_row, run_cell
 from loky import ProcessPoolExecutor
 
+from bnn.runtime.stop_signals import deferred_stop_signals
 from bnn.runtime.worker_process import start_worker, stop_signals_held
 from bnn.runtime.workers import WORKER_ENV
+
+POLL_SECONDS = 0.2
+"""How long one wait for the workers lasts before this process looks for a Ctrl-C or SIGTERM to act on."""
 
 
 def run_local(tables: dict[str, UCITable], cells: list[Cell], workers: int,
@@ -41,10 +49,28 @@ def run_local(tables: dict[str, UCITable], cells: list[Cell], workers: int,
     try:
         with stop_signals_held():  # the first submit starts the workers
             futures = {pool.submit(task, tables[cell.dataset], cell): cell for cell in cells}
-        for future in as_completed(futures):
-            error = future.exception()
-            yield failed_row(futures[future], f"{type(error).__name__}: {error}", 1) if error else future.result()
+        pending = set(futures)
+        while pending:
+            rows, pending, stop = _rows_finished(futures, pending)
+            yield from rows
+            if stop is not None:
+                raise stop
     except BaseException:  # Ctrl-C, SIGTERM, or the caller stopped: end the cells in flight
         pool.shutdown(wait=True, kill_workers=True)
         raise
     pool.shutdown(wait=True)
+
+
+def _rows_finished(futures: dict[Future, Cell], pending: set[Future]) -> tuple[list[dict[str, Any]], set[Future],
+                                                                          KeyboardInterrupt | None]:
+    """The rows of the cells of ``pending`` that finish within :data:`POLL_SECONDS`, the cells still running, and the
+    ``KeyboardInterrupt`` of a Ctrl-C or SIGTERM that came meanwhile (the rows finished are kept all the same)."""
+    with deferred_stop_signals() as stop:
+        finished, pending = wait(pending, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
+        rows = [_row(futures[future], future) for future in finished]
+        return rows, pending, None if stop.signal is None else stop.interrupt()
+
+
+def _row(cell: Cell, future: Future) -> dict[str, Any]:
+    error = future.exception()
+    return failed_row(cell, f"{type(error).__name__}: {error}", 1) if error else future.result()

@@ -22,16 +22,22 @@ def signal_at_step(monkeypatch, call: int, signum: int = signal.SIGINT) -> None:
     monkeypatch.setattr(svi_loop, "guarded_step", signalling_step)
 
 
-def interrupt_at_report(monkeypatch, report: int, when=lambda: True, stage: str | None = None) -> None:
+def interrupt_at_report(monkeypatch, report: int, when=lambda: True, stage: str | None = None) -> list[str]:
     """Ctrl-C (SIGINT, delivered to this process) at the ``report``-th call of the progress callback or, if
     ``when()`` is false then (or the report is not of ``stage``, "Warmup" or "Sample", when given), at the first
-    call after that where it is true; once."""
-    calls, show, sent = itertools.count(1), chains._ProgressBars.__call__, []
+    call after that where it is true; once. The returned list says ``"sent"``, then ``"the report was shown"`` if
+    the callback went on after it (chains in processes act on it at their next poll; in this process it is raised
+    at once)."""
+    calls, show, events = itertools.count(1), chains._ProgressBars.__call__, []
 
     def interrupting(self, message):
-        if not sent and next(calls) >= report and when() and stage in (None, message[1]):
-            sent.append(True)
+        if not events and next(calls) >= report and when() and stage in (None, message[1]):
+            events.append("sent")
             signal.raise_signal(signal.SIGINT)
+            show(self, message)
+            events.append("the report was shown")
+            return
         show(self, message)
 
     monkeypatch.setattr(chains._ProgressBars, "__call__", interrupting)
+    return events

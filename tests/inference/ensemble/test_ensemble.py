@@ -185,15 +185,16 @@ def test_ctrl_c_in_processes_keeps_the_finished_members_and_ends_the_workers(mon
     def ctrl_c_after_one(*args, **kwargs):
         finished, pending = wait(*args, **kwargs)
         if finished and not sent:
-            sent.append(True)
+            sent.append("sent")
             signal.raise_signal(signal.SIGINT)
+            sent.append("the wait returned")  # acted on after the wait, not inside it
         return finished, pending
 
     monkeypatch.setattr(map_starts, "wait", ctrl_c_after_one)
     with pytest.warns(IncompleteEnsembleWarning, match="interrupted"):
         posterior = fit(small_model(), (X, Y), "ensemble", num_members=3, member_method="parallel", **QUICK)
     assert 1 <= posterior.num_draws < 3 and posterior.record.incomplete
-    assert workers_of(os.getpid()) == []
+    assert workers_of(os.getpid()) == [] and sent == ["sent", "the wait returned"]
 
 
 def test_the_record_survives_json_and_save_load(sequential, tmp_path):

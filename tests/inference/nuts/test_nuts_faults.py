@@ -119,7 +119,7 @@ class FailsForOneSeed(BayesianMLP):
 def test_in_processes_a_failing_chain_and_ctrl_c_keep_the_other_chains_draws(conjugate, complete, monkeypatch, tmp_path):
     model = FailsForOneSeed.from_config(conjugate.model.config())
     model.bad_seed, model.marker = complete["nutpie"].record.chain_seeds[1], tmp_path / "chain 1 failed"
-    interrupt_at_report(monkeypatch, NUM_WARMUP + 10, when=model.marker.exists)  # chain 0, once chain 1 failed
+    events = interrupt_at_report(monkeypatch, NUM_WARMUP + 10, when=model.marker.exists)  # chain 0, once chain 1 failed
     with pytest.warns(IncompleteSamplingWarning) as warned:
         posterior = fit(model, (conjugate.x, conjugate.y), "nuts", num_warmup=NUM_WARMUP, num_samples=5000, num_chains=2,
                         chain_method="parallel", max_tree_depth=4, progress=False, jit_compile=False, engine="nutpie", seed=5)
@@ -128,6 +128,7 @@ def test_in_processes_a_failing_chain_and_ctrl_c_keep_the_other_chains_draws(con
     assert posterior.record.failed_chains["1"].startswith("RuntimeError: this chain's model broke")
     assert posterior.record.incomplete is True and posterior.record.chains_kept == [0]
     assert 10 <= posterior.num_draws < 5000
+    assert events == ["sent", "the report was shown"]  # acted on at the next poll, not inside the report
 
 
 @pytest.mark.long
