@@ -1,17 +1,14 @@
 """The ``bnn`` command's entry point: stop signals first, then the heavy imports, then :func:`bnn.cli.main.main`.
 
 Importing the command line takes seconds (torch, Pyro, ArviZ). The handlers go in before that, standard library
-only: Ctrl-C (SIGINT) and SIGTERM both raise ``KeyboardInterrupt`` (SIGTERM's says ``"SIGTERM"``), which the
-command turns into exit status :data:`INTERRUPTED` and one line saying what was kept; during the imports nothing
-was, and the line says so instead of a traceback.
-
-A stop during the imports is also remembered, not only raised, because the raised ``KeyboardInterrupt`` lands in
-whatever library code is importing, and one that catches every exception swallows it: the imports would then
-finish and the command run as if nothing had happened. Hence the check after the imports. The interrupted start
-ends with :func:`os._exit` (after flushing), skipping the interpreter's shutdown of half-imported modules, which
-now and then ended the process by SIGINT instead of with status :data:`INTERRUPTED`; nothing is left to clean up.
+only. During the imports nothing has been done, so Ctrl-C (SIGINT) or SIGTERM ends the process from the handler
+itself: one line saying so, exit status :data:`INTERRUPTED`, through :func:`os._exit` (after flushing). Nothing is
+raised into the library code being imported: a ``KeyboardInterrupt`` raised there could be swallowed by a library
+that catches every exception (the command would then run as if nothing had happened), or break a C extension's
+initialisation (matplotlib's ``ft2font``: "ImportError: initialization failed", then a fatal error as the
+interpreter shut down). Once the command line is imported, both signals raise ``KeyboardInterrupt`` (SIGTERM's says
+``"SIGTERM"``), which the command turns into exit status :data:`INTERRUPTED` and one line saying what was kept.
 """
-
 from __future__ import annotations
 
 import os
@@ -22,18 +19,14 @@ from typing import NoReturn
 INTERRUPTED = 130
 """The exit status of an interrupted command (128 + SIGINT, the shells' convention)."""
 
-_received: list[str] = []
-"""The names of the stop signals that came, in order."""
-
-
 def _interrupt(signum: int, frame) -> NoReturn:
-    _received.append(signal.Signals(signum).name)
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
-def _interrupted_start() -> NoReturn:
-    for signum in (signal.SIGINT, signal.SIGTERM):  # a second stop must not print a traceback over the line
-        signal.signal(signum, signal.SIG_IGN)
+def _interrupted_start(signum: int | None = None, frame=None) -> NoReturn:
+    """End the process: a stop signal came before the command began its work (also the handler during the imports)."""
+    for stop in (signal.SIGINT, signal.SIGTERM):  # a second stop must not print a traceback over the line
+        signal.signal(stop, signal.SIG_IGN)
     print("interrupted while starting: nothing was done", file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -48,16 +41,14 @@ def main() -> int:
     installed = [signum for signum in (signal.SIGINT, signal.SIGTERM)
                  if signal.getsignal(signum) is not signal.SIG_IGN]  # one ignored by whoever started us stays so
     for signum in installed:
-        signal.signal(signum, _interrupt)
-    try:
-        from bnn.cli.main import main as run
-    except KeyboardInterrupt:
-        _interrupted_start()
+        signal.signal(signum, _interrupted_start)
+    from bnn.cli.main import main as run
+
     if signal.SIGINT in installed:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.SIGTERM in installed:
+        signal.signal(signal.SIGTERM, _interrupt)
     try:
-        if _received:  # a library swallowed the KeyboardInterrupt
-            raise KeyboardInterrupt(_received[0])
         return run()  # it turns a stop during a command's work into its own line and status
     except KeyboardInterrupt:
         _interrupted_start()
