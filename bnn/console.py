@@ -27,9 +27,12 @@ def _interrupted_start(signum: int | None = None, frame=None) -> NoReturn:
     """End the process: a stop signal came before the command began its work (also the handler during the imports)."""
     for stop in (signal.SIGINT, signal.SIGTERM):  # a second stop must not print a traceback over the line
         signal.signal(stop, signal.SIG_IGN)
-    print("interrupted while starting: nothing was done", file=sys.stderr)
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, RuntimeError, ValueError):  # closed, or the handler came while this thread was writing to it
+            pass
+    os.write(2, b"interrupted while starting: nothing was done\n")  # not through sys.stderr's buffer: see above
     os._exit(INTERRUPTED)
 
 
