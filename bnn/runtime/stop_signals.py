@@ -14,10 +14,13 @@ from __future__ import annotations
 import signal
 import threading
 from collections.abc import Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from contextlib import contextmanager
 from typing import NoReturn
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+POLL_SECONDS = 0.2
+"""How long a loop that waits on worker processes waits at a time before it looks for a recorded stop signal."""
 
 
 class StopRequest:
@@ -91,3 +94,12 @@ def sigterm_as_keyboard_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def first_finished(pending: set[Future]) -> tuple[set[Future], set[Future]]:
+    """The futures of ``pending`` that are done after one wait of at most :data:`POLL_SECONDS` (the wait ends at the
+    first to finish), and the rest: the wait of a loop that acts on a :class:`StopRequest` between two such waits,
+    so that no signal is raised inside ``concurrent.futures`` while it holds a future's lock that loky's own thread
+    needs (the shut-down would then wait forever)."""
+    done, rest = wait(pending, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
+    return done, rest

@@ -17,7 +17,7 @@ with a :class:`SequentialChainsWarning` saying why, and ``"parallel"`` raises ``
 Workers report each iteration to this process through a queue (the progress bars), ignore SIGINT
 and SIGTERM from their first line (:mod:`bnn.runtime.worker_process`), and stop at the next iteration once this process
 sets a shared stop event: on Ctrl-C or SIGTERM, which this process records and acts on at its next poll of the
-reports (within :data:`PROGRESS_POLL_SECONDS`), keeping them as ``KeyboardInterrupt`` or
+reports (within :data:`~bnn.runtime.stop_signals.POLL_SECONDS`), keeping them as ``KeyboardInterrupt`` or
 ``KeyboardInterrupt("SIGTERM")`` (in sequence :func:`~bnn.runtime.stop_signals.sigterm_as_keyboard_interrupt` raises
 that one); the chains' outcomes, the draws made included, then come back as
 :class:`~bnn.inference.nuts.outcomes.ChainOutcomes`. A chain whose iteration outlasts
@@ -47,11 +47,10 @@ from loky.backend.reduction import dumps as loky_dumps
 from loky.process_executor import ShutdownExecutorError, TerminatedWorkerError
 
 from bnn.runtime.progress import progress_bar
-from bnn.runtime.stop_signals import StopRequest, deferred_stop_signals, sigterm_as_keyboard_interrupt
+from bnn.runtime.stop_signals import POLL_SECONDS, StopRequest, deferred_stop_signals, sigterm_as_keyboard_interrupt
 from bnn.runtime.worker_process import worker_shared
 from bnn.runtime.workers import available_cores, one_torch_thread
 
-PROGRESS_POLL_SECONDS = 0.2
 STOP_GRACE_SECONDS = 3.0
 """After Ctrl-C or SIGTERM, how long the running chains have to hand back their draws before their workers are killed."""
 
@@ -128,7 +127,7 @@ def _show_progress(futures: dict[int, Future], messages, show: Callable[[tuple],
     """Pass the workers' reports to ``show`` until every chain is done or a stop signal came."""
     while stop.signal is None and not all(future.done() for future in futures.values()):
         try:
-            show(messages.get(timeout=PROGRESS_POLL_SECONDS))
+            show(messages.get(timeout=POLL_SECONDS))
             while True:
                 show(messages.get_nowait())
         except queue.Empty:

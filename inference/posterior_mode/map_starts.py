@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import time
 import warnings
-from concurrent.futures import FIRST_COMPLETED, wait
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -27,12 +26,9 @@ from tqdm import tqdm
 
 from bnn.runtime.progress import progress_bar
 from bnn.runtime.seeding import seeded
-from bnn.runtime.stop_signals import deferred_stop_signals, sigterm_as_keyboard_interrupt
+from bnn.runtime.stop_signals import deferred_stop_signals, first_finished, sigterm_as_keyboard_interrupt
 from bnn.runtime.worker_process import start_worker, stop_signals_held
 from bnn.runtime.workers import WORKER_ENV, available_cores, one_torch_thread
-
-POLL_SECONDS = 0.2
-"""How often this process, while the members fit in worker processes, looks for a Ctrl-C or SIGTERM to act on."""
 
 
 class MemberMethod(str, Enum):
@@ -120,9 +116,8 @@ def _in_sequence(model, x, y, jobs: list[MemberJob], outcomes: MemberOutcomes, d
 
 def _in_processes(model, x, y, jobs: list[MemberJob], outcomes: MemberOutcomes, done: tqdm, workers: int) -> None:
     """The members in ``workers`` loky processes. Ctrl-C and SIGTERM are recorded
-    (:func:`~bnn.runtime.stop_signals.deferred_stop_signals`) and acted on between two waits of
-    :data:`POLL_SECONDS`: raised where they land, they could interrupt ``concurrent.futures`` while it holds a
-    future's lock that loky's own thread needs, and the shut-down would then wait forever."""
+    (:func:`~bnn.runtime.stop_signals.deferred_stop_signals`) and acted on between two waits
+    (:func:`~bnn.runtime.stop_signals.first_finished`), never raised inside them."""
     with stop_signals_held():  # the first queue starts loky's resource trackers
         pool = ProcessPoolExecutor(max_workers=workers, env=WORKER_ENV, initializer=start_worker, initargs=(os.getpid(),))
     futures = {}
@@ -141,7 +136,7 @@ def _in_processes(model, x, y, jobs: list[MemberJob], outcomes: MemberOutcomes, 
                 futures = {pool.submit(_fit_member_in_worker, model, x, y, job): job.member for job in jobs}
             pending = set(futures)
             while pending and stop.signal is None:
-                finished, pending = wait(pending, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
+                finished, pending = first_finished(pending)
                 for future in finished:
                     collect(future)
             if stop.signal is not None:

@@ -3,17 +3,15 @@
 Each worker starts with :func:`bnn.runtime.worker_process.start_worker` (Ctrl-C and SIGTERM are the parent's; it ends once
 the parent is gone) on one torch thread. A cell that raises, or whose worker dies, comes back as a failed result
 (the rerun runs it again); Ctrl-C or SIGTERM ends the workers and loses only the cells in flight. While this process
-waits for the workers, the signals are recorded and acted on after each wait of :data:`POLL_SECONDS`
-(:func:`~bnn.runtime.stop_signals.deferred_stop_signals`): raised inside the wait, they could interrupt
-``concurrent.futures`` while it holds a future's lock that loky's own thread needs, and the shut-down would then
-wait forever.
+waits for the workers, the signals are recorded (:func:`~bnn.runtime.stop_signals.deferred_stop_signals`) and acted
+on after each wait (:func:`~bnn.runtime.stop_signals.first_finished`), never raised inside it.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, wait
+from concurrent.futures import Future
 from typing import Any
 
 from bnn.datasets.uci import UCITable
@@ -21,12 +19,9 @@ from bnn.inference.uci.grid import Cell
 from bnn.inference.uci.protocol import failed_row, run_cell
 from loky import ProcessPoolExecutor
 
-from bnn.runtime.stop_signals import deferred_stop_signals
+from bnn.runtime.stop_signals import deferred_stop_signals, first_finished
 from bnn.runtime.worker_process import start_worker, stop_signals_held
 from bnn.runtime.workers import WORKER_ENV
-
-POLL_SECONDS = 0.2
-"""How long one wait for the workers lasts before this process looks for a Ctrl-C or SIGTERM to act on."""
 
 
 def run_local(tables: dict[str, UCITable], cells: list[Cell], workers: int,
@@ -63,10 +58,10 @@ def run_local(tables: dict[str, UCITable], cells: list[Cell], workers: int,
 
 def _rows_finished(futures: dict[Future, Cell], pending: set[Future]) -> tuple[list[dict[str, Any]], set[Future],
                                                                           KeyboardInterrupt | None]:
-    """The rows of the cells of ``pending`` that finish within :data:`POLL_SECONDS`, the cells still running, and the
+    """The rows of the cells of ``pending`` that finish within one wait, the cells still running, and the
     ``KeyboardInterrupt`` of a Ctrl-C or SIGTERM that came meanwhile (the rows finished are kept all the same)."""
     with deferred_stop_signals() as stop:
-        finished, pending = wait(pending, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
+        finished, pending = first_finished(pending)
         rows = [_row(futures[future], future) for future in finished]
         return rows, pending, None if stop.signal is None else stop.interrupt()
 

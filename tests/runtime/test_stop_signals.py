@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
+from concurrent.futures import Future
 
 import pytest
 
-from bnn.runtime.stop_signals import deferred_stop_signals, sigterm_as_keyboard_interrupt
+from bnn.runtime.stop_signals import POLL_SECONDS, deferred_stop_signals, first_finished, sigterm_as_keyboard_interrupt
 
 
 def handlers() -> dict[int, object]:
@@ -74,3 +76,17 @@ def test_sigterm_becomes_a_keyboard_interrupt_within_the_block_only(monkeypatch)
     monkeypatch.setattr(signal, "getsignal", lambda signum: signal.SIG_IGN)  # a process that ignores SIGTERM
     with sigterm_as_keyboard_interrupt():
         assert signal.signal(signal.SIGTERM, before[signal.SIGTERM]) == before[signal.SIGTERM]  # nothing installed
+
+
+def test_one_wait_returns_at_the_first_finished_future_or_after_the_poll_time():
+    running, finished = Future(), Future()
+    finished.set_result(1)
+    began = time.perf_counter()
+    assert first_finished({running, finished}) == ({finished}, {running})
+    assert time.perf_counter() - began < POLL_SECONDS
+    threading.Timer(POLL_SECONDS / 4, running.set_result, (2,)).start()
+    assert first_finished({running}) == ({running}, set())
+    waiting = Future()
+    began = time.perf_counter()
+    assert first_finished({waiting}) == (set(), {waiting})
+    assert time.perf_counter() - began >= POLL_SECONDS * 0.9

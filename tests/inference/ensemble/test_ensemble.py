@@ -180,17 +180,17 @@ def test_a_failed_member_loses_only_itself(monkeypatch):
 
 @pytest.mark.slow  # starts worker processes: about 10 s on two busy cores
 def test_ctrl_c_in_processes_keeps_the_finished_members_and_ends_the_workers(monkeypatch):
-    wait, sent = map_starts.wait, []
+    wait, sent = map_starts.first_finished, []
 
-    def ctrl_c_after_one(*args, **kwargs):
-        finished, pending = wait(*args, **kwargs)
+    def ctrl_c_after_one(pending):
+        finished, pending = wait(pending)
         if finished and not sent:
             sent.append("sent")
             signal.raise_signal(signal.SIGINT)
             sent.append("the wait returned")  # acted on after the wait, not inside it
         return finished, pending
 
-    monkeypatch.setattr(map_starts, "wait", ctrl_c_after_one)
+    monkeypatch.setattr(map_starts, "first_finished", ctrl_c_after_one)
     with pytest.warns(IncompleteEnsembleWarning, match="interrupted"):
         posterior = fit(small_model(), (X, Y), "ensemble", num_members=3, member_method="parallel", **QUICK)
     assert 1 <= posterior.num_draws < 3 and posterior.record.incomplete

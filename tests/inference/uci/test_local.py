@@ -21,18 +21,18 @@ def quick_or_stuck(table, cell: Cell) -> dict:
 
 
 def test_ctrl_c_while_waiting_is_acted_on_after_the_wait_keeps_the_rows_finished_and_ends_the_workers(monkeypatch):
-    signalled, wait = [], local.wait
+    signalled, wait = [], local.first_finished
 
-    def ctrl_c_once_a_row_came(*args, **kwargs):  # Ctrl-C at the start of the first wait after a row came
+    def ctrl_c_once_a_row_came(pending):  # Ctrl-C at the start of the first wait after a row came
         if rows and not signalled:
             signalled.append("sent")
             signal.raise_signal(signal.SIGINT)
-            finished = wait(*args, **kwargs)
+            finished = wait(pending)
             signalled.append("the wait ended")  # not cut short inside concurrent.futures
             return finished
-        return wait(*args, **kwargs)
+        return wait(pending)
 
-    monkeypatch.setattr(local, "wait", ctrl_c_once_a_row_came)
+    monkeypatch.setattr(local, "first_finished", ctrl_c_once_a_row_came)
     cells = [Cell("toy", "svi", split, 3, {}) for split in (0, 1)]
     rows = []
     with pytest.raises(KeyboardInterrupt):
