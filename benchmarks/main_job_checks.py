@@ -3,8 +3,9 @@ r"""The main job's own checks over seeds: does every method of ``bnn compare --d
 For each seed :math:`s` the model, the data and each method's options are built as ``bnn compare --dataset toy1d
 --seed s`` builds them (the built-in data drawn with seed :math:`s` too; further ``compare`` flags after ``--``), each
 method is fitted, and one Markdown row per method and seed gives its verdict: NUTS's convergence (divergences, the
-predictive :math:`\hat{R}`), SVI's ELBO trend (the gain of the last window over the one before, in standard errors;
-:mod:`bnn.inference.svi.elbo_trend`), Laplace's MAP convergence; then the count of seeds each method passed.
+predictive :math:`\hat{R}`), SVI's ELBO trend (the gain of the last window over the one before, in standard errors,
+and the allowance a falling rate gives a converged fit; :mod:`bnn.inference.svi.elbo_trend`), Laplace's MAP
+convergence; then the count of seeds each method passed.
 
 Usage::
 
@@ -19,7 +20,6 @@ import warnings
 
 from bnn.datasets import load_dataset
 from bnn.inference import fit
-from bnn.inference.svi.elbo_trend import elbo_trend
 
 from benchmarks.nuts_defaults import seeds
 from bnn.cli.arguments import build_model, fit_options
@@ -36,10 +36,10 @@ def check_detail(posterior) -> str:
         found = record.diagnostics
         return f"predictive R-hat {found.r_hat_predictive:.4f}, {found.divergences} divergences"
     if record.method == "svi":
-        trend = elbo_trend(record.elbo)
+        trend = record.trend
         return "too short to judge" if trend is None else (
-            f"ELBO gain {trend.gain:.2f} nats over the last {trend.window} steps, "
-            f"{trend.gain / trend.standard_error:.1f} standard errors")
+            f"ELBO gain {trend.gain:.2f} nats over the last {trend.later_steps} steps, "
+            f"{trend.gain / trend.standard_error:.1f} standard errors, settling allowance {trend.rate_drop * trend.noise:.2f}")
     if hasattr(record, "map_converged"):
         return f"MAP converged: {record.map_converged}"
     return "no check"

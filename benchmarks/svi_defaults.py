@@ -40,7 +40,6 @@ import torch
 from bnn.datasets import load_toy1d
 from bnn.inference import fit
 from bnn.inference.evaluation.metrics import evaluate
-from bnn.inference.svi.elbo_trend import elbo_trend
 from bnn.models import BayesianMLP, GaussianPrior
 
 MARKS = (1000, 2500, 5000, 10000, 20000)
@@ -90,7 +89,7 @@ def run_setting(name: str, options: dict, data) -> dict:
     seconds = time.perf_counter() - start
     metrics = evaluate(posterior, data)
     elbo = posterior.record.elbo
-    trend = elbo_trend(elbo)
+    trend = posterior.record.trend
     return {
         "name": name, "seconds": seconds, "steps": len(elbo), "final_elbo": posterior.record.final_elbo,
         "marks": {mark: statistics.fmean(elbo[mark - RECENT:mark]) for mark in MARKS if mark <= len(elbo)},

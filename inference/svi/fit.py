@@ -41,7 +41,6 @@ from bnn.inference.core.posterior import Posterior
 from bnn.inference.diagnostics.convergence import ConvergenceWarning
 from bnn.inference.svi.checkpoint import checkpoint_target
 from bnn.inference.svi.draw_checks import check_draws
-from bnn.inference.svi.elbo_trend import elbo_trend
 from bnn.inference.svi.guide import build_svi_guide, check_hierarchical_guide
 from bnn.inference.svi.loop import SVILoop
 from bnn.inference.svi.minibatches import StepPlan
@@ -100,7 +99,7 @@ def run_svi(model, x: torch.Tensor, y: torch.Tensor, options: SVIOptions) -> Pos
         with pyro.validation_enabled(False):  # check_draws names what a Pyro validation error would dump
             fitted = loop.posterior(loop.record(plan.total_steps))
         check_draws(model, x, fitted.samples, plan.total_steps, options.lr)
-    trend = elbo_trend(fitted.record.elbo)
+    trend = fitted.record.trend
     if trend is not None and trend.rising:
         warnings.warn(trend.sentence(), ConvergenceWarning, stacklevel=user_stacklevel())
     return fitted

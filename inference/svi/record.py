@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 from bnn.inference.core.record import FitRecord, register_record
 from bnn.inference.core.temperature import tempered_label
-from bnn.inference.svi.elbo_trend import elbo_trend
+from bnn.inference.svi.elbo_trend import ELBOTrend, elbo_trend
 from bnn.inference.svi.options import SVIOptions
 
 
@@ -55,14 +55,22 @@ class SVIRecord(FitRecord):
         return tempered_label(f"svi ({self.guide})", self.temperature)
 
     @property
+    def trend(self) -> ELBOTrend | None:
+        """The ELBO's trend at the end of the run (:mod:`~bnn.inference.svi.elbo_trend`), its windows cut by the
+        learning rate of the options' schedule over the recorded steps; ``None`` for a run too short to judge."""
+        total = len(self.elbo)
+        rates = [self.options.lr_schedule.factor(step, total, self.options.final_lr_fraction) for step in range(total)]
+        return elbo_trend(self.elbo, rates)
+
+    @property
     def converged(self) -> bool | None:
-        """SVI's own check: ``False`` when the ELBO was still rising at the end (:mod:`~bnn.inference.svi.elbo_trend`),
-        ``None`` for a run too short to judge or stopped early."""
-        trend = elbo_trend(self.elbo)
+        """SVI's own check: ``False`` when the ELBO was still rising at the end (:attr:`trend`), ``None`` for a run
+        too short to judge or stopped early."""
+        trend = self.trend
         return None if trend is None or self.stopped is not None else not trend.rising
 
     def problems(self) -> list[str]:
-        trend = elbo_trend(self.elbo)
+        trend = self.trend
         rising = [trend.sentence()] if trend is not None and trend.rising and self.stopped is None else []
         return rising + ([] if self.stopped is None else [f"SVI stopped early: {self.stopped}"])
 
