@@ -1,0 +1,85 @@
+r"""How often each method's own check flags the UCI grid's cells, before and after a change to the checks.
+
+*Before* is a grid's ``results.csv`` as it stands (``benchmarks/results/uci/results.csv``); *after* the cells of one or
+more ``bnn uci`` run folders, the same cells fitted again at the code under test (``--runs``). Only the cells in both
+are counted, so each fraction compares the same splits; per method and data set it prints the cells flagged (the
+verdict ``not converged``) before and after, and the mean test log-likelihood of both. Folders of deliberately broken
+fits (``--broken``: a MAP stopped after 10 Adam steps and 10 polish iterations, SVI stopped after 100 steps, run with
+``bnn uci --set``) are listed cell by cell: a check worth having flags every one.
+
+Usage::
+
+    python -m benchmarks.grid_verdicts --runs runs/after-small runs/after-kin8nm --broken runs/broken
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+import pandas as pd
+from bnn.inference.evaluation.report import markdown_table
+
+FLAGGED = "not converged"
+GRID = Path(__file__).parent / "results" / "uci" / "results.csv"
+
+
+def run_cells(folders: list[Path]) -> dict[tuple[str, str, int], dict]:
+    """The result of every cell in the run ``folders``, by (data set, method, split); a later folder's cell replaces
+    an earlier one's."""
+    cells = {}
+    for folder in folders:
+        for path in sorted(folder.glob("cells/*/*/*.json")):
+            row = json.loads(path.read_text())["result"]
+            cells[row["dataset"], row["method"], int(row["split"])] = row
+    return cells
+
+
+def flagged_fractions(before: pd.DataFrame, after: dict[tuple[str, str, int], dict]) -> pd.DataFrame:
+    """Per method and data set, over the finished cells present in both: the cells, those flagged before and after,
+    and the mean test log-likelihood before and after."""
+    rows = {}
+    for old in before.to_dict("records"):
+        key = (old["dataset"], old["method"], int(old["split"]))
+        new = after.get(key)
+        if new is None or old["status"] != "ok" or new["status"] != "ok":
+            continue
+        rows.setdefault((old["method"], old["dataset"]), []).append((old, new))
+    table = [{"method": method, "dataset": dataset, "cells": len(pairs),
+              "flagged_before": sum(old["verdict"] == FLAGGED for old, _ in pairs),
+              "flagged_after": sum(new["verdict"] == FLAGGED for _, new in pairs),
+              "test_ll_before": statistics.fmean(float(old["test_ll"]) for old, _ in pairs),
+              "test_ll_after": statistics.fmean(float(new["test_ll"]) for _, new in pairs)}
+             for (method, dataset), pairs in sorted(rows.items())]
+    return pd.DataFrame(table, columns=["method", "dataset", "cells", "flagged_before", "flagged_after",
+                                        "test_ll_before", "test_ll_after"])
+
+
+def broken_verdicts(cells: dict[tuple[str, str, int], dict]) -> pd.DataFrame:
+    """Each broken cell's verdict, the options that broke it, and the first of its problems."""
+    return pd.DataFrame([{"method": method, "dataset": dataset, "split": split, "verdict": row["verdict"],
+                          "set": row["selection"].partition("set by the user: ")[2],
+                          "problem": row["problems"].split("; ")[0] if row["problems"] else ""}
+                         for (dataset, method, split), row in sorted(cells.items(), key=lambda item: (item[0][1], item[0][0]))],
+                        columns=["method", "dataset", "split", "verdict", "set", "problem"])
+
+
+def main(argv: list[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.grid_verdicts", description=__doc__.split("\n")[0])
+    parser.add_argument("--grid", type=Path, default=GRID, help="the grid's results.csv (before)")
+    parser.add_argument("--runs", type=Path, nargs="+", required=True, help="bnn uci run folders (after)")
+    parser.add_argument("--broken", type=Path, nargs="*", default=[], help="bnn uci run folders of broken fits")
+    args = parser.parse_args(argv)
+    fractions = flagged_fractions(pd.read_csv(args.grid, keep_default_na=False), run_cells(args.runs))
+    broken = broken_verdicts(run_cells(args.broken))
+    print(markdown_table(fractions.set_index("method")))
+    if len(broken):
+        print()
+        print(markdown_table(broken.set_index("method")))
+    return fractions, broken
+
+
+if __name__ == "__main__":
+    main()

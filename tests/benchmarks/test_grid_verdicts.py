@@ -1,0 +1,53 @@
+"""The grid-verdict comparison counts, per method and data set, the cells flagged in the grid and in the runs that fitted
+the same cells again, on those cells only; broken fits are listed cell by cell."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from benchmarks import grid_verdicts
+
+pytestmark = pytest.mark.benchmarks
+
+
+def cell(dataset: str, method: str, split: int, verdict: str, test_ll: float, status: str = "ok", problems: str = "",
+         selection: str = "fixed: the method's defaults") -> dict:
+    return {"dataset": dataset, "method": method, "split": split, "status": status, "verdict": verdict,
+            "test_ll": test_ll, "problems": problems, "selection": selection}
+
+
+def write_run(folder, cells: list[dict]) -> None:
+    for row in cells:
+        path = folder / "cells" / row["dataset"] / row["method"] / f"split-{row['split']}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"fingerprint": "x", "result": row}))
+
+
+def test_each_method_and_data_set_counts_the_cells_in_both_and_a_later_run_replaces_an_earlier(tmp_path, capsys):
+    grid = tmp_path / "results.csv"
+    pd.DataFrame([cell("yacht", "laplace", 0, "not converged", -1.0), cell("yacht", "laplace", 1, "not converged", -2.0),
+                  cell("yacht", "laplace", 2, "not converged", -3.0),  # not run again: not counted
+                  cell("yacht", "svi", 0, "converged", -4.0),
+                  cell("yacht", "svi", 1, "", None, status="failed")]).to_csv(grid, index=False)
+    write_run(tmp_path / "first", [cell("yacht", "laplace", 0, "not converged", -0.5),
+                                   cell("yacht", "laplace", 1, "not converged", -1.5),
+                                   cell("yacht", "svi", 0, "not converged", -3.0), cell("yacht", "svi", 1, "converged", -3.5)])
+    write_run(tmp_path / "second", [cell("yacht", "laplace", 1, "converged", -1.0)])
+    broken = [cell("yacht", "svi", 0, "not converged", -9.0, problems="the ELBO was still rising; more",
+                   selection="ELBO: ...; except these, set by the user: steps=100")]
+    write_run(tmp_path / "broken", broken)
+    fractions, listed = grid_verdicts.main(["--grid", str(grid), "--runs", str(tmp_path / "first"), str(tmp_path / "second"),
+                                            "--broken", str(tmp_path / "broken")])
+    assert fractions.to_dict("records") == [
+        {"method": "laplace", "dataset": "yacht", "cells": 2, "flagged_before": 2, "flagged_after": 1,
+         "test_ll_before": -1.5, "test_ll_after": -0.75},
+        {"method": "svi", "dataset": "yacht", "cells": 1, "flagged_before": 0, "flagged_after": 1,
+         "test_ll_before": -4.0, "test_ll_after": -3.0}]  # the grid's failed split 1 is left out
+    assert listed.to_dict("records") == [{"method": "svi", "dataset": "yacht", "split": 0, "verdict": "not converged",
+                                          "set": "steps=100", "problem": "the ELBO was still rising"}]
+    printed = capsys.readouterr().out
+    assert "| laplace | yacht | 2 | 2 | 1 | -1.5 | -0.75 |" in printed
+    assert "| svi | yacht | 0 | not converged | steps=100 |" in printed
