@@ -5,7 +5,7 @@ more ``bnn uci`` run folders, the same cells fitted again at the code under test
 are counted, so each fraction compares the same splits; per method and data set it prints the cells flagged (the
 verdict ``not converged``) before and after, and the mean test log-likelihood of both. Folders of deliberately broken
 fits (``--broken``: a MAP stopped after 10 Adam steps and 10 polish iterations, SVI stopped after 100 steps, run with
-``bnn uci --set``) are listed cell by cell: a check worth having flags every one.
+``bnn uci --set``) are counted folder by folder and method by method: a check worth having flags every one.
 
 Usage::
 
@@ -57,13 +57,19 @@ def flagged_fractions(before: pd.DataFrame, after: dict[tuple[str, str, int], di
                                         "test_ll_before", "test_ll_after"])
 
 
-def broken_verdicts(cells: dict[tuple[str, str, int], dict]) -> pd.DataFrame:
-    """Each broken cell's verdict, the options that broke it, and the first of its problems."""
-    return pd.DataFrame([{"method": method, "dataset": dataset, "split": split, "verdict": row["verdict"],
-                          "set": row["selection"].partition("set by the user: ")[2],
-                          "problem": row["problems"].split("; ")[0] if row["problems"] else ""}
-                         for (dataset, method, split), row in sorted(cells.items(), key=lambda item: (item[0][1], item[0][0]))],
-                        columns=["method", "dataset", "split", "verdict", "set", "problem"])
+def broken_verdicts(folders: list[Path]) -> pd.DataFrame:
+    """Per run folder of broken fits, per method: the options that broke them, the data sets, and how many were
+    flagged."""
+    rows = []
+    for folder in folders:
+        by_method: dict[str, list[dict]] = {}
+        for row in run_cells([folder]).values():
+            by_method.setdefault(row["method"], []).append(row)
+        for method, cells in sorted(by_method.items()):
+            rows.append({"method": method, "set": cells[0]["selection"].partition("set by the user: ")[2],
+                         "datasets": ", ".join(sorted(row["dataset"] for row in cells)), "cells": len(cells),
+                         "flagged": sum(row["verdict"] == FLAGGED for row in cells)})
+    return pd.DataFrame(rows, columns=["method", "set", "datasets", "cells", "flagged"])
 
 
 def main(argv: list[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -73,7 +79,7 @@ def main(argv: list[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     parser.add_argument("--broken", type=Path, nargs="*", default=[], help="bnn uci run folders of broken fits")
     args = parser.parse_args(argv)
     fractions = flagged_fractions(pd.read_csv(args.grid, keep_default_na=False), run_cells(args.runs))
-    broken = broken_verdicts(run_cells(args.broken))
+    broken = broken_verdicts(args.broken)
     print(markdown_table(fractions.set_index("method")))
     if len(broken):
         print()

@@ -36,18 +36,22 @@ def test_each_method_and_data_set_counts_the_cells_in_both_and_a_later_run_repla
                                    cell("yacht", "laplace", 1, "not converged", -1.5),
                                    cell("yacht", "svi", 0, "not converged", -3.0), cell("yacht", "svi", 1, "converged", -3.5)])
     write_run(tmp_path / "second", [cell("yacht", "laplace", 1, "converged", -1.0)])
-    broken = [cell("yacht", "svi", 0, "not converged", -9.0, problems="the ELBO was still rising; more",
-                   selection="ELBO: ...; except these, set by the user: steps=100")]
-    write_run(tmp_path / "broken", broken)
+    stopped = "ELBO: ...; except these, set by the user: steps=100"
+    write_run(tmp_path / "broken", [cell("yacht", "svi", 0, "not converged", -9.0, selection=stopped),
+                                    cell("energy", "svi", 0, "converged", -8.0, selection=stopped)])
+    write_run(tmp_path / "broken-more", [cell("yacht", "svi", 0, "not converged", -9.0,
+                                              selection=stopped.replace("100", "300"))])
     fractions, listed = grid_verdicts.main(["--grid", str(grid), "--runs", str(tmp_path / "first"), str(tmp_path / "second"),
-                                            "--broken", str(tmp_path / "broken")])
+                                            "--broken", str(tmp_path / "broken"),
+                                            str(tmp_path / "broken-more")])
     assert fractions.to_dict("records") == [
         {"method": "laplace", "dataset": "yacht", "cells": 2, "flagged_before": 2, "flagged_after": 1,
          "test_ll_before": -1.5, "test_ll_after": -0.75},
         {"method": "svi", "dataset": "yacht", "cells": 1, "flagged_before": 0, "flagged_after": 1,
          "test_ll_before": -4.0, "test_ll_after": -3.0}]  # the grid's failed split 1 is left out
-    assert listed.to_dict("records") == [{"method": "svi", "dataset": "yacht", "split": 0, "verdict": "not converged",
-                                          "set": "steps=100", "problem": "the ELBO was still rising"}]
+    assert listed.to_dict("records") == [  # the same cell in two folders: both counted
+        {"method": "svi", "set": "steps=100", "datasets": "energy, yacht", "cells": 2, "flagged": 1},
+        {"method": "svi", "set": "steps=300", "datasets": "yacht", "cells": 1, "flagged": 1}]
     printed = capsys.readouterr().out
     assert "| laplace | yacht | 2 | 2 | 1 | -1.5 | -0.75 |" in printed
-    assert "| svi | yacht | 0 | not converged | steps=100 |" in printed
+    assert "| svi | steps=100 | energy, yacht | 2 | 1 |" in printed
