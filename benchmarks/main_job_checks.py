@@ -39,7 +39,7 @@ def check_detail(posterior) -> str:
         trend = record.trend
         return "too short to judge" if trend is None else (
             f"ELBO gain {trend.gain:.2f} nats over the last {trend.later_steps} steps, "
-            f"{trend.gain / trend.standard_error:.1f} standard errors, settling allowance {trend.rate_drop * trend.noise:.2f}")
+            f"{trend.gain / trend.standard_error:.1f} standard errors, settling allowance {trend.allowance:.2f}")
     if hasattr(record, "map_converged"):
         return f"MAP converged: {record.map_converged}"
     return "no check"

@@ -101,5 +101,4 @@ def first_finished(pending: set[Future]) -> tuple[set[Future], set[Future]]:
     first to finish), and the rest: the wait of a loop that acts on a :class:`StopRequest` between two such waits,
     so that no signal is raised inside ``concurrent.futures`` while it holds a future's lock that loky's own thread
     needs (the shut-down would then wait forever)."""
-    done, rest = wait(pending, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
-    return done, rest
+    return wait(pending, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)

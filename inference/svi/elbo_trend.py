@@ -6,12 +6,12 @@ cumulative learning rate :math:`\tau_t = \sum_{s \le t} \rho(s)` (the schedule's
 steps that hold a tenth of the run's total rate :math:`\tau_T` and at least :data:`MIN_WINDOW` steps,
 the earlier window :math:`a` the fewest steps before it that do the same. Under a constant rate these
 are the last two tenths of the steps; under the default cosine decay they reach back to about 60% and
-47% of the run, since a decayed rate flattens the end of *any* run, however far from its optimum (cut
+49% of the run, since a decayed rate flattens the end of *any* run, however far from its optimum (cut
 by steps, a fit stopped after 300 or 1,000 of its planned steps passed the check).
 
 With :math:`\bar{\mathcal{L}}` a window's mean estimate and :math:`s^2` the variance of its estimates
 about their least-squares line (the step-to-step noise of one estimate: the residuals are uncorrelated
-from one step to the next, being fresh Monte Carlo draws; lag 1-100 correlations within 0.03 on a UCI
+from one step to the next, being fresh Monte Carlo draws; lag 1-100 correlations within 0.031 on a UCI
 fit), the gain and its standard
 error are
 
@@ -75,17 +75,21 @@ class ELBOTrend:
     rate_drop: float
 
     @property
+    def allowance(self) -> float:
+        r"""The settling allowance :math:`(1 - \bar\rho_b / \bar\rho_a)\, s_b`, in nats."""
+        return self.rate_drop * self.noise
+
+    @property
     def rising(self) -> bool:
-        r"""Whether the gain exceeds :data:`RISE_Z` standard errors and the settling allowance
-        :math:`(1 - \bar\rho_b / \bar\rho_a)\, s_b`."""
-        return self.gain > RISE_Z * self.standard_error and self.gain > self.rate_drop * self.noise
+        """Whether the gain exceeds :data:`RISE_Z` standard errors and the settling :attr:`allowance`."""
+        return self.gain > RISE_Z * self.standard_error and self.gain > self.allowance
 
     def sentence(self) -> str:
         """What the trend says, for a warning or a report."""
         z = self.gain / self.standard_error if self.standard_error > 0 else math.inf
         return (f"the ELBO was still rising when SVI stopped: its mean over the last {self.later_steps} steps (the "
                 f"last tenth of the run's learning rate) is {self.gain:.3g} nats above the {self.earlier_steps} steps "
-                f"before ({z:.1f} standard errors, more than the {self.rate_drop * self.noise:.3g} nats the falling rate "
+                f"before ({z:.1f} standard errors, more than the {self.allowance:.3g} nats the falling rate "
                 "alone would give a converged fit); give it more steps (steps=, --steps)")
 
 
