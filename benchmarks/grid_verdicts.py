@@ -1,15 +1,17 @@
 r"""How often each method's own check flags the UCI grid's cells, before and after a change to the checks.
 
 *Before* is a grid's ``results.csv`` as it stands (``benchmarks/results/uci/results.csv``); *after* the cells of one or
-more ``bnn uci`` run folders, the same cells fitted again at the code under test (``--runs``). Only the cells in both
-are counted, so each fraction compares the same splits; per method and data set it prints the cells flagged (the
-verdict ``not converged``) before and after, and the mean test log-likelihood of both. Folders of deliberately broken
-fits (``--broken``: a MAP stopped after 10 Adam steps and 10 polish iterations, SVI stopped after 100 steps, run with
-``bnn uci --set``) are counted folder by folder and method by method: a check worth having flags every one.
+more ``bnn uci`` run folders, or of files of cells in the ``results.csv`` layout (the committed record of such runs),
+the same cells fitted again at the code under test (``--runs``). Only the cells in both are counted, so each fraction
+compares the same splits; per method and data set it prints the cells flagged (the verdict ``not converged``) before
+and after, and the mean test log-likelihood of both, then the same counts per method over all its data sets.
+Sources of deliberately broken fits (``--broken``: a MAP stopped after 10 Adam steps and 10 polish iterations, SVI
+stopped after 100 steps, run with ``bnn uci --set``) are counted source by source and method by method: a check worth
+having flags every one.
 
 Usage::
 
-    python -m benchmarks.grid_verdicts --runs runs/after-small runs/after-kin8nm --broken runs/broken
+    python -m benchmarks.grid_verdicts --runs runs/after-small benchmarks/results/uci/grid_after.csv --broken runs/broken
 """
 
 from __future__ import annotations
@@ -26,13 +28,16 @@ FLAGGED = "not converged"
 GRID = Path(__file__).parent / "results" / "uci" / "results.csv"
 
 
-def run_cells(folders: list[Path]) -> dict[tuple[str, str, int], dict]:
-    """The result of every cell in the run ``folders``, by (data set, method, split); a later folder's cell replaces
-    an earlier one's."""
+def run_cells(sources: list[Path]) -> dict[tuple[str, str, int], dict]:
+    """The result of every cell in ``sources`` (``bnn uci`` run folders, or ``.csv`` files of cells), by (data set,
+    method, split); a later source's cell replaces an earlier one's."""
     cells = {}
-    for folder in folders:
-        for path in sorted(folder.glob("cells/*/*/*.json")):
-            row = json.loads(path.read_text())["result"]
+    for source in sources:
+        if source.suffix == ".csv":
+            rows = pd.read_csv(source, keep_default_na=False).to_dict("records")
+        else:
+            rows = [json.loads(path.read_text())["result"] for path in sorted(source.glob("cells/*/*/*.json"))]
+        for row in rows:
             cells[row["dataset"], row["method"], int(row["split"])] = row
     return cells
 
@@ -57,13 +62,20 @@ def flagged_fractions(before: pd.DataFrame, after: dict[tuple[str, str, int], di
                                         "test_ll_before", "test_ll_after"])
 
 
-def broken_verdicts(folders: list[Path]) -> pd.DataFrame:
-    """Per run folder of broken fits, per method: the options that broke them, the data sets, and how many were
-    flagged."""
+def method_totals(fractions: pd.DataFrame) -> pd.DataFrame:
+    """Per method, over all its data sets: the cells, and those flagged before and after."""
+    totals = fractions.groupby("method", sort=True)[["cells", "flagged_before", "flagged_after"]].sum()
+    totals.insert(0, "datasets", fractions.groupby("method", sort=True)["dataset"].count())
+    return totals.reset_index()
+
+
+def broken_verdicts(sources: list[Path]) -> pd.DataFrame:
+    """Per source of broken fits (a run folder or a .csv file of cells), per method: the options that broke them, the
+    data sets, and how many were flagged."""
     rows = []
-    for folder in folders:
+    for source in sources:
         by_method: dict[str, list[dict]] = {}
-        for row in run_cells([folder]).values():
+        for row in run_cells([source]).values():
             by_method.setdefault(row["method"], []).append(row)
         for method, cells in sorted(by_method.items()):
             rows.append({"method": method, "set": cells[0]["selection"].partition("set by the user: ")[2],
@@ -75,12 +87,16 @@ def broken_verdicts(folders: list[Path]) -> pd.DataFrame:
 def main(argv: list[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.grid_verdicts", description=__doc__.split("\n")[0])
     parser.add_argument("--grid", type=Path, default=GRID, help="the grid's results.csv (before)")
-    parser.add_argument("--runs", type=Path, nargs="+", required=True, help="bnn uci run folders (after)")
-    parser.add_argument("--broken", type=Path, nargs="*", default=[], help="bnn uci run folders of broken fits")
+    parser.add_argument("--runs", type=Path, nargs="+", required=True,
+                        help="bnn uci run folders, or .csv files of cells (after)")
+    parser.add_argument("--broken", type=Path, nargs="*", default=[],
+                        help="bnn uci run folders, or .csv files of cells, of broken fits")
     args = parser.parse_args(argv)
     fractions = flagged_fractions(pd.read_csv(args.grid, keep_default_na=False), run_cells(args.runs))
     broken = broken_verdicts(args.broken)
     print(markdown_table(fractions.set_index("method")))
+    print()
+    print(markdown_table(method_totals(fractions).set_index("method")))
     if len(broken):
         print()
         print(markdown_table(broken.set_index("method")))

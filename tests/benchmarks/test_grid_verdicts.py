@@ -26,25 +26,30 @@ def write_run(folder, cells: list[dict]) -> None:
         path.write_text(json.dumps({"fingerprint": "x", "result": row}))
 
 
-def test_each_method_and_data_set_counts_the_cells_in_both_and_a_later_run_replaces_an_earlier(tmp_path, capsys):
+def test_each_method_and_data_set_counts_the_cells_in_both_and_a_later_source_replaces_an_earlier(tmp_path, capsys):
     grid = tmp_path / "results.csv"
     pd.DataFrame([cell("yacht", "laplace", 0, "not converged", -1.0), cell("yacht", "laplace", 1, "not converged", -2.0),
                   cell("yacht", "laplace", 2, "not converged", -3.0),  # not run again: not counted
+                  cell("energy", "laplace", 0, "converged", -0.5),
                   cell("yacht", "svi", 0, "converged", -4.0),
                   cell("yacht", "svi", 1, "", None, status="failed")]).to_csv(grid, index=False)
     write_run(tmp_path / "first", [cell("yacht", "laplace", 0, "not converged", -0.5),
+                                   cell("energy", "laplace", 0, "not converged", -0.25),
                                    cell("yacht", "laplace", 1, "not converged", -1.5),
                                    cell("yacht", "svi", 0, "not converged", -3.0), cell("yacht", "svi", 1, "converged", -3.5)])
-    write_run(tmp_path / "second", [cell("yacht", "laplace", 1, "converged", -1.0)])
+    second = tmp_path / "second.csv"  # a file of cells in the results.csv layout counts as a run
+    pd.DataFrame([cell("yacht", "laplace", 1, "converged", -1.0)]).to_csv(second, index=False)
     stopped = "ELBO: ...; except these, set by the user: steps=100"
     write_run(tmp_path / "broken", [cell("yacht", "svi", 0, "not converged", -9.0, selection=stopped),
                                     cell("energy", "svi", 0, "converged", -8.0, selection=stopped)])
     write_run(tmp_path / "broken-more", [cell("yacht", "svi", 0, "not converged", -9.0,
                                               selection=stopped.replace("100", "300"))])
-    fractions, listed = grid_verdicts.main(["--grid", str(grid), "--runs", str(tmp_path / "first"), str(tmp_path / "second"),
+    fractions, listed = grid_verdicts.main(["--grid", str(grid), "--runs", str(tmp_path / "first"), str(second),
                                             "--broken", str(tmp_path / "broken"),
                                             str(tmp_path / "broken-more")])
     assert fractions.to_dict("records") == [
+        {"method": "laplace", "dataset": "energy", "cells": 1, "flagged_before": 0, "flagged_after": 1,
+         "test_ll_before": -0.5, "test_ll_after": -0.25},
         {"method": "laplace", "dataset": "yacht", "cells": 2, "flagged_before": 2, "flagged_after": 1,
          "test_ll_before": -1.5, "test_ll_after": -0.75},
         {"method": "svi", "dataset": "yacht", "cells": 1, "flagged_before": 0, "flagged_after": 1,
@@ -54,4 +59,5 @@ def test_each_method_and_data_set_counts_the_cells_in_both_and_a_later_run_repla
         {"method": "svi", "set": "steps=300", "datasets": "yacht", "cells": 1, "flagged": 1}]
     printed = capsys.readouterr().out
     assert "| laplace | yacht | 2 | 2 | 1 | -1.5 | -0.75 |" in printed
+    assert "| laplace | 2 | 3 | 2 | 2 |" in printed  # per method over its data sets
     assert "| svi | steps=100 | energy, yacht | 2 | 1 |" in printed
