@@ -5,9 +5,9 @@ more ``bnn uci`` run folders, or of files of cells in the ``results.csv`` layout
 the same cells fitted again at the code under test (``--runs``). Only the cells in both are counted, so each fraction
 compares the same splits; per method and data set it prints the cells flagged (the verdict ``not converged``) before
 and after, and the mean test log-likelihood of both, then the same counts per method over all its data sets.
-Sources of deliberately broken fits (``--broken``: a MAP stopped after 10 Adam steps and 10 polish iterations, SVI
-stopped after 100 steps, run with ``bnn uci --set``) are counted source by source and method by method: a check worth
-having flags every one.
+The cells of deliberately broken fits (``--broken``: a MAP stopped after 10 Adam steps and 10 polish iterations, SVI
+stopped after 100 steps, run with ``bnn uci --set``) are counted by method and by the options that broke them: a check
+worth having flags every one.
 
 Usage::
 
@@ -28,18 +28,17 @@ FLAGGED = "not converged"
 GRID = Path(__file__).parent / "results" / "uci" / "results.csv"
 
 
+def source_rows(source: Path) -> list[dict]:
+    """The result of every cell in ``source``: a ``bnn uci`` run folder, or a ``.csv`` file of cells."""
+    if source.suffix == ".csv":
+        return pd.read_csv(source, keep_default_na=False).to_dict("records")
+    return [json.loads(path.read_text())["result"] for path in sorted(source.glob("cells/*/*/*.json"))]
+
+
 def run_cells(sources: list[Path]) -> dict[tuple[str, str, int], dict]:
-    """The result of every cell in ``sources`` (``bnn uci`` run folders, or ``.csv`` files of cells), by (data set,
-    method, split); a later source's cell replaces an earlier one's."""
-    cells = {}
-    for source in sources:
-        if source.suffix == ".csv":
-            rows = pd.read_csv(source, keep_default_na=False).to_dict("records")
-        else:
-            rows = [json.loads(path.read_text())["result"] for path in sorted(source.glob("cells/*/*/*.json"))]
-        for row in rows:
-            cells[row["dataset"], row["method"], int(row["split"])] = row
-    return cells
+    """The result of every cell in ``sources``, by (data set, method, split); a later source's cell replaces an
+    earlier one's."""
+    return {(row["dataset"], row["method"], int(row["split"])): row for source in sources for row in source_rows(source)}
 
 
 def flagged_fractions(before: pd.DataFrame, after: dict[tuple[str, str, int], dict]) -> pd.DataFrame:
@@ -70,17 +69,14 @@ def method_totals(fractions: pd.DataFrame) -> pd.DataFrame:
 
 
 def broken_verdicts(sources: list[Path]) -> pd.DataFrame:
-    """Per source of broken fits (a run folder or a .csv file of cells), per method: the options that broke them, the
-    data sets, and how many were flagged."""
-    rows = []
-    for source in sources:
-        by_method: dict[str, list[dict]] = {}
-        for row in run_cells([source]).values():
-            by_method.setdefault(row["method"], []).append(row)
-        for method, cells in sorted(by_method.items()):
-            rows.append({"method": method, "set": cells[0]["selection"].partition("set by the user: ")[2],
-                         "datasets": ", ".join(sorted(row["dataset"] for row in cells)), "cells": len(cells),
-                         "flagged": sum(row["verdict"] == FLAGGED for row in cells)})
+    """Every cell of the broken fits' ``sources``, per method and the options that broke them (as the cell's
+    ``selection`` names them): the data sets, the cells and how many were flagged."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for row in (row for source in sources for row in source_rows(source)):
+        groups.setdefault((row["method"], row["selection"].partition("set by the user: ")[2]), []).append(row)
+    rows = [{"method": method, "set": broken_by, "datasets": ", ".join(sorted(row["dataset"] for row in cells)),
+             "cells": len(cells), "flagged": sum(row["verdict"] == FLAGGED for row in cells)}
+            for (method, broken_by), cells in groups.items()]
     return pd.DataFrame(rows, columns=["method", "set", "datasets", "cells", "flagged"])
 
 

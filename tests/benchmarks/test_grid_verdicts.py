@@ -42,11 +42,13 @@ def test_each_method_and_data_set_counts_the_cells_in_both_and_a_later_source_re
     stopped = "ELBO: ...; except these, set by the user: steps=100"
     write_run(tmp_path / "broken", [cell("yacht", "svi", 0, "not converged", -9.0, selection=stopped),
                                     cell("energy", "svi", 0, "converged", -8.0, selection=stopped)])
-    write_run(tmp_path / "broken-more", [cell("yacht", "svi", 0, "not converged", -9.0,
-                                              selection=stopped.replace("100", "300"))])
+    broken_more = tmp_path / "broken-more.csv"  # one file may hold the same cell broken in two ways: both count
+    pd.DataFrame([cell("yacht", "svi", 0, "not converged", -9.0, selection=stopped.replace("100", "300")),
+                  cell("yacht", "svi", 0, "converged", -7.0, selection=stopped.replace("100", "1000"))]).to_csv(
+        broken_more, index=False)
     fractions, listed = grid_verdicts.main(["--grid", str(grid), "--runs", str(tmp_path / "first"), str(second),
                                             "--broken", str(tmp_path / "broken"),
-                                            str(tmp_path / "broken-more")])
+                                            str(broken_more)])
     assert fractions.to_dict("records") == [
         {"method": "laplace", "dataset": "energy", "cells": 1, "flagged_before": 0, "flagged_after": 1,
          "test_ll_before": -0.5, "test_ll_after": -0.25},
@@ -56,7 +58,8 @@ def test_each_method_and_data_set_counts_the_cells_in_both_and_a_later_source_re
          "test_ll_before": -4.0, "test_ll_after": -3.0}]  # the grid's failed split 1 is left out
     assert listed.to_dict("records") == [  # the same cell in two folders: both counted
         {"method": "svi", "set": "steps=100", "datasets": "energy, yacht", "cells": 2, "flagged": 1},
-        {"method": "svi", "set": "steps=300", "datasets": "yacht", "cells": 1, "flagged": 1}]
+        {"method": "svi", "set": "steps=300", "datasets": "yacht", "cells": 1, "flagged": 1},
+        {"method": "svi", "set": "steps=1000", "datasets": "yacht", "cells": 1, "flagged": 0}]
     printed = capsys.readouterr().out
     assert "| laplace | yacht | 2 | 2 | 1 | -1.5 | -0.75 |" in printed
     assert "| laplace | 2 | 3 | 2 | 2 |" in printed  # per method over its data sets
