@@ -63,17 +63,18 @@ def flagged_fractions(before: pd.DataFrame, after: dict[tuple[str, str, int], di
 
 def method_totals(fractions: pd.DataFrame) -> pd.DataFrame:
     """Per method, over all its data sets: the cells, and those flagged before and after."""
-    totals = fractions.groupby("method", sort=True)[["cells", "flagged_before", "flagged_after"]].sum()
-    totals.insert(0, "datasets", fractions.groupby("method", sort=True)["dataset"].count())
-    return totals.reset_index()
+    return fractions.groupby("method").agg(datasets=("dataset", "count"), cells=("cells", "sum"),
+                                           flagged_before=("flagged_before", "sum"),
+                                           flagged_after=("flagged_after", "sum")).reset_index()
 
 
 def broken_verdicts(sources: list[Path]) -> pd.DataFrame:
     """Every cell of the broken fits' ``sources``, per method and the options that broke them (as the cell's
     ``selection`` names them): the data sets, the cells and how many were flagged."""
     groups: dict[tuple[str, str], list[dict]] = {}
-    for row in (row for source in sources for row in source_rows(source)):
-        groups.setdefault((row["method"], row["selection"].partition("set by the user: ")[2]), []).append(row)
+    for source in sources:
+        for row in source_rows(source):
+            groups.setdefault((row["method"], row["selection"].partition("set by the user: ")[2]), []).append(row)
     rows = [{"method": method, "set": broken_by, "datasets": ", ".join(sorted(row["dataset"] for row in cells)),
              "cells": len(cells), "flagged": sum(row["verdict"] == FLAGGED for row in cells)}
             for (method, broken_by), cells in groups.items()]

@@ -56,7 +56,7 @@ def test_each_method_and_data_set_counts_the_cells_in_both_and_a_later_source_re
          "test_ll_before": -1.5, "test_ll_after": -0.75},
         {"method": "svi", "dataset": "yacht", "cells": 1, "flagged_before": 0, "flagged_after": 1,
          "test_ll_before": -4.0, "test_ll_after": -3.0}]  # the grid's failed split 1 is left out
-    assert listed.to_dict("records") == [  # the same cell in two folders: both counted
+    assert listed.to_dict("records") == [  # the same cell in two sources, and twice in one: each counted
         {"method": "svi", "set": "steps=100", "datasets": "energy, yacht", "cells": 2, "flagged": 1},
         {"method": "svi", "set": "steps=300", "datasets": "yacht", "cells": 1, "flagged": 1},
         {"method": "svi", "set": "steps=1000", "datasets": "yacht", "cells": 1, "flagged": 0}]
