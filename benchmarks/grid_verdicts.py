@@ -7,11 +7,14 @@ compares the same splits; per method and data set it prints the cells flagged (t
 and after, and the mean test log-likelihood of both, then the same counts per method over all its data sets.
 The cells of deliberately broken fits (``--broken``: a MAP stopped after 10 Adam steps and 10 polish iterations, SVI
 stopped after 100 steps, run with ``bnn uci --set``) are counted by method and by the options that broke them: a check
-worth having flags every one.
+worth having flags every one. ``--save-runs`` and ``--save-broken`` write the cells read to files in the grid's
+layout, the record to commit (a later source's cell replaces an earlier one's, so a file can be extended in place).
 
 Usage::
 
     python -m benchmarks.grid_verdicts --runs runs/after-small benchmarks/results/uci/grid_after.csv --broken runs/broken
+    python -m benchmarks.grid_verdicts --runs benchmarks/results/uci/grid_after.csv runs/after-kin8nm \
+        --save-runs benchmarks/results/uci/grid_after.csv
 """
 
 from __future__ import annotations
@@ -81,6 +84,14 @@ def broken_verdicts(sources: list[Path]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["method", "set", "datasets", "cells", "flagged"])
 
 
+def save_cells(rows: list[dict], columns: list[str], path: Path) -> None:
+    """Write ``rows`` to ``path`` as a file of cells with the grid's ``columns``: whole or not at all (a temporary file
+    renamed over it), so a file that is also a source is read before it is replaced."""
+    temporary = path.with_name(path.name + ".tmp")
+    pd.DataFrame(rows).reindex(columns=columns).to_csv(temporary, index=False)
+    temporary.replace(path)
+
+
 def main(argv: list[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.grid_verdicts", description=__doc__.split("\n")[0])
     parser.add_argument("--grid", type=Path, default=GRID, help="the grid's results.csv (before)")
@@ -88,9 +99,18 @@ def main(argv: list[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
                         help="bnn uci run folders, or .csv files of cells (after)")
     parser.add_argument("--broken", type=Path, nargs="*", default=[],
                         help="bnn uci run folders, or .csv files of cells, of broken fits")
+    parser.add_argument("--save-runs", type=Path, help="write the runs' cells to this .csv (by method, data set, split)")
+    parser.add_argument("--save-broken", type=Path, help="write every broken fit's cell to this .csv")
     args = parser.parse_args(argv)
-    fractions = flagged_fractions(pd.read_csv(args.grid, keep_default_na=False), run_cells(args.runs))
+    grid = pd.read_csv(args.grid, keep_default_na=False)
+    after = run_cells(args.runs)
+    fractions = flagged_fractions(grid, after)
     broken = broken_verdicts(args.broken)
+    if args.save_runs:
+        ordered = sorted(after.values(), key=lambda row: (row["method"], row["dataset"], int(row["split"])))
+        save_cells(ordered, list(grid.columns), args.save_runs)
+    if args.save_broken:
+        save_cells([row for source in args.broken for row in source_rows(source)], list(grid.columns), args.save_broken)
     print(markdown_table(fractions.set_index("method")))
     print()
     print(markdown_table(method_totals(fractions).set_index("method")))

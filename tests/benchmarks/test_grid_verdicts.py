@@ -64,3 +64,38 @@ def test_each_method_and_data_set_counts_the_cells_in_both_and_a_later_source_re
     assert "| laplace | yacht | 2 | 2 | 1 | -1.5 | -0.75 |" in printed
     assert "| laplace | 2 | 3 | 2 | 2 |" in printed  # per method over its data sets
     assert "| svi | steps=100 | energy, yacht | 2 | 1 |" in printed
+
+
+def test_saved_cells_keep_the_grids_columns_and_a_saved_file_is_extended_in_place(tmp_path):
+    grid = tmp_path / "results.csv"
+    pd.DataFrame([cell("yacht", "svi", 0, "not converged", -4.0), cell("yacht", "laplace", 0, "converged", -1.0),
+                  cell("energy", "laplace", 0, "converged", -0.5)]).to_csv(grid, index=False)
+    write_run(tmp_path / "first", [dict(cell("yacht", "svi", 0, "converged", -3.0), seconds_per_step=0.01),
+                                   cell("yacht", "laplace", 0, "not converged", -0.75)])
+    saved = tmp_path / "after.csv"
+    grid_verdicts.main(["--grid", str(grid), "--runs", str(tmp_path / "first"), "--save-runs", str(saved)])
+    written = pd.read_csv(saved, keep_default_na=False)
+    assert list(written.columns) == list(pd.read_csv(grid).columns)  # a key the grid lacks is left out
+    assert written[["method", "dataset", "test_ll"]].values.tolist() == [["laplace", "yacht", -0.75], ["svi", "yacht", -3.0]]
+
+    write_run(tmp_path / "second", [cell("energy", "laplace", 0, "not converged", -0.25),
+                                    cell("yacht", "svi", 0, "not converged", -2.0)])  # replaces the saved cell
+    fractions, _ = grid_verdicts.main(["--grid", str(grid), "--runs", str(saved), str(tmp_path / "second"),
+                                       "--save-runs", str(saved)])
+    extended = pd.read_csv(saved, keep_default_na=False)
+    assert extended[["method", "dataset", "test_ll"]].values.tolist() == [
+        ["laplace", "energy", -0.25], ["laplace", "yacht", -0.75], ["svi", "yacht", -2.0]]
+    assert fractions["flagged_after"].tolist() == [1, 1, 1]
+    assert not (tmp_path / "after.csv.tmp").exists()
+
+
+def test_every_broken_cell_is_saved_in_the_order_read(tmp_path):
+    grid = tmp_path / "results.csv"
+    pd.DataFrame([cell("yacht", "svi", 0, "not converged", -4.0)]).to_csv(grid, index=False)
+    stopped = "ELBO: ...; except these, set by the user: steps="
+    write_run(tmp_path / "broken-100", [cell("yacht", "svi", 0, "not converged", -9.0, selection=stopped + "100")])
+    write_run(tmp_path / "broken-300", [cell("yacht", "svi", 0, "not converged", -8.0, selection=stopped + "300")])
+    saved = tmp_path / "broken.csv"
+    grid_verdicts.main(["--grid", str(grid), "--runs", str(tmp_path / "broken-100"), "--broken",
+                        str(tmp_path / "broken-100"), str(tmp_path / "broken-300"), "--save-broken", str(saved)])
+    assert pd.read_csv(saved)["test_ll"].tolist() == [-9.0, -8.0]  # the same cell twice: both kept
