@@ -48,3 +48,24 @@ def _command_line(process: psutil.Process) -> str:
         return " ".join(process.cmdline())
     except psutil.Error:  # gone meanwhile
         return ""
+
+
+def grow_by_50_mb(table, cell: Cell) -> dict:
+    """Keep 50 MB more than the cell before, over more than loky's second between two memory checks, and say which
+    worker ran it."""
+    import os
+
+    KEPT.append(bytearray(50_000_000))
+    time.sleep(1.2)
+    return {"dataset": cell.dataset, "method": cell.method, "split": cell.split, "status": "ok", "worker": os.getpid()}
+
+
+KEPT: list[bytearray] = []
+
+
+def test_a_worker_restarted_for_its_memory_is_not_reported_as_a_leak(monkeypatch, recwarn):
+    monkeypatch.setenv("LOKY_MAX_MEMORY_LEAK_SIZE", "1e7")  # the workers read it when they start: 10 MB
+    cells = [Cell("toy", "svi", split, 3, {}) for split in range(3)]
+    rows = list(local.run_local({"toy": None}, cells, 1, task=grow_by_50_mb))
+    assert len({row["worker"] for row in rows}) > 1  # loky restarted the one worker between cells
+    assert [str(warning.message) for warning in recwarn if "worker" in str(warning.message)] == []
