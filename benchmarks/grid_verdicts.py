@@ -71,13 +71,12 @@ def method_totals(fractions: pd.DataFrame) -> pd.DataFrame:
                                            flagged_after=("flagged_after", "sum")).reset_index()
 
 
-def broken_verdicts(sources: list[Path]) -> pd.DataFrame:
-    """Every cell of the broken fits' ``sources``, per method and the options that broke them (as the cell's
-    ``selection`` names them): the data sets, the cells and how many were flagged."""
+def broken_verdicts(cells: list[dict]) -> pd.DataFrame:
+    """The broken fits' ``cells``, per method and the options that broke them (as the cell's ``selection`` names them):
+    the data sets, the cells and how many were flagged."""
     groups: dict[tuple[str, str], list[dict]] = {}
-    for source in sources:
-        for row in source_rows(source):
-            groups.setdefault((row["method"], row["selection"].partition("set by the user: ")[2]), []).append(row)
+    for row in cells:
+        groups.setdefault((row["method"], row["selection"].partition("set by the user: ")[2]), []).append(row)
     rows = [{"method": method, "set": broken_by, "datasets": ", ".join(sorted(row["dataset"] for row in cells)),
              "cells": len(cells), "flagged": sum(row["verdict"] == FLAGGED for row in cells)}
             for (method, broken_by), cells in groups.items()]
@@ -105,12 +104,13 @@ def main(argv: list[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     grid = pd.read_csv(args.grid, keep_default_na=False)
     after = run_cells(args.runs)
     fractions = flagged_fractions(grid, after)
-    broken = broken_verdicts(args.broken)
+    broken_cells = [row for source in args.broken for row in source_rows(source)]
+    broken = broken_verdicts(broken_cells)
     if args.save_runs:
         ordered = sorted(after.values(), key=lambda row: (row["method"], row["dataset"], int(row["split"])))
         save_cells(ordered, list(grid.columns), args.save_runs)
     if args.save_broken:
-        save_cells([row for source in args.broken for row in source_rows(source)], list(grid.columns), args.save_broken)
+        save_cells(broken_cells, list(grid.columns), args.save_broken)
     print(markdown_table(fractions.set_index("method")))
     print()
     print(markdown_table(method_totals(fractions).set_index("method")))

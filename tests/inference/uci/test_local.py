@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 
@@ -50,17 +51,15 @@ def _command_line(process: psutil.Process) -> str:
         return ""
 
 
+KEPT: list[bytearray] = []
+
+
 def grow_by_50_mb(table, cell: Cell) -> dict:
     """Keep 50 MB more than the cell before, over more than loky's second between two memory checks, and say which
     worker ran it."""
-    import os
-
     KEPT.append(bytearray(50_000_000))
     time.sleep(1.2)
     return {"dataset": cell.dataset, "method": cell.method, "split": cell.split, "status": "ok", "worker": os.getpid()}
-
-
-KEPT: list[bytearray] = []
 
 
 def test_a_worker_restarted_for_its_memory_is_not_reported_as_a_leak(monkeypatch, recwarn):
