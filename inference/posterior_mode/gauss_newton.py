@@ -43,8 +43,8 @@ import torch
 from bnn.inference.posterior_mode.output_curvature import OUTPUT_HESSIANS, gauss_newton_matrix
 
 GAUSS_NEWTON_MAX_WEIGHTS = 4096
-r"""Above this many weights the polish is L-BFGS and :math:`\delta` uses the diagonal of :math:`\Lambda` (a dense
-:math:`\Lambda` takes :math:`D^2` memory)."""
+r"""Above this many weights the polish is L-BFGS and :math:`\delta` comes by conjugate gradients on a matrix-free
+:math:`\Lambda` (:mod:`bnn.inference.posterior_mode.cg_decrement`; a dense :math:`\Lambda` takes :math:`D^2` memory)."""
 GAUSS_NEWTON_MAX_WORK = 1e10
 r"""Above this many multiply-adds per step, :math:`n K D^2` for forming :math:`G`, the polish is L-BFGS too (a step
 would take seconds: 41,157 rows and 1,101 weights, protein's, cost 5e10)."""

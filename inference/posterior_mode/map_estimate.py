@@ -11,7 +11,8 @@ gradient, :math:`\Lambda` its Gauss-Newton precision) is at most ``tolerance``: 
 order, within ``tolerance`` posterior standard deviations. The polish is Levenberg-Marquardt on the
 Gauss-Newton precision where the likelihood has a GGN and a step is affordable
 (:func:`~bnn.inference.posterior_mode.gauss_newton.uses_gauss_newton`), else L-BFGS (strong Wolfe
-line search; :math:`\delta` then from the diagonal of :math:`\Lambda`). Where Levenberg-Marquardt stops short of the
+line search; :math:`\delta` then by conjugate gradients on :math:`\Lambda` matrix-free,
+:mod:`bnn.inference.posterior_mode.cg_decrement`). Where Levenberg-Marquardt stops short of the
 tolerance (no damped step raises the log joint, or its recent rise would not reach the tolerance within the budget:
 near the kinks of a ReLU network the Gauss-Newton model is poor), L-BFGS goes on from there for the rest of the
 budget, started afresh wherever it ends itself (a line search that failed at a kink).
@@ -47,7 +48,7 @@ import torch
 from bnn.guides.flat_weights import join_sites, split_flat
 from bnn.inference.posterior_mode.advice import COLLAPSE_FIX, NO_MAXIMUM_FIX, map_advice
 from bnn.inference.posterior_mode.evidence_search import MAX_STEPS
-from bnn.inference.posterior_mode.gauss_newton import newton_decrement, uses_gauss_newton
+from bnn.inference.posterior_mode.gauss_newton import uses_gauss_newton
 from bnn.inference.posterior_mode.hyperparameter_search import EvidenceSearch, HyperparameterChoice
 from bnn.inference.posterior_mode.log_joint import ScaledPrior, evidence_possible, log_likelihood, log_prior, most_likely_noise
 from bnn.inference.posterior_mode.polish import LBFGS_CHECK_EVERY, MapProblem, adam_steps
@@ -252,7 +253,7 @@ def _estimate(fit: MapProblem, theta, prior: ScaledPrior, latents: dict, toleran
         raise FloatingPointError("the MAP fit ended at non-finite values; lower map_lr or raise map_steps")
     dense = uses_gauss_newton(model, x.shape[0], theta.shape[0] - judged_from)
     polish = ("levenberg-marquardt, then lbfgs" if fit.handed_over else "levenberg-marquardt") if dense else "lbfgs"
-    decrement = newton_decrement(gradient, fit.precision(theta, latents, prior, judged_from, not dense))
+    decrement = fit.decrement(theta, latents, prior, judged_from, gradient, tolerance)
     collapsed = adam_noise is not None and float(latents["sigma"]) < adam_noise / 10  # no maximum to converge to
     converged = not collapsed and (decrement <= tolerance or fit.stopped_rising(tolerance))
     if choice is not None and not choice.bracketed:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 import torch
+from bnn.inference.posterior_mode.cg_decrement import PrecisionOperator, cg_decrement
 from bnn.inference.posterior_mode.gauss_newton import (
     levenberg_marquardt,
     log_joint_precision,
@@ -15,6 +16,7 @@ from bnn.inference.posterior_mode.gauss_newton import (
     uses_gauss_newton,
 )
 from bnn.inference.posterior_mode.log_joint import ScaledPrior, log_likelihood
+from bnn.inference.posterior_mode.output_curvature import OUTPUT_HESSIANS
 
 from bnn.runtime.progress import progress_bar
 
@@ -43,10 +45,24 @@ class MapProblem:
         """The likelihood's latents with the noise held at ``noise`` (``{}`` without a learned noise)."""
         return {} if noise is None else {"sigma": torch.as_tensor(noise, dtype=self.x.dtype)}
 
-    def precision(self, theta, latents, prior: ScaledPrior, start: int, diagonal: bool) -> torch.Tensor:
-        """The Gauss-Newton precision of the log joint over the entries from ``start`` on."""
+    def precision(self, theta, latents, prior: ScaledPrior, start: int) -> torch.Tensor:
+        """The dense Gauss-Newton precision of the log joint over the entries from ``start`` on."""
         return log_joint_precision(self.model, self.x, theta, latents, prior.curvature(theta, start), start=start,
-                                   diagonal=diagonal)
+                                   diagonal=False)
+
+    def decrement(self, theta, latents, prior: ScaledPrior, start: int, gradient: torch.Tensor, tolerance: float) -> float:
+        r"""The Newton decrement :math:`\delta` of ``gradient`` over the entries from ``start`` on: from the dense
+        precision where a Gauss-Newton step is affordable, else by conjugate gradients on the matrix-free one
+        (:mod:`bnn.inference.posterior_mode.cg_decrement`); for a likelihood without a GGN from the prior's curvature
+        alone (an upper bound where the likelihood's own curvature is positive semi-definite)."""
+        model, x = self.model, self.x
+        if uses_gauss_newton(model, x.shape[0], gradient.shape[0]):
+            return newton_decrement(gradient, self.precision(theta, latents, prior, start))
+        curvature = prior.curvature(theta, start)
+        if type(model.likelihood) in OUTPUT_HESSIANS:
+            return cg_decrement(PrecisionOperator(model, x, theta, latents, curvature, start=start), gradient, tolerance)
+        return newton_decrement(gradient, log_joint_precision(model, x, theta, latents, curvature, start=start,
+                                                              diagonal=True))
 
     def polish(self, theta, prior: ScaledPrior, latents_at, log_noise: dict, tolerance: float) -> torch.Tensor:
         """Polish all entries, then those from ``judged_from`` on (if any), until the decrement is at most
@@ -70,12 +86,12 @@ class MapProblem:
             point = weights.clone().requires_grad_(True)
             with torch.enable_grad():
                 (gradient,) = torch.autograd.grad(joint(point, latents), point)
-            return newton_decrement(gradient[begin:], self.precision(weights, latents, prior, begin, not dense))
+            return self.decrement(weights, latents, prior, begin, gradient[begin:], tolerance)
 
         self.handed_over, self.last_rise, taken = False, None, 0
         if dense:
             theta, taken = levenberg_marquardt(
-                joint, latents_at, lambda w, latents: self.precision(w, latents, prior, begin, False), theta, start=begin,
+                joint, latents_at, lambda w, latents: self.precision(w, latents, prior, begin), theta, start=begin,
                 tolerance=tolerance, max_iterations=self.max_iter, progress_bar=self.bar)
             if taken >= self.max_iter or decrement(theta) <= tolerance:
                 return theta, taken
