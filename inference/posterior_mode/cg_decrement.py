@@ -21,7 +21,12 @@ else by :math:`\Lambda`'s diagonal. After :math:`k` iterations from :math:`s_0 =
 
 exactly (expand :math:`\Lambda^{-1} g = s_k + \Lambda^{-1} r_k`). The last term is estimated by
 :math:`r_k^\top M^{-1} r_k`, and the iterations stop once that estimate is at most :data:`CG_RESIDUAL_SHARE`
-squared of :math:`\max(\delta_k^2, \text{tolerance}^2)`. Where :math:`M` fits :math:`\Lambda` poorly that
+squared of :math:`\max(\delta_k^2, \text{tolerance}^2)`, or, far from the mode, where
+:math:`\delta_k^2 = g^\top s_k + r_k^\top s_k` already exceeds :data:`FAR` times the tolerance squared, once it is at
+most :data:`FAR_SHARE` squared of :math:`\delta_k^2`. Since :math:`\delta_k \le \delta` whatever :math:`k`, the
+verdict is then certain, and :math:`\delta` is known to a few per cent, enough to say how far the mode is: the
+iterations are spent near the tolerance, where they decide the verdict (on an MNIST-1D CNN at a draw of its prior,
+about 140 products of 2 gradients' time each without this stop). Where :math:`M` fits :math:`\Lambda` poorly that
 estimate falls short, so :math:`\delta` is read a little low: on an MNIST-1D MLP (below) 1.3658 against the dense
 precision's 1.3661, in 48 iterations with the Kronecker preconditioner (152 with the diagonal one); on a 1-8-1 tanh
 network on 40 points, whose single input makes :math:`M` crude, 4.149 against 4.168.
@@ -47,6 +52,9 @@ CG_MAX_ITER = 500
 """Conjugate-gradient iterations at most."""
 CG_RESIDUAL_SHARE = 0.01
 r"""The share of :math:`\max(\delta, \text{tolerance})` the unexplained term may hold (module notes)."""
+FAR_SHARE, FAR = 0.1, 2.0
+r"""Where :math:`\delta_k` exceeds :data:`FAR` times the tolerance, the share the unexplained term may hold (module
+notes)."""
 
 
 class PrecisionOperator:
@@ -131,7 +139,8 @@ def cg_decrement(operator: PrecisionOperator, gradient: torch.Tensor, tolerance:
         preconditioned = operator.precondition(residual)
         next_product = float(residual @ preconditioned)
         explained = float(gradient @ direction + residual @ direction)
-        if next_product <= CG_RESIDUAL_SHARE**2 * max(explained, tolerance**2):
+        if next_product <= CG_RESIDUAL_SHARE**2 * max(explained, tolerance**2) or (
+                explained > (FAR * tolerance) ** 2 and next_product <= FAR_SHARE**2 * explained):
             break
         search = preconditioned + next_product / product * search
         product = next_product

@@ -11,7 +11,8 @@ gradient, :math:`\Lambda` its Gauss-Newton precision) is at most ``tolerance``: 
 order, within ``tolerance`` posterior standard deviations. The polish is Levenberg-Marquardt on the
 Gauss-Newton precision where the likelihood has a GGN and a step is affordable
 (:func:`~bnn.inference.posterior_mode.gauss_newton.uses_gauss_newton`), else L-BFGS (strong Wolfe
-line search; :math:`\delta` then by conjugate gradients on :math:`\Lambda` matrix-free,
+line search; in coordinates whitened by the Kronecker-factored precision where the network allows it,
+:mod:`bnn.inference.posterior_mode.polish`; :math:`\delta` then by conjugate gradients on :math:`\Lambda` matrix-free,
 :mod:`bnn.inference.posterior_mode.cg_decrement`). Where Levenberg-Marquardt stops short of the
 tolerance (no damped step raises the log joint, or its recent rise would not reach the tolerance within the budget:
 near the kinks of a ReLU network the Gauss-Newton model is poor), L-BFGS goes on from there for the rest of the
@@ -92,7 +93,7 @@ class MapEstimate:
         :math:`\delta` there (module notes), in posterior standard deviations.
     polish : str
         ``"levenberg-marquardt"``, ``"levenberg-marquardt, then lbfgs"`` (L-BFGS went on where Levenberg-Marquardt
-        stopped short) or ``"lbfgs"``.
+        stopped short) or ``"lbfgs"``; L-BFGS in whitened coordinates is ``"lbfgs, kron-whitened"``.
     lbfgs_iterations : int
         Iterations the polish took.
     converged : bool
@@ -252,7 +253,8 @@ def _estimate(fit: MapProblem, theta, prior: ScaledPrior, latents: dict, toleran
     if not torch.isfinite(gradient).all():
         raise FloatingPointError("the MAP fit ended at non-finite values; lower map_lr or raise map_steps")
     dense = uses_gauss_newton(model, x.shape[0], theta.shape[0] - judged_from)
-    polish = ("levenberg-marquardt, then lbfgs" if fit.handed_over else "levenberg-marquardt") if dense else "lbfgs"
+    lbfgs = "lbfgs, kron-whitened" if fit.whitened else "lbfgs"
+    polish = (f"levenberg-marquardt, then {lbfgs}" if fit.handed_over else "levenberg-marquardt") if dense else lbfgs
     decrement = fit.decrement(theta, latents, prior, judged_from, gradient, tolerance)
     collapsed = adam_noise is not None and float(latents["sigma"]) < adam_noise / 10  # no maximum to converge to
     converged = not collapsed and (decrement <= tolerance or fit.stopped_rising(tolerance))

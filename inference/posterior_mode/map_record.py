@@ -25,7 +25,7 @@ class MapFitRecord(FitRecord):
         The Newton decrement there, in posterior standard deviations (see :attr:`MapEstimate.newton_decrement`).
     map_polish : str, optional
         ``"levenberg-marquardt"``, ``"levenberg-marquardt, then lbfgs"`` (L-BFGS went on where Levenberg-Marquardt
-        stopped short) or ``"lbfgs"``.
+        stopped short) or ``"lbfgs"``; L-BFGS in whitened coordinates is ``"lbfgs, kron-whitened"``.
     map_converged : bool
         Whether the Newton decrement is at most the tolerance, or the log joint stopped rising (:attr:`map_last_rise`
         at most half the tolerance squared: :mod:`bnn.inference.posterior_mode.map_estimate`).

@@ -1,20 +1,35 @@
 r"""The stages of one MAP search: Adam from a start, then a polish (Levenberg-Marquardt on the Gauss-Newton
 precision, or L-BFGS) until the Newton decrement is at most the tolerance or the log joint stops rising
 (:mod:`bnn.inference.posterior_mode.map_estimate`). Where Levenberg-Marquardt stops short, L-BFGS goes on for the rest
-of the budget; where L-BFGS ends itself (its line search failed, as at a kink), it starts afresh from there."""
+of the budget; where L-BFGS ends itself (its line search failed, as at a kink), it starts afresh from there.
+
+**Whitened L-BFGS.** Where the dense precision is unaffordable and every layer and prior allow the Kronecker factors
+(:mod:`bnn.inference.posterior_mode.kron_curvature`), L-BFGS works in whitened coordinates: each window of
+:data:`LBFGS_CHECK_EVERY` iterations starts afresh at :math:`\theta_0` and moves
+
+.. math::
+
+    \theta = \theta_0 + S u, \qquad S S^\top = M^{-1},
+
+with :math:`M` the Kronecker-factored precision at :math:`\theta_0`, so that the log joint's curvature in :math:`u`
+is about the identity and L-BFGS's unit first step and short memory suit it (the preconditioning of Nocedal and
+Wright 2006, ch. 7, by a change of variables). On an MNIST-1D MLP (2,560 weights, 4,000 rows) the MAP reached a
+decrement of 0.1 after 1,650 iterations where plain L-BFGS took 8,200 (``benchmarks/results/cnn.md``).
+"""
 
 from __future__ import annotations
 
 import math
 
 import torch
-from bnn.inference.posterior_mode.cg_decrement import PrecisionOperator, cg_decrement
+from bnn.inference.posterior_mode.cg_decrement import PrecisionOperator, cg_decrement, kron_supported
 from bnn.inference.posterior_mode.gauss_newton import (
     levenberg_marquardt,
     log_joint_precision,
     newton_decrement,
     uses_gauss_newton,
 )
+from bnn.inference.posterior_mode.kron_curvature import kron_posterior
 from bnn.inference.posterior_mode.log_joint import ScaledPrior, log_likelihood
 from bnn.inference.posterior_mode.output_curvature import OUTPUT_HESSIANS
 
@@ -34,6 +49,7 @@ class MapProblem:
         self.iterations, self.bar = 0, None  # the polish's progress bar, made once Adam is done
         self.stopped_early = False  # whether the last polish stopped before max_iter
         self.handed_over = False  # whether Levenberg-Marquardt stopped short in the last polish and L-BFGS went on
+        self.whitened = False  # whether the last polish's L-BFGS worked in whitened coordinates
         self.last_rise: float | None = None  # the log joint's rise over the last polish's last L-BFGS window
 
     def stopped_rising(self, tolerance: float) -> bool:
@@ -97,17 +113,32 @@ class MapProblem:
                 return theta, taken
             self.handed_over = True  # Levenberg-Marquardt stopped short: L-BFGS takes the rest of the budget
         fixed, block = theta[:begin], theta[begin:].clone().requires_grad_(True)
+        whitened = self.whitened = not dense and self.whitens(begin)
+        centre, covariance = None, None  # whitened: the covered entries are centre + S block, S S^T = covariance
+
+        def covered() -> torch.Tensor:
+            return block if covariance is None else centre + covariance.times(block)
+
+        def latents_of(weights: torch.Tensor) -> dict:
+            return {name: value.exp() for name, value in log_noise.items()} or latents_at(weights)
 
         def lbfgs() -> torch.optim.LBFGS:
+            nonlocal centre, covariance
+            if whitened:  # re-centre at the current weights, whitened by the Kronecker-factored covariance there
+                centre = covered().detach().clone()  # block is zeroed below
+                weights = torch.cat([fixed, centre])
+                latents = {name: value.detach() for name, value in latents_of(weights).items()}
+                covariance = kron_posterior(model, x, weights, latents, prior.curvature(weights, 0))
+                with torch.no_grad():
+                    block.zero_()
             return torch.optim.LBFGS(
                 [block, *log_noise.values()], lr=1.0, max_iter=LBFGS_CHECK_EVERY, tolerance_grad=0.0,
                 tolerance_change=LBFGS_TOLERANCE_CHANGE, history_size=LBFGS_HISTORY, line_search_fn="strong_wolfe",
             )
 
         def objective() -> torch.Tensor:
-            weights = torch.cat([fixed, block])
-            latents = {name: value.exp() for name, value in log_noise.items()} or latents_at(weights)
-            return -joint(weights, latents) / x.shape[0]
+            weights = torch.cat([fixed, covered()])
+            return -joint(weights, latents_of(weights)) / x.shape[0]
 
         def closure() -> torch.Tensor:
             optimiser.zero_grad()
@@ -129,11 +160,16 @@ class MapProblem:
                     self.last_rise = (before - float(objective())) * x.shape[0]
             if moved == 0 or self.stopped_rising(tolerance):
                 break  # the log joint stopped rising
-            if decrement(torch.cat([fixed, block.detach()])) <= tolerance:
+            if decrement(torch.cat([fixed, covered().detach()])) <= tolerance:
                 break
-            if moved < window:  # L-BFGS ended itself (a line search that failed at a kink): start it afresh
+            if moved < window or whitened:  # L-BFGS ended itself (a line search that failed at a kink), or re-centre
                 optimiser = lbfgs()
-        return torch.cat([fixed, block.detach()]), taken + done
+        return torch.cat([fixed, covered().detach()]), taken + done
+
+    def whitens(self, start: int) -> bool:
+        """Whether L-BFGS works in whitened coordinates: all entries covered, a likelihood with a GGN, and every layer
+        and prior allowing the Kronecker factors."""
+        return start == 0 and type(self.model.likelihood) in OUTPUT_HESSIANS and kron_supported(self.model, self.x)
 
 
 def lbfgs_iterations(optimiser: torch.optim.LBFGS) -> int:

@@ -43,22 +43,22 @@ def test_the_matrix_free_product_is_the_dense_precision_times_the_vector():
 
 @pytest.mark.parametrize("prior", ["gaussian", "scale-mixture"])
 def test_the_decrement_by_conjugate_gradients_is_the_dense_one(prior):
-    """Kronecker-preconditioned under the Gaussian prior, diagonally under the scale-mixture prior (no Kronecker factors):
-    the estimate reads the unexplained term low, here by less than 1% of delta."""
+    """Kronecker-preconditioned under the Gaussian prior, diagonally under the scale-mixture prior (no Kronecker
+    factors). At the tolerance the estimate reads the unexplained term low, here by less than 1% of delta; ten times
+    above it, where the verdict is already certain, the iterations stop early (delta read to 10% at worst)."""
     model, x, _, theta, scaled, gradient = off_mode(prior)
     assert kron_supported(model, x) == (prior == "gaussian")
     dense = newton_decrement(gradient, log_joint_precision(model, x, theta, {}, scaled.curvature(theta, 0), start=0,
                                                            diagonal=False))
     operator = PrecisionOperator(model, x, theta, {}, scaled.curvature(theta, 0), start=0)
-    estimate = cg_decrement(operator, gradient, tolerance=0.1)
-    assert dense > 1  # far from the mode: the test is not at the tolerance
-    assert estimate == pytest.approx(dense, rel=0.01)
+    assert cg_decrement(operator, gradient, tolerance=dense) == pytest.approx(dense, rel=0.01)
+    assert cg_decrement(operator, gradient, tolerance=dense / 10) == pytest.approx(dense, rel=0.1)
 
 
 def test_a_map_too_large_for_the_dense_precision_reports_the_decrement_of_the_dense_one(monkeypatch):
     """With the dense limit lowered below the network's 25 weights the polish is L-BFGS and the decrement comes by
-    conjugate gradients; at the weights it ended at, it is the dense precision's (4.149 against 4.168: the Kronecker
-    preconditioner is crude for one input, and the estimate reads low)."""
+    conjugate gradients; at the weights it ended at, it is the dense precision's (to 10%: there it is far above the
+    tolerance, and the iterations stop once the verdict is certain)."""
     monkeypatch.setattr(gauss_newton, "GAUSS_NEWTON_MAX_WEIGHTS", 10)
     data = load_toy1d(n_train=40, n_test=10)
     x, y = working_data(data.x_train, data.y_train)
@@ -67,9 +67,9 @@ def test_a_map_too_large_for_the_dense_precision_reports_the_decrement_of_the_de
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a short budget: not converged, and said so
         estimate = find_map(model, x, y, steps=50, lr=0.01, tolerance=0.1, progress=False, max_iter=5)
-    assert estimate.polish == "lbfgs" and not estimate.converged
+    assert estimate.polish == "lbfgs, kron-whitened" and not estimate.converged
     scaled, point = ScaledPrior(model, 1.0), estimate.theta.clone().requires_grad_(True)
     (gradient,) = torch.autograd.grad(log_likelihood(model, x, y, point, {}) + scaled.log_prob(point), point)
     precision = log_joint_precision(model, x, estimate.theta, {}, scaled.curvature(estimate.theta, 0), start=0,
                                     diagonal=False)
-    assert estimate.newton_decrement == pytest.approx(newton_decrement(gradient, precision), rel=0.01)
+    assert estimate.newton_decrement == pytest.approx(newton_decrement(gradient, precision), rel=0.1)
