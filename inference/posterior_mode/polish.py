@@ -104,7 +104,7 @@ class MapProblem:
                 (gradient,) = torch.autograd.grad(joint(point, latents), point)
             return self.decrement(weights, latents, prior, begin, gradient[begin:], tolerance)
 
-        self.handed_over, self.last_rise, taken = False, None, 0
+        self.handed_over, self.whitened, self.last_rise, taken = False, False, None, 0
         if dense:
             theta, taken = levenberg_marquardt(
                 joint, latents_at, lambda w, latents: self.precision(w, latents, prior, begin), theta, start=begin,
