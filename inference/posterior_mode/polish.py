@@ -22,14 +22,15 @@ from __future__ import annotations
 import math
 
 import torch
-from bnn.inference.posterior_mode.cg_decrement import PrecisionOperator, cg_decrement, kron_supported
+from bnn.guides.kron_covariance import KronCovariance
+from bnn.inference.posterior_mode.cg_decrement import PrecisionOperator, cg_decrement
 from bnn.inference.posterior_mode.gauss_newton import (
     levenberg_marquardt,
     log_joint_precision,
     newton_decrement,
     uses_gauss_newton,
 )
-from bnn.inference.posterior_mode.kron_curvature import kron_posterior
+from bnn.inference.posterior_mode.kron_curvature import kron_posterior, kron_supported
 from bnn.inference.posterior_mode.log_joint import ScaledPrior, log_likelihood
 from bnn.inference.posterior_mode.output_curvature import OUTPUT_HESSIANS
 
@@ -51,6 +52,7 @@ class MapProblem:
         self.handed_over = False  # whether Levenberg-Marquardt stopped short in the last polish and L-BFGS went on
         self.whitened = False  # whether the last polish's L-BFGS worked in whitened coordinates
         self.last_rise: float | None = None  # the log joint's rise over the last polish's last L-BFGS window
+        self._kron: tuple | None = None  # the last Kronecker-factored covariance, and the point it was made at
 
     def stopped_rising(self, tolerance: float) -> bool:
         r"""Whether the last L-BFGS window raised the log joint by at most :math:`\text{tolerance}^2/2` nats
@@ -76,9 +78,21 @@ class MapProblem:
             return newton_decrement(gradient, self.precision(theta, latents, prior, start))
         curvature = prior.curvature(theta, start)
         if type(model.likelihood) in OUTPUT_HESSIANS:
-            return cg_decrement(PrecisionOperator(model, x, theta, latents, curvature, start=start), gradient, tolerance)
+            covariance = self.kron_covariance(theta, latents, prior) if self.whitened and start == 0 else None
+            operator = PrecisionOperator(model, x, theta, latents, curvature, start=start, covariance=covariance)
+            return cg_decrement(operator, gradient, tolerance)
         return newton_decrement(gradient, log_joint_precision(model, x, theta, latents, curvature, start=start,
                                                               diagonal=True))
+
+    def kron_covariance(self, theta, latents, prior: ScaledPrior) -> KronCovariance:
+        """The Kronecker-factored posterior covariance at ``theta`` (all entries covered), the last one again when asked
+        at the same weights, latents and prior multiplier: a whitened polish's convergence check after each L-BFGS
+        window and its re-centring there ask at the same point."""
+        point = (theta.detach(), {name: float(value) for name, value in latents.items()}, prior.weight)
+        last = self._kron
+        if last is None or last[1:3] != point[1:] or not torch.equal(last[0], point[0]):
+            self._kron = last = (*point, kron_posterior(self.model, self.x, theta, latents, prior.curvature(theta, 0)))
+        return last[3]
 
     def polish(self, theta, prior: ScaledPrior, latents_at, log_noise: dict, tolerance: float) -> torch.Tensor:
         """Polish all entries, then those from ``judged_from`` on (if any), until the decrement is at most
@@ -128,7 +142,7 @@ class MapProblem:
                 centre = covered().detach().clone()  # block is zeroed below
                 weights = torch.cat([fixed, centre])
                 latents = {name: value.detach() for name, value in latents_of(weights).items()}
-                covariance = kron_posterior(model, x, weights, latents, prior.curvature(weights, 0))
+                covariance = self.kron_covariance(weights, latents, prior)
                 with torch.no_grad():
                     block.zero_()
             return torch.optim.LBFGS(

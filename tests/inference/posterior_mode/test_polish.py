@@ -25,8 +25,9 @@ def digits_subset():
 def test_lbfgs_above_the_dense_limit_stops_at_a_mode_by_the_dense_precision(monkeypatch, whitened):
     """With the dense limit lowered below the network's weights the polish is L-BFGS (in Kronecker-whitened
     coordinates, or plain where whitening is turned off); where it says it converged, the dense precision's decrement
-    agrees. (The modes differ: Levenberg-Marquardt from the same start ends 1.08 posterior sd from the whitened run's
-    end, the log joints 4e-5 nats apart, and the plain run at another mode 0.08 nats lower.)"""
+    agrees. (The modes differ, so they are not compared with Levenberg-Marquardt's: the same find_map at the real
+    dense limit ended 1.08 posterior sd from the whitened run's end, the log joints 4e-5 nats apart, and the plain
+    run at another mode 0.08 nats lower, in a measurement at cfcb3c6.)"""
     model, x, y = digits_subset()
     monkeypatch.setattr(gauss_newton, "GAUSS_NEWTON_MAX_WEIGHTS", 100)
     monkeypatch.setattr(MapProblem, "whitens", lambda self, start: whitened and start == 0)
