@@ -68,11 +68,13 @@ class MapProblem:
         return log_joint_precision(self.model, self.x, theta, latents, prior.curvature(theta, start), start=start,
                                    diagonal=False)
 
-    def decrement(self, theta, latents, prior: ScaledPrior, start: int, gradient: torch.Tensor, tolerance: float) -> float:
+    def decrement(self, theta, latents, prior: ScaledPrior, start: int, gradient: torch.Tensor, tolerance: float, *,
+                  verdict_only: bool = False) -> float:
         r"""The Newton decrement :math:`\delta` of ``gradient`` over the entries from ``start`` on: from the dense
         precision where a Gauss-Newton step is affordable, else by conjugate gradients on the matrix-free one
-        (:mod:`bnn.inference.posterior_mode.cg_decrement`); for a likelihood without a GGN from the prior's curvature
-        alone (an upper bound where the likelihood's own curvature is positive semi-definite)."""
+        (:mod:`bnn.inference.posterior_mode.cg_decrement`; ``verdict_only``: stopped once it is certain to exceed
+        ``tolerance``); for a likelihood without a GGN from the prior's curvature alone (an upper bound where the
+        likelihood's own curvature is positive semi-definite)."""
         model, x = self.model, self.x
         if uses_gauss_newton(model, x.shape[0], gradient.shape[0]):
             return newton_decrement(gradient, self.precision(theta, latents, prior, start))
@@ -80,7 +82,7 @@ class MapProblem:
         if type(model.likelihood) in OUTPUT_HESSIANS:
             covariance = self.kron_covariance(theta, latents, prior) if self.whitened and start == 0 else None
             operator = PrecisionOperator(model, x, theta, latents, curvature, start=start, covariance=covariance)
-            return cg_decrement(operator, gradient, tolerance)
+            return cg_decrement(operator, gradient, tolerance, verdict_only=verdict_only)
         return newton_decrement(gradient, log_joint_precision(model, x, theta, latents, curvature, start=start,
                                                               diagonal=True))
 
@@ -116,7 +118,7 @@ class MapProblem:
             point = weights.clone().requires_grad_(True)
             with torch.enable_grad():
                 (gradient,) = torch.autograd.grad(joint(point, latents), point)
-            return self.decrement(weights, latents, prior, begin, gradient[begin:], tolerance)
+            return self.decrement(weights, latents, prior, begin, gradient[begin:], tolerance, verdict_only=True)
 
         self.handed_over, self.whitened, self.last_rise, taken = False, False, None, 0
         if dense:

@@ -56,6 +56,30 @@ def test_the_decrement_by_conjugate_gradients_is_the_dense_one(prior):
     assert cg_decrement(operator, gradient, tolerance=dense / 10) == pytest.approx(dense, rel=0.1)
 
 
+@pytest.mark.parametrize("prior", ["gaussian", "scale-mixture"])
+def test_a_verdict_only_decrement_stops_once_it_is_certain_to_exceed_the_tolerance(prior, monkeypatch):
+    """Asked only for the verdict, at a tolerance a tenth of delta the iterations stop as soon as the lower bound
+    delta_k passes it: fewer products than the full estimate, a value between the tolerance and delta (plus the
+    preconditioner's estimate of the unexplained term, small here); at a tolerance above delta the verdict is the
+    full estimate's, to the bit (the same iterations run)."""
+    model, x, _, theta, scaled, gradient = off_mode(prior)
+    dense = newton_decrement(gradient, log_joint_precision(model, x, theta, {}, scaled.curvature(theta, 0), start=0,
+                                                           diagonal=False))
+    operator = PrecisionOperator(model, x, theta, {}, scaled.curvature(theta, 0), start=0)
+    products = []
+    times = operator.times
+    monkeypatch.setattr(operator, "times", lambda vector: products.append(1) or times(vector))
+
+    def counted(tolerance: float, verdict_only: bool) -> tuple[float, int]:
+        products.clear()
+        return cg_decrement(operator, gradient, tolerance, verdict_only=verdict_only), len(products)
+
+    (full, full_products), (verdict, verdict_products) = counted(dense / 10, False), counted(dense / 10, True)
+    assert full == pytest.approx(dense, rel=0.1) and dense / 10 < verdict <= 1.05 * dense
+    assert verdict_products < full_products
+    assert counted(2 * dense, True) == counted(2 * dense, False)
+
+
 def test_a_map_too_large_for_the_dense_precision_reports_the_decrement_of_the_dense_one(monkeypatch):
     """With the dense limit lowered below the network's 25 weights the polish is L-BFGS and the decrement comes by
     conjugate gradients; at the weights it ended at, it is the dense precision's (to 10%: there it is far above the
