@@ -5,7 +5,8 @@ Each MAP fit takes :math:`A` Adam steps, then polishes. Where an evidence search
 it refits the MAP at each of its :math:`E` evaluations to within one posterior standard deviation of the mode: the
 first refit from Adam's end, the others from the nearest refit so far; then the MAP at the values chosen is polished
 to the fit's tolerance. Without a search there is one polish, from Adam's end to the tolerance. Each polish takes at
-most :math:`L` iterations (``map_max_iter``); an ensemble of :math:`M` members in :math:`p` processes takes
+most :math:`L` iterations (``map_max_iter``, by default the polish's own:
+:func:`~bnn.inference.posterior_mode.polish.polish_budget`); an ensemble of :math:`M` members in :math:`p` processes takes
 :math:`\lceil M/p \rceil` times that. The two kinds of work are timed apart, each as the fit runs it, in float64
 (:func:`adam_step_seconds`, :func:`polish_iteration_seconds`): a polish iteration (a Gauss-Newton matrix and its
 solve, or an L-BFGS iteration's line search) costs several to tens of Adam steps.
@@ -36,13 +37,14 @@ from dataclasses import dataclass
 
 import pyro
 import torch
-from bnn.guides.flat_weights import join_sites
+from bnn.guides.flat_weights import join_sites, num_weights
 from bnn.inference.core.cost_model import NUM_SAMPLES, CostModel, GradientCount
 from bnn.inference.core.model_snapshot import snapshot_model
 from bnn.inference.posterior_mode.evidence_search import GOLDEN, MAX_EVALUATIONS, STEP, TOLERANCE
+from bnn.inference.posterior_mode.gauss_newton import uses_gauss_newton
 from bnn.inference.posterior_mode.log_joint import ScaledPrior, evidence_possible
-from bnn.inference.posterior_mode.map_estimate import MAP_LR, MAP_MAX_ITER, working_data
-from bnn.inference.posterior_mode.polish import MapProblem, adam_steps
+from bnn.inference.posterior_mode.map_estimate import MAP_LR, working_data
+from bnn.inference.posterior_mode.polish import MapProblem, adam_steps, polish_budget
 
 from bnn.options import Options
 from bnn.runtime.progress import progress_bar
@@ -97,10 +99,11 @@ the machine does then."""
 def map_fits_count(options: Options, model, rows: int, *, members: int = 1, parallel: int = 1,
                    tuned: bool = False) -> GradientCount:
     """The expected and worst-case work of ``members`` MAP fits under ``options`` (``map_steps``, and ``map_max_iter``
-    where the method has it, else the MAP fit's default) on ``rows`` training rows; ``tuned``: the evidence chooses the
-    prior precision; ``model`` tells whether it chooses a learned noise too, and whether its network has kinks
-    (:func:`polish_counts`)."""
-    budget = getattr(options, "map_max_iter", MAP_MAX_ITER)
+    where the method has it, else the polish's own budget) on ``rows`` training rows; ``tuned``: the evidence chooses
+    the prior precision; ``model`` tells whether it chooses a learned noise too, whether its network has kinks
+    (:func:`polish_counts`) and whether its polish is Levenberg-Marquardt (else L-BFGS, with a larger default budget)."""
+    dense = model is None or uses_gauss_newton(model, rows, num_weights(model.sites))
+    budget = polish_budget(getattr(options, "map_max_iter", None), dense)
     learned_noise = model is not None and bool(model.likelihood.latent_priors()) and evidence_possible(model, 0)
     searched = tuned or learned_noise
     typical = polish_counts(model).at(rows)

@@ -57,9 +57,10 @@ from bnn.inference.posterior_mode.polish import LBFGS_CHECK_EVERY, MapProblem, a
 from bnn.runtime.progress import progress_bar
 from bnn.runtime.stacklevel import user_stacklevel
 
-MAP_STEPS, MAP_LR, MAP_TOLERANCE, MAP_MAX_ITER = 1000, 0.01, 0.1, 1000
-"""The defaults of every MAP fit: Adam's steps and rate, the largest Newton decrement accepted (posterior standard
-deviations) and the polish's iterations at most."""
+MAP_STEPS, MAP_LR, MAP_TOLERANCE = 1000, 0.01, 0.1
+"""The defaults of every MAP fit: Adam's steps and rate, and the largest Newton decrement accepted (posterior standard
+deviations); the polish's iterations at most are the polish's own
+(:func:`~bnn.inference.posterior_mode.polish.polish_budget`) unless the fit sets them."""
 WORKING_DTYPE = torch.float64
 """The dtype every MAP fit works in, whatever the default: in float32 the polish stalls above the tolerance."""
 
@@ -138,7 +139,7 @@ class MapEstimate:
 
 def find_map(
     model, x: torch.Tensor, y: torch.Tensor, *, steps: int, lr: float, tolerance: float, progress: bool,
-    max_iter: int = MAP_MAX_ITER, judged_from: int = 0, init: torch.Tensor | None = None,
+    max_iter: int | None = None, judged_from: int = 0, init: torch.Tensor | None = None,
     noise: torch.Tensor | None = None, multiplier: float | None = 1.0, diagonal_evidence: bool | None = None,
     kron_evidence: bool = False,
 ) -> MapEstimate:
@@ -163,8 +164,10 @@ def find_map(
         The largest Newton decrement :math:`\delta` accepted as converged, in posterior standard deviations.
     progress : bool
         Show tqdm bars.
-    max_iter : int
-        Iterations of each polish at most (the final one, and each refit of an evidence search).
+    max_iter : int, optional
+        Iterations of each polish at most (the final one, and each refit of an evidence search); ``None``: 1,000
+        Levenberg-Marquardt steps, or 5,000 L-BFGS iterations where the polish is L-BFGS from the start
+        (:func:`~bnn.inference.posterior_mode.polish.polish_budget`).
     judged_from : int
         With ``judged_from > 0`` (a Laplace approximation over the entries from there on, the
         rest held fixed) a second polish optimises those entries alone, and convergence is judged,
@@ -208,7 +211,7 @@ def find_map(
                          diagonal_evidence, kron_evidence)
 
 
-def _find_map(model, x, y, steps: int, lr: float, tolerance: float, progress: bool, max_iter: int, judged_from: int,
+def _find_map(model, x, y, steps: int, lr: float, tolerance: float, progress: bool, max_iter: int | None, judged_from: int,
               init: torch.Tensor | None, noise: torch.Tensor | None, multiplier: float | None,
               diagonal_evidence: bool | None, kron_evidence: bool) -> MapEstimate:
     prior = ScaledPrior(model, 1.0 if multiplier is None else multiplier)
@@ -316,7 +319,7 @@ def falls_along_gradient(log_joint, theta: torch.Tensor, start: int = 0) -> bool
 
 
 def map_weights(model, x: torch.Tensor, y: torch.Tensor, *, steps: int = MAP_STEPS, lr: float = MAP_LR,
-                tolerance: float = MAP_TOLERANCE, max_iter: int = MAP_MAX_ITER) -> dict[str, torch.Tensor]:
+                tolerance: float = MAP_TOLERANCE, max_iter: int | None = None) -> dict[str, torch.Tensor]:
     r"""The MAP value of every latent site of ``model`` on ``(x, y)``, a starting point for a guide.
 
     .. math::
@@ -338,8 +341,8 @@ def map_weights(model, x: torch.Tensor, y: torch.Tensor, *, steps: int = MAP_STE
         The training data, all of it (the MAP of a minibatch is another point).
     steps, lr, tolerance
         Adam's steps and rate, and the largest Newton decrement (posterior standard deviations) the polish accepts.
-    max_iter : int
-        The polish's iterations at most.
+    max_iter : int, optional
+        The polish's iterations at most (``None``: the polish's own, as :func:`find_map`).
 
     Returns
     -------

@@ -6,10 +6,10 @@ from dataclasses import dataclass
 
 import torch
 from bnn.inference.posterior_mode.gauss_newton import GAUSS_NEWTON_MAX_WEIGHTS
-from bnn.inference.posterior_mode.map_estimate import MAP_LR, MAP_MAX_ITER, MAP_STEPS, MAP_TOLERANCE
+from bnn.inference.posterior_mode.map_estimate import MAP_LR, MAP_STEPS, MAP_TOLERANCE
 from bnn.inference.posterior_mode.polish import LBFGS_HISTORY
 
-from bnn.options import Options, option, positive_int, positive_number
+from bnn.options import Options, option, optional, positive_int, positive_number
 from bnn.runtime.memory import parameter_count, value_bytes
 
 
@@ -26,15 +26,17 @@ class MapFitOptions(Options):
     map_tolerance : float
         The polish stops once the MAP lies within this many posterior standard deviations of the mode (the Newton
         decrement, :mod:`bnn.inference.posterior_mode.gauss_newton`).
-    map_max_iter : int
+    map_max_iter : int, optional
         Iterations of the polish at most (Levenberg-Marquardt, or L-BFGS where a Gauss-Newton step is too costly:
-        :func:`~bnn.inference.posterior_mode.gauss_newton.uses_gauss_newton`).
+        :func:`~bnn.inference.posterior_mode.gauss_newton.uses_gauss_newton`); ``None``: 1,000 Levenberg-Marquardt
+        steps, or 5,000 L-BFGS iterations where the polish is L-BFGS from the start
+        (:func:`~bnn.inference.posterior_mode.polish.polish_budget`).
     """
 
     map_steps: int = option(MAP_STEPS, positive_int)
     map_lr: float = option(MAP_LR, positive_number)
     map_tolerance: float = option(MAP_TOLERANCE, positive_number)
-    map_max_iter: int = option(MAP_MAX_ITER, positive_int)
+    map_max_iter: int | None = option(None, optional(positive_int))
 
     def map_fit_needs(self, model) -> dict[str, int]:
         r"""The bytes one MAP fit of ``model`` holds at its peak, in float64: its polish, L-BFGS's history of

@@ -61,7 +61,7 @@ class MemberJob:
     steps: int
     lr: float
     tolerance: float
-    max_iter: int
+    max_iter: int | None
     dtype: torch.dtype  # the caller's default dtype, which a worker takes on
 
 

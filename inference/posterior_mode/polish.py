@@ -40,15 +40,20 @@ LBFGS_HISTORY = 100
 LBFGS_CHECK_EVERY = 50
 """L-BFGS iterations between two checks of the Newton decrement."""
 LBFGS_TOLERANCE_CHANGE = 1e-14
+LEVENBERG_MARQUARDT_MAX_ITER, LBFGS_MAX_ITER = 1000, 5000
+"""A polish's iterations at most when the fit sets none: Levenberg-Marquardt steps (a dense Gauss-Newton solve each;
+where it stops short L-BFGS takes the rest), or L-BFGS iterations where the polish is L-BFGS from the start (a
+gradient and a little more each; thousands where the dense precision is unaffordable: ``benchmarks/results/cnn.md``)."""
 
 
 class MapProblem:
     """The data, the model and the settings of one :func:`find_map` call, and the pieces its stages share."""
 
-    def __init__(self, model, x, y, judged_from: int, max_iter: int) -> None:
+    def __init__(self, model, x, y, judged_from: int, max_iter: int | None) -> None:
         self.model, self.x, self.y, self.judged_from, self.max_iter = model, x, y, judged_from, max_iter
         self.iterations, self.bar = 0, None  # the polish's progress bar, made once Adam is done
-        self.stopped_early = False  # whether the last polish stopped before max_iter
+        self.budget = 0  # the last polish's iterations at most (polish_budget)
+        self.stopped_early = False  # whether the last polish stopped before its budget
         self.handed_over = False  # whether Levenberg-Marquardt stopped short in the last polish and L-BFGS went on
         self.whitened = False  # whether the last polish's L-BFGS worked in whitened coordinates
         self.last_rise: float | None = None  # the log joint's rise over the last polish's last L-BFGS window
@@ -103,12 +108,13 @@ class MapProblem:
         for begin in (0, self.judged_from) if self.judged_from else (0,):
             theta, taken = self._polish_from(theta, begin, prior, latents_at, log_noise, tolerance)
             self.iterations += taken
-            self.stopped_early = taken < self.max_iter
+            self.stopped_early = taken < self.budget
         return theta
 
     def _polish_from(self, theta, begin, prior: ScaledPrior, latents_at, log_noise, tolerance) -> tuple[torch.Tensor, int]:
         model, x, y = self.model, self.x, self.y
         dense = uses_gauss_newton(model, x.shape[0], theta.shape[0] - self.judged_from)
+        budget = self.budget = polish_budget(self.max_iter, dense)
 
         def joint(weights: torch.Tensor, latents: dict) -> torch.Tensor:
             return log_likelihood(model, x, y, weights, latents) + prior.log_prob(weights)
@@ -124,8 +130,8 @@ class MapProblem:
         if dense:
             theta, taken = levenberg_marquardt(
                 joint, latents_at, lambda w, latents: self.precision(w, latents, prior, begin), theta, start=begin,
-                tolerance=tolerance, max_iterations=self.max_iter, progress_bar=self.bar)
-            if taken >= self.max_iter or decrement(theta) <= tolerance:
+                tolerance=tolerance, max_iterations=budget, progress_bar=self.bar)
+            if taken >= budget or decrement(theta) <= tolerance:
                 return theta, taken
             self.handed_over = True  # Levenberg-Marquardt stopped short: L-BFGS takes the rest of the budget
         fixed, block = theta[:begin], theta[begin:].clone().requires_grad_(True)
@@ -163,8 +169,8 @@ class MapProblem:
             return loss
 
         optimiser, done = lbfgs(), 0
-        while taken + done < self.max_iter:
-            window = min(LBFGS_CHECK_EVERY, self.max_iter - taken - done)
+        while taken + done < budget:
+            window = min(LBFGS_CHECK_EVERY, budget - taken - done)
             optimiser.param_groups[0]["max_iter"] = window
             counted = lbfgs_iterations(optimiser)
             before = float(optimiser.step(closure).detach())
@@ -186,6 +192,14 @@ class MapProblem:
         """Whether L-BFGS works in whitened coordinates: all entries covered, a likelihood with a GGN, and every layer
         and prior allowing the Kronecker factors."""
         return start == 0 and type(self.model.likelihood) in OUTPUT_HESSIANS and kron_supported(self.model, self.x)
+
+
+def polish_budget(max_iter: int | None, dense: bool) -> int:
+    """A polish's iterations at most: ``max_iter``, or where it is ``None`` :data:`LEVENBERG_MARQUARDT_MAX_ITER` for a
+    ``dense`` polish (Levenberg-Marquardt) and :data:`LBFGS_MAX_ITER` for L-BFGS."""
+    if max_iter is not None:
+        return max_iter
+    return LEVENBERG_MARQUARDT_MAX_ITER if dense else LBFGS_MAX_ITER
 
 
 def lbfgs_iterations(optimiser: torch.optim.LBFGS) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 from bnn.datasets import load_dataset
-from bnn.inference.posterior_mode import gauss_newton
+from bnn.inference.posterior_mode import gauss_newton, polish
 from bnn.inference.posterior_mode.gauss_newton import log_joint_precision, newton_decrement
 from bnn.inference.posterior_mode.log_joint import ScaledPrior, log_likelihood
 from bnn.inference.posterior_mode.map_estimate import find_map, working_data
@@ -39,3 +39,18 @@ def test_lbfgs_above_the_dense_limit_stops_at_a_mode_by_the_dense_precision(monk
     precision = log_joint_precision(model, x, estimate.theta, {}, scaled.curvature(estimate.theta, 0), start=0,
                                     diagonal=False)
     assert newton_decrement(gradient, precision) <= 0.01
+
+
+@pytest.mark.parametrize("dense_limit, polish_name, budget", [(100, "lbfgs, kron-whitened", "LBFGS_MAX_ITER"),
+                                                              (4096, "levenberg-marquardt", "LEVENBERG_MARQUARDT_MAX_ITER")])
+def test_without_a_budget_each_polish_takes_its_own_default(monkeypatch, dense_limit, polish_name, budget):
+    """find_map without max_iter stops at the default of the polish it runs (each lowered to 3 here, the tolerance
+    out of reach)."""
+    model, x, y = digits_subset()
+    monkeypatch.setattr(gauss_newton, "GAUSS_NEWTON_MAX_WEIGHTS", dense_limit)
+    monkeypatch.setattr(polish, "LBFGS_MAX_ITER", 3 if budget == "LBFGS_MAX_ITER" else 10_000)
+    monkeypatch.setattr(polish, "LEVENBERG_MARQUARDT_MAX_ITER", 3 if budget != "LBFGS_MAX_ITER" else 10_000)
+    torch.manual_seed(0)
+    with pytest.warns(RuntimeWarning, match="stopped after 3 iterations"):
+        estimate = find_map(model, x, y, steps=10, lr=0.01, tolerance=1e-12, progress=False)
+    assert estimate.polish == polish_name and estimate.lbfgs_iterations == 3
