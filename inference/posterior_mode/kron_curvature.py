@@ -60,7 +60,6 @@ def check_kron_supported(model, x: torch.Tensor) -> None:
                          f"eigenvalues; the model has {others}: use a Gaussian prior, or structure 'full' or 'diag'")
 
 
-
 def kron_supported(model, x: torch.Tensor) -> bool:
     """Whether :func:`check_kron_supported` accepts ``model`` on ``x``'s first row."""
     try:
@@ -68,6 +67,7 @@ def kron_supported(model, x: torch.Tensor) -> bool:
     except ValueError:
         return False
     return True
+
 
 def _chunk_factors(model, x: torch.Tensor, values, latents) -> tuple[list[str], list[torch.Tensor], list[torch.Tensor],
                                                                       int]:

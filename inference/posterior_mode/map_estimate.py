@@ -165,9 +165,8 @@ def find_map(
     progress : bool
         Show tqdm bars.
     max_iter : int, optional
-        Iterations of each polish at most (the final one, and each refit of an evidence search); ``None``: 1,000
-        Levenberg-Marquardt steps, or 5,000 L-BFGS iterations where the polish is L-BFGS from the start
-        (:func:`~bnn.inference.posterior_mode.polish.polish_budget`).
+        Iterations of each polish at most (the final one, and each refit of an evidence search); ``None``: the
+        polish's own (:func:`~bnn.inference.posterior_mode.polish.polish_budget`).
     judged_from : int
         With ``judged_from > 0`` (a Laplace approximation over the entries from there on, the
         rest held fixed) a second polish optimises those entries alone, and convergence is judged,
@@ -211,8 +210,8 @@ def find_map(
                          diagonal_evidence, kron_evidence)
 
 
-def _find_map(model, x, y, steps: int, lr: float, tolerance: float, progress: bool, max_iter: int | None, judged_from: int,
-              init: torch.Tensor | None, noise: torch.Tensor | None, multiplier: float | None,
+def _find_map(model, x, y, steps: int, lr: float, tolerance: float, progress: bool, max_iter: int | None,
+              judged_from: int, init: torch.Tensor | None, noise: torch.Tensor | None, multiplier: float | None,
               diagonal_evidence: bool | None, kron_evidence: bool) -> MapEstimate:
     prior = ScaledPrior(model, 1.0 if multiplier is None else multiplier)
     if init is None:

@@ -41,15 +41,15 @@ def test_lbfgs_above_the_dense_limit_stops_at_a_mode_by_the_dense_precision(monk
     assert newton_decrement(gradient, precision) <= 0.01
 
 
-@pytest.mark.parametrize("dense_limit, polish_name, budget", [(100, "lbfgs, kron-whitened", "LBFGS_MAX_ITER"),
-                                                              (4096, "levenberg-marquardt", "LEVENBERG_MARQUARDT_MAX_ITER")])
-def test_without_a_budget_each_polish_takes_its_own_default(monkeypatch, dense_limit, polish_name, budget):
+@pytest.mark.parametrize("dense_limit, polish_name, lowered", [(100, "lbfgs, kron-whitened", "LBFGS_MAX_ITER"),
+                                                               (4096, "levenberg-marquardt", "LEVENBERG_MARQUARDT_MAX_ITER")])
+def test_without_a_budget_each_polish_takes_its_own_default(monkeypatch, dense_limit, polish_name, lowered):
     """find_map without max_iter stops at the default of the polish it runs (each lowered to 3 here, the tolerance
     out of reach)."""
     model, x, y = digits_subset()
     monkeypatch.setattr(gauss_newton, "GAUSS_NEWTON_MAX_WEIGHTS", dense_limit)
-    monkeypatch.setattr(polish, "LBFGS_MAX_ITER", 3 if budget == "LBFGS_MAX_ITER" else 10_000)
-    monkeypatch.setattr(polish, "LEVENBERG_MARQUARDT_MAX_ITER", 3 if budget != "LBFGS_MAX_ITER" else 10_000)
+    for default in ("LBFGS_MAX_ITER", "LEVENBERG_MARQUARDT_MAX_ITER"):
+        monkeypatch.setattr(polish, default, 3 if default == lowered else 10_000)
     torch.manual_seed(0)
     with pytest.warns(RuntimeWarning, match="stopped after 3 iterations"):
         estimate = find_map(model, x, y, steps=10, lr=0.01, tolerance=1e-12, progress=False)
