@@ -29,7 +29,7 @@ class MapFitOptions(Options):
     map_max_iter : int, optional
         Iterations of the polish at most (Levenberg-Marquardt, or L-BFGS where a Gauss-Newton step is too costly:
         :func:`~bnn.inference.posterior_mode.gauss_newton.uses_gauss_newton`); ``None``: 1,000 Levenberg-Marquardt
-        steps, or 5,000 L-BFGS iterations where the polish is L-BFGS from the start
+        steps, or 10,000 L-BFGS iterations where the polish is L-BFGS from the start
         (:func:`~bnn.inference.posterior_mode.polish.polish_budget`).
     """
 

@@ -40,10 +40,11 @@ LBFGS_HISTORY = 100
 LBFGS_CHECK_EVERY = 50
 """L-BFGS iterations between two checks of the Newton decrement."""
 LBFGS_TOLERANCE_CHANGE = 1e-14
-LEVENBERG_MARQUARDT_MAX_ITER, LBFGS_MAX_ITER = 1000, 5000
+LEVENBERG_MARQUARDT_MAX_ITER, LBFGS_MAX_ITER = 1000, 10000
 """A polish's iterations at most when the fit sets none: Levenberg-Marquardt steps (a dense Gauss-Newton solve each;
 where it stops short L-BFGS takes the rest), or L-BFGS iterations where the polish is L-BFGS from the start (a
-gradient and a little more each; thousands where the dense precision is unaffordable: ``benchmarks/results/cnn.md``)."""
+gradient and a little more each; thousands where the dense precision is unaffordable, and about twice the most a
+built-in data set's fit was measured to need: ``benchmarks/results/cnn.md``)."""
 
 
 class MapProblem:
