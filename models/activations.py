@@ -17,3 +17,6 @@ ACTIVATIONS.register("gelu", F.gelu)
 ACTIVATIONS.register("elu", F.elu)
 ACTIVATIONS.register("silu", F.silu)
 ACTIVATIONS.register("softplus", F.softplus)
+
+KINKED_ACTIVATIONS = frozenset({"relu"})
+"""The activations, of those registered, whose networks are only piecewise smooth in their weights."""

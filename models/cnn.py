@@ -55,7 +55,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from bnn.models.activations import ACTIVATIONS
+from bnn.models.activations import ACTIVATIONS, KINKED_ACTIVATIONS
 from bnn.models.dropout import DroppedInputs
 from bnn.models.layers import conv, linear
 from bnn.models.likelihoods import Likelihood
@@ -233,6 +233,10 @@ class BayesianCNN(BayesianNetwork):
         head = self.sites[2 * blocks::2]
         return (*features, DroppedInputs(head[0], self.channels[-1]),
                 *(DroppedInputs(weight, weight.shape[1]) for weight in head[1:]))
+
+    def has_kinks(self) -> bool:
+        """A kinked activation (:data:`~bnn.models.activations.KINKED_ACTIVATIONS`) or max-pooling (module notes)."""
+        return self.activation in KINKED_ACTIVATIONS or self.pooling == "max"
 
     def activation_widths(self) -> tuple[int, ...]:
         """The values one row makes at each stage: its inputs, each block's convolution and pooling (channels times

@@ -50,6 +50,7 @@ from typing import Any
 import pyro
 import pyro.distributions as dist
 import torch
+from bnn.models.activations import KINKED_ACTIVATIONS
 from bnn.models.dropout import DroppedInputs
 from bnn.models.hierarchical_priors import HierarchicalPrior
 from bnn.models.likelihoods import Likelihood, get_likelihood
@@ -200,6 +201,15 @@ class BayesianNetwork(abc.ABC):
         """The network as a chain of dense layers, for the methods that write it out by hand; ``None`` (the
         default) for a network that is not one."""
         return None
+
+    def has_kinks(self) -> bool:
+        """Whether the log joint has kinks in the weights (a ReLU unit or a max-pooling window switching at a training
+        input), where a MAP polish stops whatever its budget: such a network's polish gets the smaller budget and its
+        cost the counts measured on such networks (:mod:`bnn.inference.posterior_mode.map_cost`). By default a chain
+        of dense layers (:meth:`dense_layers`) whose activation is in
+        :data:`~bnn.models.activations.KINKED_ACTIVATIONS`; any other network is taken as smooth."""
+        chain = self.dense_layers()
+        return chain is not None and chain.activation in KINKED_ACTIVATIONS
 
     def dropped_inputs(self) -> tuple[DroppedInputs, ...] | None:
         """Where MC dropout drops units (:mod:`bnn.models.dropout`): the layers whose inputs it masks, each called with

@@ -87,8 +87,6 @@ KINKED_POLISH = PolishCounts(first=1000, refit=250, final=70)
 """ReLU networks, whose Levenberg-Marquardt hands over to L-BFGS at a kink: the first refit of both fits measured
 (yacht and Boston, 277 and 455 rows) ran to the default budget of 1,000 iterations, the later ones took 246 and 279
 each, the final polish 51 and 88; 4,250 and 4,993 iterations in all. Not scaled: two sizes say nothing of a trend."""
-KINKED_ACTIVATIONS = frozenset({"relu"})
-"""The activations, of those registered, whose networks are only piecewise smooth in their weights."""
 TIMED_ADAM_STEPS = 20
 TIMED_POLISH_ITERATIONS = 3
 TIMED_RUNS = 5
@@ -101,9 +99,10 @@ def map_fits_count(options: Options, model, rows: int, *, members: int = 1, para
     """The expected and worst-case work of ``members`` MAP fits under ``options`` (``map_steps``, and ``map_max_iter``
     where the method has it, else the polish's own budget) on ``rows`` training rows; ``tuned``: the evidence chooses
     the prior precision; ``model`` tells whether it chooses a learned noise too, whether its network has kinks
-    (:func:`polish_counts`) and whether its polish is Levenberg-Marquardt (else L-BFGS, with a larger default budget)."""
+    (:func:`polish_counts`, :func:`~bnn.inference.posterior_mode.polish.polish_budget`) and whether its polish is
+    Levenberg-Marquardt (else L-BFGS, with a larger default budget where the network is smooth)."""
     dense = model is None or uses_gauss_newton(model, rows, num_weights(model.sites))
-    budget = polish_budget(getattr(options, "map_max_iter", None), dense)
+    budget = polish_budget(getattr(options, "map_max_iter", None), dense, model is not None and model.has_kinks())
     learned_noise = model is not None and bool(model.likelihood.latent_priors()) and evidence_possible(model, 0)
     searched = tuned or learned_noise
     typical = polish_counts(model).at(rows)
@@ -126,11 +125,9 @@ def map_fits_count(options: Options, model, rows: int, *, members: int = 1, para
 
 
 def polish_counts(model) -> PolishCounts:
-    """:data:`KINKED_POLISH` for a chain of dense layers (:meth:`~bnn.models.network.BayesianNetwork.dense_layers`)
-    with an activation in :data:`KINKED_ACTIVATIONS`, else :data:`SMOOTH_POLISH` (a network that does not state its
-    layers is taken as smooth)."""
-    chain = None if model is None else model.dense_layers()
-    return KINKED_POLISH if chain is not None and chain.activation in KINKED_ACTIVATIONS else SMOOTH_POLISH
+    """:data:`KINKED_POLISH` for a network with kinks (:meth:`~bnn.models.network.BayesianNetwork.has_kinks`), else
+    :data:`SMOOTH_POLISH` (also without a ``model``)."""
+    return KINKED_POLISH if model is not None and model.has_kinks() else SMOOTH_POLISH
 
 
 def _timed_model(model):

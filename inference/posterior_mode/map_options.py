@@ -29,8 +29,9 @@ class MapFitOptions(Options):
     map_max_iter : int, optional
         Iterations of the polish at most (Levenberg-Marquardt, or L-BFGS where a Gauss-Newton step is too costly:
         :func:`~bnn.inference.posterior_mode.gauss_newton.uses_gauss_newton`); ``None``: 1,000 Levenberg-Marquardt
-        steps, or 10,000 L-BFGS iterations where the polish is L-BFGS from the start
-        (:func:`~bnn.inference.posterior_mode.polish.polish_budget`).
+        steps, or 10,000 L-BFGS iterations where the polish is L-BFGS from the start (1,000 for a network with kinks,
+        :meth:`~bnn.models.network.BayesianNetwork.has_kinks`;
+        :func:`~bnn.inference.posterior_mode.polish.polish_budget`).
     """
 
     map_steps: int = option(MAP_STEPS, positive_int)

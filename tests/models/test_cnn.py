@@ -119,6 +119,12 @@ def test_priors_per_block_and_dense_layer():
     assert not isinstance(model.prior["classifier.0.weight"], LaplacePrior)
 
 
+def test_relu_units_or_max_pooling_give_it_kinks():
+    kinks = {(activation, pooling): tiny_cnn(activation=activation, pooling=pooling).has_kinks()
+             for activation in ("silu", "relu") for pooling in ("avg", "max")}
+    assert kinks == {("silu", "avg"): False, ("silu", "max"): True, ("relu", "avg"): True, ("relu", "max"): True}
+
+
 def test_config_round_trip():
     model = BayesianCNN(64, 10, input_shape=(8, 8), channels=(4,), kernel_size=5, pool=1, hidden=(), activation="tanh",
                         prior=LaplacePrior(0.5), likelihood="categorical")

@@ -148,7 +148,7 @@ def test_what_the_interface_derives_from_the_sites():
     model = SkipNet(2, hidden=5, likelihood={"name": "gaussian", "scale": None})  # a learned noise: one more latent
     assert [site.name for site in model.output_sites()] == ["skip.weight", "out.weight", "out.bias"]
     assert model.activation_widths() == (2, 5, 1, 1)  # the inputs, then each site's leading dimension of 2+ dims
-    assert model.dense_layers() is None
+    assert model.dense_layers() is None and not model.has_kinks()  # not a chain: taken as smooth
     assert model.latent_shapes == {"hidden.weight": (5, 2), "hidden.bias": (5,), "skip.weight": (1, 2), "out.weight": (1, 5),
                                    "out.bias": (1,), "sigma": ()}
     assert repr(model) == "SkipNet(in_features=2, hidden=5, prior={*: GaussianPrior}, likelihood=GaussianLikelihood)"
@@ -161,6 +161,7 @@ def test_the_mlp_states_its_chain_and_a_subclass_that_rewrites_forward_does_not(
     assert chain.activation == "relu" and [(w.name, b.name) for w, b in chain.layers] == [
         ("layers.0.weight", "layers.0.bias"), ("layers.1.weight", "layers.1.bias")]
     assert mlp.activation_widths() == (3, 4, 2) and mlp.output_sites() == mlp.sites[2:]
+    assert mlp.has_kinks() and not BayesianMLP(3, 2, hidden=(4,)).has_kinks()  # ReLU, and the default tanh
 
     class Shifted(BayesianMLP):
         def forward(self, x, weights):

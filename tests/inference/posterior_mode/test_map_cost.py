@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bnn.inference.map.options import MapOptions
 from bnn.inference.posterior_mode.map_cost import KINKED_POLISH, SMOOTH_POLISH, PolishCounts, map_fits_count
-from bnn.inference.posterior_mode.polish import LBFGS_MAX_ITER, LEVENBERG_MARQUARDT_MAX_ITER
+from bnn.inference.posterior_mode.polish import KINKED_LBFGS_MAX_ITER, LBFGS_MAX_ITER, LEVENBERG_MARQUARDT_MAX_ITER
 from bnn.models import BayesianMLP
 
 
@@ -22,10 +22,10 @@ def test_counts_measured_on_too_few_sizes_to_scale_are_kept_on_any_rows():
 
 def test_the_worst_case_takes_the_budget_of_the_polish_the_network_gets():
     """Without map_max_iter each polish may take its own default: Levenberg-Marquardt's below the dense limit, L-BFGS's
-    (larger) above it; a budget the fit sets is taken either way."""
-    small, large = BayesianMLP(40, 10, hidden=(5,), likelihood="categorical"), BayesianMLP(40, 10, hidden=(50,),
-                                                                                          likelihood="categorical")
+    above it (larger for a smooth network than for one with kinks); a budget the fit sets is taken either way."""
+    small, large, kinked = (BayesianMLP(40, 10, hidden=(width,), activation=activation, likelihood="categorical")
+                            for width, activation in ((5, "tanh"), (50, "tanh"), (50, "relu")))
     counts = {(model, budget): map_fits_count(MapOptions(map_max_iter=budget), model, rows=4000).polish_at_most
-              for model in (small, large) for budget in (None, 7)}
-    assert counts == {(small, None): LEVENBERG_MARQUARDT_MAX_ITER, (large, None): LBFGS_MAX_ITER, (small, 7): 7,
-                      (large, 7): 7}
+              for model in (small, large, kinked) for budget in (None, 7)}
+    assert counts == {(small, None): LEVENBERG_MARQUARDT_MAX_ITER, (large, None): LBFGS_MAX_ITER,
+                      (kinked, None): KINKED_LBFGS_MAX_ITER, (small, 7): 7, (large, 7): 7, (kinked, 7): 7}
