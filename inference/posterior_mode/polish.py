@@ -46,7 +46,7 @@ where it stops short L-BFGS takes the rest), or L-BFGS iterations where the poli
 gradient and a little more each; thousands where the dense precision is unaffordable, and about twice the most a
 built-in data set's fit was measured to need), fewer for a network with kinks
 (:meth:`~bnn.models.network.BayesianNetwork.has_kinks`), whose polish stops at a kink whatever its budget (the digits
-ReLU CNN's 0.49 posterior sd from the mode after 6,000 iterations): ``benchmarks/results/cnn.md``."""
+ReLU CNN's still short of the tolerance after 6,000 iterations): ``benchmarks/results/cnn.md``."""
 
 
 class MapProblem:
