@@ -99,13 +99,15 @@ def map_fits_count(options: Options, model, rows: int, *, members: int = 1, para
     """The expected and worst-case work of ``members`` MAP fits under ``options`` (``map_steps``, and ``map_max_iter``
     where the method has it, else the polish's own budget) on ``rows`` training rows; ``tuned``: the evidence chooses
     the prior precision; ``model`` tells whether it chooses a learned noise too, whether its network has kinks
-    (:func:`polish_counts`, :func:`~bnn.inference.posterior_mode.polish.polish_budget`) and whether its polish is
-    Levenberg-Marquardt (else L-BFGS, with a larger default budget where the network is smooth)."""
+    (:meth:`~bnn.models.network.BayesianNetwork.has_kinks`: :data:`KINKED_POLISH`, else :data:`SMOOTH_POLISH`, also
+    without a ``model``) and whether its polish is Levenberg-Marquardt (else L-BFGS, with a larger default budget where
+    the network is smooth: :func:`~bnn.inference.posterior_mode.polish.polish_budget`)."""
     dense = model is None or uses_gauss_newton(model, rows, num_weights(model.sites))
-    budget = polish_budget(getattr(options, "map_max_iter", None), dense, model is not None and model.has_kinks())
+    kinked = model is not None and model.has_kinks()
+    budget = polish_budget(getattr(options, "map_max_iter", None), dense, kinked)
     learned_noise = model is not None and bool(model.likelihood.latent_priors()) and evidence_possible(model, 0)
     searched = tuned or learned_noise
-    typical = polish_counts(model).at(rows)
+    typical = (KINKED_POLISH if kinked else SMOOTH_POLISH).at(rows)
     if searched:
         first, refit, final = (min(budget, count) for count in (typical.first, typical.refit, typical.final))
         expected = first + (EXPECTED_EVALUATIONS - 1) * refit + final
@@ -122,12 +124,6 @@ def map_fits_count(options: Options, model, rows: int, *, members: int = 1, para
     return GradientCount(
         fits * options.map_steps, parallel, "expected", f"{members} x ({options.map_steps} Adam steps; {how}){spread}",
         polish=fits * expected, polish_at_most=fits * budget * (1 + MAX_EVALUATIONS if searched else 1))
-
-
-def polish_counts(model) -> PolishCounts:
-    """:data:`KINKED_POLISH` for a network with kinks (:meth:`~bnn.models.network.BayesianNetwork.has_kinks`), else
-    :data:`SMOOTH_POLISH` (also without a ``model``)."""
-    return KINKED_POLISH if model is not None and model.has_kinks() else SMOOTH_POLISH
 
 
 def _timed_model(model):
