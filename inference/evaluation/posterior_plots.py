@@ -56,11 +56,16 @@ def plot_forest(posteriors: Mapping[str, Posterior], path: str | Path) -> Path:
 
 
 def plot_trace(posterior: Posterior, path: str | Path) -> Path:
-    """``az.plot_trace`` of the shown weights of one fit (per chain for MCMC, draw order for the rest)."""
+    """``az.plot_trace`` of the shown weights of one fit (per chain for MCMC, draw order for the rest).
+
+    The draws are plotted in float64: a chain that stopped moving (every step rejected or diverging) holds float32
+    values a few units in the last place apart, a range in which ArviZ's density estimate cannot place its 512
+    float32 bins (NumPy raises), while in float64 it can."""
     names, coords = _selection(posterior)
+    idata = posterior.to_inference_data()
+    idata.posterior = idata.posterior.astype("float64")
     with quiet_arviz():
-        axes = az.plot_trace(posterior.to_inference_data(), var_names=names, coords=coords, compact=True,
-                             figsize=(9, 4))
+        axes = az.plot_trace(idata, var_names=names, coords=coords, compact=True, figsize=(9, 4))
     return save_figure(np.ravel(axes)[0].figure, path)
 
 

@@ -9,13 +9,13 @@ import numpy as np
 import pandas as pd
 import pytest
 from bnn.datasets import DATASETS, load_dataset, load_toy1d
-from bnn.inference import Posterior, fit
-from bnn.inference.diagnostics.convergence import chain_diagnostics
+from bnn.inference import fit
 from bnn.inference.evaluation.compare import compare, label_fits, rank
 from bnn.inference.evaluation.report import OTHER_CHAIN_ADVICE, convergence_warnings
 from bnn.inference.fit import METHODS
-from bnn.inference.nuts import NUTSOptions, NUTSRecord
 from bnn.models import BayesianMLP
+
+from tests.support.chains import chains_posterior
 
 TINY = {
     "svi": dict(steps=30, num_samples=60),
@@ -78,18 +78,6 @@ def test_classification_table_has_accuracy_auc_and_ece():
     table = compare([fit(model, data, steps=50, num_samples=50, progress=False)], data)
     assert {"test_accuracy", "roc_auc", "ece", "test_ll"} <= set(table.columns)
     assert "test_rmse" not in table.columns and "coverage_90" not in table.columns
-
-
-def chains_posterior(model, samples, x, y) -> Posterior:
-    """A NUTS-like posterior of the chains ``samples`` ``(chains, draws, ...)``, diagnosed as ``fit_nuts`` does."""
-    chains, draws = next(iter(samples.values())).shape[:2]
-    diagnostics = chain_diagnostics(model, samples, x, np.zeros((chains, draws), dtype=bool))
-    record = NUTSRecord(seed=0, train_seconds=0.0, options=NUTSOptions(num_warmup=0, num_samples=draws, engine="pyro"),
-                        num_chains=chains, init="prior", chain_method="sequential", potential="trace",
-                        chain_seeds=[0] * chains, chain_seconds=[0.0] * chains,
-                        chain_gradients=[0] * chains, gradient_evaluations=0, diagnostics=diagnostics,
-                        chains_kept=list(range(chains)))
-    return Posterior(model, samples, x, y, record)
 
 
 CHAIN_DRAWS = 5000
