@@ -34,6 +34,7 @@ from bnn.inference.evaluation.shift_sets import ShiftSplit
 from bnn.inference.fit import METHODS
 
 from bnn.runtime.atomic import atomic_directory
+from bnn.runtime.machine import machine
 from bnn.runtime.progress import stages
 
 PACKAGES = ("torch", "pyro-ppl", "nutpie", "arviz", "numpy", "pandas", "matplotlib", "scikit-learn")
@@ -115,7 +116,8 @@ def environment_lines() -> list[str]:
     versions = ", ".join(f"{name} {version(name)}" for name in PACKAGES)
     return [
         f"- Python {platform.python_version()}; {versions}",
-        f"- machine: {platform.machine()} {platform.processor() or ''}, {os.cpu_count()} cores, {platform.system()}",
+        f"- machine: {platform.machine()} {platform.processor() or ''}, {os.cpu_count()} cores, {platform.system()}; "
+        f"torch's CPU kernels {machine()['cpu_kernels']}",
         f"- commit: {_commit()}",
     ]
 

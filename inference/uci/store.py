@@ -1,8 +1,10 @@
 """A UCI run's folder: one result file per cell, written atomically as the cell finishes, found again by a rerun.
 
-``<out>/cells/<data set>/<method>/split-<K>.json`` holds the cell's result (:data:`~bnn.inference.uci.protocol.COLUMNS`)
-and its fingerprint: a SHA-256 of everything that decides its numbers (the data set's table, the split's rows, the
-hidden width, the method's options with the seed, the options chosen on validation and their candidates). A rerun
+``<out>/cells/<data set>/<method>/split-<K>.json`` holds the cell's result (:data:`~bnn.inference.uci.protocol.COLUMNS`),
+its fingerprint: a SHA-256 of everything that decides its numbers (the data set's table, the split's rows, the
+hidden width, the method's options with the seed, the options chosen on validation and their candidates), and the
+machine that wrote it (:func:`~bnn.runtime.machine.machine`: torch's version and CPU kernels, which a sampler's last
+digits depend on; not in the fingerprint, so a run resumed on another machine keeps its cells). A rerun
 keeps a finished cell with the same fingerprint, runs again a failed one (with a warning when its settings or data
 changed since: the fix of a cell that failed for bad data), and refuses, before any work, a folder whose finished cells
 were made with other settings, and a cell file that is not one (tampered, truncated, a folder), naming it.
@@ -26,6 +28,7 @@ from bnn.inference.uci.protocol import COLUMNS
 from bnn.inference.uci.table import RESULTS_FILE, TABLE_FILE
 
 from bnn.runtime.atomic import write_json
+from bnn.runtime.machine import machine
 from bnn.runtime.stacklevel import user_stacklevel
 
 CELLS_FOLDER = "cells"
@@ -114,7 +117,8 @@ class RunFolder:
         return None if failed else stored["result"]
 
     def write(self, cell: Cell, print_: str, result: dict[str, Any]) -> None:
-        """Keep ``result`` of ``cell`` (atomically: a kill leaves the old file or the new one)."""
+        """Keep ``result`` of ``cell`` with the machine that made it (atomically: a kill leaves the old file or the new
+        one)."""
         path = self.path(cell)
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_json(path, {"fingerprint": print_, "result": result})
+        write_json(path, {"fingerprint": print_, "machine": machine(), "result": result})

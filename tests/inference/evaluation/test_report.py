@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+import torch
 from bnn.datasets import load_dataset, load_toy1d
 from bnn.inference import fit
 from bnn.inference.evaluation.reliability import fit_warnings
@@ -31,6 +32,7 @@ def test_compare_command_writes_the_report_of_all_three_methods(tmp_path):
     for png in (p for p in names if p.endswith(".png")):
         assert f"]({png})" in report
     assert "pyro-ppl 1.9.2" in report and "nutpie 0.16.8" in report and "arviz 0.23.4" in report
+    assert f"torch's CPU kernels {torch.backends.cpu.get_cpu_capability()}" in report
     table = pd.read_csv(out / "comparison.csv", index_col=0)
     assert list(table.index) == ["svi (meanfield)", "nuts", "laplace"]
     assert set(pd.read_csv(out / "ranking.csv", index_col=0).index) == set(table.index)

@@ -10,6 +10,7 @@ from bnn.inference.uci.run import run_uci
 from bnn.inference.uci.store import CELLS_FOLDER
 
 from bnn.runtime.atomic import MARKER, atomic_directory
+from bnn.runtime.machine import machine
 from bnn.runtime.run_folder import LOCK_FILE
 from tests.support.uci import FAST_SVI, write_uci_folder
 
@@ -35,7 +36,7 @@ def test_an_unseen_data_set_with_a_constant_column_runs_without_nan_says_what_it
     table = (out / "table.md").read_text()
     assert "| unseen | " in table and "| unseen | svi | ELBO" in table
     stored = json.loads((out / CELLS_FOLDER / "unseen" / "svi" / "split-1.json").read_text())
-    assert stored["result"]["rmse"] == results["rmse"].iloc[1]
+    assert stored["result"]["rmse"] == results["rmse"].iloc[1] and stored["machine"] == machine()
 
     def nothing_to_run(tables, cells, workers):
         assert cells == []  # every cell is finished: the rerun fits nothing
