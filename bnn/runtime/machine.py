@@ -3,8 +3,8 @@
 torch picks its CPU kernels when it loads, from what the processor offers (``torch.backends.cpu.get_cpu_capability()``:
 ``"AVX512"``, ``"AVX2"``, ``"DEFAULT"`` for the scalar ones; the environment variable ``ATEN_CPU_CAPABILITY`` sets it).
 Kernels of different widths sum in different orders, so their floats differ in the last bits. A fit seeded the same
-gives the same numbers on one machine; on another, a long chain (SG-MCMC, NUTS) can amplify those bits into a
-different run of the same sampler. A result file that names the kernels says which machines its numbers can be
+gives the same numbers on one machine; on another, a long chain (SG-MCMC) can amplify those bits into a different
+run of the same sampler. A result file that names the kernels says which machines its numbers can be
 compared with to the digit.
 """
 
