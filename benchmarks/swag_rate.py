@@ -12,7 +12,7 @@ overflow). Each fit runs on one torch thread with seed = the split.
 Usage::
 
     python -m benchmarks.swag_rate --uci-dir DIR [--datasets yacht concrete] [--splits 0 1] [--fixed 3e-3]
-        [--shares 0.5 1 1.9] [--hidden 50] [--batch-size 32] [--out benchmarks/results/swag_rate]
+        [--shares 0.5 1 1.9] [--hidden 50] [--batch-size B] [--out benchmarks/results/swag_rate]
 
 It writes ``results.json`` (every number, the command, the commit and the machine) and ``results.md`` into ``--out``.
 """
@@ -33,7 +33,7 @@ from benchmarks.provenance import printed_rows, run_header, write_results
 from bnn.runtime.workers import one_torch_thread
 
 
-def fit_one(uci_dir: Path, dataset: str, split: int, rate: dict, hidden: int, batch_size: int) -> dict:
+def fit_one(uci_dir: Path, dataset: str, split: int, rate: dict, hidden: int, batch_size: int | None) -> dict:
     """One SWAG fit on ``split`` of ``dataset`` at ``rate`` (``{"swag_lr": ...}`` or ``{"step_share": ...}``)."""
     data = load_uci(uci_dir, dataset, split)
     began = time.perf_counter()
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--fixed", nargs="*", type=float, default=[3e-3], help="fixed swag_lr values")
     parser.add_argument("--shares", nargs="*", type=float, default=[0.5, 1.0, 1.9], help="step_share values")
     parser.add_argument("--hidden", type=int, default=50)
-    parser.add_argument("--batch-size", type=int, default=32, help="SWAG's batch_size (its default)")
+    parser.add_argument("--batch-size", type=int, default=None, help="SWAG's batch_size (default: the method's own)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/swag_rate"))
     args = parser.parse_args(argv)
     header = run_header("benchmarks.swag_rate", argv)  # the commit whose code runs, before any later checkout

@@ -19,7 +19,7 @@ def count(options: SWAGOptions, rows: int, model) -> GradientCount:
     """The expected work of the MAP fits and the SGD steps of every member."""
     maps = map_fits_count(options, model, rows, members=options.num_members,
                           parallel=min(options.workers(), workers.free_cores()))
-    steps = options.num_members * options.swag_epochs * math.ceil(rows / min(options.batch_size, rows))
+    steps = options.num_members * options.swag_epochs * math.ceil(rows / min(options.batch_rows(rows), rows))
     # the estimate divides the work by the processes, which the SGD after the MAP fits, in this process, has not
     return dataclasses.replace(maps, gradients=maps.gradients + steps * maps.parallel,
                                how=f"{maps.how}; then {options.num_members} x {options.swag_epochs} epochs of SGD, "

@@ -22,7 +22,9 @@ in float64 as the MAP does.
 
 SWAG's Gaussian is not the posterior: the spread of SGD's iterates is set by the rate, the batch size and the
 gradient noise (Mandt et al. 2017), and with full batches SGD does not move from the MAP, so ``batch_size`` must be
-below the data size. The method's own check is its members' MAP convergence.
+below the data size; by default it grows with the data
+(:meth:`~bnn.inference.swag.options.SWAGOptions.batch_rows`: at a fixed batch the iterates' spread, over the
+posterior's, grows as :math:`N / B`). The method's own check is its members' MAP convergence.
 """
 
 from __future__ import annotations
@@ -52,18 +54,20 @@ def run_swag(model, x: torch.Tensor, y: torch.Tensor, options: SWAGOptions) -> P
     Raises
     ------
     ValueError
-        For a ``batch_size`` not below the data size (before any work), or when SGD overflows (lower ``swag_lr``).
+        For a batch (``batch_size``, or its default) not below the data size (before any work), or when SGD overflows
+        (lower ``swag_lr``).
     """
     rows = x.shape[0]
-    if options.batch_size >= rows:
-        raise ValueError(f"batch_size={options.batch_size} covers all {rows} training rows: full-batch gradient steps do "
-                         "not move from the MAP, so SWAG would have no spread; give a batch_size below the data size")
+    batch = options.batch_rows(rows)
+    if batch >= rows:
+        raise ValueError(f"batch_size={batch} covers all {rows} training rows: full-batch gradient steps do not move "
+                         "from the MAP, so SWAG would have no spread; give a batch_size below the data size")
     began = time.perf_counter()
     x_work, y_work = working_data(x, y)
     estimates = map_starts(model, x_work, y_work, options, options.seed, options.num_members, options.workers(),
                            options.progress)
     with seeded(options.seed), pyro.validation_enabled(False):
-        log_joint = MinibatchLogJoint(model, x_work, y_work, options.batch_size)
+        log_joint = MinibatchLogJoint(model, x_work, y_work, batch)
         z = log_joint.unconstrained(stacked_sites(model, estimates))
         curvature = stiffest_curvature(log_joint, z)
         rates = _rates(options, log_joint.num_data, curvature)
@@ -77,7 +81,7 @@ def run_swag(model, x: torch.Tensor, y: torch.Tensor, options: SWAGOptions) -> P
                   map_converged=[estimate.converged for estimate in estimates],
                   map_grad_norms=[estimate.grad_norm for estimate in estimates], noise=noise,
                   member_method="parallel" if options.workers() > 1 else "sequential",
-                  batch_size=options.batch_size, sgd_steps=steps, collected=moments.count,
+                  batch_size=batch, sgd_steps=steps, collected=moments.count,
                   curvature=curvature.tolist(), sgd_rates=rates.tolist())
     if record.problems():
         warnings.warn(record.problems()[0], RuntimeWarning, stacklevel=4)

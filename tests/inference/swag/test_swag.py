@@ -9,7 +9,8 @@ import pytest
 import torch
 from bnn.inference import Posterior, fit
 from bnn.inference.core.record import read_record
-from bnn.inference.swag import MultiSWAGRecord, SWAGRecord
+from bnn.inference.swag import MultiSWAGOptions, MultiSWAGRecord, SWAGOptions, SWAGRecord
+from bnn.inference.swag import cost as swag_cost
 from bnn.inference.swag import fit as swag_fit
 
 from bnn.cli.main import main
@@ -20,6 +21,7 @@ SHORT = dict(map_steps=200, swag_epochs=6, rank=3, batch_size=10, num_samples=7,
 
 @pytest.mark.parametrize("options, message", [
     ({"batch_size": 30}, "batch_size=30 covers all 30 training rows: full-batch gradient steps do not move from the MAP"),
+    ({"batch_size": None}, "batch_size=32 covers all 30 training rows"),  # the default batch, 32 on small data
     ({"swag_epochs": 5, "rank": 6}, "swag_epochs=5 collects 5 iterates, fewer than the rank=6 deviations"),
     ({"rank": 1}, "rank must be an integer >= 2, got 1"),
     ({"swag_lr": 0}, "swag_lr must be a positive number, got 0"),
@@ -30,6 +32,18 @@ def test_bad_options_are_refused_before_any_work(monkeypatch, toy, model, option
     monkeypatch.setattr(swag_fit, "map_starts", lambda *args, **kwargs: pytest.fail("the MAP fits started"))
     with pytest.raises(ValueError, match=message):
         fit(model, toy, "swag", **{**SHORT, **options})
+
+
+@pytest.mark.parametrize("options", [SWAGOptions, MultiSWAGOptions])
+def test_the_default_batch_keeps_an_epoch_to_at_most_32_steps_and_a_given_one_is_kept(options, model):
+    default, given = options(), options(batch_size=10)
+    rows = [30, 1024, 1025, 7373, 41157]
+    assert [default.batch_rows(n) for n in rows] == [32, 32, 33, 231, 1287]
+    assert [given.batch_rows(n) for n in rows] == [10] * 5
+    # the cost counts the steps of the batch the fit takes: 100 epochs of ceil(41157 / 1287) = 32 steps a member
+    members = default.num_members
+    steps = swag_cost.count(default, 41157, model).how.rsplit(", ", 1)[1]
+    assert steps == f"{members * 100 * 32} steps in all"
 
 
 @pytest.mark.long
