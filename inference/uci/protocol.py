@@ -141,7 +141,7 @@ def run_cell(table: UCITable, cell: Cell) -> dict[str, Any]:
     """Fit ``cell.method`` on split ``cell.split`` of ``table`` under the protocol (module notes) and score it.
 
     Runs on one torch thread (the same arithmetic in every process, so the same numbers); the warnings it raises
-    go into the result's ``problems`` (a worker's warnings would be lost).
+    go into the result's ``problems`` (a worker's warnings would be lost), but for torch's deprecation notices.
 
     Raises
     ------
@@ -151,6 +151,8 @@ def run_cell(table: UCITable, cell: Cell) -> dict[str, Any]:
     began = time.perf_counter()
     with one_torch_thread(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
+        # torch's notices about its own API (its first forward-mode jvp imports a module that calls torch.jit.script)
+        warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"torch\.")
         chosen = choose_on_validation(table, cell) if cell.validation else {}
         data = table.split(cell.split)
         posterior = fit_cell(cell.method, data, cell.hidden, {**cell.options, **chosen})

@@ -1,4 +1,5 @@
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -84,6 +85,22 @@ def test_a_cell_gives_the_same_numbers_twice(tiny_uci, method):
     first, second = run_cell(table, cell), run_cell(table, cell)
     assert (first["rmse"], first["test_ll"]) == (second["rmse"], second["test_ll"])
     assert first["verdict"] in ("converged", "not converged", "no check")
+
+
+def test_a_cell_records_the_fits_warnings_but_not_torchs_deprecation_notices(tiny_uci, monkeypatch):
+    fitted = protocol.fit_cell
+
+    def fit_and_warn(*args, **kwargs):
+        posterior = fitted(*args, **kwargs)
+        warnings.warn_explicit("`torch.jit.script` is deprecated.", DeprecationWarning, "_script.py", 1,
+                               module="torch.jit._script")
+        warnings.warn("the fit's own warning", RuntimeWarning, stacklevel=2)
+        return posterior
+
+    monkeypatch.setattr(protocol, "fit_cell", fit_and_warn)
+    table = read_uci_table(tiny_uci, "tiny", [1])
+    row = run_cell(table, Cell("tiny", "svi", 1, 10, {"steps": 20, "num_samples": 10, "progress": False, "seed": 1}))
+    assert "the fit's own warning" in row["problems"] and "deprecated" not in row["problems"]
 
 
 @pytest.mark.long
