@@ -25,6 +25,7 @@ from loky import ProcessPoolExecutor
 from tqdm import tqdm
 
 from bnn.runtime.progress import progress_bar
+from bnn.runtime.recycled_workers import recycled_worker_notice_ignored
 from bnn.runtime.seeding import seeded
 from bnn.runtime.stop_signals import deferred_stop_signals, first_finished, sigterm_as_keyboard_interrupt
 from bnn.runtime.worker_process import start_worker, stop_signals_held
@@ -159,7 +160,8 @@ def run_members(model, x: torch.Tensor, y: torch.Tensor, jobs: list[MemberJob], 
     try:
         with sigterm_as_keyboard_interrupt():
             if workers > 1:
-                _in_processes(model, x, y, jobs, outcomes, done, workers)
+                with recycled_worker_notice_ignored():  # a worker that grew on a large data set is no fault
+                    _in_processes(model, x, y, jobs, outcomes, done, workers)
             else:
                 _in_sequence(model, x, y, jobs, outcomes, done)
     except KeyboardInterrupt as interrupt:

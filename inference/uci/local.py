@@ -5,13 +5,13 @@ the parent is gone) on one torch thread. A cell that raises, or whose worker die
 (the rerun runs it again); Ctrl-C or SIGTERM ends the workers and loses only the cells in flight. While this process
 waits for the workers, the signals are recorded (:func:`~bnn.runtime.stop_signals.deferred_stop_signals`) and acted
 on after each wait (:func:`~bnn.runtime.stop_signals.first_finished`), never raised inside it. loky restarts a
-worker that has grown by 300 MB, silently here (:data:`RECYCLED_WORKER`).
+worker that has grown by 300 MB, silently here
+(:func:`~bnn.runtime.recycled_workers.recycled_worker_notice_ignored`).
 """
 
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import Any
@@ -21,14 +21,10 @@ from bnn.inference.uci.grid import Cell
 from bnn.inference.uci.protocol import failed_row, run_cell
 from loky import ProcessPoolExecutor
 
+from bnn.runtime.recycled_workers import recycled_worker_notice_ignored
 from bnn.runtime.stop_signals import deferred_stop_signals, first_finished
 from bnn.runtime.worker_process import start_worker, stop_signals_held
 from bnn.runtime.workers import WORKER_ENV
-
-RECYCLED_WORKER = "A worker was restarted while some jobs were given to the executor"
-"""loky's warning when it restarts a worker that holds 300 MB more than after its first task, as a cell on a large
-data set does (its data, its Jacobians, memory the allocator keeps): the restart loses nothing, and the warning's
-"usually indicates a memory leak" is not so here, so it is not shown."""
 
 
 def run_local(tables: dict[str, UCITable], cells: list[Cell], workers: int,
@@ -46,8 +42,7 @@ def run_local(tables: dict[str, UCITable], cells: list[Cell], workers: int,
     task : callable
         What runs one cell (:func:`~bnn.inference.uci.protocol.run_cell`).
     """
-    with warnings.catch_warnings():  # the filters are global, so they hold in loky's thread that warns
-        warnings.filterwarnings("ignore", message=RECYCLED_WORKER, category=UserWarning)
+    with recycled_worker_notice_ignored():
         with stop_signals_held():  # the first queue starts loky's resource trackers
             pool = ProcessPoolExecutor(max_workers=workers, env=WORKER_ENV, initializer=start_worker,
                                        initargs=(os.getpid(),))
