@@ -1,7 +1,7 @@
 """loky's notice that it restarted a worker that grew, ignored around the collection's own process pools.
 
-loky ends a worker whose memory has grown by 300 MB since its first task (``LOKY_MAX_MEMORY_LEAK_SIZE``) once the
-task is done, starts another in its place, and warns "A worker was restarted while some jobs were given to the
+loky ends a worker whose memory has grown by 300 MB (``LOKY_MAX_MEMORY_LEAK_SIZE``) since the end of its first
+task once a later task is done, starts another in its place, and warns "A worker was restarted while some jobs were given to the
 executor ... which usually indicates a memory leak". A UCI cell of a large data set, or a MAP fit on one, grows that
 much with no leak (its data, its Jacobians, memory the allocator keeps): the restart loses nothing and the user can do
 nothing about it. :func:`recycled_worker_notice_ignored` ignores that one warning, by its message and category; every

@@ -11,6 +11,8 @@ import pytest
 from bnn.inference.uci import local
 from bnn.inference.uci.grid import Cell
 
+from tests.support.growing_worker import RECYCLE_AT_20_MB, grow
+
 pytestmark = pytest.mark.subprocess
 
 
@@ -51,19 +53,16 @@ def _command_line(process: psutil.Process) -> str:
         return ""
 
 
-KEPT: list[bytearray] = []
-
-
 def grow_by_50_mb(table, cell: Cell) -> dict:
     """Keep 50 MB more than the cell before, over more than loky's second between two memory checks, and say which
     worker ran it."""
-    KEPT.append(bytearray(50_000_000))
-    time.sleep(1.2)
+    grow(50)
     return {"dataset": cell.dataset, "method": cell.method, "split": cell.split, "status": "ok", "worker": os.getpid()}
 
 
 def test_a_worker_restarted_for_its_memory_is_not_reported_as_a_leak(monkeypatch, recwarn):
-    monkeypatch.setenv("LOKY_MAX_MEMORY_LEAK_SIZE", "1e7")  # the workers read it when they start: 10 MB
+    for name, value in RECYCLE_AT_20_MB.items():  # the workers read it when they start
+        monkeypatch.setenv(name, value)
     cells = [Cell("toy", "svi", split, 3, {}) for split in range(3)]
     rows = list(local.run_local({"toy": None}, cells, 1, task=grow_by_50_mb))
     assert len({row["worker"] for row in rows}) > 1  # loky restarted the one worker between cells
