@@ -386,16 +386,17 @@ class BayesianNetwork(abc.ABC):
                              f"got {sorted(arguments)}")
         return model
 
-    def state(self) -> Any:
-        """What the network holds beyond its JSON :meth:`config` (torch objects, such as a whole module), saved with
-        :func:`torch.save` beside the config and given back to :meth:`from_state`; ``None`` (the default) for a network
+    def state(self) -> dict[str, torch.Tensor] | None:
+        """The tensors the network holds beyond its JSON :meth:`config` (a whole module's weights and buffers), saved
+        as tensors only beside the config and given back to :meth:`from_state`; ``None`` (the default) for a network
         its config rebuilds alone."""
         return None
 
     @classmethod
-    def from_state(cls, config: Mapping[str, Any], state: Any) -> BayesianNetwork:
-        """Inverse of :meth:`config` with :meth:`state`, for a network that has a state (``ValueError`` for one that
-        has none)."""
+    def from_state(cls, config: Mapping[str, Any], state: Mapping[str, torch.Tensor],
+                   module: Any = None) -> BayesianNetwork:
+        """Inverse of :meth:`config` with :meth:`state` (and, for a network of a torch module, the ``module`` whose
+        structure the tensors fill), for a network that has a state (``ValueError`` for one that has none)."""
         raise ValueError(f"a {config.get('architecture', 'mlp')!r} network keeps no state beside its config; the saved "
                          "state file is not from this network: fit and save the posterior again")
 
@@ -437,14 +438,26 @@ def _scale_groups_of(sites: Sequence[WeightSite], priors: Mapping[str, Prior]) -
     return groups
 
 
-def network_from_config(config: Mapping[str, Any], state: Any = None) -> BayesianNetwork:
+class ModuleMismatchError(ValueError):
+    """A network made from a torch module was rebuilt without its module, or with a module of another structure."""
+
+
+def network_from_config(config: Mapping[str, Any], state: Mapping[str, torch.Tensor] | None = None,
+                        module: Any = None) -> BayesianNetwork:
     """The network a :meth:`BayesianNetwork.config` (and, for a network that has one, its
-    :meth:`~BayesianNetwork.state`) describes, of its registered architecture (``ValueError`` for a config that is not
-    a mapping)."""
+    :meth:`~BayesianNetwork.state`, with the module whose structure it fills) describes, of its registered
+    architecture (``ValueError`` for a config that is not a mapping; :class:`ModuleMismatchError` for a ``module`` given
+    to a network that has none)."""
     if not isinstance(config, Mapping):
         raise ValueError(f"a network's config must be a JSON object, got {type(config).__name__}")
-    architecture = ARCHITECTURES.get(config.get("architecture", "mlp"))
-    return architecture.from_config(config) if state is None else architecture.from_state(config, state)
+    name = config.get("architecture", "mlp")
+    architecture = ARCHITECTURES.get(name)
+    if state is None:
+        if module is not None:
+            raise ModuleMismatchError(f"module= is for a network made from a torch module (from_module); this one is a "
+                                      f"{name!r} network, rebuilt from its config alone: leave module out")
+        return architecture.from_config(config)
+    return architecture.from_state(config, state, module)
 
 
 def check_network(model: Any) -> None:

@@ -38,12 +38,13 @@ BatchNorm (or any layer tracking running statistics) in training mode, a module 
 or under ``vmap`` (recurrent layers: ``nn.LSTM`` has no batching rule), an output that is not ``(n, K)`` or
 ``(n,)``, and a ``bayesian=`` name that matches no parameter.
 
-Saving: the module's structure cannot be written as JSON. :meth:`TorchModuleNetwork.config` holds its description
-(for reports and checkpoints' fingerprints); :meth:`TorchModuleNetwork.state` (the copied module and the point
-values) is written by :meth:`bnn.inference.Posterior.save` with :func:`torch.save` as ``network.pt`` beside
-``fit.json``, and :meth:`~bnn.inference.Posterior.load` reads it back with ``torch.load(weights_only=False)``, which
-unpickles arbitrary objects: load only folders you wrote or trust. The module's class must be importable where it
-is loaded (``nn.Sequential`` always is; a class of your own must live in a module, not in ``__main__``).
+Saving: the module's structure is code, which a results folder does not run. :meth:`TorchModuleNetwork.config`
+holds its description (its ``repr``, for reports, checkpoints' fingerprints and the check on loading);
+:meth:`TorchModuleNetwork.state` its tensors (the module's parameters and buffers, and the point values), which
+:meth:`bnn.inference.Posterior.save` writes as ``network.safetensors``. :meth:`~bnn.inference.Posterior.load`
+fills the module given again (``module=``) with them, after checking that its ``repr``, parameter names and shapes
+are the saved ones; a pickle of the module, ``module.pt``, is written beside and read only under ``trust=True``
+(unpickling runs code named in the file: only for folders you wrote yourself).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ from typing import Any
 
 import torch
 from bnn.models.likelihoods import Likelihood
-from bnn.models.network import ARCHITECTURES, BayesianNetwork
+from bnn.models.network import ARCHITECTURES, BayesianNetwork, ModuleMismatchError
 from bnn.models.priors import Prior
 from bnn.models.sites import WeightSite
 from torch import nn
@@ -302,9 +303,12 @@ class TorchModuleNetwork(BayesianNetwork):
         return {"in_features": self.in_features, "out_features": self.out_features, "bayesian": list(self.bayesian),
                 "module": repr(self.module)}
 
-    def state(self) -> dict[str, Any]:
-        """The module and the point values, saved with :func:`torch.save` beside the config (module notes)."""
-        return {"module": self.module, "point_values": self.point_values}
+    def state(self) -> dict[str, torch.Tensor]:
+        """The module's parameters and buffers (``"module.<name>"``) and the point values (``"point.<name>"``), as
+        tensors (module notes)."""
+        tensors = {f"module.{name}": value for name, value in self.module.state_dict().items()}
+        tensors.update({f"point.{name}": value for name, value in (self.point_values or {}).items()})
+        return tensors
 
     def __repr__(self) -> str:
         priors = ", ".join(f"{k}: {type(p).__name__}" for k, p in self._prior_table.items())
@@ -313,22 +317,55 @@ class TorchModuleNetwork(BayesianNetwork):
                 f"bayesian={self.bayesian}{held}, prior={{{priors}}}, likelihood={type(self.likelihood).__name__})")
 
     @classmethod
-    def from_state(cls, config: Mapping[str, Any], state: Mapping[str, Any]) -> TorchModuleNetwork:
-        """Rebuild the network from its :meth:`~bnn.models.network.BayesianNetwork.config` and :meth:`state`."""
-        missing = sorted({"in_features", "out_features", "bayesian", "prior", "likelihood"} - set(config))
-        if missing or not isinstance(state, Mapping) or not isinstance(state.get("module"), nn.Module):
-            raise ValueError(f"a torch-module network needs its config (it lacks {missing}) and a state holding the "
-                             "module; the saved files are damaged: fit and save the posterior again")
-        return cls(state["module"], bayesian=config["bayesian"], in_features=config["in_features"],
-                   out_features=config["out_features"], point_values=state.get("point_values"),
-                   prior=config["prior"], likelihood=config["likelihood"])
+    def from_state(cls, config: Mapping[str, Any], state: Mapping[str, torch.Tensor],
+                   module: nn.Module | None = None) -> TorchModuleNetwork:
+        """Rebuild the network from its :meth:`~bnn.models.network.BayesianNetwork.config`, its :meth:`state` and the
+        ``module`` whose structure the saved tensors fill (a copy of it is filled; ``module`` is left as it is).
+
+        Raises
+        ------
+        ModuleMismatchError
+            When ``module`` is missing, or its ``repr``, parameter names or shapes are not the saved ones.
+        ValueError
+            When the config or the tensors are damaged.
+        """
+        missing = sorted({"in_features", "out_features", "bayesian", "prior", "likelihood", "module"} - set(config))
+        if missing:
+            raise ValueError(f"a torch-module network's config lacks {missing}; the saved files are damaged: fit and "
+                             "save the posterior again")
+        saved = config["module"]
+        if module is None:
+            made_from = str(saved).split("(", 1)[0]
+            raise ModuleMismatchError(
+                f"this network was made from a torch module ({made_from}), whose structure is code, which is not read "
+                "from a results folder; give the module again, Posterior.load(path, module=YourModule(...)) (its "
+                "weights are read from network.safetensors), or, for a folder you wrote yourself, trust=True to "
+                "unpickle module.pt (unpickling runs code named in the file)")
+        if not isinstance(module, nn.Module):
+            raise ModuleMismatchError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+        if repr(module) != saved:
+            raise ModuleMismatchError(f"the module given is not the one saved: its structure is\n{module!r}\nand the "
+                                      f"saved one\n{saved}\ngive the module the fit was made with")
+        module_state = {name[len("module."):]: value for name, value in state.items() if name.startswith("module.")}
+        expected = {name: tuple(value.shape) for name, value in module.state_dict().items()}
+        found = {name: tuple(value.shape) for name, value in module_state.items()}
+        if expected != found:
+            differ = sorted(set(expected) ^ set(found) or {n for n in expected if expected[n] != found[n]})
+            raise ModuleMismatchError(f"the module given has other parameters or shapes than the saved ones (first "
+                                      f"differences: {differ[:3]}); give the module the fit was made with")
+        filled = copy.deepcopy(module)
+        filled.load_state_dict({name: value.to(module.state_dict()[name].dtype) for name, value in module_state.items()})
+        points = {name[len("point."):]: value for name, value in state.items() if name.startswith("point.")}
+        return cls(filled, bayesian=config["bayesian"], in_features=config["in_features"],
+                   out_features=config["out_features"], point_values=points or None, prior=config["prior"],
+                   likelihood=config["likelihood"])
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> BayesianNetwork:
         """Refused: the config alone does not hold the module (:meth:`from_state` rebuilds it)."""
         raise ValueError("a torch-module network's config does not hold its module, so the config alone cannot rebuild "
-                         "it; load the saved posterior with Posterior.load from the folder holding network.pt, or call "
-                         "from_module on the module again")
+                         "it; load the saved posterior with Posterior.load(path, module=...), or call from_module on "
+                         "the module again")
 
 
 def from_module(module: nn.Module, *, prior: Prior | str | Mapping[str, Any] = "gaussian",

@@ -135,6 +135,12 @@ def _marker(folder: str | Path) -> dict | None:
     return marker if isinstance(marker, dict) and marker.get("written_by") == "bnn" else None
 
 
+def result_listing(folder: str | Path) -> set[str]:
+    """The entries the marker of ``folder`` lists (empty when it is unmarked or not ours)."""
+    listed = (_marker(folder) or {}).get("files")
+    return {name for name in listed if isinstance(name, str)} if isinstance(listed, list) else set()
+
+
 def marked_writer(folder: str | Path) -> str | None:
     """The ``writer`` the marker of ``folder`` names (``None``: unmarked, or marked before markers named it)."""
     writer = (_marker(folder) or {}).get("writer")

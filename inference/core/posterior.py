@@ -305,16 +305,31 @@ class Posterior:
         write_posterior(self, folder)
 
     @classmethod
-    def load(cls, directory: str | Path) -> Posterior:
-        """Read a posterior saved by :meth:`save` (:mod:`bnn.inference.core.posterior_files`); the model is rebuilt
-        from registered names.
+    def load(cls, directory: str | Path, *, module: torch.nn.Module | None = None, trust: bool = False) -> Posterior:
+        """Read a posterior saved by :meth:`save` (:mod:`bnn.inference.core.posterior_files`): every file is checked
+        against the SHA-256 its ``fit.json`` lists before any is read, and none runs code. The model is rebuilt from
+        registered names; a network made from a torch module (:func:`~bnn.models.from_module`) from ``module``.
+
+        Parameters
+        ----------
+        directory : str or Path
+            The folder :meth:`save` wrote.
+        module : torch.nn.Module, optional
+            For a network made from a torch module: the module again (its class, built as for the fit); it must have
+            the saved structure (``repr``), parameter names and shapes, and is filled with the saved tensors (a copy:
+            ``module`` itself is not changed).
+        trust : bool
+            For such a network without ``module``: unpickle the module saved in ``module.pt``. Unpickling runs code
+            named in the file: only for a folder you wrote yourself.
 
         Raises
         ------
         ValueError
-            For a missing or damaged folder, or one written by another schema version.
+            For a missing, damaged, changed or foreign folder, a file there that ``fit.json`` does not list, one
+            written by another schema version; a torch module network without ``module`` (or ``trust``), or with
+            another module (:class:`~bnn.models.network.ModuleMismatchError`).
         """
-        return cls(**read_posterior(directory))
+        return cls(**read_posterior(directory, module, trust))
 
     def __repr__(self) -> str:
         return (

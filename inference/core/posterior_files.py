@@ -1,31 +1,49 @@
-"""The files of a saved :class:`~bnn.inference.core.posterior.Posterior`: ``posterior.nc`` (ArviZ netCDF),
-``fit.json`` (the model's config and the fit's record), for a method with a linearised predictive,
-``linearization.pt``, and for a network with a state beyond its config (a torch module made Bayesian,
-:mod:`bnn.models.torch_module`) ``network.pt``; written into a folder and read back with every part checked.
+"""The files of a saved :class:`~bnn.inference.core.posterior.Posterior`, written into a folder and read back with
+every part checked.
 
-``network.pt`` is read with ``torch.load(weights_only=False)``, which unpickles arbitrary objects: load only folders
-you wrote or trust."""
+A folder holds ``fit.json`` (the model's config, the fit's record, and the SHA-256 of every other file it holds),
+``posterior.nc`` (ArviZ netCDF), for a method with a linearised predictive ``linearization.pt`` (tensors, read with
+``torch.load(weights_only=True)``), and for a network with tensors beyond its config (a torch module made Bayesian,
+:mod:`bnn.models.torch_module`) ``network.safetensors``: its weights, buffers and point values, read as tensors
+only. Nothing in a folder is code. The module's structure is code; it is given again when loading
+(``Posterior.load(path, module=net)``, checked against the saved structure and shapes), and only when the caller
+says so (``trust=True``) unpickled from ``module.pt``, written beside for that use alone.
+
+A folder is checked before anything in it is read: each file ``fit.json`` lists must have its SHA-256, and any
+other file there (beside ``fit.json`` and what the folder's marker, :data:`~bnn.runtime.atomic.MARKER`, lists as the
+writing command's own files, such as ``bnn fit``'s ``metrics.json``) is refused by name, as is any posterior file
+``fit.json`` does not list. A file changed after the fit, a file from another fit and a planted file are refused
+before any is read.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import pickle
 from pathlib import Path
 from typing import Any
 
 import arviz as az
 import numpy as np
+import safetensors.torch
 import torch
 from bnn.inference.core.record import read_record
-from bnn.models.network import OBSERVED_SITE, BayesianNetwork, network_from_config
+from bnn.models.network import OBSERVED_SITE, BayesianNetwork, ModuleMismatchError, network_from_config
+from torch import nn
 
-from bnn.runtime.atomic import check_free_space, write_json
+from bnn.runtime.atomic import MARKER, check_free_space, result_listing, write_json
 
-SCHEMA_VERSION = 2  # 2: the typed fit record under "record" (1 had an untyped "info")
+SCHEMA_VERSION = 3  # 3: the SHA-256 of every file under "files", the network's tensors as safetensors
 POSTERIOR_FILE = "posterior.nc"
 FIT_FILE = "fit.json"
 LINEARIZATION_FILE = "linearization.pt"
-NETWORK_STATE_FILE = "network.pt"
-FIT_ENTRIES = {"schema_version", "model", "record"}  # the entries of fit.json
+NETWORK_TENSORS_FILE = "network.safetensors"
+MODULE_PICKLE_FILE = "module.pt"
+POSTERIOR_FILES = (POSTERIOR_FILE, LINEARIZATION_FILE, NETWORK_TENSORS_FILE, MODULE_PICKLE_FILE, "network.pt")
+"""The names a posterior's files may have (``network.pt``: the pickled state of schema 2, never read): a folder
+holding one that ``fit.json`` does not list is refused."""
+FIT_ENTRIES = {"schema_version", "model", "record", "files"}  # the entries of fit.json
 
 
 def write_netcdf(idata: az.InferenceData, path: str | Path) -> None:
@@ -43,30 +61,62 @@ def netcdf_bytes(idata: az.InferenceData) -> int:
                for group in groups for array in getattr(idata, group).data_vars.values())
 
 
+def sha256(path: Path) -> str:
+    """The SHA-256 of the file at ``path``, as hexadecimal."""
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
 def write_posterior(posterior, folder: Path) -> None:
     """Write the files of ``posterior`` into the existing ``folder`` (inside an atomic write), after checking that its
-    file system has room for them (:func:`~bnn.runtime.atomic.check_free_space`)."""
+    file system has room for them (:func:`~bnn.runtime.atomic.check_free_space`); ``fit.json`` last, listing the
+    SHA-256 of the others."""
     idata = posterior.to_inference_data()
     linearization = 0 if posterior.linearization is None else posterior.linearization.nbytes()
-    check_free_space(folder, netcdf_bytes(idata) + linearization, f"the posterior ({POSTERIOR_FILE})")
+    tensors = posterior.model.state()
+    state_bytes = 0 if tensors is None else sum(value.nbytes for value in tensors.values())
+    check_free_space(folder, netcdf_bytes(idata) + linearization + state_bytes, f"the posterior ({POSTERIOR_FILE})")
+    written = [POSTERIOR_FILE]
     write_netcdf(idata, folder / POSTERIOR_FILE)
-    write_json(folder / FIT_FILE, {"schema_version": SCHEMA_VERSION, "model": posterior.model.config(),
-                                   "record": posterior.record.to_json()})
     if posterior.linearization is not None:
         posterior.linearization.save(folder / LINEARIZATION_FILE)
-    state = posterior.model.state()
-    if state is not None:
-        torch.save(state, folder / NETWORK_STATE_FILE)
+        written.append(LINEARIZATION_FILE)
+    if tensors is not None:
+        safetensors.torch.save_file({name: value.detach().cpu().contiguous().clone() for name, value in tensors.items()},
+                                    str(folder / NETWORK_TENSORS_FILE))
+        written.append(NETWORK_TENSORS_FILE)
+        if _write_module_pickle(posterior.model, folder / MODULE_PICKLE_FILE):
+            written.append(MODULE_PICKLE_FILE)
+    write_json(folder / FIT_FILE, {"schema_version": SCHEMA_VERSION, "model": posterior.model.config(),
+                                   "record": posterior.record.to_json(),
+                                   "files": {name: sha256(folder / name) for name in written}})
 
 
-def read_posterior(directory: str | Path) -> dict[str, Any]:
+def _write_module_pickle(model: BayesianNetwork, path: Path) -> bool:
+    """Pickle the network's module to ``path``, read back only under ``trust=True``; ``False`` (nothing written) for a
+    network without one or a module that cannot be pickled (a class defined inside a function), which then loads
+    only with the module given again."""
+    module = getattr(model, "module", None)
+    if not isinstance(module, nn.Module):
+        return False
+    try:
+        torch.save(module, path)
+    except (pickle.PicklingError, AttributeError, TypeError):  # a local class, a lambda, a lock
+        path.unlink(missing_ok=True)
+        return False
+    return True
+
+
+def read_posterior(directory: str | Path, module: nn.Module | None = None, trust: bool = False) -> dict[str, Any]:
     """The parts of the posterior saved in ``directory``, as keyword arguments of
-    :class:`~bnn.inference.core.posterior.Posterior`; the model is rebuilt from registered names.
+    :class:`~bnn.inference.core.posterior.Posterior`; the model is rebuilt from registered names, and a torch module
+    network from ``module`` (or, with ``trust=True``, from ``module.pt``).
 
     Raises
     ------
     ValueError
-        For a missing or damaged folder, or one written by another schema version.
+        For a missing, damaged, changed or foreign folder, a file in it that its ``fit.json`` does not list, one written
+        by another schema version, and a torch module network loaded without its module or with another one.
     """
     directory = Path(directory)
     fit_file, posterior_file = directory / FIT_FILE, directory / POSTERIOR_FILE
@@ -80,14 +130,19 @@ def read_posterior(directory: str | Path) -> dict[str, Any]:
         raise ValueError(f"{fit_file} is damaged ({type(error).__name__}: {error}); {again}") from None
     if not isinstance(meta, dict) or meta.get("schema_version") != SCHEMA_VERSION:
         found = meta.get("schema_version") if isinstance(meta, dict) else None
-        raise ValueError(f"{fit_file} has schema version {found!r}; this version reads {SCHEMA_VERSION}")
+        raise ValueError(f"{fit_file} has schema version {found!r}; this version reads {SCHEMA_VERSION}: {again}")
     unknown = sorted(set(meta) - FIT_ENTRIES)
     if unknown:
         raise ValueError(f"{fit_file} has unknown entries {unknown}; it holds {sorted(FIT_ENTRIES)}: {again}")
-    state = _network_state(directory / NETWORK_STATE_FILE)
+    listed = _checked_files(directory, meta.get("files"))
+    state = _network_tensors(directory / NETWORK_TENSORS_FILE) if NETWORK_TENSORS_FILE in listed else None
+    if module is None and trust and MODULE_PICKLE_FILE in listed:
+        module = _unpickled_module(directory / MODULE_PICKLE_FILE)
     try:
-        model = network_from_config(meta["model"], state)
+        model = network_from_config(meta["model"], state, module)
         record = read_record(meta["record"])
+    except ModuleMismatchError as error:
+        raise ModuleMismatchError(f"{directory}: {error}") from None
     except (KeyError, TypeError, ValueError) as error:
         raise ValueError(f"{fit_file} is damaged or from another version: its model or record entry is missing or "
                          f"invalid ({type(error).__name__}: {error}); {again}") from None
@@ -118,15 +173,56 @@ def read_posterior(directory: str | Path) -> dict[str, Any]:
             "linearization": linearization, "constants": constants}
 
 
-def _network_state(path: Path) -> Any:
-    """The network's state saved at ``path`` (``None`` when there is no such file), unpickled: see the module notes."""
-    if not path.is_file():
-        return None
+def _checked_files(directory: Path, files: Any) -> set[str]:
+    """The names of the files ``fit.json`` lists (``files``: name -> SHA-256), after checking each against its digest
+    and that the folder holds no other file but ``fit.json`` and its marker's (module notes); ``ValueError`` naming
+    the file."""
+    fit_file = directory / FIT_FILE
+    if not isinstance(files, dict) or not all(isinstance(name, str) and isinstance(digest, str)
+                                              for name, digest in files.items()):
+        raise ValueError(f"{fit_file} does not list its files with their SHA-256 (its 'files' entry is missing or not "
+                         "an object of names and digests); it is damaged: fit and save the posterior again")
+    for name, digest in files.items():
+        path = directory / name
+        if name not in POSTERIOR_FILES or name != Path(name).name:
+            raise ValueError(f"{fit_file} lists {name!r}, which is not a posterior's file ({', '.join(POSTERIOR_FILES)}); "
+                             "it is damaged: fit and save the posterior again")
+        if not path.is_file():
+            raise ValueError(f"{path} is missing: {fit_file} lists it among the fit's files; copy the whole folder")
+        if sha256(path) != digest:
+            raise ValueError(f"{path} is not the file this fit wrote: its SHA-256 differs from the one {fit_file} lists "
+                             "(changed since, or from another fit); nothing was loaded: fit and save the posterior again")
+    commands = result_listing(directory)
+    for path in sorted(directory.iterdir()):
+        name = path.name
+        if name in files or name in (FIT_FILE, MARKER) or (name in commands and name not in POSTERIOR_FILES):
+            continue
+        raise ValueError(f"{path} is not one of the files this fit wrote ({FIT_FILE} lists {sorted(files)}): a file "
+                         "put there later, or from another fit; nothing was loaded: remove it, or load a copy of the "
+                         "folder without it")
+    return set(files)
+
+
+def _network_tensors(path: Path) -> dict[str, torch.Tensor]:
+    """The tensors saved at ``path`` (read as tensors only: no code runs)."""
     try:
-        return torch.load(path, weights_only=False)
+        return safetensors.torch.load_file(str(path))
+    except Exception as error:  # noqa: BLE001 - safetensors raises its own types for a damaged file
+        raise ValueError(f"{path} cannot be read as tensors ({type(error).__name__}: {error}); it is damaged: fit and "
+                         "save the posterior again") from None
+
+
+def _unpickled_module(path: Path) -> nn.Module:
+    """The module pickled at ``path``, unpickled (``trust=True`` only: unpickling runs code the file names)."""
+    try:
+        module = torch.load(path, weights_only=False)
     except Exception as error:  # noqa: BLE001 - unpickling raises many types (a class no longer importable, ...)
-        raise ValueError(f"{path} cannot be read ({type(error).__name__}: {error}); the network's module class must be "
-                         "importable here; else fit and save the posterior again") from None
+        raise ValueError(f"{path} cannot be unpickled ({type(error).__name__}: {error}); its module class must be "
+                         "importable here: give the module instead, Posterior.load(path, module=...)") from None
+    if not isinstance(module, nn.Module):
+        raise ValueError(f"{path} does not hold a torch.nn.Module (it holds a {type(module).__name__}); give the module "
+                         "instead, Posterior.load(path, module=...)")
+    return module
 
 
 def _refuse_constant(name: str) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 from bnn.datasets.dataset import Dataset
 from bnn.inference.core.posterior import Posterior
+from torch import nn
 
 from bnn.runtime.atomic import result_state, write_json
 
@@ -53,9 +54,13 @@ class FinishedFits:
         The report folder of the command.
     fingerprint : dict
         :func:`run_fingerprint` of the command.
+    module : torch.nn.Module, optional
+        The module of the command's network when it was made from one: a kept fit is rebuilt with it, never by
+        unpickling (:meth:`~bnn.inference.core.posterior.Posterior.load`).
     """
 
-    def __init__(self, out: Path, fingerprint: dict[str, Any]) -> None:
+    def __init__(self, out: Path, fingerprint: dict[str, Any], module: nn.Module | None = None) -> None:
+        self.module = module
         self.fingerprint = json.loads(json.dumps(fingerprint, sort_keys=True, default=str))
         key = hashlib.sha256(json.dumps(self.fingerprint, sort_keys=True).encode()).hexdigest()[:16]
         self.root = out.with_name(f"{out.name}.partial-fits")
@@ -72,7 +77,7 @@ class FinishedFits:
             same = json.loads((self.folder / FINGERPRINT_FILE).read_text()) == self.fingerprint
         except (OSError, ValueError):
             return None
-        return Posterior.load(path) if same and result_state(path) == "complete" else None
+        return Posterior.load(path, module=self.module) if same and result_state(path) == "complete" else None
 
     def save(self, index: int, method: str, posterior: Posterior) -> None:
         """Keep the ``index``-th fit, finished, on disk (atomically)."""

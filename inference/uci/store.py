@@ -27,7 +27,7 @@ from bnn.inference.uci.grid import Cell
 from bnn.inference.uci.protocol import COLUMNS
 from bnn.inference.uci.table import RESULTS_FILE, TABLE_FILE
 
-from bnn.runtime.atomic import write_json
+from bnn.runtime.atomic import finite_or_null, write_json
 from bnn.runtime.machine import machine
 from bnn.runtime.stacklevel import user_stacklevel
 
@@ -57,6 +57,11 @@ def fingerprint(table: UCITable, cell: Cell) -> str:
         settings["conformal"] = cell.conformal
     digest.update(json.dumps(settings, sort_keys=True, default=str).encode())
     return digest.hexdigest()
+
+
+def result_digest(result: dict[str, Any]) -> str:
+    """SHA-256 of a cell's result as JSON, its keys sorted."""
+    return hashlib.sha256(json.dumps(result, sort_keys=True, allow_nan=False).encode()).hexdigest()
 
 
 def is_cell_file(stored: Any) -> bool:
@@ -94,6 +99,9 @@ class RunFolder:
         if not is_cell_file(stored):
             raise ValueError(f"{path} is not a cell file of bnn uci (it needs a fingerprint and a result with the fields "
                              f"{', '.join(COLUMNS)}, status {' or '.join(STATUSES)}); remove it to run that cell again")
+        if "digest" in stored and stored["digest"] != result_digest(stored["result"]):
+            raise ValueError(f"{path} was changed after bnn uci wrote it: its result does not have the SHA-256 its "
+                             "'digest' gives; remove it to run that cell again")
         return stored
 
     def finished(self, cell: Cell, print_: str) -> dict[str, Any] | None:
@@ -121,4 +129,6 @@ class RunFolder:
         one)."""
         path = self.path(cell)
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_json(path, {"fingerprint": print_, "machine": machine(), "result": result})
+        written = json.loads(json.dumps(finite_or_null(result), default=float))  # the result as JSON reads it back
+        write_json(path, {"fingerprint": print_, "machine": machine(), "result": written,
+                          "digest": result_digest(written)})

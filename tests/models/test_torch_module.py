@@ -214,8 +214,8 @@ def test_a_partly_bayesian_fit_saves_and_loads_with_its_module(tmp_path):
         posterior = fit(from_module(Regressor(), bayesian="last-layer", likelihood=LIKELIHOOD), (X, Y), "laplace",
                         seed=0, progress=False, map_options=options, num_samples=20, **options)
     posterior.save(tmp_path / "run")
-    assert (tmp_path / "run" / "network.pt").is_file()
-    loaded = Posterior.load(tmp_path / "run")
+    assert (tmp_path / "run" / "network.safetensors").is_file()
+    loaded = Posterior.load(tmp_path / "run", module=Regressor())
     assert isinstance(loaded.model, TorchModuleNetwork) and isinstance(loaded.model.module, Regressor)
     assert loaded.model.config() == posterior.model.config() and loaded.record.held_at_map == ["features.0.weight",
                                                                                               "features.0.bias"]

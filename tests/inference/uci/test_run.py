@@ -250,6 +250,20 @@ def test_a_tampered_cell_file_is_named_before_any_work(tiny_uci, tmp_path, monke
         run_uci(tiny_uci, "tiny", ["svi"], [0, 1], out, overrides=FAST_SVI, progress=False)
 
 
+def test_a_cell_result_edited_after_it_was_written_is_named_before_any_work(tiny_uci, tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    monkeypatch.setattr(uci_run, "run_local", lambda tables, cells, workers: map(ok_row, cells))
+    first = run_uci(tiny_uci, "tiny", ["svi"], [0, 1], out, overrides=FAST_SVI, progress=False)
+    cell = out / CELLS_FOLDER / "tiny" / "svi" / "split-1.json"
+    stored = json.loads(cell.read_text())
+    monkeypatch.setattr(uci_run, "run_local", never_runs)
+    pd.testing.assert_frame_equal(run_uci(tiny_uci, "tiny", ["svi"], [0, 1], out, overrides=FAST_SVI, progress=False),
+                                  first)  # the digest of an untouched cell holds
+    cell.write_text(json.dumps({**stored, "result": {**stored["result"], "test_ll": 9.0}}))
+    with pytest.raises(ValueError, match=f"{cell} was changed after bnn uci wrote it: .*remove it to run that cell"):
+        run_uci(tiny_uci, "tiny", ["svi"], [0, 1], out, overrides=FAST_SVI, progress=False)
+
+
 def test_a_cell_that_failed_runs_again_when_its_data_changed(tiny_uci, tmp_path, monkeypatch):
     out = tmp_path / "run"
     monkeypatch.setattr(uci_run, "run_local", lambda tables, cells, workers: (
