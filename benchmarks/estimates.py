@@ -4,7 +4,7 @@ For every method and cell, the estimate (:func:`bnn.inference.evaluation.cost.es
 and then ``fit(model, data, method, seed=0, progress=False)`` at the method's defaults, timed by the wall clock; one
 Markdown row per fit: the estimate (and the worst case of the MAP-centred fits), the seconds the estimate itself
 took, the fit's seconds and their ratio; for a MAP or Laplace fit in this process, its polish iterations as the cost
-model counts them (:mod:`bnn.inference.posterior_mode.map_cost`): the first polish, the evidence search's later
+model counts them (:mod:`bnn.inference.map_search.map_cost`): the first polish, the evidence search's later
 refits (their total and count) and the final polish. A cell is ``toy1d:SEED`` (the built-in set, seeded as ``bnn
 compare --seed`` seeds it) or ``DATASET:SPLIT`` of the UCI folder; the network is the one ``bnn compare`` builds by
 default (d-50-1 tanh, learned noise), or with ``--relu`` the papers' ReLU network of ``bnn uci``.
@@ -29,7 +29,7 @@ from bnn.datasets import load_dataset, load_uci
 from bnn.inference import fit
 from bnn.inference.evaluation.cost import estimate_cost
 from bnn.inference.fit import METHODS, prepare_data
-from bnn.inference.posterior_mode.polish import MapProblem
+from bnn.inference.map_search.polish import MapProblem
 from bnn.inference.uci.grid import hidden_units
 from bnn.inference.uci.protocol import uci_model
 
@@ -42,7 +42,7 @@ COLUMNS = ["method", "cell", "network", "estimate s", "how counted", "at most s"
 @contextmanager
 def polishes_counted() -> Iterator[list[int]]:
     """The iterations of each MAP polish run in this process within the block, in order (each
-    :meth:`~bnn.inference.posterior_mode.polish.MapProblem.polish` call: the evidence search's refits, then the final
+    :meth:`~bnn.inference.map_search.polish.MapProblem.polish` call: the evidence search's refits, then the final
     polish)."""
     counts: list[int] = []
     original = MapProblem.polish

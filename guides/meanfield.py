@@ -62,7 +62,7 @@ class MeanFieldGuide(FlatNormalGuide):
         with the other sites drawn from the prior. A likelihood latent (``sigma``) starts at its
         prior's median unless the mapping gives it (a draw can be so small that SVI never recovers).
         SVI (``fit``, and ``--guide-option init_loc=map`` on the command line) also takes ``"map"``:
-        it fits the MAP weights on the full training data (:func:`~bnn.inference.posterior_mode.map_estimate.map_weights`,
+        it fits the MAP weights on the full training data (:func:`~bnn.inference.map_search.map_estimate.map_weights`,
         a learned
         noise chosen with it) and passes them here as the mapping.
     init_rho : float
@@ -165,7 +165,7 @@ class MeanFieldGuide(FlatNormalGuide):
         if init_loc == "map":
             raise ValueError("init_loc='map' needs the training data, which a guide does not have when it is built: "
                              "fit with guide_options={'init_loc': 'map'} (or --guide-option init_loc=map), or pass "
-                             "init_loc=map_weights(model, x, y) (bnn.inference.posterior_mode.map_estimate)")
+                             "init_loc=map_weights(model, x, y) (bnn.inference.map_search.map_estimate)")
         raise ValueError(f"init_loc must be one of {[*INIT_LOCS, 'map']} or a mapping of site values, got {init_loc!r} "
                          "('map' through fit or --guide-option init_loc=map, which fit the MAP on the full training data)")
 

@@ -30,7 +30,7 @@ INTERRUPTED_FITS = {
              "bnn.inference.nuts.chains:_ProgressBars.__call__",
              r"interrupted(: nuts interrupted \(KeyboardInterrupt(: SIGTERM)?\); kept chains .* marked incomplete in "
              r"metrics.json| by SIGTERM: nothing was kept; .*| ?: nothing was kept; .*)"),
-    "laplace": (["--method", "laplace", "--map-steps", "10000000"], "bnn.inference.posterior_mode.polish:log_likelihood",
+    "laplace": (["--method", "laplace", "--map-steps", "10000000"], "bnn.inference.map_search.polish:log_likelihood",
                 r"interrupted( by SIGTERM)?: nothing was kept; .* is as it was before the command"),
 }
 

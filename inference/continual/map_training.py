@@ -21,7 +21,7 @@ import torch
 from bnn.guides.flat_weights import join_sites, split_flat
 from bnn.inference.continual.learned import Learned
 from bnn.inference.continual.setup import ContinualSetup
-from bnn.inference.posterior_mode.log_joint import log_likelihood, log_prior, prior_distributions
+from bnn.inference.map_search.log_joint import log_likelihood, log_prior, prior_distributions
 from bnn.models.network import BayesianNetwork
 
 from bnn.runtime.seeding import seeded

@@ -36,7 +36,7 @@ from bnn.guides.kl import gaussian_kl
 from bnn.inference.continual.flat_gaussian import FlatGaussian, unlearnt_heads
 from bnn.inference.continual.learned import Learned
 from bnn.inference.continual.setup import ContinualSetup
-from bnn.inference.posterior_mode.log_joint import log_likelihood, prior_distributions
+from bnn.inference.map_search.log_joint import log_likelihood, prior_distributions
 from bnn.inference.svi.optimiser import ADAM_BETAS
 
 

@@ -12,7 +12,7 @@ from bnn.inference.ensemble.cost import COST
 from bnn.inference.ensemble.fit import IncompleteEnsembleWarning, run_ensemble
 from bnn.inference.ensemble.options import EnsembleOptions
 from bnn.inference.ensemble.record import EnsembleRecord
-from bnn.inference.posterior_mode.map_starts import MemberMethod
+from bnn.inference.map_search.map_starts import MemberMethod
 
 METHOD = Method("ensemble", EnsembleOptions, run_ensemble, refuses_hierarchical=POINT_ESTIMATE, cost=COST)
 

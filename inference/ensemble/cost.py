@@ -1,11 +1,11 @@
-"""What a deep ensemble costs: ``num_members`` MAP fits (:mod:`bnn.inference.posterior_mode.map_cost`), members in
+"""What a deep ensemble costs: ``num_members`` MAP fits (:mod:`bnn.inference.map_search.map_cost`), members in
 parallel processes as free cores allow: whole rounds of members, the last one perhaps with idle processes."""
 
 from __future__ import annotations
 
 from bnn.inference.core.cost_model import GradientCount
 from bnn.inference.ensemble.options import EnsembleOptions
-from bnn.inference.posterior_mode.map_cost import map_cost_model, map_fits_count
+from bnn.inference.map_search.map_cost import map_cost_model, map_fits_count
 
 from bnn.runtime import workers
 

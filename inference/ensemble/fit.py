@@ -2,14 +2,14 @@ r"""Deep ensembles (Lakshminarayanan et al. 2017): :math:`M` MAP fits from indep
 
 Member :math:`m` maximises the log joint :math:`\log p(y \mid x, \theta) + \log p(\theta)` under the model's
 own prior (a Gaussian's weight decay, a Laplace prior's L1, a scale mixture alike) from its own draw of the prior,
-with :func:`~bnn.inference.posterior_mode.map_estimate.find_map` (Adam, then a Levenberg-Marquardt or L-BFGS polish, in float64
+with :func:`~bnn.inference.map_search.map_estimate.find_map` (Adam, then a Levenberg-Marquardt or L-BFGS polish, in float64
 as Laplace does); a learned Gaussian noise is chosen as there (the Laplace evidence's under a Gaussian prior). Each
 member is one draw, so the :class:`~bnn.inference.core.posterior.Posterior` holds one "chain" of :math:`M` independent draws,
 ``(1, M, *site_shape)``, and its Monte Carlo predictive is the paper's uniform mixture of the members. With
 the ``heteroscedastic-gaussian`` likelihood every member predicts a mean and a scale per input, the paper's
 setting (its adversarial training is not done here).
 
-The members are :mod:`bnn.inference.posterior_mode.map_starts`' fits: seeds from ``numpy.random.SeedSequence(seed)``,
+The members are :mod:`bnn.inference.map_search.map_starts`' fits: seeds from ``numpy.random.SeedSequence(seed)``,
 run in loky worker processes (one per core, each on one torch thread) or one after the other on one torch thread,
 with the same members either way. A script that fits in processes must guard its entry point with
 ``if __name__ == "__main__":``.
@@ -30,9 +30,9 @@ from bnn.guides.flat_weights import split_flat
 from bnn.inference.core.posterior import Posterior
 from bnn.inference.ensemble.options import EnsembleOptions
 from bnn.inference.ensemble.record import EnsembleRecord
-from bnn.inference.posterior_mode.advice import NOT_CONVERGED, RAISE_BUDGET
-from bnn.inference.posterior_mode.map_estimate import working_data
-from bnn.inference.posterior_mode.map_starts import MemberJob, MemberOutcomes, member_seeds, run_members
+from bnn.inference.map_search.advice import NOT_CONVERGED, RAISE_BUDGET
+from bnn.inference.map_search.map_estimate import working_data
+from bnn.inference.map_search.map_starts import MemberJob, MemberOutcomes, member_seeds, run_members
 
 
 class IncompleteEnsembleWarning(UserWarning):

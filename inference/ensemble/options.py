@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from bnn.inference.posterior_mode.map_options import MapFitOptions
-from bnn.inference.posterior_mode.map_starts import MemberMethod, member_workers
+from bnn.inference.map_search.map_options import MapFitOptions
+from bnn.inference.map_search.map_starts import MemberMethod, member_workers
 
 from bnn.options import choice, flag, integer, option, seed
 from bnn.runtime.memory import parameter_count, value_bytes
@@ -15,14 +15,14 @@ from bnn.runtime.memory import parameter_count, value_bytes
 @dataclass(frozen=True)
 class MemberOptions(MapFitOptions):
     r"""Options of the methods whose members each start from their own MAP fit (the deep ensemble, MultiSWAG): the
-    MAP fit's (:class:`~bnn.inference.posterior_mode.map_options.MapFitOptions`) and
+    MAP fit's (:class:`~bnn.inference.map_search.map_options.MapFitOptions`) and
 
     Attributes
     ----------
     num_members : int
         :math:`M`, the members, each from its own MAP fit.
     member_method : {"auto", "parallel", "sequential"}
-        See :class:`~bnn.inference.posterior_mode.map_starts.MemberMethod`: where the members' MAP fits run.
+        See :class:`~bnn.inference.map_search.map_starts.MemberMethod`: where the members' MAP fits run.
     """
 
     num_members: int = option(5, integer(minimum=1))

@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 from bnn.inference.core.record import FitRecord, register_record
 from bnn.inference.ensemble.options import EnsembleOptions
-from bnn.inference.posterior_mode.advice import NOT_CONVERGED, RAISE_BUDGET
+from bnn.inference.map_search.advice import NOT_CONVERGED, RAISE_BUDGET
 
 
 @register_record
@@ -29,7 +29,7 @@ class EnsembleRecord(FitRecord):
         Per member kept: its wall time, polish iterations, gradient norm at its MAP and whether its Newton
         decrement fell below ``map_tolerance``.
     noise : list of float, optional
-        Per member kept, the noise scale of a learned Gaussian noise (:mod:`bnn.inference.posterior_mode.map_estimate`).
+        Per member kept, the noise scale of a learned Gaussian noise (:mod:`bnn.inference.map_search.map_estimate`).
     failed_members : dict of str to str, optional
         The error of every member that failed.
     incomplete : bool

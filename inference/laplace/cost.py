@@ -1,11 +1,11 @@
-"""What a Laplace fit costs: its MAP fit (:mod:`bnn.inference.posterior_mode.map_cost`), with the evidence search
+"""What a Laplace fit costs: its MAP fit (:mod:`bnn.inference.map_search.map_cost`), with the evidence search
 unless ``tune_prior_precision=False``; the curvature comes on top."""
 
 from __future__ import annotations
 
 from bnn.inference.core.cost_model import GradientCount
 from bnn.inference.laplace.options import LaplaceOptions
-from bnn.inference.posterior_mode.map_cost import map_cost_model, map_fits_count
+from bnn.inference.map_search.map_cost import map_cost_model, map_fits_count
 
 
 def count(options: LaplaceOptions, rows: int, model) -> GradientCount:

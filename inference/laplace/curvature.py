@@ -9,7 +9,7 @@ With :math:`f_i = f(x_i; \theta) \in \mathbb{R}^K` and :math:`\ell_i(f) = -\log 
     + \sum_i \sum_k \frac{\partial \ell_i}{\partial f_{ik}} \nabla^2_\theta f_{ik},
     \qquad J_i = \frac{\partial f_i}{\partial \theta},\quad H_i = \nabla^2_f \ell_i .
 
-The generalised Gauss-Newton (GGN) keeps the first term (:mod:`bnn.inference.posterior_mode.output_curvature`, shared with
+The generalised Gauss-Newton (GGN) keeps the first term (:mod:`bnn.inference.curvature.output_curvature`, shared with
 the MAP fit's Gauss-Newton polish); it is positive semi-definite whatever :math:`\theta`.
 
 The exact Hessian (automatic differentiation of :math:`\sum_i \ell_i`) adds the second
@@ -17,7 +17,7 @@ term, which vanishes where :math:`f` is linear in :math:`\theta` (no hidden laye
 the last layer alone) and can make the Hessian indefinite elsewhere.
 
 Data are processed in chunks sized so that a chunk's Jacobians stay within
-:data:`bnn.inference.posterior_mode.output_curvature.JACOBIAN_BUDGET_BYTES`.
+:data:`bnn.inference.curvature.output_curvature.JACOBIAN_BUDGET_BYTES`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from enum import Enum
 
 import torch
 from bnn.guides.flat_weights import num_weights, split_flat
-from bnn.inference.posterior_mode.output_curvature import (  # noqa: F401 - re-exported: the Laplace curvature's public names
+from bnn.inference.curvature.output_curvature import (  # noqa: F401 - re-exported: the Laplace curvature's public names
     OUTPUT_HESSIANS,
     check_ggn_supported,
     gauss_newton_matrix,
@@ -67,7 +67,7 @@ class Structure(str, Enum):
     LAST_LAYER = "last-layer"
     """Dense over the last layer's weights and bias; every other weight stays at its MAP value."""
     KRON = "kron"
-    r"""Kronecker-factored per layer (KFAC, :mod:`bnn.inference.posterior_mode.kron_curvature`): a weight block
+    r"""Kronecker-factored per layer (KFAC, :mod:`bnn.inference.curvature.kron_curvature`): a weight block
     :math:`G \otimes A` and a bias block :math:`G` per layer, layers independent; :math:`O(d_{in}^2 + d_{out}^2)` memory
     per layer. Needs every layer written with :func:`bnn.models.layers.linear` or :func:`~bnn.models.layers.conv`."""
 

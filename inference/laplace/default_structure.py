@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import torch
 from bnn.guides.flat_weights import num_weights
+from bnn.inference.curvature.kron_curvature import check_kron_supported
 from bnn.inference.laplace.curvature import GIB, HessianType, Structure, required_bytes
-from bnn.inference.posterior_mode.kron_curvature import check_kron_supported
 
 
 def choose_structure(model, x: torch.Tensor, hessian: HessianType, itemsize: int,

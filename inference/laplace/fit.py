@@ -11,10 +11,10 @@ with :math:`H` the curvature of :math:`-\log p(y \mid x, \theta)` at :math:`\the
 Gaussian prior :math:`\mathcal{N}(0, \sigma_w^2 I)` and the GGN, this is the source
 material's :math:`\Lambda = J^\top J / \sigma_y^2 + I / \sigma_w^2`.
 
-Steps: (1) :math:`\theta_{MAP}` by Adam then a Levenberg-Marquardt polish (:mod:`bnn.inference.posterior_mode.map_estimate`); by
+Steps: (1) :math:`\theta_{MAP}` by Adam then a Levenberg-Marquardt polish (:mod:`bnn.inference.map_search.map_estimate`); by
 default, wherever the covered priors are Gaussian and the curvature is the GGN, the prior precision multiplier
 :math:`\alpha` (:math:`P \to \alpha P`) and a learned noise are those maximising the Laplace evidence, the MAP
-refitted at each candidate (:mod:`bnn.inference.posterior_mode.evidence`); otherwise :math:`\alpha = 1` and a learned noise is
+refitted at each candidate (:mod:`bnn.inference.curvature.evidence`); otherwise :math:`\alpha = 1` and a learned noise is
 still chosen by the evidence where the covered priors are Gaussian; a network with ``layer-scale`` or ``ard`` priors
 has their scales set to the evidence's type-II maximum instead, a prior precision per group, the MAP refitted at each
 round (:mod:`bnn.inference.laplace.type2_scales`); (2) :math:`H` and :math:`P` over the
@@ -39,6 +39,8 @@ from bnn.guides.laplace import LaplaceGuide
 from bnn.inference.core.guide_draws import sample_guide
 from bnn.inference.core.posterior import Posterior
 from bnn.inference.core.temperature import UNTEMPERED
+from bnn.inference.curvature.evidence import gaussian_log_prior, laplace_log_marginal_likelihood
+from bnn.inference.curvature.kron_curvature import check_kron_supported, kron_posterior
 from bnn.inference.laplace.curvature import (
     HessianType,
     Structure,
@@ -53,9 +55,7 @@ from bnn.inference.laplace.options import LaplaceOptions
 from bnn.inference.laplace.prior_curvature import check_prior_curvature_possible, covered_sites, prior_curvature
 from bnn.inference.laplace.record import LaplaceRecord
 from bnn.inference.laplace.type2_scales import DESCRIPTION, check_type2_possible, type2_maximum
-from bnn.inference.posterior_mode.evidence import gaussian_log_prior, laplace_log_marginal_likelihood
-from bnn.inference.posterior_mode.kron_curvature import check_kron_supported, kron_posterior
-from bnn.inference.posterior_mode.map_estimate import WORKING_DTYPE, MapEstimate, find_map, working_data
+from bnn.inference.map_search.map_estimate import WORKING_DTYPE, MapEstimate, find_map, working_data
 from bnn.models.priors import GaussianPrior
 
 from bnn.runtime.seeding import seeded

@@ -13,7 +13,7 @@ from bnn.inference.laplace.curvature import (
     covered_from,
     required_bytes,
 )
-from bnn.inference.posterior_mode.map_options import MapFitOptions
+from bnn.inference.map_search.map_options import MapFitOptions
 
 from bnn.options import choice, flag, option, optional, positive_int, positive_number, seed
 from bnn.runtime.memory import parameter_count, peak_stage, value_bytes
@@ -22,7 +22,7 @@ from bnn.runtime.memory import parameter_count, peak_stage, value_bytes
 @dataclass(frozen=True)
 class LaplaceOptions(MapFitOptions):
     r"""Options of :func:`~bnn.inference.laplace.fit_laplace`: the MAP fit's
-    (:class:`~bnn.inference.posterior_mode.map_options.MapFitOptions`) and
+    (:class:`~bnn.inference.map_search.map_options.MapFitOptions`) and
 
     Attributes
     ----------

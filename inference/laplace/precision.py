@@ -19,7 +19,7 @@ import torch
 from bnn.guides.flat_weights import join_sites
 from bnn.inference.laplace.curvature import HessianType, Structure, covered_from, likelihood_curvature
 from bnn.inference.laplace.prior_curvature import prior_curvature
-from bnn.inference.posterior_mode.map_estimate import WORKING_DTYPE, working_data
+from bnn.inference.map_search.map_estimate import WORKING_DTYPE, working_data
 
 from bnn.options import parse_option
 

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 
 import torch
 from bnn.guides.flat_weights import split_flat
-from bnn.inference.posterior_mode.gauss_newton import elementwise_curvature
+from bnn.inference.curvature.gauss_newton import elementwise_curvature
 from bnn.models.sites import WeightSite
 
 

@@ -9,8 +9,8 @@ from typing import Any, ClassVar
 from bnn.inference.core.record import register_record
 from bnn.inference.laplace.linearized import Linearization, is_linearizable
 from bnn.inference.laplace.options import LaplaceOptions
-from bnn.inference.posterior_mode.advice import NO_MAXIMUM_FIX
-from bnn.inference.posterior_mode.map_record import MapFitRecord
+from bnn.inference.map_search.advice import NO_MAXIMUM_FIX
+from bnn.inference.map_search.map_record import MapFitRecord
 
 
 @register_record
@@ -35,7 +35,7 @@ class LaplaceRecord(MapFitRecord):
         Why: ``"given"``, or the memory the full GGN needs against ``max_memory_gib`` for a structure chosen by
         default (:func:`~bnn.inference.laplace.default_structure.choose_structure`).
     map_lbfgs_iterations, map_grad_norm, map_converged, noise
-        How the MAP fit ended (:class:`~bnn.inference.posterior_mode.map_record.MapFitRecord`).
+        How the MAP fit ended (:class:`~bnn.inference.map_search.map_record.MapFitRecord`).
     log_marginal_likelihood : float
         The Laplace estimate of :math:`\log p(\mathcal{D})`.
     prior_precision : dict of str to float, optional
@@ -44,9 +44,9 @@ class LaplaceRecord(MapFitRecord):
         :math:`\alpha` of :math:`P \to \alpha P` (1 unless tuned).
     tune_prior_precision : bool
         Whether :math:`\alpha` (and a learned noise, ``noise``) maximised the evidence
-        (:mod:`bnn.inference.posterior_mode.evidence`).
+        (:mod:`bnn.inference.curvature.evidence`).
     evidence_rounds : int, optional
-        MAP refits of the search for the evidence's maximum (:mod:`bnn.inference.posterior_mode.evidence_search`), when the
+        MAP refits of the search for the evidence's maximum (:mod:`bnn.inference.curvature.evidence_search`), when the
         evidence chose :math:`\alpha` or the noise.
     evidence_converged : bool, optional
         Whether that search found a maximum.

@@ -66,8 +66,8 @@ from bnn.inference.core.hierarchical_refusal import HIERARCHICAL_METHODS
 from bnn.inference.laplace.curvature import HessianType, Structure
 from bnn.inference.laplace.options import LaplaceOptions
 from bnn.inference.laplace.prior_curvature import prior_curvature
-from bnn.inference.posterior_mode.log_joint import log_likelihood, log_prior, squared_error
-from bnn.inference.posterior_mode.map_estimate import MapEstimate, find_map
+from bnn.inference.map_search.log_joint import log_likelihood, log_prior, squared_error
+from bnn.inference.map_search.map_estimate import MapEstimate, find_map
 from bnn.models.hierarchical_priors import RELEVANCE, SCALE, ARDPrior, LayerScalePrior
 from bnn.models.priors import Prior
 from bnn.models.sites import WeightSite
@@ -184,7 +184,7 @@ def check_type2_possible(model, hessian_type: HessianType, structure: Structure,
     """Refuse, before any work, what the type-II scales cannot serve: a hierarchical prior other than ``layer-scale``
     and ``ard``, the exact Hessian, a structure that leaves a hierarchical layer out, and ``tune_prior_precision=True``
     (``structure='kron'`` is refused before, by
-    :func:`~bnn.inference.posterior_mode.kron_curvature.check_kron_supported`: its factors take one Gaussian prior
+    :func:`~bnn.inference.curvature.kron_curvature.check_kron_supported`: its factors take one Gaussian prior
     precision per site)."""
     others = sorted({type(prior).__name__ for prior in model.hierarchical_sites.values() if not isinstance(prior, OFFERED)})
     if others:

@@ -1,10 +1,10 @@
-"""What a MAP fit costs (:mod:`bnn.inference.posterior_mode.map_cost`)."""
+"""What a MAP fit costs (:mod:`bnn.inference.map_search.map_cost`)."""
 
 from __future__ import annotations
 
 from bnn.inference.core.cost_model import GradientCount
 from bnn.inference.map.options import MapOptions
-from bnn.inference.posterior_mode.map_cost import map_cost_model, map_fits_count
+from bnn.inference.map_search.map_cost import map_cost_model, map_fits_count
 
 
 def count(options: MapOptions, rows: int, model) -> GradientCount:

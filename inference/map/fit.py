@@ -4,7 +4,7 @@ r"""The MAP point estimate: the single most probable weights, the "plain network
 
     \theta_{MAP} = \arg\max_\theta \; \log p(y \mid x, \theta) + \log p(\theta)
 
-by :func:`~bnn.inference.posterior_mode.map_estimate.find_map` (Adam from a draw of the prior, then a
+by :func:`~bnn.inference.map_search.map_estimate.find_map` (Adam from a draw of the prior, then a
 Levenberg-Marquardt or L-BFGS
 polish, in float64 as Laplace does); under a Gaussian prior this is weight decay, under a Laplace prior an L1 penalty.
 With ``objective="mle"`` the prior term is dropped (its weight is 0 in ``find_map``), leaving maximum likelihood,
@@ -14,7 +14,7 @@ With ``objective="mle"`` the prior term is dropped (its weight is 0 in ``find_ma
     \theta_{MLE} = \arg\max_\theta \; \log p(y \mid x, \theta),
 
 the classical network without regularisation; the prior then only draws the start. A learned
-Gaussian noise is chosen by the Laplace evidence under a Gaussian prior (:mod:`bnn.inference.posterior_mode.map_estimate`), and
+Gaussian noise is chosen by the Laplace evidence under a Gaussian prior (:mod:`bnn.inference.map_search.map_estimate`), and
 set to its maximum-likelihood value under ``objective="mle"``. The
 :class:`~bnn.inference.core.posterior.Posterior` holds one draw, ``(1, 1, *site_shape)``: a point mass, so its
 predictive is the plug-in :math:`p(y \mid x, \hat\theta)`, whose only spread is the likelihood's noise. It is
@@ -30,7 +30,7 @@ from bnn.guides.flat_weights import split_flat
 from bnn.inference.core.posterior import Posterior
 from bnn.inference.map.options import MapOptions, Objective
 from bnn.inference.map.record import MapRecord
-from bnn.inference.posterior_mode.map_estimate import find_map, working_data
+from bnn.inference.map_search.map_estimate import find_map, working_data
 
 from bnn.runtime.seeding import seeded
 

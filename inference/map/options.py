@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from bnn.inference.posterior_mode.map_options import MapFitOptions
+from bnn.inference.map_search.map_options import MapFitOptions
 
 from bnn.options import choice, flag, option, seed
 
@@ -24,7 +24,7 @@ class Objective(str, Enum):
 @dataclass(frozen=True)
 class MapOptions(MapFitOptions):
     r"""Options of :func:`~bnn.inference.map.fit_map`: the MAP fit's
-    (:class:`~bnn.inference.posterior_mode.map_options.MapFitOptions`) and
+    (:class:`~bnn.inference.map_search.map_options.MapFitOptions`) and
 
     Attributes
     ----------

@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 from bnn.inference.core.record import register_record
 from bnn.inference.map.options import MapOptions
-from bnn.inference.posterior_mode.map_record import MapFitRecord
+from bnn.inference.map_search.map_record import MapFitRecord
 
 
 @register_record
@@ -24,7 +24,7 @@ class MapRecord(MapFitRecord):
     log_joint : float
         :math:`\log p(y \mid x, \hat\theta) + \log p(\hat\theta)` (standardised units): what ``"map"`` maximises.
     map_lbfgs_iterations, map_grad_norm, map_converged, noise
-        How the MAP fit ended (:class:`~bnn.inference.posterior_mode.map_record.MapFitRecord`).
+        How the MAP fit ended (:class:`~bnn.inference.map_search.map_record.MapFitRecord`).
     """
 
     method: ClassVar[str] = "map"

@@ -4,8 +4,8 @@ optimiser come on top)."""
 from __future__ import annotations
 
 from bnn.inference.core.cost_model import CostModel, GradientCount
+from bnn.inference.map_search.log_joint import log_joint_gradient_seconds
 from bnn.inference.mc_dropout.options import MCDropoutOptions
-from bnn.inference.posterior_mode.log_joint import log_joint_gradient_seconds
 
 
 def count(options: MCDropoutOptions, rows: int, model) -> GradientCount:

@@ -61,9 +61,9 @@ from collections.abc import Mapping
 import pyro
 import torch
 from bnn.inference.core.posterior import Posterior
+from bnn.inference.map_search.log_joint import prior_distributions
 from bnn.inference.mc_dropout.options import DropoutInit, MCDropoutOptions
 from bnn.inference.mc_dropout.record import MCDropoutRecord
-from bnn.inference.posterior_mode.log_joint import prior_distributions
 from bnn.models.layers import input_masks
 from pyro.distributions.transforms import biject_to
 

@@ -52,7 +52,7 @@ class InitStrategy(str, Enum):
     """A draw from the prior, different for each chain."""
     MAP = "map"
     """The MAP of the weights and noise
-    (:func:`~bnn.inference.posterior_mode.map_estimate.map_weights`: Adam, then a polish) from a
+    (:func:`~bnn.inference.map_search.map_estimate.map_weights`: Adam, then a polish) from a
     prior draw, per chain: chains start at different modes when the MAP fits find different ones."""
 
 

@@ -1,5 +1,5 @@
 r"""What an SG-MCMC run costs: with ``init="map"`` each chain's MAP fit first
-(:mod:`bnn.inference.posterior_mode.map_cost`, in the processes they run in as free cores allow) and, where the step
+(:mod:`bnn.inference.map_search.map_cost`, in the processes they run in as free cores allow) and, where the step
 size comes from it, the curvature's power iteration (two gradients per iteration); then at least one minibatch
 gradient per chain and step, :math:`C (W + S \cdot \text{thin})` for ``C`` chains of ``W`` burn-in steps and ``S`` kept
 draws, :math:`C M L` for ``M`` cycles of ``L`` steps, the chains side by side. The MAP fit's Adam steps and the power
@@ -10,8 +10,8 @@ from __future__ import annotations
 import dataclasses
 
 from bnn.inference.core.cost_model import CostModel, GradientCount
-from bnn.inference.posterior_mode.log_joint import log_joint_gradient_seconds
-from bnn.inference.posterior_mode.map_cost import map_fits_count, polish_iteration_seconds
+from bnn.inference.map_search.log_joint import log_joint_gradient_seconds
+from bnn.inference.map_search.map_cost import map_fits_count, polish_iteration_seconds
 from bnn.inference.sgmcmc.curvature import POWER_ITERATIONS
 from bnn.inference.sgmcmc.options import ChainStart, SGMCMCOptions
 

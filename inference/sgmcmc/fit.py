@@ -9,7 +9,7 @@ carry a discretisation bias that shrinks with the step size (for a Gaussian post
 large by a factor :math:`(1 - \epsilon\lambda/4)^{-1}`, see the kernels) and the extra variance of the
 minibatch gradients, of order :math:`\epsilon` times that gradient noise.
 
-Each chain starts at its own MAP (``init="map"``, the default: :mod:`bnn.inference.posterior_mode.map_starts`, from its
+Each chain starts at its own MAP (``init="map"``, the default: :mod:`bnn.inference.map_search.map_starts`, from its
 own prior draw, in worker processes where ``map_method`` puts them) or at a prior draw of the weights (``init="prior"``),
 a learned noise in both at its most likely value given the weights
 (:meth:`~bnn.inference.sgmcmc.potential.MinibatchLogJoint.start_at`). Unless ``step_size`` fixes one for all, each
@@ -54,7 +54,7 @@ from bnn.inference.diagnostics.convergence import (
     IncompleteSamplingWarning,
     chain_diagnostics,
 )
-from bnn.inference.posterior_mode.map_starts import map_starts, stacked_sites
+from bnn.inference.map_search.map_starts import map_starts, stacked_sites
 from bnn.inference.sgmcmc.curvature import stiffest_curvature
 from bnn.inference.sgmcmc.kernels import SGHMCKernel, SGLDKernel
 from bnn.inference.sgmcmc.options import (

@@ -44,8 +44,8 @@ from enum import Enum
 from typing import ClassVar
 
 from bnn.inference.core.temperature import UNTEMPERED
-from bnn.inference.posterior_mode.map_options import MapFitOptions
-from bnn.inference.posterior_mode.map_starts import MemberMethod, member_workers
+from bnn.inference.map_search.map_options import MapFitOptions
+from bnn.inference.map_search.map_starts import MemberMethod, member_workers
 from bnn.inference.sgmcmc.step_plans import BurnInPlan, CyclicalPlan
 
 from bnn.options import choice, flag, integer, number, option, optional, positive_number, probability, seed
@@ -63,7 +63,7 @@ class ChainStart(str, Enum):
     """Where each chain starts."""
 
     MAP = "map"
-    """Its own MAP fit (:mod:`bnn.inference.posterior_mode.map_starts`: Adam, then a polish, from its own prior draw);
+    """Its own MAP fit (:mod:`bnn.inference.map_search.map_starts`: Adam, then a polish, from its own prior draw);
     the step size is set from the curvature there."""
     PRIOR = "prior"
     """A prior draw of the weights, the likelihood's latents at their most likely values given them
@@ -94,7 +94,7 @@ class Preconditioner(str, Enum):
 class SGMCMCOptions(MapFitOptions):
     r"""Options every SG-MCMC sampler takes (:func:`~bnn.inference.sgmcmc.fit_sgld`, :func:`~bnn.inference.sgmcmc.fit_sghmc`,
     :func:`~bnn.inference.sgmcmc.fit_csgld`): the MAP fit's
-    (:class:`~bnn.inference.posterior_mode.map_options.MapFitOptions`, for ``init="map"``) and
+    (:class:`~bnn.inference.map_search.map_options.MapFitOptions`, for ``init="map"``) and
 
     Attributes
     ----------
@@ -112,7 +112,7 @@ class SGMCMCOptions(MapFitOptions):
     init : {"map", "prior"}
         See :class:`ChainStart`.
     map_method : {"auto", "parallel", "sequential"}
-        Where the chains' MAP fits run (:class:`~bnn.inference.posterior_mode.map_starts.MemberMethod`); the same
+        Where the chains' MAP fits run (:class:`~bnn.inference.map_search.map_starts.MemberMethod`); the same
         starts either way.
     thin : int
         Steps per kept draw where the chain keeps draws.

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import torch
 from bnn.inference.core.temperature import UNTEMPERED
-from bnn.inference.posterior_mode.log_joint import prior_distributions
+from bnn.inference.map_search.log_joint import prior_distributions
 from torch.distributions import biject_to
 
 

@@ -7,7 +7,7 @@ A guide is built before it has seen any data, so a start at the MAP weights
     \theta_{MAP} = \arg\max_\theta \; \log p(y \mid x, \theta) + \log p(\theta)
 
 is fitted here, on the full training data (whatever the batch size), and handed to the
-guide as a mapping of site values (:func:`~bnn.inference.posterior_mode.map_estimate.map_weights`).
+guide as a mapping of site values (:func:`~bnn.inference.map_search.map_estimate.map_weights`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import torch
 from bnn.guides import GUIDES
 from bnn.guides.registry import build_guide
 from bnn.inference.core.hierarchical_refusal import HIERARCHICAL_METHODS, hierarchical_priors_named
-from bnn.inference.posterior_mode.map_estimate import map_weights
+from bnn.inference.map_search.map_estimate import map_weights
 from bnn.inference.svi.options import SVIOptions
 from pyro.infer.autoguide import AutoDelta
 

@@ -1,4 +1,4 @@
-r"""What SWAG costs: each member's MAP fit (:mod:`bnn.inference.posterior_mode.map_cost`), then its SGD steps,
+r"""What SWAG costs: each member's MAP fit (:mod:`bnn.inference.map_search.map_cost`), then its SGD steps,
 :math:`E \lceil N / B \rceil` for ``E`` epochs of batches of ``B``, counted as Adam steps on the full data (an upper bound
 for a minibatch gradient); the members' MAP fits in the processes they run in as free cores allow (as the deep
 ensemble's), their SGD side by side."""
@@ -9,7 +9,7 @@ import dataclasses
 import math
 
 from bnn.inference.core.cost_model import GradientCount
-from bnn.inference.posterior_mode.map_cost import map_cost_model, map_fits_count
+from bnn.inference.map_search.map_cost import map_cost_model, map_fits_count
 from bnn.inference.swag.options import SWAGOptions
 
 from bnn.runtime import workers

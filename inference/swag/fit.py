@@ -1,7 +1,7 @@
 r"""SWAG (Maddox et al. 2019) and MultiSWAG (Wilson and Izmailov 2020): a Gaussian fitted to the iterates of SGD at a
 constant rate around a MAP.
 
-Each member starts at its own MAP (:func:`~bnn.inference.posterior_mode.map_estimate.find_map` from its own prior
+Each member starts at its own MAP (:func:`~bnn.inference.map_search.map_estimate.find_map` from its own prior
 draw, a learned noise chosen as there: the deep ensemble's member fits, with its seeds, in its worker processes when
 ``member_method`` runs them there), then runs ``swag_epochs`` epochs of
 SGD on the minibatch log joint in the unconstrained space (:mod:`bnn.inference.sgmcmc.potential`: a learned noise
@@ -36,8 +36,8 @@ import warnings
 import pyro
 import torch
 from bnn.inference.core.posterior import Posterior
-from bnn.inference.posterior_mode.map_estimate import working_data
-from bnn.inference.posterior_mode.map_starts import map_starts, stacked_sites
+from bnn.inference.map_search.map_estimate import working_data
+from bnn.inference.map_search.map_starts import map_starts, stacked_sites
 from bnn.inference.sgmcmc.curvature import stiffest_curvature
 from bnn.inference.sgmcmc.potential import MinibatchLogJoint
 from bnn.inference.swag.moments import SWAGMoments

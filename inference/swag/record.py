@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from bnn.inference.core.record import FitRecord, register_record
-from bnn.inference.posterior_mode.advice import NOT_CONVERGED, RAISE_BUDGET
+from bnn.inference.map_search.advice import NOT_CONVERGED, RAISE_BUDGET
 from bnn.inference.swag.options import MultiSWAGOptions, SWAGOptions
 
 

@@ -13,7 +13,7 @@ from bnn.guides.flat_normal import prior_median
 from bnn.guides.kl import gaussian_kl
 from bnn.inference import fit
 from bnn.inference.core.guide_draws import sample_guide
-from bnn.inference.posterior_mode.map_estimate import map_weights
+from bnn.inference.map_search.map_estimate import map_weights
 from bnn.models import BayesianMLP, GaussianLikelihood, GaussianPrior, LaplacePrior, ScaleMixturePrior
 from pyro.infer import Trace_ELBO
 

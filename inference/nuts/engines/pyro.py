@@ -20,9 +20,9 @@ from collections.abc import Callable
 import numpy as np
 import torch
 from bnn.inference.core.temperature import UNTEMPERED, tempered
+from bnn.inference.map_search.map_estimate import map_weights
 from bnn.inference.nuts.chain import ChainDraws, ChainJob, InitStrategy, sampler_stats
 from bnn.inference.nuts.potential import MAX_PLATE_NESTING
-from bnn.inference.posterior_mode.map_estimate import map_weights
 from pyro.infer import MCMC, NUTS
 from pyro.infer.autoguide import init_to_sample, init_to_value
 from pyro.infer.mcmc.util import initialize_model
@@ -36,7 +36,7 @@ def initial_point(model, x: torch.Tensor, y: torch.Tensor, init: InitStrategy | 
     """The chain's unconstrained start, the potential :math:`U` (of the posterior tempered at ``temperature``,
     :mod:`bnn.inference.core.temperature`) and the site transforms :math:`T`.
 
-    ``InitStrategy.MAP`` starts at :func:`~bnn.inference.posterior_mode.map_estimate.map_weights` from a prior draw of the chain's
+    ``InitStrategy.MAP`` starts at :func:`~bnn.inference.map_search.map_estimate.map_weights` from a prior draw of the chain's
     seed (a start need not be the exact mode, so the polish's warning that it stopped short is not passed on; nor
     the tempered posterior's mode: the untempered MAP is a start near it)."""
     if init is InitStrategy.MAP:

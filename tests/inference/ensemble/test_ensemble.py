@@ -19,8 +19,8 @@ from bnn.inference.core.record import read_record
 from bnn.inference.ensemble import EnsembleRecord, IncompleteEnsembleWarning, fit_ensemble
 from bnn.inference.ensemble import fit as ensemble_fit
 from bnn.inference.evaluation.compare import compare
-from bnn.inference.posterior_mode import map_starts
-from bnn.inference.posterior_mode.map_estimate import find_map
+from bnn.inference.map_search import map_starts
+from bnn.inference.map_search.map_estimate import find_map
 from bnn.models import BayesianMLP
 
 from bnn.cli.main import main

@@ -8,10 +8,10 @@ import time
 import pytest
 from bnn.datasets import load_toy1d
 from bnn.inference import fit
+from bnn.inference.curvature.evidence_search import MAX_EVALUATIONS
 from bnn.inference.evaluation.cost import estimate_cost, format_seconds
 from bnn.inference.fit import METHODS, prepare_data
-from bnn.inference.posterior_mode.evidence_search import MAX_EVALUATIONS
-from bnn.inference.posterior_mode.map_cost import EXPECTED_EVALUATIONS, KINKED_POLISH, SMOOTH_POLISH
+from bnn.inference.map_search.map_cost import EXPECTED_EVALUATIONS, KINKED_POLISH, SMOOTH_POLISH
 from bnn.models import BayesianMLP
 
 from bnn.runtime import workers

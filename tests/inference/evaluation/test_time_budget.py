@@ -2,12 +2,12 @@ from __future__ import annotations
 
 import pytest
 from bnn.datasets import load_toy1d
+from bnn.inference.curvature.evidence_search import MAX_EVALUATIONS
 from bnn.inference.evaluation.cost import CostEstimate, gradient_count
 from bnn.inference.evaluation.report_cost import ReportEstimate
 from bnn.inference.evaluation.time_budget import Choice, RunPlan, choose_fits, cost_lines, parse_duration, plan
 from bnn.inference.fit import METHODS
-from bnn.inference.posterior_mode.evidence_search import MAX_EVALUATIONS
-from bnn.inference.posterior_mode.map_cost import EXPECTED_EVALUATIONS, SMOOTH_POLISH
+from bnn.inference.map_search.map_cost import EXPECTED_EVALUATIONS, SMOOTH_POLISH
 from bnn.models import BayesianMLP
 
 from bnn.cli.main import main

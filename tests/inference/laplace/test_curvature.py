@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import pytest
 import torch
 from bnn.guides.flat_weights import num_weights, split_flat
+from bnn.inference.curvature import output_curvature
 from bnn.inference.laplace.curvature import (
     HessianType,
     Structure,
@@ -18,7 +19,6 @@ from bnn.inference.laplace.curvature import (
     likelihood_curvature,
 )
 from bnn.inference.laplace.prior_curvature import elementwise_curvature, prior_curvature
-from bnn.inference.posterior_mode import output_curvature
 from bnn.models import BayesianMLP, GaussianPrior, LaplacePrior, Likelihood, ScaleMixturePrior
 from bnn.models.likelihoods import GaussianLikelihood
 from bnn.models.sites import WeightSite

@@ -13,11 +13,11 @@ from bnn.guides.flat_weights import join_sites, num_weights
 from bnn.guides.laplace import LaplaceGuide
 from bnn.inference import fit
 from bnn.inference.core.weight_gaussians import weight_gaussians
+from bnn.inference.curvature.kron_curvature import kron_factors, kron_posterior
+from bnn.inference.curvature.output_curvature import gauss_newton_matrix
 from bnn.inference.laplace.curvature import Structure, required_bytes
 from bnn.inference.laplace.linearized import Linearization
 from bnn.inference.laplace.options import LaplaceOptions
-from bnn.inference.posterior_mode.kron_curvature import kron_factors, kron_posterior
-from bnn.inference.posterior_mode.output_curvature import gauss_newton_matrix
 from bnn.models import BayesianMLP, GaussianPrior
 from bnn.models.layers import conv, linear, recording
 

@@ -17,7 +17,7 @@ import torch
 from bnn.guides.flat_weights import join_sites, split_flat
 from bnn.inference import Posterior, fit
 from bnn.inference.laplace import fit as laplace_module
-from bnn.inference.posterior_mode.map_estimate import MapEstimate
+from bnn.inference.map_search.map_estimate import MapEstimate
 from bnn.models import BayesianMLP, GaussianPrior, LaplacePrior
 from scipy.optimize import minimize, minimize_scalar
 
@@ -154,7 +154,7 @@ def test_a_learned_noise_is_the_one_maximising_the_exact_evidence(conjugate, tun
                     options={"xatol": 1e-10, "fatol": 1e-13, "maxiter": 4000})
     assert record.log_marginal_likelihood == pytest.approx(
         exact_log_evidence_with_noise(conjugate, sigma, PRIOR_SCALE**2 / alpha), rel=1e-10)
-    # the search ends at a parabola's vertex in log(alpha sigma^2) (module notes of bnn.inference.posterior_mode.evidence_search):
+    # the search ends at a parabola's vertex in log(alpha sigma^2) (module notes of bnn.inference.curvature.evidence_search):
     # within 1e-3 relative of the maximum here, where the exact evidence is 1e-6 nats below its maximum
     assert sigma == pytest.approx(math.exp(best.x[0]), rel=1e-3)
     assert alpha == pytest.approx(math.exp(best.x[1]) if tune else 1.0, rel=1e-3)

@@ -14,8 +14,8 @@ import pytest
 import torch
 from bnn.guides.flat_weights import split_flat
 from bnn.inference import fit
+from bnn.inference.curvature.kron_curvature import kron_factors
 from bnn.inference.laplace.precision import posterior_precision
-from bnn.inference.posterior_mode.kron_curvature import kron_factors
 from bnn.models import BayesianMLP, GaussianPrior
 from bnn.models.layers import conv, linear
 from bnn.models.network import BayesianNetwork

@@ -12,8 +12,8 @@ import torch
 import torch.nn.functional as F
 from bnn.datasets import load_dataset
 from bnn.inference import Posterior, fit
+from bnn.inference.map_search.log_joint import prior_distributions
 from bnn.inference.mc_dropout import draw_masks, dropout_forward, expected_log_prior
-from bnn.inference.posterior_mode.log_joint import prior_distributions
 from bnn.models import BayesianCNN, DroppedInputs, GaussianPrior
 from bnn.models.cnn import DEFAULT_CNN_PRIOR
 

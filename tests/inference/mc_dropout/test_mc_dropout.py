@@ -10,6 +10,7 @@ import pytest
 import torch
 from bnn.inference import Posterior, fit
 from bnn.inference.core.record import read_record
+from bnn.inference.map_search.log_joint import prior_distributions
 from bnn.inference.mc_dropout import (
     IncompleteTrainingWarning,
     MCDropoutRecord,
@@ -21,7 +22,6 @@ from bnn.inference.mc_dropout import fit as mc_dropout_fit
 from bnn.inference.mc_dropout.cost import COST
 from bnn.inference.mc_dropout.fit import initial_weights
 from bnn.inference.mc_dropout.options import DropoutInit
-from bnn.inference.posterior_mode.log_joint import prior_distributions
 from bnn.models import BayesianMLP, GaussianPrior
 
 from bnn.cli.main import main

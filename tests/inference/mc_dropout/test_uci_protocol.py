@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 from bnn.datasets.dataset import Dataset
+from bnn.inference.map_search.log_joint import prior_distributions
 from bnn.inference.mc_dropout import dropout_forward, expected_log_prior
 from bnn.inference.mc_dropout.fit import draw_masks
 from bnn.inference.mc_dropout.uci_protocol import (
@@ -16,7 +17,6 @@ from bnn.inference.mc_dropout.uci_protocol import (
     paper_grid,
     paper_model,
 )
-from bnn.inference.posterior_mode.log_joint import prior_distributions
 from bnn.inference.uci.protocol import uci_model
 
 

@@ -23,12 +23,12 @@ import pytest
 import torch
 from bnn.inference import Posterior, fit
 from bnn.inference.diagnostics.convergence import predictive_r_hat, r_hat_over_points
+from bnn.inference.map_search.map_estimate import map_weights
 from bnn.inference.nuts import ConvergenceWarning, InitStrategy, SequentialChainsWarning
 from bnn.inference.nuts.chain import tree_depth
 from bnn.inference.nuts.chains import available_cores
 from bnn.inference.nuts.engines import pyro as pyro_engine
 from bnn.inference.nuts.engines.pyro import initial_point
-from bnn.inference.posterior_mode.map_estimate import map_weights
 from bnn.models import BayesianMLP, Prior
 
 from bnn.cli.main import main

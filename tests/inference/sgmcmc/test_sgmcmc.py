@@ -14,7 +14,7 @@ from bnn.inference import Posterior, fit
 from bnn.inference.core.record import read_record
 from bnn.inference.evaluation.compare import compare
 from bnn.inference.fit import prepare_data
-from bnn.inference.posterior_mode.map_starts import map_starts, stacked_sites
+from bnn.inference.map_search.map_starts import map_starts, stacked_sites
 from bnn.inference.sgmcmc import ConvergenceWarning, CSGLDRecord, IncompleteSamplingWarning, SGHMCRecord, SGLDRecord, kernels
 from bnn.inference.sgmcmc import fit as sgmcmc_fit
 from bnn.inference.sgmcmc.curvature import stiffest_curvature

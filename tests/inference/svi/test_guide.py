@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from bnn.inference import fit
-from bnn.inference.posterior_mode.map_estimate import map_weights
+from bnn.inference.map_search.map_estimate import map_weights
 from bnn.models import BayesianMLP, GaussianPrior
 
 from bnn.runtime.seeding import seeded

@@ -27,7 +27,7 @@ On a line of constant :math:`\lambda` the MAP, :math:`S` and :math:`G` stay put 
     \qquad \hat\alpha(\lambda) = \lambda / \hat\sigma^2(\lambda)
 
 (:func:`hyperparameters_on_line`): the maximum over both hyper-parameters is a one-dimensional search over
-:math:`\lambda`, one MAP fit per :math:`\lambda` (:mod:`bnn.inference.posterior_mode.evidence_search`).
+:math:`\lambda`, one MAP fit per :math:`\lambda` (:mod:`bnn.inference.curvature.evidence_search`).
 The maximum-likelihood noise
 :math:`S / nK` is the special case :math:`\lambda = 0`, and it has no maximum where the network can interpolate its
 data (:math:`S \to 0`, :math:`\sigma \to 0`); the evidence charges the weights the fit uses through

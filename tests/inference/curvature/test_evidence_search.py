@@ -1,11 +1,11 @@
-"""The one-dimensional search of bnn.inference.posterior_mode.evidence_search, against functions whose maximum is known."""
+"""The one-dimensional search of bnn.inference.curvature.evidence_search, against functions whose maximum is known."""
 
 from __future__ import annotations
 
 import math
 
 import pytest
-from bnn.inference.posterior_mode.evidence_search import MAX_EVALUATIONS, MAX_STEPS, STEP, TOLERANCE, maximize_on_log_scale
+from bnn.inference.curvature.evidence_search import MAX_EVALUATIONS, MAX_STEPS, STEP, TOLERANCE, maximize_on_log_scale
 
 
 class Counted:

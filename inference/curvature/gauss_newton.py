@@ -8,7 +8,7 @@ log joint is
     \Lambda(\theta) = G(\theta) + \operatorname{diag}\big(\max(P(\theta), 0)\big),\qquad
     P_k = -\frac{\partial^2}{\partial\theta_k^2} \log p(\theta_k),
 
-with :math:`G` the GGN of the negative log-likelihood (:mod:`bnn.inference.posterior_mode.output_curvature`): the precision of
+with :math:`G` the GGN of the negative log-likelihood (:mod:`bnn.inference.curvature.output_curvature`): the precision of
 the Laplace approximation there, positive semi-definite by construction. With :math:`g = \nabla_\theta \log
 p(y, \theta \mid x)`, the Newton decrement
 
@@ -40,11 +40,11 @@ from collections import deque
 from collections.abc import Callable
 
 import torch
-from bnn.inference.posterior_mode.output_curvature import OUTPUT_HESSIANS, gauss_newton_matrix
+from bnn.inference.curvature.output_curvature import OUTPUT_HESSIANS, gauss_newton_matrix
 
 GAUSS_NEWTON_MAX_WEIGHTS = 4096
 r"""Above this many weights the polish is L-BFGS and :math:`\delta` comes by conjugate gradients on a matrix-free
-:math:`\Lambda` (:mod:`bnn.inference.posterior_mode.cg_decrement`; a dense :math:`\Lambda` takes :math:`D^2` memory)."""
+:math:`\Lambda` (:mod:`bnn.inference.curvature.cg_decrement`; a dense :math:`\Lambda` takes :math:`D^2` memory)."""
 GAUSS_NEWTON_MAX_WORK = 1e10
 r"""Above this many multiply-adds per step, :math:`n K D^2` for forming :math:`G`, the polish is L-BFGS too (a step
 would take seconds: 41,157 rows and 1,101 weights, protein's, cost 5e10)."""

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from bnn.inference.posterior_mode.gauss_newton import GAUSS_NEWTON_MAX_WEIGHTS
-from bnn.inference.posterior_mode.map_estimate import MAP_LR, MAP_STEPS, MAP_TOLERANCE
-from bnn.inference.posterior_mode.polish import LBFGS_HISTORY
+from bnn.inference.curvature.gauss_newton import GAUSS_NEWTON_MAX_WEIGHTS
+from bnn.inference.map_search.map_estimate import MAP_LR, MAP_STEPS, MAP_TOLERANCE
+from bnn.inference.map_search.polish import LBFGS_HISTORY
 
 from bnn.options import Options, option, optional, positive_int, positive_number
 from bnn.runtime.memory import parameter_count, value_bytes
@@ -15,7 +15,7 @@ from bnn.runtime.memory import parameter_count, value_bytes
 
 @dataclass(frozen=True)
 class MapFitOptions(Options):
-    r"""The MAP fit's options (:func:`~bnn.inference.posterior_mode.map_estimate.find_map`).
+    r"""The MAP fit's options (:func:`~bnn.inference.map_search.map_estimate.find_map`).
 
     Attributes
     ----------
@@ -25,13 +25,13 @@ class MapFitOptions(Options):
         Adam's rate in the MAP fit.
     map_tolerance : float
         The polish stops once the MAP lies within this many posterior standard deviations of the mode (the Newton
-        decrement, :mod:`bnn.inference.posterior_mode.gauss_newton`).
+        decrement, :mod:`bnn.inference.curvature.gauss_newton`).
     map_max_iter : int, optional
         Iterations of the polish at most (Levenberg-Marquardt, or L-BFGS where a Gauss-Newton step is too costly:
-        :func:`~bnn.inference.posterior_mode.gauss_newton.uses_gauss_newton`); ``None``: 1,000 Levenberg-Marquardt
+        :func:`~bnn.inference.curvature.gauss_newton.uses_gauss_newton`); ``None``: 1,000 Levenberg-Marquardt
         steps, or 10,000 L-BFGS iterations where the polish is L-BFGS from the start (1,000 for a network with kinks,
         :meth:`~bnn.models.network.BayesianNetwork.has_kinks`;
-        :func:`~bnn.inference.posterior_mode.polish.polish_budget`).
+        :func:`~bnn.inference.map_search.polish.polish_budget`).
     """
 
     map_steps: int = option(MAP_STEPS, positive_int)
@@ -41,9 +41,9 @@ class MapFitOptions(Options):
 
     def map_fit_needs(self, model) -> dict[str, int]:
         r"""The bytes one MAP fit of ``model`` holds at its peak, in float64: its polish, L-BFGS's history of
-        :data:`~bnn.inference.posterior_mode.polish.LBFGS_HISTORY` (:math:`H`) step and gradient-change pairs with its
+        :data:`~bnn.inference.map_search.polish.LBFGS_HISTORY` (:math:`H`) step and gradient-change pairs with its
         working vectors, :math:`(2H + 4) D`, or, at most
-        :data:`~bnn.inference.posterior_mode.gauss_newton.GAUSS_NEWTON_MAX_WEIGHTS` weights, Levenberg-Marquardt's
+        :data:`~bnn.inference.curvature.gauss_newton.GAUSS_NEWTON_MAX_WEIGHTS` weights, Levenberg-Marquardt's
         dense Gauss-Newton precision, :math:`D^2`, whichever is larger (Adam's state before it, :math:`4D`, is less
         and is freed when the polish starts)."""
         parameters = parameter_count(model)

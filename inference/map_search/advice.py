@@ -4,7 +4,7 @@ from __future__ import annotations
 
 RAISE_BUDGET = "raise map_max_iter or map_steps (or map_lr), or loosen map_tolerance"
 NOT_CONVERGED = "Newton decrement above map_tolerance={:g}, and the log joint not flat when the polish stopped"
-"""Why a MAP fit is not converged (:mod:`bnn.inference.posterior_mode.map_estimate`), with the tolerance to format in."""
+"""Why a MAP fit is not converged (:mod:`bnn.inference.map_search.map_estimate`), with the tolerance to format in."""
 KINK_ADVICE = ("it stopped at a kink, where the log joint falls along its own gradient (a ReLU unit or a max-pooling "
                "window switching exactly at training inputs makes the gradient one-sided), so the Newton decrement "
                "overstates the distance to the mode; the fit counts as converged once L-BFGS no longer raises the log "

@@ -1,7 +1,7 @@
 r"""The Newton decrement of a network too large for a dense precision, by conjugate gradients on the matrix-free
 Gauss-Newton precision.
 
-The precision :math:`\Lambda = G + \operatorname{diag}(P)` of :mod:`bnn.inference.posterior_mode.gauss_newton` is
+The precision :math:`\Lambda = G + \operatorname{diag}(P)` of :mod:`bnn.inference.curvature.gauss_newton` is
 not formed; its product with a vector is
 
 .. math::
@@ -11,7 +11,7 @@ not formed; its product with a vector is
 one forward-mode pass for :math:`Jv`, the output Hessians :math:`H_i`, and one reverse-mode pass for
 :math:`J^\top u` (Pearlmutter 1994; Schraudolph 2002), about three gradients' work. Preconditioned conjugate
 gradients (Hestenes and Stiefel 1952) solve :math:`\Lambda s = g`, preconditioned by the Kronecker-factored
-precision :math:`M` (:mod:`bnn.inference.posterior_mode.kron_curvature`) where every layer and prior allow it,
+precision :math:`M` (:mod:`bnn.inference.curvature.kron_curvature`) where every layer and prior allow it,
 else by :math:`\Lambda`'s diagonal. After :math:`k` iterations from :math:`s_0 = 0`, with residual
 :math:`r_k = g - \Lambda s_k`,
 
@@ -47,9 +47,9 @@ import math
 import torch
 from bnn.guides.flat_weights import split_flat
 from bnn.guides.kron_covariance import KronCovariance
-from bnn.inference.posterior_mode.gauss_newton import log_joint_precision
-from bnn.inference.posterior_mode.kron_curvature import kron_posterior, kron_supported
-from bnn.inference.posterior_mode.output_curvature import output_hessian
+from bnn.inference.curvature.gauss_newton import log_joint_precision
+from bnn.inference.curvature.kron_curvature import kron_posterior, kron_supported
+from bnn.inference.curvature.output_curvature import output_hessian
 from torch.func import jvp, vjp
 
 CG_MAX_ITER = 500
@@ -68,7 +68,7 @@ class PrecisionOperator:
     Parameters
     ----------
     model : BayesianNetwork
-        A model whose likelihood has a GGN (:mod:`bnn.inference.posterior_mode.output_curvature`).
+        A model whose likelihood has a GGN (:mod:`bnn.inference.curvature.output_curvature`).
     x : torch.Tensor
         The training inputs.
     theta : torch.Tensor

@@ -1,4 +1,4 @@
-"""The MAP fit of bnn.inference.posterior_mode.map_estimate with a learned noise, on noisy points of sin(2x) (noise sd 0.1).
+"""The MAP fit of bnn.inference.map_search.map_estimate with a learned noise, on noisy points of sin(2x) (noise sd 0.1).
 
 On 8 points a 1-30-1 network (91 weights) interpolates: the log joint over the weights and the noise has no
 maximum, it grows without bound as the noise goes to 0, and under a prior the evidence does not cover the
@@ -17,9 +17,9 @@ import torch
 from bnn.datasets import find_uci_dir, load_toy1d, load_uci
 from bnn.guides.flat_weights import split_flat
 from bnn.inference import fit
-from bnn.inference.posterior_mode import map_estimate
-from bnn.inference.posterior_mode.hyperparameter_search import SEARCH_TOLERANCE
-from bnn.inference.posterior_mode.map_estimate import find_map
+from bnn.inference.map_search import map_estimate
+from bnn.inference.map_search.hyperparameter_search import SEARCH_TOLERANCE
+from bnn.inference.map_search.map_estimate import find_map
 from bnn.inference.uci.protocol import uci_model
 from bnn.models import BayesianMLP, GaussianPrior, PosteriorPrior
 

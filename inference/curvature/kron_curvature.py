@@ -13,7 +13,7 @@ at position :math:`t`), the GGN block of its weight :math:`\sum_i J_i^\top H_i J
     G = \sum_{i,t} g_{it}^\top H_i\, g_{it},
 
 and that of its bias by :math:`G`, weight and bias apart (no cross term), with :math:`H_i` the likelihood's output
-Hessian (:mod:`bnn.inference.posterior_mode.output_curvature`). These are laplace-torch's ``KronLaplace`` factors with
+Hessian (:mod:`bnn.inference.curvature.output_curvature`). These are laplace-torch's ``KronLaplace`` factors with
 its default curvlinops backend (``KFACLinearOperator``, ``kfac_approx="expand"``, ``separate_weight_and_bias=True``).
 For a network that is one linear layer with one output and a Gaussian likelihood (:math:`H_i = 1/\sigma^2` for
 every row) the weight and bias blocks are exact: :math:`G \otimes A = (N/\sigma^2) \cdot \frac1N \sum_i x_i
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import torch
 from bnn.guides.flat_weights import split_flat
 from bnn.guides.kron_covariance import KronBlock, KronCovariance
-from bnn.inference.posterior_mode.output_curvature import JACOBIAN_BUDGET_BYTES, output_hessian
+from bnn.inference.curvature.output_curvature import JACOBIAN_BUDGET_BYTES, output_hessian
 from bnn.models.layers import layers_of_sites, recording, sites_outside_layers
 from bnn.models.priors import GaussianPrior
 

@@ -1,10 +1,10 @@
 r"""The stages of one MAP search: Adam from a start, then a polish (Levenberg-Marquardt on the Gauss-Newton
 precision, or L-BFGS) until the Newton decrement is at most the tolerance or the log joint stops rising
-(:mod:`bnn.inference.posterior_mode.map_estimate`). Where Levenberg-Marquardt stops short, L-BFGS goes on for the rest
+(:mod:`bnn.inference.map_search.map_estimate`). Where Levenberg-Marquardt stops short, L-BFGS goes on for the rest
 of the budget; where L-BFGS ends itself (its line search failed, as at a kink), it starts afresh from there.
 
 **Whitened L-BFGS.** Where the dense precision is unaffordable and every layer and prior allow the Kronecker factors
-(:mod:`bnn.inference.posterior_mode.kron_curvature`), L-BFGS works in whitened coordinates: each window of
+(:mod:`bnn.inference.curvature.kron_curvature`), L-BFGS works in whitened coordinates: each window of
 :data:`LBFGS_CHECK_EVERY` iterations starts afresh at :math:`\theta_0` and moves
 
 .. math::
@@ -23,16 +23,16 @@ import math
 
 import torch
 from bnn.guides.kron_covariance import KronCovariance
-from bnn.inference.posterior_mode.cg_decrement import PrecisionOperator, cg_decrement
-from bnn.inference.posterior_mode.gauss_newton import (
+from bnn.inference.curvature.cg_decrement import PrecisionOperator, cg_decrement
+from bnn.inference.curvature.gauss_newton import (
     levenberg_marquardt,
     log_joint_precision,
     newton_decrement,
     uses_gauss_newton,
 )
-from bnn.inference.posterior_mode.kron_curvature import kron_posterior, kron_supported
-from bnn.inference.posterior_mode.log_joint import ScaledPrior, log_likelihood
-from bnn.inference.posterior_mode.output_curvature import OUTPUT_HESSIANS
+from bnn.inference.curvature.kron_curvature import kron_posterior, kron_supported
+from bnn.inference.curvature.output_curvature import OUTPUT_HESSIANS
+from bnn.inference.map_search.log_joint import ScaledPrior, log_likelihood
 
 from bnn.runtime.progress import progress_bar
 
@@ -64,7 +64,7 @@ class MapProblem:
 
     def stopped_rising(self, tolerance: float) -> bool:
         r"""Whether the last L-BFGS window raised the log joint by at most :math:`\text{tolerance}^2/2` nats
-        (:mod:`bnn.inference.posterior_mode.map_estimate`)."""
+        (:mod:`bnn.inference.map_search.map_estimate`)."""
         return self.last_rise is not None and self.last_rise <= tolerance**2 / 2
 
     def latents(self, noise: torch.Tensor | None) -> dict[str, torch.Tensor]:
@@ -80,7 +80,7 @@ class MapProblem:
                   verdict_only: bool = False) -> float:
         r"""The Newton decrement :math:`\delta` of ``gradient`` over the entries from ``start`` on: from the dense
         precision where a Gauss-Newton step is affordable, else by conjugate gradients on the matrix-free one
-        (:mod:`bnn.inference.posterior_mode.cg_decrement`; ``verdict_only``: stopped once it is certain to exceed
+        (:mod:`bnn.inference.curvature.cg_decrement`; ``verdict_only``: stopped once it is certain to exceed
         ``tolerance``); for a likelihood without a GGN from the prior's curvature alone (an upper bound where the
         likelihood's own curvature is positive semi-definite)."""
         model, x = self.model, self.x

@@ -1,4 +1,4 @@
-"""The MAP polish's L-BFGS above the dense limit (bnn.inference.posterior_mode.polish), plain and whitened, judged by
+"""The MAP polish's L-BFGS above the dense limit (bnn.inference.map_search.polish), plain and whitened, judged by
 the dense precision."""
 
 from __future__ import annotations
@@ -6,11 +6,12 @@ from __future__ import annotations
 import pytest
 import torch
 from bnn.datasets import load_dataset
-from bnn.inference.posterior_mode import gauss_newton, polish
-from bnn.inference.posterior_mode.gauss_newton import log_joint_precision, newton_decrement
-from bnn.inference.posterior_mode.log_joint import ScaledPrior, log_likelihood
-from bnn.inference.posterior_mode.map_estimate import find_map, working_data
-from bnn.inference.posterior_mode.polish import MapProblem
+from bnn.inference.curvature import gauss_newton
+from bnn.inference.curvature.gauss_newton import log_joint_precision, newton_decrement
+from bnn.inference.map_search import polish
+from bnn.inference.map_search.log_joint import ScaledPrior, log_likelihood
+from bnn.inference.map_search.map_estimate import find_map, working_data
+from bnn.inference.map_search.polish import MapProblem
 from bnn.models import BayesianMLP
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bnn.inference.core.record import FitRecord
-from bnn.inference.posterior_mode.advice import map_advice
-from bnn.inference.posterior_mode.map_options import MapFitOptions
+from bnn.inference.map_search.advice import map_advice
+from bnn.inference.map_search.map_options import MapFitOptions
 
 
 @dataclass(kw_only=True)
@@ -28,7 +28,7 @@ class MapFitRecord(FitRecord):
         stopped short) or ``"lbfgs"``; L-BFGS in whitened coordinates is ``"lbfgs, kron-whitened"``.
     map_converged : bool
         Whether the Newton decrement is at most the tolerance, or the log joint stopped rising (:attr:`map_last_rise`
-        at most half the tolerance squared: :mod:`bnn.inference.posterior_mode.map_estimate`).
+        at most half the tolerance squared: :mod:`bnn.inference.map_search.map_estimate`).
     noise : float, optional
         The noise scale of a learned Gaussian noise (module notes).
     map_at_kink : bool

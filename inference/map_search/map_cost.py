@@ -1,12 +1,12 @@
 r"""The cost of fits centred on MAP estimates (the MAP method, Laplace, the deep ensemble), counted before they run.
 
 Each MAP fit takes :math:`A` Adam steps, then polishes. Where an evidence search chooses the prior precision
-(Laplace's default) or a learned noise (Gaussian priors; :mod:`bnn.inference.posterior_mode.hyperparameter_search`),
+(Laplace's default) or a learned noise (Gaussian priors; :mod:`bnn.inference.map_search.hyperparameter_search`),
 it refits the MAP at each of its :math:`E` evaluations to within one posterior standard deviation of the mode: the
 first refit from Adam's end, the others from the nearest refit so far; then the MAP at the values chosen is polished
 to the fit's tolerance. Without a search there is one polish, from Adam's end to the tolerance. Each polish takes at
 most :math:`L` iterations (``map_max_iter``, by default the polish's own:
-:func:`~bnn.inference.posterior_mode.polish.polish_budget`); an ensemble of :math:`M` members in :math:`p` processes takes
+:func:`~bnn.inference.map_search.polish.polish_budget`); an ensemble of :math:`M` members in :math:`p` processes takes
 :math:`\lceil M/p \rceil` times that. The two kinds of work are timed apart, each as the fit runs it, in float64
 (:func:`adam_step_seconds`, :func:`polish_iteration_seconds`): a polish iteration (a Gauss-Newton matrix and its
 solve, or an L-BFGS iteration's line search) costs several to tens of Adam steps.
@@ -40,11 +40,11 @@ import torch
 from bnn.guides.flat_weights import join_sites, num_weights
 from bnn.inference.core.cost_model import NUM_SAMPLES, CostModel, GradientCount
 from bnn.inference.core.model_snapshot import snapshot_model
-from bnn.inference.posterior_mode.evidence_search import GOLDEN, MAX_EVALUATIONS, STEP, TOLERANCE
-from bnn.inference.posterior_mode.gauss_newton import uses_gauss_newton
-from bnn.inference.posterior_mode.log_joint import ScaledPrior, evidence_possible
-from bnn.inference.posterior_mode.map_estimate import MAP_LR, working_data
-from bnn.inference.posterior_mode.polish import MapProblem, adam_steps, polish_budget
+from bnn.inference.curvature.evidence_search import GOLDEN, MAX_EVALUATIONS, STEP, TOLERANCE
+from bnn.inference.curvature.gauss_newton import uses_gauss_newton
+from bnn.inference.map_search.log_joint import ScaledPrior, evidence_possible
+from bnn.inference.map_search.map_estimate import MAP_LR, working_data
+from bnn.inference.map_search.polish import MapProblem, adam_steps, polish_budget
 
 from bnn.options import Options
 from bnn.runtime.progress import progress_bar
@@ -101,7 +101,7 @@ def map_fits_count(options: Options, model, rows: int, *, members: int = 1, para
     the prior precision; ``model`` tells whether it chooses a learned noise too, whether its network has kinks
     (:meth:`~bnn.models.network.BayesianNetwork.has_kinks`: :data:`KINKED_POLISH`, else :data:`SMOOTH_POLISH`, also
     without a ``model``) and whether its polish is Levenberg-Marquardt (else L-BFGS, with a larger default budget where
-    the network is smooth: :func:`~bnn.inference.posterior_mode.polish.polish_budget`)."""
+    the network is smooth: :func:`~bnn.inference.map_search.polish.polish_budget`)."""
     dense = model is None or uses_gauss_newton(model, rows, num_weights(model.sites))
     kinked = model is not None and model.has_kinks()
     budget = polish_budget(getattr(options, "map_max_iter", None), dense, kinked)
@@ -138,7 +138,7 @@ def _timed_model(model):
 
 
 def _problem(model, x: torch.Tensor, y: torch.Tensor, max_iter: int) -> tuple[MapProblem, torch.Tensor, ScaledPrior, dict]:
-    """A MAP problem on ``(x, y)`` in :data:`~bnn.inference.posterior_mode.map_estimate.WORKING_DTYPE` (float64, as
+    """A MAP problem on ``(x, y)`` in :data:`~bnn.inference.map_search.map_estimate.WORKING_DTYPE` (float64, as
     every MAP fit works whatever the data's dtype: float32 units took 0.4-0.6 of the time on 7,373 rows) at a draw of
     the prior (seed 0), its prior and the likelihood's latents held at 1."""
     x, y = working_data(x, y)

@@ -8,18 +8,18 @@ from dataclasses import dataclass
 
 import torch
 from bnn.guides.flat_weights import num_weights
-from bnn.inference.posterior_mode.evidence import (
+from bnn.inference.curvature.evidence import (
     gaussian_log_prior,
     hyperparameters_on_line,
     laplace_log_marginal_likelihood,
     log_determinant,
 )
-from bnn.inference.posterior_mode.evidence_search import maximize_on_log_scale
-from bnn.inference.posterior_mode.gauss_newton import newton_decrement, uses_gauss_newton
-from bnn.inference.posterior_mode.kron_curvature import kron_posterior
-from bnn.inference.posterior_mode.log_joint import ScaledPrior, log_likelihood, squared_error
-from bnn.inference.posterior_mode.output_curvature import gauss_newton_matrix
-from bnn.inference.posterior_mode.polish import MapProblem
+from bnn.inference.curvature.evidence_search import maximize_on_log_scale
+from bnn.inference.curvature.gauss_newton import newton_decrement, uses_gauss_newton
+from bnn.inference.curvature.kron_curvature import kron_posterior
+from bnn.inference.curvature.output_curvature import gauss_newton_matrix
+from bnn.inference.map_search.log_joint import ScaledPrior, log_likelihood, squared_error
+from bnn.inference.map_search.polish import MapProblem
 
 SEARCH_TOLERANCE = 1.0
 r"""The Newton decrement each refit of the evidence search stops at (unless ``tolerance`` is looser): within one
@@ -41,7 +41,7 @@ class HyperparameterChoice:
 
 class EvidenceSearch:
     r"""The maximum of the Laplace evidence over :math:`\lambda = \alpha\sigma^2`
-    (:mod:`bnn.inference.posterior_mode.evidence`): at
+    (:mod:`bnn.inference.curvature.evidence`): at
     each :math:`\lambda` the MAP refitted, to :data:`SEARCH_TOLERANCE`, from the nearest MAP already found.
 
     ``noise`` is the learned noise held (``None`` to choose it; for a likelihood without a learned noise ``None``,

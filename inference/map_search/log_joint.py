@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pyro
 import torch
 from bnn.guides.flat_weights import join_sites, split_flat
-from bnn.inference.posterior_mode.gauss_newton import elementwise_curvature
+from bnn.inference.curvature.gauss_newton import elementwise_curvature
 from bnn.models.priors import GaussianPrior
 
 from bnn.runtime.seeding import seeded
@@ -50,7 +50,7 @@ def most_likely_noise(model, x, y, theta: torch.Tensor) -> dict[str, torch.Tenso
 
 
 def evidence_possible(model, start: int) -> bool:
-    """Whether the evidence of :mod:`bnn.inference.posterior_mode.evidence` applies: a Gaussian prior on every entry
+    """Whether the evidence of :mod:`bnn.inference.curvature.evidence` applies: a Gaussian prior on every entry
     from ``start``."""
     offset = 0
     for site in model.sites:

@@ -1,7 +1,7 @@
 r"""MAP fits from independent prior draws, one per member: in sequence on one torch thread, or in loky worker processes.
 
 The deep ensemble's members, MultiSWAG's and the SG-MCMC chains' starts are such fits
-(:func:`~bnn.inference.posterior_mode.map_estimate.find_map`, in float64). Member :math:`m` draws its start under its
+(:func:`~bnn.inference.map_search.map_estimate.find_map`, in float64). Member :math:`m` draws its start under its
 own seed, from ``numpy.random.SeedSequence(seed)``: independent streams, the same for the same seed. The worker
 processes (one per core, each on one torch thread) ignore Ctrl-C and SIGTERM (the parent decides) and exit on their
 own when the parent process is gone; the arithmetic is the same in both, so both give the same fits. A script that
@@ -19,8 +19,8 @@ from enum import Enum
 import numpy as np
 import torch
 from bnn.guides.flat_weights import split_flat
-from bnn.inference.posterior_mode.map_estimate import find_map, working_data
-from bnn.inference.posterior_mode.map_options import MapFitOptions
+from bnn.inference.map_search.map_estimate import find_map, working_data
+from bnn.inference.map_search.map_options import MapFitOptions
 from loky import ProcessPoolExecutor
 from tqdm import tqdm
 
@@ -179,7 +179,7 @@ def member_seeds(seed: int, num_members: int) -> list[int]:
 def map_starts(model, x: torch.Tensor, y: torch.Tensor, options: MapFitOptions, seed: int, count: int, workers: int,
                progress: bool) -> list[MemberFit]:
     """``count`` MAP fits of ``model`` to ``(x, y)`` (in float64,
-    :data:`~bnn.inference.posterior_mode.map_estimate.WORKING_DTYPE`), member seeds from ``seed``, in ``workers``
+    :data:`~bnn.inference.map_search.map_estimate.WORKING_DTYPE`), member seeds from ``seed``, in ``workers``
     processes (1: in sequence): all of them, or none (a failed fit, or Ctrl-C, raises; a method that keeps what
     finished, as the deep ensemble does, reads :func:`run_members`'s outcomes instead)."""
     x, y = working_data(x, y)

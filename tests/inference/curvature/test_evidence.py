@@ -1,4 +1,4 @@
-"""The Laplace evidence pieces of bnn.inference.posterior_mode.evidence, against the exact evidence of Bayesian linear
+"""The Laplace evidence pieces of bnn.inference.curvature.evidence, against the exact evidence of Bayesian linear
 regression."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import math
 
 import pytest
 import torch
-from bnn.inference.posterior_mode.evidence import hyperparameters_on_line, log_determinant
+from bnn.inference.curvature.evidence import hyperparameters_on_line, log_determinant
 from scipy.optimize import minimize_scalar
 
 from tests.support.conjugate import PRIOR_SCALE

@@ -1,6 +1,6 @@
 r"""The maximum of a function of one variable on a log scale: bracketing steps, golden sections, one parabola.
 
-Used for the Laplace evidence as a function of :math:`u = \log\lambda` (:mod:`bnn.inference.posterior_mode.evidence`), where every
+Used for the Laplace evidence as a function of :math:`u = \log\lambda` (:mod:`bnn.inference.curvature.evidence`), where every
 evaluation is a MAP fit, so evaluations are few:
 
 1. **Bracket.** From :math:`u_0`, step by :data:`STEP` downhill-first (toward weaker weight decay) while the value

@@ -1,10 +1,10 @@
-"""MAP starts in worker processes (:func:`bnn.inference.posterior_mode.map_starts.run_members`)."""
+"""MAP starts in worker processes (:func:`bnn.inference.map_search.map_starts.run_members`)."""
 
 import warnings
 
 import pytest
 import torch
-from bnn.inference.posterior_mode import map_starts
+from bnn.inference.map_search import map_starts
 
 from bnn.runtime.recycled_workers import RECYCLED_WORKER
 from tests.support.growing_worker import RECYCLE_AT_20_MB, grow

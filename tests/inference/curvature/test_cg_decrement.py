@@ -1,5 +1,5 @@
 """The matrix-free Gauss-Newton precision and the Newton decrement by conjugate gradients
-(bnn.inference.posterior_mode.cg_decrement), against the dense precision."""
+(bnn.inference.curvature.cg_decrement), against the dense precision."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import pytest
 import torch
 from bnn.datasets import load_toy1d
 from bnn.guides.flat_weights import join_sites
-from bnn.inference.posterior_mode import gauss_newton
-from bnn.inference.posterior_mode.cg_decrement import PrecisionOperator, cg_decrement
-from bnn.inference.posterior_mode.gauss_newton import log_joint_precision, newton_decrement
-from bnn.inference.posterior_mode.kron_curvature import kron_supported
-from bnn.inference.posterior_mode.log_joint import ScaledPrior, log_likelihood
-from bnn.inference.posterior_mode.map_estimate import find_map, working_data
+from bnn.inference.curvature import gauss_newton
+from bnn.inference.curvature.cg_decrement import PrecisionOperator, cg_decrement
+from bnn.inference.curvature.gauss_newton import log_joint_precision, newton_decrement
+from bnn.inference.curvature.kron_curvature import kron_supported
+from bnn.inference.map_search.log_joint import ScaledPrior, log_likelihood
+from bnn.inference.map_search.map_estimate import find_map, working_data
 from bnn.models import BayesianMLP
 
 

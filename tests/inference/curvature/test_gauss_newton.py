@@ -1,4 +1,4 @@
-"""The Newton decrement and the Levenberg-Marquardt polish of bnn.inference.posterior_mode.gauss_newton, against closed forms."""
+"""The Newton decrement and the Levenberg-Marquardt polish of bnn.inference.curvature.gauss_newton, against closed forms."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections import deque
 
 import pytest
 import torch
-from bnn.inference.posterior_mode.gauss_newton import (
+from bnn.inference.curvature.gauss_newton import (
     STALL_WINDOW,
     levenberg_marquardt,
     newton_decrement,

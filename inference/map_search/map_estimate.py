@@ -6,33 +6,33 @@ r"""The maximum a posteriori weights :math:`\theta_{MAP}`, the centre of a Lapla
 
 over the flat weight vector (:mod:`bnn.guides.flat_weights`), starting from a draw of the
 prior: Adam on the per-datum objective, then a polish until the Newton decrement
-:math:`\delta = \sqrt{g^\top \Lambda^{-1} g}` (:mod:`bnn.inference.posterior_mode.gauss_newton`; :math:`g` the log joint's
+:math:`\delta = \sqrt{g^\top \Lambda^{-1} g}` (:mod:`bnn.inference.curvature.gauss_newton`; :math:`g` the log joint's
 gradient, :math:`\Lambda` its Gauss-Newton precision) is at most ``tolerance``: the mode then lies, to second
 order, within ``tolerance`` posterior standard deviations. The polish is Levenberg-Marquardt on the
 Gauss-Newton precision where the likelihood has a GGN and a step is affordable
-(:func:`~bnn.inference.posterior_mode.gauss_newton.uses_gauss_newton`), else L-BFGS (strong Wolfe
+(:func:`~bnn.inference.curvature.gauss_newton.uses_gauss_newton`), else L-BFGS (strong Wolfe
 line search; in coordinates whitened by the Kronecker-factored precision where the network allows it,
-:mod:`bnn.inference.posterior_mode.polish`; :math:`\delta` then by conjugate gradients on :math:`\Lambda` matrix-free,
-:mod:`bnn.inference.posterior_mode.cg_decrement`). Where Levenberg-Marquardt stops short of the
+:mod:`bnn.inference.map_search.polish`; :math:`\delta` then by conjugate gradients on :math:`\Lambda` matrix-free,
+:mod:`bnn.inference.curvature.cg_decrement`). Where Levenberg-Marquardt stops short of the
 tolerance (no damped step raises the log joint, or its recent rise would not reach the tolerance within the budget:
 near the kinks of a ReLU network the Gauss-Newton model is poor), L-BFGS goes on from there for the rest of the
 budget, started afresh wherever it ends itself (a line search that failed at a kink).
 
 **At the kinks of a ReLU network** the decrement can stay large at the mode: its gradient there is one-sided and the
 Gauss-Newton precision ignores the kinks. So the fit is also converged when the log joint has stopped rising: the
-last window of :data:`~bnn.inference.posterior_mode.polish.LBFGS_CHECK_EVERY` L-BFGS iterations (or fewer, where
+last window of :data:`~bnn.inference.map_search.polish.LBFGS_CHECK_EVERY` L-BFGS iterations (or fewer, where
 L-BFGS ended itself; a window the budget cut short is not judged) raised it by at
 most :math:`\text{tolerance}^2/2` nats, the rise still to come, to second order, from a point ``tolerance``
-posterior standard deviations from the mode (:mod:`bnn.inference.posterior_mode.gauss_newton`).
+posterior standard deviations from the mode (:mod:`bnn.inference.curvature.gauss_newton`).
 
 **The noise.** A Gaussian likelihood's learned noise :math:`\sigma` cannot be fitted with the weights: the log
 joint grows without bound as :math:`\sigma \to 0` wherever the network can interpolate its training data
 (measured: on Boston housing, 455 rows and 751 weights, the maximum-likelihood noise fell to 0.014 standardised
 units at the mode and kept falling). So :math:`\sigma` is held while the weights are fitted, and chosen by the
-Laplace evidence :math:`p(y \mid x, \sigma, \alpha)` (:mod:`bnn.inference.posterior_mode.evidence`), a bounded objective that
+Laplace evidence :math:`p(y \mid x, \sigma, \alpha)` (:mod:`bnn.inference.curvature.evidence`), a bounded objective that
 charges the weights the fit uses: the weights and noise are :math:`\theta_{MAP}` and :math:`\sigma` at the
 maximum over :math:`\lambda = \alpha\sigma^2` of the evidence, the MAP refitted at each :math:`\lambda`
-(:mod:`bnn.inference.posterior_mode.evidence_search`). The prior precision multiplier :math:`\alpha` is the model's (1) unless
+(:mod:`bnn.inference.curvature.evidence_search`). The prior precision multiplier :math:`\alpha` is the model's (1) unless
 ``multiplier=None`` asks for it to be chosen by the evidence too (the Laplace fit's default). The evidence needs a
 Gaussian prior on the covered weights; under another prior a learned noise is fitted by maximum likelihood with
 the weights (Adam and L-BFGS on :math:`\log\sigma`, reset to :math:`\hat\sigma^2 = \frac{1}{nK}\sum (y - f)^2` after
@@ -47,12 +47,12 @@ from dataclasses import dataclass
 import pyro
 import torch
 from bnn.guides.flat_weights import join_sites, split_flat
-from bnn.inference.posterior_mode.advice import COLLAPSE_FIX, NO_MAXIMUM_FIX, map_advice
-from bnn.inference.posterior_mode.evidence_search import MAX_STEPS
-from bnn.inference.posterior_mode.gauss_newton import uses_gauss_newton
-from bnn.inference.posterior_mode.hyperparameter_search import EvidenceSearch, HyperparameterChoice
-from bnn.inference.posterior_mode.log_joint import ScaledPrior, evidence_possible, log_likelihood, log_prior, most_likely_noise
-from bnn.inference.posterior_mode.polish import LBFGS_CHECK_EVERY, MapProblem, adam_steps
+from bnn.inference.curvature.evidence_search import MAX_STEPS
+from bnn.inference.curvature.gauss_newton import uses_gauss_newton
+from bnn.inference.map_search.advice import COLLAPSE_FIX, NO_MAXIMUM_FIX, map_advice
+from bnn.inference.map_search.hyperparameter_search import EvidenceSearch, HyperparameterChoice
+from bnn.inference.map_search.log_joint import ScaledPrior, evidence_possible, log_likelihood, log_prior, most_likely_noise
+from bnn.inference.map_search.polish import LBFGS_CHECK_EVERY, MapProblem, adam_steps
 
 from bnn.runtime.progress import progress_bar
 from bnn.runtime.stacklevel import user_stacklevel
@@ -60,7 +60,7 @@ from bnn.runtime.stacklevel import user_stacklevel
 MAP_STEPS, MAP_LR, MAP_TOLERANCE = 1000, 0.01, 0.1
 """The defaults of every MAP fit: Adam's steps and rate, and the largest Newton decrement accepted (posterior standard
 deviations); the polish's iterations at most are the polish's own
-(:func:`~bnn.inference.posterior_mode.polish.polish_budget`) unless the fit sets them."""
+(:func:`~bnn.inference.map_search.polish.polish_budget`) unless the fit sets them."""
 WORKING_DTYPE = torch.float64
 """The dtype every MAP fit works in, whatever the default: in float32 the polish stalls above the tolerance."""
 
@@ -113,7 +113,7 @@ class MapEstimate:
     stalled : bool
         Whether the last polish stopped before its iteration limit without converging and not at a kink: its
         recent rise of the log joint, kept up, would not reach the tolerance within the limit
-        (:mod:`bnn.inference.posterior_mode.gauss_newton`), or L-BFGS stopped changing it.
+        (:mod:`bnn.inference.curvature.gauss_newton`), or L-BFGS stopped changing it.
     last_rise : float, optional
         The rise of the log joint (nats) over the last whole window of L-BFGS iterations of the last polish
         (a window the budget cut short is not judged; ``None`` without a whole window); at most
@@ -166,7 +166,7 @@ def find_map(
         Show tqdm bars.
     max_iter : int, optional
         Iterations of each polish at most (the final one, and each refit of an evidence search); ``None``: the
-        polish's own (:func:`~bnn.inference.posterior_mode.polish.polish_budget`).
+        polish's own (:func:`~bnn.inference.map_search.polish.polish_budget`).
     judged_from : int
         With ``judged_from > 0`` (a Laplace approximation over the entries from there on, the
         rest held fixed) a second polish optimises those entries alone, and convergence is judged,
@@ -183,9 +183,9 @@ def find_map(
         :math:`\alpha`); ``None`` chooses it by the evidence (Gaussian priors on the covered weights only).
     diagonal_evidence : bool, optional
         Whether the evidence uses the diagonal of the GGN rather than the dense GGN; ``None``: the diagonal only
-        where a Gauss-Newton step is unaffordable (:func:`~bnn.inference.posterior_mode.gauss_newton.uses_gauss_newton`).
+        where a Gauss-Newton step is unaffordable (:func:`~bnn.inference.curvature.gauss_newton.uses_gauss_newton`).
     kron_evidence : bool
-        Whether the evidence uses the Kronecker-factored GGN (:mod:`bnn.inference.posterior_mode.kron_curvature`;
+        Whether the evidence uses the Kronecker-factored GGN (:mod:`bnn.inference.curvature.kron_curvature`;
         overrides ``diagonal_evidence``).
 
     Returns
