@@ -1,7 +1,7 @@
 """The single entry point: ``fit(model, data, method=...) -> Posterior``.
 
-Methods live in :data:`METHODS`, one :class:`~bnn.inference.core.method.Method` per subpackage (``svi``, ``nuts``,
-``laplace``, ``map``, ``mc_dropout``, ``ensemble``, and ``sgmcmc`` with three): a name, a typed option set and a run function.
+Methods live in :data:`METHODS`, one :class:`~bnn.inference.core.method.Method` each, registered by the subpackage
+that defines it (``METHOD``, or ``METHODS`` for a package of several): a name, a typed option set and a run function.
 ``fit`` validates the data against the model and the options against the method before any work starts.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 from bnn.datasets.dataset import Dataset
-from bnn.inference import ensemble, laplace, map, mc_dropout, nuts, sgmcmc, svi, swag
+from bnn.inference import ensemble, laplace, mc_dropout, nuts, point_estimate, sgmcmc, svi, swag
 from bnn.inference.core.method import Method
 from bnn.inference.core.model_data import check_model, checked_data
 from bnn.inference.core.point_parameters import fit_point_parameters, needs_point_fit
@@ -21,7 +21,7 @@ from bnn.inference.core.posterior import Posterior
 from bnn.registry import Registry
 
 METHODS: Registry = Registry("method")
-for _package in (svi, nuts, laplace, map, mc_dropout, ensemble):
+for _package in (svi, nuts, laplace, point_estimate, mc_dropout, ensemble):
     METHODS.register(_package.METHOD.name, _package.METHOD)
 METHODS.register(sgmcmc.SGLD.name, sgmcmc.SGLD)
 METHODS.register(sgmcmc.SGHMC.name, sgmcmc.SGHMC)
@@ -58,14 +58,14 @@ def fit(model, data, method: str = "svi", *, map_options: Mapping[str, Any] | No
     **options
         The method's options, the fields of its option set: :class:`~bnn.inference.svi.SVIOptions`,
         :class:`~bnn.inference.nuts.NUTSOptions`, :class:`~bnn.inference.laplace.LaplaceOptions`,
-        :class:`~bnn.inference.map.MapOptions`, :class:`~bnn.inference.mc_dropout.MCDropoutOptions`,
+        :class:`~bnn.inference.point_estimate.MapOptions`, :class:`~bnn.inference.mc_dropout.MCDropoutOptions`,
         :class:`~bnn.inference.ensemble.EnsembleOptions`,
         :class:`~bnn.inference.sgmcmc.SGLDOptions`, :class:`~bnn.inference.sgmcmc.SGHMCOptions` or
         :class:`~bnn.inference.sgmcmc.CSGLDOptions`.
     map_options : mapping, optional
         For a partly Bayesian network (:func:`~bnn.models.torch_module.from_module` with ``bayesian=``) whose point
         parameters are not set yet: the options of the MAP fit that sets them first
-        (:class:`~bnn.inference.map.MapOptions`; by default its defaults, with the method's ``seed`` and
+        (:class:`~bnn.inference.point_estimate.MapOptions`; by default its defaults, with the method's ``seed`` and
         ``progress``), :mod:`bnn.inference.core.point_parameters`. The posterior's model holds the point values found.
 
     The fit computes on one torch thread, where a second thread gains nothing at this collection's sizes and costs

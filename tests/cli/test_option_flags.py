@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pytest
 from bnn.inference import METHODS
-from bnn.inference.map import MapOptions
+from bnn.inference.point_estimate import MapOptions
 
 from bnn.cli.arguments import fit_options
 from bnn.cli.main import build_parser

@@ -14,7 +14,7 @@ import torch
 from bnn.guides.flat_weights import split_flat
 from bnn.inference import Posterior, fit
 from bnn.inference.curvature.output_curvature import output_jacobian
-from bnn.inference.map import fit_map
+from bnn.inference.point_estimate import fit_map
 from bnn.models import BayesianMLP, GaussianPrior, TorchModuleNetwork, from_module
 from bnn.models.network import network_from_config
 from torch import nn

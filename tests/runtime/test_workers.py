@@ -9,7 +9,7 @@ import psutil
 import pytest
 import torch
 from bnn.inference.core.method import Method
-from bnn.inference.map import MapOptions
+from bnn.inference.point_estimate import MapOptions
 from bnn.models import BayesianMLP
 
 from bnn.runtime.workers import THREAD_VARIABLES, available_cores, one_torch_thread

@@ -16,7 +16,7 @@ from bnn.inference.core.point_parameters import (
     needs_point_fit,
 )
 from bnn.inference.core.record import read_record
-from bnn.inference.map import MapOptions, MapRecord
+from bnn.inference.point_estimate import MapOptions, MapRecord
 from bnn.models import BayesianMLP, from_module
 from torch import nn
 

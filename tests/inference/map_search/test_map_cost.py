@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from bnn.inference.map.options import MapOptions
 from bnn.inference.map_search.map_cost import KINKED_POLISH, SMOOTH_POLISH, PolishCounts, map_fits_count
 from bnn.inference.map_search.polish import KINKED_LBFGS_MAX_ITER, LBFGS_MAX_ITER, LEVENBERG_MARQUARDT_MAX_ITER
+from bnn.inference.point_estimate.options import MapOptions
 from bnn.models import BayesianMLP
 
 

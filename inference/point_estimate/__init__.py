@@ -9,10 +9,10 @@ import torch
 from bnn.inference.core.hierarchical_refusal import POINT_ESTIMATE
 from bnn.inference.core.method import Method
 from bnn.inference.core.posterior import Posterior
-from bnn.inference.map.cost import COST
-from bnn.inference.map.fit import run_map
-from bnn.inference.map.options import MapOptions, Objective
-from bnn.inference.map.record import MapRecord
+from bnn.inference.point_estimate.cost import COST
+from bnn.inference.point_estimate.fit import run_map
+from bnn.inference.point_estimate.options import MapOptions, Objective
+from bnn.inference.point_estimate.record import MapRecord
 
 METHOD = Method("map", MapOptions, run_map, refuses_hierarchical=POINT_ESTIMATE, cost=COST)
 

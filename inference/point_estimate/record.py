@@ -6,14 +6,14 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from bnn.inference.core.record import register_record
-from bnn.inference.map.options import MapOptions
 from bnn.inference.map_search.map_record import MapFitRecord
+from bnn.inference.point_estimate.options import MapOptions
 
 
 @register_record
 @dataclass(kw_only=True)
 class MapRecord(MapFitRecord):
-    r"""The record of :func:`~bnn.inference.map.fit_map`.
+    r"""The record of :func:`~bnn.inference.point_estimate.fit_map`.
 
     Attributes
     ----------

@@ -28,9 +28,9 @@ import time
 import torch
 from bnn.guides.flat_weights import split_flat
 from bnn.inference.core.posterior import Posterior
-from bnn.inference.map.options import MapOptions, Objective
-from bnn.inference.map.record import MapRecord
 from bnn.inference.map_search.map_estimate import find_map, working_data
+from bnn.inference.point_estimate.options import MapOptions, Objective
+from bnn.inference.point_estimate.record import MapRecord
 
 from bnn.runtime.seeding import seeded
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from bnn.inference.core.cost_model import GradientCount
-from bnn.inference.map.options import MapOptions
 from bnn.inference.map_search.map_cost import map_cost_model, map_fits_count
+from bnn.inference.point_estimate.options import MapOptions
 
 
 def count(options: MapOptions, rows: int, model) -> GradientCount:

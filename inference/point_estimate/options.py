@@ -23,7 +23,7 @@ class Objective(str, Enum):
 
 @dataclass(frozen=True)
 class MapOptions(MapFitOptions):
-    r"""Options of :func:`~bnn.inference.map.fit_map`: the MAP fit's
+    r"""Options of :func:`~bnn.inference.point_estimate.fit_map`: the MAP fit's
     (:class:`~bnn.inference.map_search.map_options.MapFitOptions`) and
 
     Attributes
