@@ -30,10 +30,10 @@ from bnn.inference import fit
 from bnn.inference.evaluation.cost import estimate_cost
 from bnn.inference.fit import METHODS, prepare_data
 from bnn.inference.map_search.polish import MapProblem
-from bnn.inference.uci.grid import hidden_units
-from bnn.inference.uci.protocol import uci_model
 
 from benchmarks.nuts_defaults import default_model
+from bnn.experiments.uci.grid import hidden_units
+from bnn.experiments.uci.protocol import uci_model
 
 COLUMNS = ["method", "cell", "network", "estimate s", "how counted", "at most s", "estimating s", "fit s",
            "fit / estimate", "polish iterations: first / refits (count) / final"]

@@ -25,7 +25,8 @@ import statistics
 from pathlib import Path
 
 import pandas as pd
-from bnn.inference.evaluation.report import markdown_table
+
+from bnn.experiments.comparison.report import markdown_table
 
 FLAGGED = "not converged"
 GRID = Path(__file__).parent / "results" / "uci" / "results.csv"

@@ -1,7 +1,7 @@
 r"""The verdict of the MAP-centred fits (Laplace, MAP, the ensemble) on UCI cells, with what it rests on.
 
 Each cell is fitted as ``bnn uci`` fits it: the papers' network (one ReLU hidden layer of the folder's
-``n_hidden.txt`` units, :func:`~bnn.inference.uci.protocol.uci_model`), ``fit(model, data, method, seed=0,
+``n_hidden.txt`` units, :func:`~bnn.experiments.uci.protocol.uci_model`), ``fit(model, data, method, seed=0,
 progress=False)`` plus the options given, on one torch thread. One JSON line per fit: the verdict (``converged``) and
 the problems it reports, the Newton decrement at the MAP, the rise of the log joint over the last window of L-BFGS
 iterations, the polish, the test log-likelihood and the seconds of the fit. Run it on two commits and compare the
@@ -26,8 +26,9 @@ import torch
 from bnn.datasets import load_uci
 from bnn.inference import fit
 from bnn.inference.evaluation import evaluate
-from bnn.inference.uci.grid import hidden_units
-from bnn.inference.uci.protocol import uci_model
+
+from bnn.experiments.uci.grid import hidden_units
+from bnn.experiments.uci.protocol import uci_model
 
 RECORDED = ("map_newton_decrement", "map_last_rise", "map_polish", "map_at_kink", "map_lbfgs_iterations")
 """The MAP record's fields each line keeps (``None`` where the method's record has none: the ensemble)."""

@@ -7,7 +7,7 @@ dense layers (50 ReLU units; ``n_hidden.txt``), Glorot-uniform kernels and zero 
 shuffled minibatches of 128 for ``--epochs`` epochs; its predictive is ``--draws`` dropout passes, the test
 log-likelihood of the mixture :math:`\log\frac1T\sum_t \mathcal N(y; \hat y_t, 1/\tau)` and the RMSE of the passes'
 mean, in the target's units. The collection's fit is ``bnn uci``'s cell at the same rate, :math:`\tau` and epochs
-(:func:`bnn.inference.uci.protocol.fit_cell`, :mod:`bnn.inference.mc_dropout.uci_protocol`), without the grid search.
+(:func:`bnn.experiments.uci.protocol.fit_cell`, :mod:`bnn.inference.mc_dropout.uci_protocol`), without the grid search.
 Both fit each split with seed ``split``; their random streams differ, so they agree in distribution, not draw for
 draw: the table gives each split and the means over the splits.
 
@@ -36,10 +36,10 @@ import torch
 from bnn.datasets.uci import read_uci_table
 from bnn.inference.evaluation.metrics import evaluate
 from bnn.inference.mc_dropout.uci_protocol import LENGTH_SCALE, PAPER_OPTIONS
-from bnn.inference.uci.grid import hidden_units
-from bnn.inference.uci.protocol import fit_cell
 
 from benchmarks.provenance import printed_rows, run_header, write_results
+from bnn.experiments.uci.grid import hidden_units
+from bnn.experiments.uci.protocol import fit_cell
 from bnn.runtime.seeding import seeded
 from bnn.runtime.workers import one_torch_thread
 

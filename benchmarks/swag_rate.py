@@ -27,9 +27,9 @@ from pathlib import Path
 from bnn.datasets import load_uci
 from bnn.inference import fit
 from bnn.inference.evaluation.metrics import evaluate
-from bnn.inference.uci.protocol import uci_model
 
 from benchmarks.provenance import printed_rows, run_header, write_results
+from bnn.experiments.uci.protocol import uci_model
 from bnn.runtime.workers import one_torch_thread
 
 

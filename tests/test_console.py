@@ -111,7 +111,7 @@ def test_a_second_sigterm_while_bnn_uci_stops_still_exits_130_with_its_line(tiny
     # a scheduler repeats its SIGTERM: the second lands while the grid ends its cells and writes what it kept
     process = start_bnn("uci", "--uci-dir", str(tiny_uci), "--datasets", "tiny", "--methods", "svi", "--splits", "0-1",
                         "--set", "svi.steps=1000000", "--workers", "2", "--quiet", "--out", str(tmp_path / "run"),
-                        announce="bnn.inference.uci.run:run_cells")
+                        announce="bnn.experiments.uci.run:run_cells")
     try:
         assert process.stdout.readline() == "working\n", process.communicate(timeout=60)[1]
         loky_workers(process, 2)

@@ -10,7 +10,7 @@ from typing import Any
 
 from bnn.cli.option_flags import add_method_flags, given_options
 from bnn.datasets import DATASETS
-from bnn.inference.evaluation.time_budget import parse_duration
+from bnn.experiments.comparison.time_budget import parse_duration
 from bnn.models import ACTIVATIONS, LIKELIHOODS, PRIORS, BayesianCNN, BayesianMLP, BayesianNetwork, get_likelihood
 from bnn.models.cnn import DEFAULT_CNN_PRIOR, POOLINGS
 

@@ -22,15 +22,15 @@ from bnn.cli.arguments import (
     uci_split,
 )
 from bnn.datasets import load_dataset
+from bnn.experiments.comparison.finished_fits import FinishedFits, run_fingerprint
+from bnn.experiments.comparison.report import write_comparison
+from bnn.experiments.comparison.time_budget import choose_fits, cost_lines
 from bnn.guides import GUIDES
 from bnn.inference.evaluation.compare import label_fits
 from bnn.inference.evaluation.conformal import calibration_rank
 from bnn.inference.evaluation.cost import format_seconds
-from bnn.inference.evaluation.finished_fits import FinishedFits, run_fingerprint
-from bnn.inference.evaluation.report import write_comparison
 from bnn.inference.evaluation.set_coverage import SET_LEVEL_ALPHA, carve_calibration_with_shift
 from bnn.inference.evaluation.shift_sets import SHIFT_SETS, shift_split
-from bnn.inference.evaluation.time_budget import choose_fits, cost_lines
 from bnn.inference.fit import METHODS, fit
 from bnn.runtime.atomic import (
     check_apart,
@@ -105,10 +105,10 @@ def compare_interrupted(reason: str, kept: FinishedFits, command: str) -> str:
 def run_compare(args: argparse.Namespace) -> pd.DataFrame:
     """Fit every method on the same model and data, then write the comparison report into ``--out``.
 
-    Each finished fit is kept on disk at once (:class:`~bnn.inference.evaluation.finished_fits.FinishedFits`) and a
+    Each finished fit is kept on disk at once (:class:`~bnn.experiments.comparison.finished_fits.FinishedFits`) and a
     rerun of the same command reuses it; ``--out`` appears complete or not at all. Before any fit, each method's cost
     is estimated and printed, and ``--time-budget`` lowers draws and steps or leaves methods out
-    (:mod:`bnn.inference.evaluation.time_budget`); a rerun under a budget may choose other draws, and then refits.
+    (:mod:`bnn.experiments.comparison.time_budget`); a rerun under a budget may choose other draws, and then refits.
     """
     check_apart(args.out, {"--uci-dir": args.uci_dir})  # all found before minutes of fitting
     check_replaceable(args.out, overwrite=args.overwrite)

@@ -7,8 +7,9 @@ import shlex
 from pathlib import Path
 
 from bnn.datasets.continual import CONTINUAL_BENCHMARKS
-from bnn.inference.continual.report import markdown_tables, write_continual_report
-from bnn.inference.continual.run import CONTINUAL_METHODS, run_continual
+from bnn.experiments.continual.report import markdown_tables, write_continual_report
+from bnn.experiments.continual.run import run_continual
+from bnn.inference.continual import CONTINUAL_METHODS
 
 OPTION_ARGUMENTS = ("hidden", "prior_scale", "steps", "lr", "init_rho", "num_samples", "coreset_size", "std_init",
                     "mean_eta", "mc_samples", "batch_size", "seed")

@@ -8,11 +8,11 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from bnn.experiments.uci.grid import parse_splits
+from bnn.experiments.uci.ray_cluster import import_ray
+from bnn.experiments.uci.run import EXECUTORS, run_uci
+from bnn.experiments.uci.table import RESULTS_FILE, TABLE_FILE
 from bnn.inference.fit import METHODS
-from bnn.inference.uci.grid import parse_splits
-from bnn.inference.uci.ray_cluster import import_ray
-from bnn.inference.uci.run import EXECUTORS, run_uci
-from bnn.inference.uci.table import RESULTS_FILE, TABLE_FILE
 
 
 def _setting(text: str) -> tuple[str, str, Any]:

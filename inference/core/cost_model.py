@@ -72,7 +72,7 @@ class CostModel:
         methods whose count has polish iterations (the MAP-centred fits).
     draws : callable
         ``draws(options) -> int``: the draws the fit's posterior will hold (all chains or members together), which
-        the report evaluates at every row (:mod:`bnn.inference.evaluation.report_cost`); by default
+        the report evaluates at every row (:mod:`bnn.experiments.comparison.report_cost`); by default
         ``options.num_samples``.
     """
 

@@ -1,4 +1,4 @@
-"""What ``bnn uci`` needs to know of a method to run it under the papers' protocol (:mod:`bnn.inference.uci.protocol`)."""
+"""What ``bnn uci`` needs to know of a method to run it under the papers' protocol (:mod:`bnn.experiments.uci.protocol`)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""Evaluating fits: test metrics, the comparison table and ranking, plots and the Markdown report."""
+"""Evaluating fits: test metrics, the comparison table and ranking, calibration, conformal sets, OOD detection and
+plots. The comparison workflow that writes them into a report is :mod:`bnn.experiments.comparison`."""
 
 from bnn.inference.evaluation.compare import compare, rank
 from bnn.inference.evaluation.conformal import ConformalPredictor, conformalize
 from bnn.inference.evaluation.metrics import evaluate
-from bnn.inference.evaluation.report import write_comparison
 
-__all__ = ["ConformalPredictor", "compare", "conformalize", "evaluate", "rank", "write_comparison"]
+__all__ = ["ConformalPredictor", "compare", "conformalize", "evaluate", "rank"]

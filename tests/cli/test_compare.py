@@ -12,10 +12,10 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
-from bnn.inference.evaluation import report
 
 from bnn.cli import compare as cli
 from bnn.cli.main import main
+from bnn.experiments.comparison import report
 
 COMMAND = ["compare", "--dataset", "toy1d", "--methods", "svi,laplace", "--hidden", "3", "--steps", "30", "--map-steps", "30",
            "--num-samples", "20", "--quiet"]

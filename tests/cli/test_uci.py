@@ -1,10 +1,10 @@
 import sys
 
 import pytest
-from bnn.inference.uci import run as uci_run
-from bnn.inference.uci.protocol import failed_row
 
 from bnn.cli.main import main
+from bnn.experiments.uci import run as uci_run
+from bnn.experiments.uci.protocol import failed_row
 
 
 def finished(cell, **fields):

@@ -13,10 +13,11 @@ import torch
 from bnn.datasets import Dataset
 from bnn.inference import METHODS, Posterior, fit
 from bnn.inference.evaluation.compare import label_fits
-from bnn.inference.evaluation.report import write_comparison
 from bnn.inference.nuts.potential import Backend, FlatPotential
 from bnn.models import ARCHITECTURES, BayesianMLP, BayesianNetwork, GaussianPrior, LaplacePrior, WeightSite
 from bnn.models.network import network_from_config
+
+from bnn.experiments.comparison.report import write_comparison
 
 
 @ARCHITECTURES.register("test-skip")

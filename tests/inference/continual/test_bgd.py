@@ -11,7 +11,7 @@ from bnn.inference.continual.bgd import bgd, bgd_update, expected_gradients, fir
 from bnn.inference.continual.flat_gaussian import FlatGaussian, unlearnt_heads
 from bnn.models import BayesianMLP, GaussianLikelihood, get_prior
 
-from tests.inference.continual.test_continual import TINY, small
+from tests.experiments.continual.test_run import TINY, small
 
 
 def _bgd_on_a_stream(observations: torch.Tensor, noise: float, prior: FlatGaussian, per_update: int) -> FlatGaussian:

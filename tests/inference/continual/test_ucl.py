@@ -10,7 +10,7 @@ from bnn.inference.continual.flat_gaussian import FlatGaussian, unlearnt_heads
 from bnn.inference.continual.ucl import mean_rate_scale, ucl
 from bnn.models import get_prior
 
-from tests.inference.continual.test_continual import TINY, small
+from tests.experiments.continual.test_run import TINY, small
 
 
 def _carried(setup: ContinualSetup, shared_std: float, head_std: float) -> tuple[FlatGaussian, dict]:

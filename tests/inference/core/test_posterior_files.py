@@ -13,11 +13,11 @@ import pytest
 import torch
 from bnn.inference import Posterior, fit
 from bnn.inference.core.posterior_files import FIT_FILE, sha256
-from bnn.inference.evaluation.finished_fits import FinishedFits
 from bnn.models import BayesianMLP, from_module
 from bnn.models.network import ModuleMismatchError
 from torch import nn
 
+from bnn.experiments.comparison.finished_fits import FinishedFits
 from bnn.runtime.atomic import MARKER
 
 X = torch.linspace(-1, 1, 24).unsqueeze(-1)

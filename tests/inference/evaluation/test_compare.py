@@ -11,10 +11,10 @@ import pytest
 from bnn.datasets import DATASETS, load_dataset, load_toy1d
 from bnn.inference import fit
 from bnn.inference.evaluation.compare import compare, label_fits, rank
-from bnn.inference.evaluation.report import OTHER_CHAIN_ADVICE, convergence_warnings
 from bnn.inference.fit import METHODS
 from bnn.models import BayesianMLP
 
+from bnn.experiments.comparison.report import OTHER_CHAIN_ADVICE, convergence_warnings
 from tests.support.chains import chains_posterior
 
 TINY = {

@@ -13,7 +13,7 @@ import pytest
 def test_importing_the_plots_keeps_the_users_backend():
     """A notebook's inline backend (here: svg, set the same way through MPLBACKEND) survives the import."""
     probe = ("import matplotlib; import bnn.inference.evaluation.plots, bnn.inference.evaluation.posterior_plots, "
-             "bnn.inference.evaluation.report; print(matplotlib.get_backend())")
+             "bnn.experiments.comparison.report; print(matplotlib.get_backend())")
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
                             env={**os.environ, "MPLBACKEND": "svg"})
     assert result.stdout.strip() == "svg"

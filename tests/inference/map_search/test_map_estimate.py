@@ -20,9 +20,9 @@ from bnn.inference import fit
 from bnn.inference.map_search import map_estimate
 from bnn.inference.map_search.hyperparameter_search import SEARCH_TOLERANCE
 from bnn.inference.map_search.map_estimate import find_map
-from bnn.inference.uci.protocol import uci_model
 from bnn.models import BayesianMLP, GaussianPrior, PosteriorPrior
 
+from bnn.experiments.uci.protocol import uci_model
 from bnn.runtime.seeding import seeded
 from bnn.runtime.workers import one_torch_thread
 

@@ -17,7 +17,8 @@ from bnn.inference.mc_dropout.uci_protocol import (
     paper_grid,
     paper_model,
 )
-from bnn.inference.uci.protocol import uci_model
+
+from bnn.experiments.uci.protocol import uci_model
 
 
 def test_the_grid_is_the_folders_rates_times_its_taus_and_each_axis_drops_out_when_fixed_or_missing(tmp_path):
