@@ -25,8 +25,8 @@ from bnn.inference.evaluation.cost import estimate_cost
 from bnn.inference.fit import prepare_data
 
 from bnn.cli.arguments import build_model, fit_options
-from bnn.cli.compare import method_specs, options_per_method
 from bnn.cli.main import build_parser
+from bnn.experiments.comparison.run import method_specs, options_per_method
 
 COLUMNS = ("model", "method", "accuracy", "test_ll", "fit_s", "own check")
 

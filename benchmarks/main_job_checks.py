@@ -23,8 +23,8 @@ from bnn.inference import fit
 
 from benchmarks.nuts_defaults import seeds
 from bnn.cli.arguments import build_model, fit_options
-from bnn.cli.compare import method_specs, options_per_method
 from bnn.cli.main import build_parser
+from bnn.experiments.comparison.run import method_specs, options_per_method
 
 COLUMNS = ["method", "seed", "passed", "its check", "fit s"]
 

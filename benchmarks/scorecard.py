@@ -32,8 +32,8 @@ from bnn.inference.evaluation.set_coverage import carve_calibration_with_shift, 
 from bnn.inference.evaluation.shift_sets import SHIFT_SETS, ShiftSplit, shift_split
 
 from bnn.cli.arguments import build_model, fit_options
-from bnn.cli.compare import method_specs, options_per_method
 from bnn.cli.main import build_parser
+from bnn.experiments.comparison.run import method_specs, options_per_method
 
 CALIBRATION_SHARE = 0.2
 ALPHA = 0.1

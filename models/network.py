@@ -392,6 +392,11 @@ class BayesianNetwork(abc.ABC):
         its config rebuilds alone."""
         return None
 
+    def state_module(self) -> torch.nn.Module | None:
+        """The module whose structure :meth:`state` fills, which loading needs given again (``None``, the default: a
+        network its config rebuilds)."""
+        return None
+
     @classmethod
     def from_state(cls, config: Mapping[str, Any], state: Mapping[str, torch.Tensor],
                    module: Any = None) -> BayesianNetwork:

@@ -310,6 +310,10 @@ class TorchModuleNetwork(BayesianNetwork):
         tensors.update({f"point.{name}": value for name, value in (self.point_values or {}).items()})
         return tensors
 
+    def state_module(self) -> nn.Module:
+        """The module (a copy, in eval mode) whose structure :meth:`state` fills."""
+        return self.module
+
     def __repr__(self) -> str:
         priors = ", ".join(f"{k}: {type(p).__name__}" for k, p in self._prior_table.items())
         held = f", held at a point: {self.point_names}" if self.point_names else ""

@@ -76,15 +76,16 @@ class Method:
         defaults = self.model_defaults(model) if model is not None and self.model_defaults is not None else {}
         return self.options.parse(self.name, {**defaults, **options})
 
-    def check_model(self, model) -> None:
+    def check_model(self, model, *, point_values_set: bool = True) -> None:
         """Refuse, with a ``ValueError`` naming the network (or its hierarchical priors) and methods that work, a
-        network it cannot fit (or a partly Bayesian one whose point parameters are not fitted yet:
-        :mod:`bnn.inference.core.point_parameters`)."""
+        network it cannot fit (or, unless ``point_values_set`` is false, a partly Bayesian one whose point parameters
+        are not fitted yet: :mod:`bnn.inference.core.point_parameters`)."""
         if self.requires is not None:
             self.requires.check(self.name, model)
         if self.refuses_hierarchical is not None:
             self.refuses_hierarchical.check(self.name, model)
-        check_point_values_set(self.name, model)
+        if point_values_set:
+            check_point_values_set(self.name, model)
 
     def __call__(self, model, x: torch.Tensor, y: torch.Tensor, **options: Any) -> Posterior:
         """Parse ``options`` (``ValueError`` for unknown or bad ones), check that the method can fit ``model``

@@ -96,8 +96,8 @@ def _write_module_pickle(model: BayesianNetwork, path: Path) -> bool:
     """Pickle the network's module to ``path``, read back only under ``trust=True``; ``False`` (nothing written) for a
     network without one or a module that cannot be pickled (a class defined inside a function), which then loads
     only with the module given again."""
-    module = getattr(model, "module", None)
-    if not isinstance(module, nn.Module):
+    module = model.state_module()
+    if module is None:
         return False
     try:
         torch.save(module, path)

@@ -13,9 +13,9 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from bnn.cli import compare as cli
 from bnn.cli.main import main
 from bnn.experiments.comparison import report
+from bnn.experiments.comparison import run as workflow
 
 COMMAND = ["compare", "--dataset", "toy1d", "--methods", "svi,laplace", "--hidden", "3", "--steps", "30", "--map-steps", "30",
            "--num-samples", "20", "--quiet"]
@@ -47,14 +47,14 @@ def sigterm_at(monkeypatch, module, name: str) -> None:
 
 def sigterm_when_fitting(monkeypatch, method: str) -> None:
     """SIGTERM as ``compare`` starts its ``method`` fit."""
-    original = cli.fit
+    original = workflow.fit
 
     def fit(model, data, chosen, **options):
         if chosen == method:
             signal.raise_signal(signal.SIGTERM)
         return original(model, data, chosen, **options)
 
-    monkeypatch.setattr(cli, "fit", fit)
+    monkeypatch.setattr(workflow, "fit", fit)
 
 
 def interrupt_and_rerun(tmp_path, monkeypatch, capsys):
@@ -94,7 +94,7 @@ def test_another_command_never_reuses_the_kept_fits(tmp_path, monkeypatch, capsy
     out = tmp_path / "report"
     sigterm_when_fitting(monkeypatch, "laplace")
     assert run([*COMMAND, "--out", str(out)], capsys)[0] == 130
-    monkeypatch.setattr(cli, "fit", lambda *args, **kwargs: (_ for _ in ()).throw(KeyboardInterrupt("stop here")))
+    monkeypatch.setattr(workflow, "fit", lambda *args, **kwargs: (_ for _ in ()).throw(KeyboardInterrupt("stop here")))
     code, printed, err = run([*COMMAND, *change, "--out", str(out)], capsys)
     assert code == 130 and "reusing" not in printed and "before any fit finished; nothing was kept" in err
     assert len(list((tmp_path / "report.partial-fits").iterdir())) == 1  # the first command's fits are still there
@@ -111,22 +111,22 @@ def test_sigterm_while_writing_the_report_says_what_was_kept(tmp_path, monkeypat
 
 @pytest.mark.long
 def test_ctrl_c_during_a_fit_keeps_the_fits_before_it(tmp_path, monkeypatch, capsys):
-    original = cli.fit
+    original = workflow.fit
 
     def fit(model, data, method, **options):
         if method == "laplace":
             raise KeyboardInterrupt
         return original(model, data, method, **options)
 
-    monkeypatch.setattr(cli, "fit", fit)
+    monkeypatch.setattr(workflow, "fit", fit)
     code, _, err = run([*COMMAND, "--out", str(tmp_path / "report")], capsys)
     assert code == 130 and "compare stopped (SIGINT); the finished fits 01-svi are kept" in err
 
 
 def test_an_interrupted_chain_fit_ends_compare_and_is_not_kept_as_finished(tmp_path, monkeypatch, capsys):
-    original = cli.fit
+    original = workflow.fit
     stopped = SimpleNamespace(record=SimpleNamespace(interrupted="interrupted (SIGTERM) after 12 draws"))
-    monkeypatch.setattr(cli, "fit", lambda model, data, method, **options: stopped if method == "laplace"
+    monkeypatch.setattr(workflow, "fit", lambda model, data, method, **options: stopped if method == "laplace"
                         else original(model, data, method, **options))
     code, _, err = run([*COMMAND, "--out", str(tmp_path / "report")], capsys)
     assert code == 130 and "compare stopped (laplace: interrupted (SIGTERM) after 12 draws); the finished fits 01-svi are" in err
@@ -136,14 +136,14 @@ def test_an_interrupted_chain_fit_ends_compare_and_is_not_kept_as_finished(tmp_p
 
 @pytest.mark.parametrize("out", ["/proc/bnn-report", "/sys/bnn/report"])
 def test_an_unwritable_out_is_refused_before_any_fit(out, monkeypatch, capsys):
-    monkeypatch.setattr(cli, "fit", lambda *args, **kwargs: pytest.fail("a fit started"))
+    monkeypatch.setattr(workflow, "fit", lambda *args, **kwargs: pytest.fail("a fit started"))
     code, _, err = run([*COMMAND, "--out", out], capsys)
     assert code == 2 and "error: cannot write into /" in err
 
 
 def test_the_report_may_not_go_into_the_uci_folder(tmp_path, monkeypatch, capsys):
     (tmp_path / "uci" / "yacht").mkdir(parents=True)
-    monkeypatch.setattr(cli, "fit", lambda *args, **kwargs: pytest.fail("a fit started"))
+    monkeypatch.setattr(workflow, "fit", lambda *args, **kwargs: pytest.fail("a fit started"))
     code, _, err = run([*COMMAND, "--uci-dir", str(tmp_path / "uci"), "--dataset", "yacht", "--overwrite", "--out",
                         str(tmp_path / "uci" / "report")], capsys)
     assert code == 2 and "lies inside the --uci-dir folder" in err
@@ -173,7 +173,7 @@ def timed_main_job(out, monkeypatch, capsys) -> dict[str, float]:
     """The main job (``compare`` at its defaults on toy1d, seed 0) into ``out``, its every fit checked as passing its
     own check: each stage's wall time over its estimate (the fits' and the report's, as ``compare`` printed them)."""
     fits, seconds, estimates = {}, {}, {}
-    original_fit, original_choose, original_write = cli.fit, cli.choose_fits, cli.write_comparison
+    original_fit, original_choose, original_write = workflow.fit, workflow.choose_fits, workflow.write_comparison
 
     def timed(model, data, method, **options):
         began = time.perf_counter()
@@ -194,9 +194,9 @@ def timed_main_job(out, monkeypatch, capsys) -> dict[str, float]:
         return table
 
     with monkeypatch.context() as patch:
-        patch.setattr(cli, "fit", timed)
-        patch.setattr(cli, "choose_fits", chosen)
-        patch.setattr(cli, "write_comparison", written)
+        patch.setattr(workflow, "fit", timed)
+        patch.setattr(workflow, "choose_fits", chosen)
+        patch.setattr(workflow, "write_comparison", written)
         code, printed, err = run(["compare", "--dataset", "toy1d", "--methods", "svi,nuts,laplace", "--quiet", "--out",
                                   str(out)], capsys)
     assert code == 0, err

@@ -11,8 +11,8 @@ from bnn.inference.svi.checkpoint import CHECKPOINT_FILE
 
 from bnn.cli import compare as compare_command
 from bnn.cli.arguments import fit_options
-from bnn.cli.compare import options_per_method
 from bnn.cli.main import build_parser, main
+from bnn.experiments.comparison.run import method_specs, options_per_method
 from bnn.runtime.atomic import MARKER
 from tests.support.interrupts import signal_at_step
 
@@ -85,12 +85,12 @@ def test_module_entry_point_runs(tmp_path):
 
 
 def test_compare_budget_reaches_only_its_methods_and_yields_to_given_options():
-    specs = [("svi", None), ("nuts", None), ("laplace", None)]
+    specs = method_specs("svi,nuts,laplace")
     svi, nuts, laplace = options_per_method(specs, {})
     assert svi == {"jit": True, "steps": 15000} and nuts == {} and laplace == {}
     svi, nuts, laplace = options_per_method(specs, {"max_tree_depth": 8, "jit": False, "steps": 50, "seed": 3})
     assert svi == {"jit": False, "steps": 50, "seed": 3} and nuts == {"max_tree_depth": 8, "seed": 3} and laplace == {"seed": 3}
-    assert options_per_method([("laplace", None)], {}) == [{}]  # a budget of absent methods is no unused option
+    assert options_per_method(method_specs("laplace"), {}) == [{}]  # a budget of absent methods is no unused option
 
 
 @pytest.mark.long
@@ -110,7 +110,7 @@ def test_no_jit_turns_off_the_compare_default():
     arguments = build_parser().parse_args(["compare", "--no-jit", "--no-dense-mass"])
     options = fit_options(arguments)
     assert options["jit"] is False and options["dense_mass"] is False
-    svi, nuts = options_per_method([("svi", None), ("nuts", None)], options)
+    svi, nuts = options_per_method(method_specs("svi,nuts"), options)
     assert svi["jit"] is False and nuts["dense_mass"] is False
     assert "jit" not in fit_options(build_parser().parse_args(["compare"]))
 

@@ -133,7 +133,7 @@ def test_compare_refuses_a_budget_no_method_fits_in_before_any_fit(tmp_path, cap
     assert exit_info.value.code == 2
     captured = capsys.readouterr()
     assert "laplace: about" in captured.out and "left out" in captured.out
-    assert "no method fits in --time-budget" in captured.err and not out.exists()
+    assert "no method fits in the time budget" in captured.err and not out.exists()
     with pytest.raises(SystemExit) as exit_info:
         main(["compare", "--time-budget", "ten", "--out", str(out)])
     assert exit_info.value.code == 2 and "takes a duration such as 90s" in capsys.readouterr().err

@@ -301,13 +301,13 @@ def test_log_likelihood_is_the_linearised_networks_and_mc_keeps_the_network(conj
 
 def test_the_command_line_takes_the_options_the_map_warning_names():
     from bnn.cli.arguments import fit_options
-    from bnn.cli.compare import options_per_method
     from bnn.cli.main import build_parser
+    from bnn.experiments.comparison.run import method_specs, options_per_method
 
     arguments = build_parser().parse_args(["compare", "--map-lr", "0.05", "--map-tolerance", "0.5",
                                                       "--map-max-iter", "7", "--no-tune-prior-precision"])
     options = fit_options(arguments)
-    svi, laplace, map_ = options_per_method([("svi", None), ("laplace", None), ("map", None)], options)
+    svi, laplace, map_ = options_per_method(method_specs("svi,laplace,map"), options)
     assert (laplace["map_lr"], laplace["map_tolerance"], laplace["map_max_iter"]) == (0.05, 0.5, 7)
     assert laplace["tune_prior_precision"] is False and map_["map_max_iter"] == 7 and "map_lr" not in svi
     assert "tune_prior_precision" not in fit_options(build_parser().parse_args(["compare"]))
