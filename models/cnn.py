@@ -56,6 +56,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from bnn.models.activations import ACTIVATIONS, KINKED_ACTIVATIONS
+from bnn.models.architecture_flags import CommandLine, Flag, hidden_flag, integer, positive_integers
 from bnn.models.dropout import DroppedInputs
 from bnn.models.layers import conv, linear
 from bnn.models.likelihoods import Likelihood
@@ -126,6 +127,29 @@ class BayesianCNN(BayesianNetwork):
     >>> [site.name for site in model.sites][:2]                                     # doctest: +SKIP
     ['features.0.weight', 'features.0.bias']
     """
+
+    command_line = CommandLine(
+        "convolution blocks then a dense head (BayesianCNN), reading a row as the data set's signal or image, or as a "
+        "1-D signal over its columns when the data set has no input shape", (
+            hidden_flag((32,), "the dense head's hidden layer"),
+            Flag("activation", "silu", "the activation after every convolution and hidden dense layer",
+                 choices=ACTIVATIONS),
+            Flag("channels", (8, 16), "output channels of each convolution block, comma-separated",
+                 lambda text: positive_integers(text, "--channels", "channel counts", "8,16")),
+            Flag("kernel_size", 3, "convolution kernel width along each axis", integer("--kernel-size")),
+            Flag("pool", 2, "pooling window and stride", integer("--pool")),
+            Flag("pooling", "avg", "each pooling window's mean or largest value (max puts kinks in the log joint)",
+                 choices=tuple(sorted(POOLINGS))),
+        ), without_shape="each row is read as a 1-D signal over its {columns} columns")
+
+    @classmethod
+    def for_data(cls, in_features: int, out_features: int, input_shape: tuple[int, ...] | None, *,
+                 prior: Mapping[str, Any], likelihood: Mapping[str, Any], **arguments: Any) -> BayesianCNN:
+        """The CNN reading the data set's ``input_shape`` (each row as a 1-D signal without one); a Gaussian prior is
+        :data:`DEFAULT_CNN_PRIOR`'s fan-in scaled one unless ``prior`` says otherwise."""
+        if prior.get("name") == DEFAULT_CNN_PRIOR["name"]:
+            prior = {**DEFAULT_CNN_PRIOR, **prior}
+        return cls(in_features, out_features, input_shape=input_shape, **arguments, prior=prior, likelihood=likelihood)
 
     def __init__(
         self,

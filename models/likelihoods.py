@@ -27,6 +27,13 @@ from typing import Any, ClassVar
 
 import pyro.distributions as dist
 import torch
+from bnn.models.fast_forms import (
+    BernoulliForm,
+    CategoricalForm,
+    GaussianForm,
+    HeteroscedasticGaussianForm,
+    LikelihoodForm,
+)
 
 from bnn.registry import Registry, build_from, config_of
 
@@ -65,6 +72,17 @@ class Likelihood(abc.ABC):
     def config(self) -> dict[str, Any]:
         """A JSON-able description that :func:`get_likelihood` rebuilds."""
         return config_of(self, LIKELIHOODS)
+
+    def fast_form(self) -> LikelihoodForm | None:
+        """The density as a family the compiled NUTS potentials evaluate (:mod:`bnn.models.fast_forms`); ``None``
+        (the default, and for a subclass that changes :meth:`distribution` without stating its own): NUTS runs on the
+        torch potential."""
+        return None
+
+    def _keeps_density_of(self, owner: type) -> bool:
+        """Whether this likelihood's class keeps ``owner``'s density (it overrides neither ``distribution`` nor
+        ``latent_priors``)."""
+        return all(getattr(type(self), name) is getattr(owner, name) for name in ("distribution", "latent_priors"))
 
 
 def _regression_targets(y: torch.Tensor, targets: int) -> torch.Tensor:
@@ -136,6 +154,10 @@ class GaussianLikelihood(Likelihood):
     def check_targets(self, y, out_features):
         return _regression_targets(y, out_features)
 
+    def fast_form(self) -> GaussianForm | None:
+        keeps = self._keeps_density_of(GaussianLikelihood)
+        return GaussianForm(self.scale, self.noise_prior_scale) if keeps else None
+
 
 @LIKELIHOODS.register("heteroscedastic-gaussian")
 @dataclass(frozen=True)
@@ -182,6 +204,10 @@ class HeteroscedasticGaussianLikelihood(Likelihood):
     def check_targets(self, y, out_features):
         return _regression_targets(y, out_features // 2)
 
+    def fast_form(self) -> HeteroscedasticGaussianForm | None:
+        keeps = self._keeps_density_of(HeteroscedasticGaussianLikelihood)
+        return HeteroscedasticGaussianForm(self.min_scale) if keeps else None
+
 
 @LIKELIHOODS.register("bernoulli")
 @dataclass(frozen=True)
@@ -203,6 +229,9 @@ class BernoulliLikelihood(Likelihood):
             bad = torch.unique(y[(y != 0) & (y != 1)])[:5].tolist()
             raise ValueError(f"binary labels must be 0 or 1; found {bad}: map your classes to {{0, 1}}")
         return y.to(torch.get_default_dtype())
+
+    def fast_form(self) -> BernoulliForm | None:
+        return BernoulliForm() if self._keeps_density_of(BernoulliLikelihood) else None
 
 
 @LIKELIHOODS.register("categorical")
@@ -229,6 +258,9 @@ class CategoricalLikelihood(Likelihood):
                 f"found min {y.min().item()}, max {y.max().item()}"
             )
         return y.long()
+
+    def fast_form(self) -> CategoricalForm | None:
+        return CategoricalForm() if self._keeps_density_of(CategoricalLikelihood) else None
 
 
 def get_likelihood(spec: Likelihood | str | dict[str, Any]) -> Likelihood:

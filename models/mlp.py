@@ -35,6 +35,7 @@ from typing import Any
 
 import torch
 from bnn.models.activations import ACTIVATIONS
+from bnn.models.architecture_flags import CommandLine, Flag, hidden_flag
 from bnn.models.layers import linear
 from bnn.models.likelihoods import Likelihood
 from bnn.models.network import ARCHITECTURES, BayesianNetwork, DenseLayers
@@ -79,6 +80,11 @@ class BayesianMLP(BayesianNetwork):
     >>> model.prior = "laplace"                                               # doctest: +SKIP
     >>> pyro.poutine.trace(model).get_trace(x, y).nodes["layers.0.weight"]  # doctest: +SKIP
     """
+
+    command_line = CommandLine("a fully connected network (BayesianMLP)", (
+        hidden_flag((50,), "hidden layer"),
+        Flag("activation", "tanh", "the hidden activation", choices=ACTIVATIONS),
+    ))
 
     def __init__(
         self,

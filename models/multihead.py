@@ -61,6 +61,8 @@ class MultiHeadMLP(BayesianMLP):
         integer in ``0..num_heads - 1``.
     """
 
+    command_line = None  # its heads follow a continual benchmark's tasks, not a data set's shape
+
     def __init__(
         self,
         in_features: int,

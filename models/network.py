@@ -45,12 +45,13 @@ from __future__ import annotations
 import abc
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import pyro
 import pyro.distributions as dist
 import torch
 from bnn.models.activations import KINKED_ACTIVATIONS
+from bnn.models.architecture_flags import CommandLine
 from bnn.models.dropout import DroppedInputs
 from bnn.models.hierarchical_priors import HierarchicalPrior
 from bnn.models.likelihoods import Likelihood, get_likelihood
@@ -153,6 +154,10 @@ class BayesianNetwork(abc.ABC):
         For sizes that are not positive integers, duplicate site names, a likelihood that does not suit
         ``out_features``, or a prior that matches no site or cannot serve one.
     """
+
+    command_line: ClassVar[CommandLine | None] = None
+    """The architecture as a choice of ``--model``, with its flags (:mod:`bnn.models.architecture_flags`); ``None``: not
+    built from the command line (a network that needs more than a data set's shape, such as a torch module)."""
 
     def __init__(self, in_features: int, out_features: int, sites: Sequence[WeightSite], *,
                  prior: Prior | str | Mapping[str, Any] = "gaussian",
@@ -385,6 +390,14 @@ class BayesianNetwork(abc.ABC):
             raise ValueError(f"the config of a {name!r} network must give the arguments {sorted(model.arguments())}, "
                              f"got {sorted(arguments)}")
         return model
+
+    @classmethod
+    def for_data(cls, in_features: int, out_features: int, input_shape: tuple[int, ...] | None, *,
+                 prior: Mapping[str, Any], likelihood: Mapping[str, Any], **arguments: Any) -> BayesianNetwork:
+        """The network for a data set of ``in_features`` columns (read as an image or signal of ``input_shape`` where
+        the data set has one) and ``out_features`` outputs, with its :attr:`command_line` flags' ``arguments``; what
+        ``--model`` builds. By default the constructor with the sizes, the arguments, the prior and the likelihood."""
+        return cls(in_features, out_features, **arguments, prior=prior, likelihood=likelihood)
 
     def state(self) -> dict[str, torch.Tensor] | None:
         """The tensors the network holds beyond its JSON :meth:`config` (a whole module's weights and buffers), saved

@@ -45,6 +45,7 @@ from typing import Any
 
 import pyro.distributions as dist
 import torch
+from bnn.models.fast_forms import LaplaceForm, NormalForm, PriorForm, ScaleMixtureForm
 from bnn.models.scale_mixture import ScaleMixtureNormal
 from bnn.models.sites import WeightSite
 
@@ -77,6 +78,19 @@ class Prior(abc.ABC):
         """A JSON-able description ``{"name": ..., **options}`` that :func:`get_prior` rebuilds."""
         return config_of(self, PRIORS)
 
+    def fast_form(self, site: WeightSite) -> PriorForm | None:
+        """The density of ``site`` as a family the compiled NUTS potentials evaluate (:mod:`bnn.models.fast_forms`);
+        ``None`` (the default): NUTS runs on the torch potential. A subclass that changes :meth:`distribution` without
+        stating its own form gets ``None``."""
+        return None
+
+
+def _density_unchanged(prior: Prior, owner: type) -> bool:
+    """Whether ``prior``'s class keeps ``owner``'s density (a subclass that overrides ``distribution`` or
+    ``site_loc_scale`` may not match ``owner``'s fast form)."""
+    kind = type(prior)
+    return all(getattr(kind, name, None) is getattr(owner, name, None) for name in ("distribution", "site_loc_scale"))
+
 
 class NormalPrior(Prior):
     r"""Base class of the Gaussian priors :math:`w_k \sim \mathcal{N}(m_k, s_k^2)`, independent over weights."""
@@ -88,6 +102,9 @@ class NormalPrior(Prior):
     def distribution(self, site: WeightSite) -> dist.Distribution:
         loc, scale = self.site_loc_scale(site)
         return dist.Normal(loc, scale)
+
+    def fast_form(self, site: WeightSite) -> NormalForm | None:
+        return NormalForm(*self.site_loc_scale(site)) if type(self).distribution is NormalPrior.distribution else None
 
 
 @register_prior("gaussian")
@@ -115,6 +132,9 @@ class GaussianPrior(NormalPrior):
     def distribution(self, site: WeightSite) -> dist.Distribution:
         return dist.Normal(0.0, self.site_scale(site)).expand(site.shape)
 
+    def fast_form(self, site: WeightSite) -> NormalForm | None:
+        return NormalForm(*self.site_loc_scale(site)) if _density_unchanged(self, GaussianPrior) else None
+
 
 @register_prior("scale-mixture")
 @dataclass(frozen=True)
@@ -137,6 +157,9 @@ class ScaleMixturePrior(Prior):
     def distribution(self, site: WeightSite) -> dist.Distribution:
         return ScaleMixtureNormal(self.pi, self.sigma1, self.sigma2, site.shape)
 
+    def fast_form(self, site: WeightSite) -> ScaleMixtureForm | None:
+        return ScaleMixtureForm(self.pi, self.sigma1, self.sigma2) if _density_unchanged(self, ScaleMixturePrior) else None
+
 
 @register_prior("laplace")
 @dataclass(frozen=True)
@@ -150,6 +173,9 @@ class LaplacePrior(Prior):
 
     def distribution(self, site: WeightSite) -> dist.Distribution:
         return dist.Laplace(0.0, self.scale).expand(site.shape)
+
+    def fast_form(self, site: WeightSite) -> LaplaceForm | None:
+        return LaplaceForm(self.scale) if _density_unchanged(self, LaplacePrior) else None
 
 
 def get_prior(spec: Prior | str | Mapping[str, Any]) -> Prior:

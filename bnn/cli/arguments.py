@@ -11,46 +11,38 @@ from typing import Any
 from bnn.cli.option_flags import add_method_flags, given_options
 from bnn.datasets import DATASETS
 from bnn.experiments.comparison.time_budget import parse_duration
-from bnn.models import ACTIVATIONS, LIKELIHOODS, PRIORS, BayesianCNN, BayesianMLP, BayesianNetwork, get_likelihood
-from bnn.models.cnn import DEFAULT_CNN_PRIOR, POOLINGS
+from bnn.models import ARCHITECTURES, LIKELIHOODS, PRIORS, BayesianNetwork, get_likelihood
+from bnn.models.architecture_flags import NO_HIDDEN_LAYER, Flag
 
-MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
-    "mlp": {"hidden": (50,), "activation": "tanh"},
-    "cnn": {"hidden": (32,), "activation": "silu", "channels": (8, 16), "kernel_size": 3, "pool": 2, "pooling": "avg"},
-}
-"""``--model``'s networks and the defaults of their flags (what ``None`` means for a flag not given)."""
-CNN_FLAGS = ("channels", "kernel_size", "pool", "pooling")
-"""The flags (as attribute names) that only ``--model cnn`` reads."""
-NO_HIDDEN_LAYER = "none"
-"""``--hidden none``: a network without hidden layers (Bayesian linear or logistic regression)."""
+DEFAULT_ARCHITECTURE = "mlp"
+"""``--model`` when none is given."""
 
 
-def _positive_integers(text: str, flag: str, noun: str, example: str, empty_hint: str = "") -> tuple[int, ...]:
-    """Comma-separated positive integers (``noun``) for ``flag``; an empty text or an empty entry is an error."""
-    parts = [part.strip() for part in text.split(",")]
-    if not all(parts):
-        raise argparse.ArgumentTypeError(f"{flag} takes comma-separated {noun} like {example} with no empty one, got "
-                                         f"{text!r}{empty_hint}")
-    try:
-        widths = tuple(int(part) for part in parts)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{flag} takes comma-separated {noun} like {example}, got {text!r}") from None
-    if any(w < 1 for w in widths):
-        raise argparse.ArgumentTypeError(f"{flag} {noun} must be positive, got {text!r}")
-    return widths
+def model_choices() -> list[str]:
+    """The architectures ``--model`` offers: those of :data:`~bnn.models.ARCHITECTURES` that state a
+    :attr:`~bnn.models.network.BayesianNetwork.command_line`."""
+    names = [name for name in ARCHITECTURES.names() if ARCHITECTURES.get(name).command_line is not None]
+    return sorted(names, key=lambda name: name != DEFAULT_ARCHITECTURE)  # the default first, whose help a shared flag has
 
 
-def _widths(text: str) -> tuple[int, ...]:
-    """``--hidden``: comma-separated positive widths, or ``none``; an empty text or an empty width is an error."""
-    if text.strip().lower() == NO_HIDDEN_LAYER:
-        return ()
-    return _positive_integers(text, "--hidden", "widths", "50,50", f"; write --hidden {NO_HIDDEN_LAYER} for a network without "
-                                                         "hidden layers")
+def architecture_flags() -> dict[str, list[tuple[str, Flag]]]:
+    """Each flag name with the architectures that take it (and their flag, for its default)."""
+    flags: dict[str, list[tuple[str, Flag]]] = {}
+    for name in model_choices():
+        for flag in ARCHITECTURES.get(name).command_line.flags:
+            flags.setdefault(flag.name, []).append((name, flag))
+    return flags
 
 
-def _channels(text: str) -> tuple[int, ...]:
-    """``--channels``: the output channels of each convolution block, comma-separated positive integers."""
-    return _positive_integers(text, "--channels", "channel counts", "8,16")
+def _argument_type(flag: Flag):
+    """``flag.parse`` as an argparse type: its ``ValueError`` becomes argparse's clear refusal."""
+    def parse(text: str):
+        try:
+            return text if flag.parse is None else flag.parse(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+    parse.__name__ = flag.name
+    return parse
 
 
 def _key_value(text: str) -> tuple[str, Any]:
@@ -90,21 +82,16 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                       "with data/data.txt and the split index files")
     data.add_argument("--split", type=int, help="UCI split number (default 0); needs --uci-dir")
     model = parser.add_argument_group("model")
-    model.add_argument("--model", choices=list(MODEL_DEFAULTS), default="mlp",
-                       help="mlp: a fully connected network; cnn: convolution blocks then a dense head (BayesianCNN), "
-                            "reading a row as the data set's signal or image, or as a 1-D signal over its columns when "
-                            "the data set has no input shape (default mlp)")
-    model.add_argument("--hidden", type=_widths, default=None,
-                       help=f"hidden widths (of the CNN's dense head), comma-separated (default 50 for mlp, 32 for cnn); "
-                            f"'{NO_HIDDEN_LAYER}' for no hidden layer")
-    model.add_argument("--activation", choices=ACTIVATIONS.names(), default=None, help="default tanh for mlp, silu for cnn")
-    cnn = parser.add_argument_group("cnn (with --model cnn)")
-    cnn.add_argument("--channels", type=_channels, default=None, help="output channels of each convolution block, "
-                     "comma-separated (default 8,16)")
-    cnn.add_argument("--kernel-size", type=int, default=None, help="convolution kernel width along each axis (default 3)")
-    cnn.add_argument("--pool", type=int, default=None, help="pooling window and stride (default 2)")
-    cnn.add_argument("--pooling", choices=sorted(POOLINGS), default=None,
-                     help="each pooling window's mean or largest value (default avg; max puts kinks in the log joint)")
+    choices = model_choices()
+    model.add_argument("--model", choices=choices, default=DEFAULT_ARCHITECTURE,
+                       help="; ".join(f"{name}: {ARCHITECTURES.get(name).command_line.help}" for name in choices)
+                       + f" (default {DEFAULT_ARCHITECTURE})")
+    for name, owners in architecture_flags().items():
+        flag = owners[0][1]
+        defaults = ", ".join(f"{_shown(owner.default)} for {architecture}" for architecture, owner in owners)
+        only = "" if len(owners) == len(choices) else f"; --model {' or '.join(a for a, _ in owners)} only"
+        model.add_argument(flag.option, type=_argument_type(flag), choices=flag.choices, default=None, dest=name,
+                           help=f"{flag.help} (default {defaults}{only})")
     # the posterior prior holds a mean and a scale per weight: it comes from a fit (posterior.as_prior()), not a flag
     model.add_argument("--prior", choices=[name for name in PRIORS.names() if name != "posterior"], default="gaussian",
                        help="the prior of every weight (default gaussian: N(0, 1), and N(0, 4/fan_in) for --model cnn "
@@ -135,10 +122,17 @@ def uci_split(args: argparse.Namespace) -> int:
     return 0 if args.split is None else args.split
 
 
+def _shown(default) -> str:
+    """A flag's default as typed on the command line."""
+    if isinstance(default, tuple):
+        return ",".join(map(str, default)) if default else NO_HIDDEN_LAYER
+    return str(default)
+
+
 def build_model(args: argparse.Namespace, dataset) -> BayesianNetwork:
-    """The model the arguments describe (``--model``), sized for ``dataset``; a CNN reads the data set's
-    ``input_shape``, or each row as a 1-D signal (said on stderr) when it has none. ``ValueError`` for a CNN flag
-    given with ``--model mlp``."""
+    """The model the arguments describe (``--model``, an architecture of :data:`~bnn.models.ARCHITECTURES` with its
+    flags), sized for ``dataset`` (:meth:`~bnn.models.network.BayesianNetwork.for_data`); what the architecture does
+    with a data set without an input shape is said on stderr. ``ValueError`` for a flag of another architecture."""
     likelihood: dict[str, Any] = {"name": dataset.likelihood_name}
     if args.likelihood is not None:
         if dataset.task != "regression" or args.noise is not None:
@@ -150,21 +144,26 @@ def build_model(args: argparse.Namespace, dataset) -> BayesianNetwork:
     elif args.noise is not None:
         raise ValueError("--noise applies to regression only")
     outputs = get_likelihood(likelihood).network_outputs(dataset.out_features)
-    prior = {"name": args.prior, **dict(args.prior_option)}
-    if args.model == "cnn" and args.prior == DEFAULT_CNN_PRIOR["name"]:
-        prior = {**DEFAULT_CNN_PRIOR, **prior}  # fan-in scaled unless the user says otherwise
-    given = {key: getattr(args, key) for key in ("hidden", "activation", *CNN_FLAGS) if getattr(args, key) is not None}
-    if args.model == "mlp":
-        if given.keys() & set(CNN_FLAGS):
-            flags = sorted(f"--{key.replace('_', '-')}" for key in given.keys() & set(CNN_FLAGS))
-            raise ValueError(f"{', '.join(flags)} apply to --model cnn only")
-        return BayesianMLP(dataset.in_features, outputs, **{**MODEL_DEFAULTS["mlp"], **given}, prior=prior,
-                           likelihood=likelihood)
-    if dataset.input_shape is None:
-        print(f"--model cnn: data set {dataset.name!r} has no input shape; each row is read as a 1-D signal over its "
-              f"{dataset.in_features} columns", file=sys.stderr)
-    return BayesianCNN(dataset.in_features, outputs, input_shape=dataset.input_shape,
-                       **{**MODEL_DEFAULTS["cnn"], **given}, prior=prior, likelihood=likelihood)
+    architecture = ARCHITECTURES.get(args.model)
+    own = {flag.name: flag for flag in architecture.command_line.flags}
+    given = {name: getattr(args, name) for name in architecture_flags() if getattr(args, name, None) is not None}
+    foreign = sorted(set(given) - set(own))
+    if foreign:
+        takers = sorted({owner for name in foreign for owner, _ in architecture_flags()[name]})
+        raise ValueError(f"{', '.join(owners_flag(name) for name in foreign)} "
+                         f"apply to --model {' or '.join(takers)} only")
+    if dataset.input_shape is None and architecture.command_line.without_shape is not None:
+        said = architecture.command_line.without_shape.format(columns=dataset.in_features)
+        print(f"--model {args.model}: data set {dataset.name!r} has no input shape; {said}", file=sys.stderr)
+    arguments = {name: flag.default for name, flag in own.items()} | given
+    return architecture.for_data(dataset.in_features, outputs, dataset.input_shape,
+                                 prior={"name": args.prior, **dict(args.prior_option)}, likelihood=likelihood,
+                                 **arguments)
+
+
+def owners_flag(name: str) -> str:
+    """The flag as typed (``--kernel-size``) of the constructor argument ``name`` of some architecture."""
+    return architecture_flags()[name][0][1].option
 
 
 def fit_options(args: argparse.Namespace) -> dict[str, Any]:

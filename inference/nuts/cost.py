@@ -10,6 +10,8 @@ import numpy as np
 import torch
 from bnn.inference.core.cost_model import CostModel, GradientCount
 from bnn.inference.core.temperature import UNTEMPERED
+from bnn.inference.nuts.chain import Engine
+from bnn.inference.nuts.numba_potential import kernel_gap
 from bnn.inference.nuts.options import NUTSOptions
 from bnn.inference.nuts.potential import FlatPotential
 
@@ -18,13 +20,17 @@ from bnn.runtime.timing import median_seconds
 
 
 def count(options: NUTSOptions, rows: int, model) -> GradientCount:
-    """The gradients of a run of ``options`` at full tree depth."""
+    """The gradients of a run of ``options`` at full tree depth; the count says when the potential is a torch one
+    because the compiled kernel does not apply (:func:`~bnn.inference.nuts.numba_potential.kernel_gap`)."""
     chains = options.chains()
     leapfrogs = 2**options.max_tree_depth - 1
     iterations = options.num_warmup + options.num_samples
+    compiled = model is not None and options.engine is Engine.NUTPIE and options.jit_compile
+    gap = kernel_gap(model, options.temperature) if compiled else None
+    torch_potential = "" if gap is None else f"; on the torch potential, since the compiled kernel does not apply: {gap}"
     return GradientCount(chains * iterations * leapfrogs, min(chains, workers.free_cores()), "every tree at full depth",
                          f"{chains} chains x ({options.num_warmup} + {options.num_samples}) draws x {leapfrogs} leapfrog "
-                         f"steps (tree depth {options.max_tree_depth})")
+                         f"steps (tree depth {options.max_tree_depth}{torch_potential})")
 
 
 def potential_gradient_seconds(model, x: torch.Tensor, y: torch.Tensor, options=None) -> float:

@@ -87,6 +87,7 @@ from bnn.inference.diagnostics.convergence import (
 from bnn.inference.nuts.chain import ChainDraws, ChainJob, Engine, InitStrategy
 from bnn.inference.nuts.chains import ChainMethod
 from bnn.inference.nuts.chains import sample_chains as _sample
+from bnn.inference.nuts.numba_potential import kernel_gap
 from bnn.inference.nuts.options import MIN_SAMPLES, NUTSOptions
 from bnn.inference.nuts.potential import PotentialKind, flat_potential_mismatch, latent_sites
 from bnn.inference.nuts.record import NUTSRecord
@@ -197,6 +198,8 @@ def run_nuts(model, x: torch.Tensor, y: torch.Tensor, options: NUTSOptions) -> P
         seed=options.seed, train_seconds=train_seconds, options=options, num_chains=num_chains,
         init=jobs[0].init.value if isinstance(jobs[0].init, InitStrategy) else "values",
         chain_method="parallel" if parallel else "sequential", potential=jobs[0].potential.value, potential_reason=mismatch,
+        kernel_gap=kernel_gap(model, options.temperature) if options.engine is Engine.NUTPIE and options.jit_compile
+        else None,
         chain_seeds=[job.seed for job in jobs], chain_seconds=[chain.seconds for chain in chains],
         chain_gradients=[chain.gradients for chain in chains],
         gradient_evaluations=sum(chain.gradients for chain in chains), diagnostics=diagnostics, **outcome_info,

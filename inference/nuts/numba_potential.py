@@ -1,12 +1,13 @@
 r""":math:`(\log\pi(z), \nabla_z\log\pi(z))` of the collection's MLP by the compiled kernel of
 :mod:`bnn.inference.nuts.numba_kernel`, and the buffer that kernel reads.
 
-:class:`NumbaLogDensity` reads the model once: the network's widths, its activation, each site's prior
-(``gaussian`` and ``posterior`` as a Normal with a mean and a precision :math:`\tau = 1/s^2` per weight and the
-constant :math:`-\sum_k \log s_k - n \log\sqrt{2\pi}`; ``laplace``; ``scale-mixture``), the likelihood (every
-built-in one) and the data, into one float64 buffer whose first words, viewed as int64, are the kernel's table.
-A part it does not know (a prior class of your own, a subclass of a built-in one, another network class or
-transform) raises :class:`~bnn.inference.nuts.numpy_potential.Unsupported`, naming it, and
+:class:`NumbaLogDensity` reads the model once: the network's widths, its activation, each site's prior by the
+family its :meth:`~bnn.models.priors.Prior.fast_form` names (a Normal with a mean and a precision
+:math:`\tau = 1/s^2` per weight and the constant :math:`-\sum_k \log s_k - n \log\sqrt{2\pi}`; Laplace; the
+scale mixture), the likelihood's :meth:`~bnn.models.likelihoods.Likelihood.fast_form` and the data, into one float64
+buffer whose first words, viewed as int64, are the kernel's table. A part it does not know (a prior or likelihood
+that states no fast form, another network class or transform) raises
+:class:`~bnn.inference.nuts.numpy_potential.Unsupported`, naming it, and
 :class:`~bnn.inference.nuts.potential.FlatPotential` falls back to the next backend.
 
 The buffer holds the kernel's work space too, so one buffer serves one evaluation at a time: one chain.
@@ -17,52 +18,77 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from bnn.inference.core.temperature import UNTEMPERED
 from bnn.inference.nuts import numba_kernel as kernel
 from bnn.inference.nuts.numpy_potential import Unsupported, dense_chain, is_exp
-from bnn.models.likelihoods import (
-    BernoulliLikelihood,
-    CategoricalLikelihood,
-    GaussianLikelihood,
-    HeteroscedasticGaussianLikelihood,
+from bnn.models.fast_forms import (
+    BernoulliForm,
+    CategoricalForm,
+    GaussianForm,
+    HeteroscedasticGaussianForm,
+    LaplaceForm,
+    NormalForm,
+    ScaleMixtureForm,
 )
-from bnn.models.posterior_prior import PosteriorPrior
-from bnn.models.priors import GaussianPrior, LaplacePrior, ScaleMixturePrior
 
 
 def prior_parameters(prior, site) -> tuple[int, np.ndarray]:
-    """The kernel's prior code and parameters (:func:`~bnn.inference.nuts.numba_kernel.log_prior`) for ``site``."""
+    """The kernel's prior code and parameters (:func:`~bnn.inference.nuts.numba_kernel.log_prior`) for ``site``, from
+    the prior's :meth:`~bnn.models.priors.Prior.fast_form`."""
     size = site.numel
-    if type(prior) in (GaussianPrior, PosteriorPrior):
-        loc, scale = (value.double().reshape(-1).numpy() for value in prior.site_loc_scale(site))
-        scale = np.broadcast_to(scale, (size,))
+    form = prior.fast_form(site)
+    if isinstance(form, NormalForm):
+        loc, scale = (np.broadcast_to(value.double().reshape(-1).numpy(), (size,)) for value in (form.loc, form.scale))
         constant = -float(np.log(scale).sum()) - size * kernel.HALF_LOG_TWO_PI
-        return kernel.PRIOR_NORMAL, np.concatenate([[constant], np.broadcast_to(loc, (size,)), 1.0 / scale**2])
-    if type(prior) is LaplacePrior:
-        return kernel.PRIOR_LAPLACE, np.array([-size * math.log(2.0 * prior.scale), 1.0 / prior.scale])
-    if type(prior) is ScaleMixturePrior:
+        return kernel.PRIOR_NORMAL, np.concatenate([[constant], loc, 1.0 / scale**2])
+    if isinstance(form, LaplaceForm):
+        return kernel.PRIOR_LAPLACE, np.array([-size * math.log(2.0 * form.scale), 1.0 / form.scale])
+    if isinstance(form, ScaleMixtureForm):
         return kernel.PRIOR_SCALE_MIXTURE, np.array([
-            math.log(prior.pi) - math.log(prior.sigma1) - kernel.HALF_LOG_TWO_PI,
-            math.log1p(-prior.pi) - math.log(prior.sigma2) - kernel.HALF_LOG_TWO_PI,
-            1.0 / prior.sigma1**2, 1.0 / prior.sigma2**2])
-    raise Unsupported(f"prior {type(prior).__name__} of site {site.name!r} is not compiled")
+            math.log(form.pi) - math.log(form.sigma1) - kernel.HALF_LOG_TWO_PI,
+            math.log1p(-form.pi) - math.log(form.sigma2) - kernel.HALF_LOG_TWO_PI,
+            1.0 / form.sigma1**2, 1.0 / form.sigma2**2])
+    raise Unsupported(f"prior {type(prior).__name__} of site {site.name!r} states no fast form (Prior.fast_form)")
 
 
 def likelihood_parameters(likelihood, y: np.ndarray, out_features: int) -> tuple[int, np.ndarray, np.ndarray]:
     """The kernel's likelihood code, its parameters (fixed noise, noise prior scale, minimum scale) and the
-    targets as a ``(rows, columns)`` array (one-hot for the categorical)."""
+    targets as a ``(rows, columns)`` array (one-hot for the categorical), from the likelihood's
+    :meth:`~bnn.models.likelihoods.Likelihood.fast_form`."""
     rows = y.shape[0]
-    kind = type(likelihood)
-    if kind is GaussianLikelihood:
-        code = kernel.GAUSSIAN if likelihood.scale is not None else kernel.GAUSSIAN_LEARNED_NOISE
-        parameters = [likelihood.scale or 0.0, likelihood.noise_prior_scale, 0.0]
-        return code, np.array(parameters), y.reshape(rows, -1)
-    if kind is BernoulliLikelihood:
+    form = likelihood.fast_form()
+    if isinstance(form, GaussianForm):
+        code = kernel.GAUSSIAN if form.scale is not None else kernel.GAUSSIAN_LEARNED_NOISE
+        return code, np.array([form.scale or 0.0, form.noise_prior_scale, 0.0]), y.reshape(rows, -1)
+    if isinstance(form, BernoulliForm):
         return kernel.BERNOULLI, np.zeros(3), y.reshape(rows, 1)
-    if kind is CategoricalLikelihood:
+    if isinstance(form, CategoricalForm):
         return kernel.CATEGORICAL, np.zeros(3), np.eye(out_features)[y.astype(np.int64)]
-    if kind is HeteroscedasticGaussianLikelihood:
-        return kernel.HETEROSCEDASTIC, np.array([0.0, 0.0, likelihood.min_scale]), y.reshape(rows, -1)
-    raise Unsupported(f"likelihood {kind.__name__} is not compiled")
+    if isinstance(form, HeteroscedasticGaussianForm):
+        return kernel.HETEROSCEDASTIC, np.array([0.0, 0.0, form.min_scale]), y.reshape(rows, -1)
+    raise Unsupported(f"likelihood {type(likelihood).__name__} states no fast form (Likelihood.fast_form)")
+
+
+def kernel_gap(model, temperature: float = UNTEMPERED) -> str | None:
+    """Why the compiled kernel cannot evaluate ``model``'s potential at ``temperature`` (``None`` when it can): a network
+    that is not a chain of dense layers, hierarchical priors, an activation it does not compile, a prior or likelihood
+    that states no fast form (:mod:`bnn.models.fast_forms`), a tempered potential. NUTS then runs on a torch
+    potential, and says so with its cost (:mod:`bnn.inference.nuts.cost`)."""
+    if temperature != UNTEMPERED:
+        return f"the kernel evaluates the untempered potential, not temperature {temperature:g}"
+    try:
+        chain = dense_chain(model, "the kernel is compiled")
+    except Unsupported as error:
+        return str(error)
+    if chain.activation not in kernel.ACTIVATION_CODES:
+        return f"activation {chain.activation!r} is not compiled"
+    for site in model.sites:
+        if model.prior[site.name].fast_form(site) is None:
+            return (f"prior {type(model.prior[site.name]).__name__} of site {site.name!r} states no fast form "
+                    "(Prior.fast_form)")
+    if model.likelihood.fast_form() is None:
+        return f"likelihood {type(model.likelihood).__name__} states no fast form (Likelihood.fast_form)"
+    return None
 
 
 class NumbaLogDensity:
@@ -87,9 +113,10 @@ class NumbaLogDensity:
 
     def __init__(self, potential) -> None:
         model = potential.model
+        gap = kernel_gap(model, potential.temperature)
+        if gap is not None:
+            raise Unsupported(gap)
         chain = dense_chain(model, "the kernel is compiled")
-        if chain.activation not in kernel.ACTIVATION_CODES:
-            raise Unsupported(f"activation {chain.activation!r} is not compiled")
         for name, transform in potential.transforms.items():
             if not is_exp(transform):
                 raise Unsupported(f"latent {name!r} is mapped by {transform}, not sigma = exp(u)")

@@ -26,10 +26,10 @@ responsibilities). For a learned noise with prior :math:`\text{HalfNormal}(c)`,
 
 A gradient here costs a dozen small NumPy calls, where torch autograd's fixed cost per call
 dominates on a small network (``benchmarks/results/nuts_speed.md``): this is what lets nutpie
-run the model at the speed of its Rust sampler. It covers the collection's own parts (the
-priors ``gaussian``, ``laplace``, ``scale-mixture``, ``posterior``; every likelihood; the activations in
-:data:`ACTIVATION_DERIVATIVES`); for anything else, :class:`Unsupported` says which part, and
-:class:`~bnn.inference.nuts.potential.FlatPotential` falls back to torch.
+run the model at the speed of its Rust sampler. It covers the prior families and the likelihoods a prior or
+likelihood names in its ``fast_form`` (:mod:`bnn.models.fast_forms`; the heteroscedastic Gaussian is the numba
+kernel's alone) and the activations in :data:`ACTIVATION_DERIVATIVES`; for anything else, :class:`Unsupported` says
+which part, and :class:`~bnn.inference.nuts.potential.FlatPotential` falls back to torch.
 """
 
 from __future__ import annotations
@@ -39,10 +39,15 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
-from bnn.models.likelihoods import BernoulliLikelihood, CategoricalLikelihood, GaussianLikelihood
+from bnn.models.fast_forms import (
+    BernoulliForm,
+    CategoricalForm,
+    GaussianForm,
+    LaplaceForm,
+    NormalForm,
+    ScaleMixtureForm,
+)
 from bnn.models.network import DenseLayers
-from bnn.models.posterior_prior import PosteriorPrior
-from bnn.models.priors import GaussianPrior, LaplacePrior, ScaleMixturePrior
 
 HALF_LOG_TWO_PI = 0.5 * math.log(2.0 * math.pi)
 Array = np.ndarray
@@ -90,38 +95,46 @@ ACTIVATION_DERIVATIVES: dict[str, tuple[Callable[[Array], Array], Callable[[Arra
 """Activation name -> (:math:`\\phi(a)`, :math:`\\phi'(a)` given :math:`a` and :math:`h = \\phi(a)`)."""
 
 
-def _gaussian_prior(prior: GaussianPrior, site, w: Array) -> tuple[float, Array]:
-    s = prior.site_scale(site)
-    return float(-0.5 * np.dot(w.ravel(), w.ravel()) / s**2 - w.size * (math.log(s) + HALF_LOG_TWO_PI)), -w / s**2
+def _normal_prior(form: NormalForm) -> Callable[[Array], tuple[float, Array]]:
+    loc, scale = form.loc.double().numpy(), form.scale.double().numpy()
+    constant = float(-np.log(scale).sum() - scale.size * HALF_LOG_TWO_PI)
+
+    def log_prior(w: Array) -> tuple[float, Array]:
+        z = (w - loc) / scale
+        return float(-0.5 * np.dot(z.ravel(), z.ravel()) + constant), -z / scale
+    return log_prior
 
 
-def _posterior_prior(prior: PosteriorPrior, site, w: Array) -> tuple[float, Array]:
-    loc, scale = (value.double().numpy() for value in prior.site_loc_scale(site))
-    z = (w - loc) / scale
-    return float(-0.5 * np.dot(z.ravel(), z.ravel()) - np.log(scale).sum() - w.size * HALF_LOG_TWO_PI), -z / scale
+def _laplace_prior(form: LaplaceForm) -> Callable[[Array], tuple[float, Array]]:
+    b = form.scale
+
+    def log_prior(w: Array) -> tuple[float, Array]:
+        return float(-np.sum(np.abs(w)) / b - w.size * math.log(2.0 * b)), -np.sign(w) / b
+    return log_prior
 
 
-def _laplace_prior(prior: LaplacePrior, site, w: Array) -> tuple[float, Array]:
-    b = prior.scale
-    return float(-np.sum(np.abs(w)) / b - w.size * math.log(2.0 * b)), -np.sign(w) / b
+def _scale_mixture_prior(form: ScaleMixtureForm) -> Callable[[Array], tuple[float, Array]]:
+    constant_1 = math.log(form.pi) - math.log(form.sigma1) - HALF_LOG_TWO_PI
+    constant_2 = math.log1p(-form.pi) - math.log(form.sigma2) - HALF_LOG_TWO_PI
 
-
-def _scale_mixture_prior(prior: ScaleMixturePrior, site, w: Array) -> tuple[float, Array]:
-    w2 = w * w
-    log_1 = math.log(prior.pi) - math.log(prior.sigma1) - HALF_LOG_TWO_PI - 0.5 * w2 / prior.sigma1**2
-    log_2 = math.log1p(-prior.pi) - math.log(prior.sigma2) - HALF_LOG_TWO_PI - 0.5 * w2 / prior.sigma2**2
-    log_density = np.logaddexp(log_1, log_2)
-    r_1 = np.exp(log_1 - log_density)
-    return float(np.sum(log_density)), -w * (r_1 / prior.sigma1**2 + (1.0 - r_1) / prior.sigma2**2)
+    def log_prior(w: Array) -> tuple[float, Array]:
+        w2 = w * w
+        log_1 = constant_1 - 0.5 * w2 / form.sigma1**2
+        log_2 = constant_2 - 0.5 * w2 / form.sigma2**2
+        log_density = np.logaddexp(log_1, log_2)
+        r_1 = np.exp(log_1 - log_density)
+        return float(np.sum(log_density)), -w * (r_1 / form.sigma1**2 + (1.0 - r_1) / form.sigma2**2)
+    return log_prior
 
 
 PRIOR_GRADIENTS: dict[type, Callable] = {
-    GaussianPrior: _gaussian_prior,
-    PosteriorPrior: _posterior_prior,
-    LaplacePrior: _laplace_prior,
-    ScaleMixturePrior: _scale_mixture_prior,
+    NormalForm: _normal_prior,
+    LaplaceForm: _laplace_prior,
+    ScaleMixtureForm: _scale_mixture_prior,
 }
-"""Prior class -> ``(prior, site, w) -> (log p(w), d log p / dw)``; exact classes only (a subclass may change the density)."""
+"""Prior family (:mod:`bnn.models.fast_forms`) -> ``form -> (w -> (log p(w), d log p / dw))``."""
+LIKELIHOOD_FORMS = (GaussianForm, BernoulliForm, CategoricalForm)
+"""The likelihood families with a hand-derived gradient here."""
 
 
 def is_exp(transform) -> bool:
@@ -151,10 +164,11 @@ class NumpyLogDensity:
         chain = dense_chain(model, "the gradient is written out")
         self.activation, self.activation_derivative = self._activation(chain.activation)
         self.sites = list(model.sites)
-        self.priors = [(model.prior[site.name], self._prior_gradient(model.prior[site.name], site)) for site in self.sites]
-        self.likelihood = model.likelihood
-        if type(self.likelihood) not in (GaussianLikelihood, BernoulliLikelihood, CategoricalLikelihood):
-            raise Unsupported(f"likelihood {type(self.likelihood).__name__} has no hand-derived gradient")
+        self.priors = [self._prior_gradient(model.prior[site.name], site) for site in self.sites]
+        self.likelihood = model.likelihood.fast_form()
+        if not isinstance(self.likelihood, LIKELIHOOD_FORMS):
+            raise Unsupported(f"likelihood {type(model.likelihood).__name__} states no fast form with a hand-derived "
+                              "gradient (Likelihood.fast_form)")
         for name, transform in potential.transforms.items():
             if not is_exp(transform):
                 raise Unsupported(f"latent {name!r} is mapped by {transform}, not sigma = exp(u)")
@@ -162,7 +176,7 @@ class NumpyLogDensity:
         self.shapes = [tuple(shape) for shape in potential.shapes.values()]
         self.x = potential.x.numpy()
         y = potential.y.numpy()
-        if isinstance(self.likelihood, CategoricalLikelihood):
+        if isinstance(self.likelihood, CategoricalForm):
             self.y = np.eye(model.out_features)[y.astype(np.int64)]
         else:
             self.y = y.reshape(y.shape[0], -1).astype(np.float64)
@@ -174,10 +188,13 @@ class NumpyLogDensity:
         return ACTIVATION_DERIVATIVES[name]
 
     @staticmethod
-    def _prior_gradient(prior, site):
-        if type(prior) not in PRIOR_GRADIENTS:
-            raise Unsupported(f"prior {type(prior).__name__} of site {site.name!r} has no hand-derived gradient")
-        return PRIOR_GRADIENTS[type(prior)]
+    def _prior_gradient(prior, site) -> Callable[[Array], tuple[float, Array]]:
+        """``w -> (log p(w), d log p / dw)`` of the prior's fast form for ``site``."""
+        form = prior.fast_form(site)
+        if type(form) not in PRIOR_GRADIENTS:
+            raise Unsupported(f"prior {type(prior).__name__} of site {site.name!r} states no fast form with a "
+                              "hand-derived gradient (Prior.fast_form)")
+        return PRIOR_GRADIENTS[type(form)](form)
 
     def _pieces(self, z: Array) -> list[Array]:
         return [z[start:stop].reshape(shape) for start, stop, shape in zip(self.offsets, self.offsets[1:], self.shapes)]
@@ -188,8 +205,8 @@ class NumpyLogDensity:
         gradients = self._pieces(gradient)  # views into ``gradient``
         total = 0.0
         n_sites = len(self.sites)
-        for (prior, prior_gradient), site, value, grad in zip(self.priors, self.sites, pieces, gradients):
-            log_density, grad[...] = prior_gradient(prior, site, value)
+        for prior_gradient, value, grad in zip(self.priors, pieces, gradients):
+            log_density, grad[...] = prior_gradient(value)
             total += log_density
         weights = pieces[0:n_sites:2]
         inputs, pre_activations = [], []
@@ -214,9 +231,9 @@ class NumpyLogDensity:
     def _likelihood(self, f: Array, latents: list[Array], latent_gradients: list[Array]) -> tuple[float, Array]:
         """:math:`\\log p(y \\mid f) (+ \\log p(\\sigma) + u)` and :math:`\\partial/\\partial f`; fills the latents' gradients."""
         y = self.y
-        if isinstance(self.likelihood, BernoulliLikelihood):
+        if isinstance(self.likelihood, BernoulliForm):
             return float(np.sum(y * f - _softplus(f))), y - _sigmoid(f)
-        if isinstance(self.likelihood, CategoricalLikelihood):
+        if isinstance(self.likelihood, CategoricalForm):
             log_normaliser = np.logaddexp.reduce(f, axis=1, keepdims=True)
             return float(np.sum(y * f) - np.sum(log_normaliser)), y - np.exp(f - log_normaliser)
         residual = y - f

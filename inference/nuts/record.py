@@ -28,6 +28,10 @@ class NUTSRecord(ChainRecord):
     potential : str
         ``"flat"`` (the model's fast potential) or ``"trace"`` (Pyro's generic one); ``potential_reason`` says why
         the flat one was not used.
+    kernel_gap : str, optional
+        Why the compiled kernel did not evaluate the flat potential, which then ran on torch (the nutpie engine with
+        ``jit_compile``; :func:`~bnn.inference.nuts.numba_potential.kernel_gap`); ``None`` when it did, or was not
+        asked for.
     chain_seeds, chain_seconds, chain_gradients : list
         Per chain kept: its seed, wall time and gradient evaluations (warmup included).
     gradient_evaluations : int
@@ -49,6 +53,7 @@ class NUTSRecord(ChainRecord):
     chain_method: str
     potential: str
     potential_reason: str | None = None
+    kernel_gap: str | None = None
     chain_seeds: list[int]
     chain_seconds: list[float]
     chain_gradients: list[int]

@@ -6,9 +6,10 @@ import json
 
 import pytest
 from bnn.datasets import load_dataset
-from bnn.models import BayesianCNN, BayesianMLP
+from bnn.models import ARCHITECTURES, BayesianCNN, BayesianMLP
+from bnn.models.architecture_flags import CommandLine, Flag, integer
 
-from bnn.cli.arguments import build_model
+from bnn.cli.arguments import build_model, model_choices
 from bnn.cli.main import build_parser, main
 
 
@@ -86,3 +87,28 @@ def test_fit_a_cnn_on_digits_end_to_end(tmp_path):
 def test_compare_takes_the_same_model_flags():
     args = build_parser().parse_args(["compare", "--model", "cnn", "--channels", "4,8", "--pool", "1"])
     assert (args.model, args.channels, args.pool, args.kernel_size) == ("cnn", (4, 8), 1, None)
+
+
+class WideLinear(BayesianMLP):
+    """An architecture registered by a user: one hidden layer whose width is its own flag."""
+
+    command_line = CommandLine("one hidden layer of --width units", (Flag("width", 7, "the hidden width",
+                                                                          integer("--width")),))
+
+    def __init__(self, in_features, out_features=1, *, width=7, prior="gaussian", likelihood="gaussian"):
+        super().__init__(in_features, out_features, hidden=(width,), prior=prior, likelihood=likelihood)
+        self.width = width
+
+    def arguments(self):
+        return {"in_features": self.in_features, "out_features": self.out_features, "width": self.width}
+
+
+def test_a_newly_registered_architecture_reaches_model_with_its_own_flags(monkeypatch, capsys):
+    monkeypatch.setitem(ARCHITECTURES._entries, "wide", WideLinear)
+    assert "wide" in model_choices()
+    model, _ = model_for(capsys, "breast_cancer", "--model", "wide", "--width", "5")
+    assert isinstance(model, WideLinear) and model.hidden == (5,)
+    with pytest.raises(ValueError, match="--width apply to --model wide only"):
+        model_for(capsys, "breast_cancer", "--width", "5")
+    with pytest.raises(ValueError, match="--channels apply to --model cnn only"):
+        model_for(capsys, "breast_cancer", "--model", "wide", "--channels", "4")

@@ -11,13 +11,16 @@ import pyro.distributions as dist
 import pytest
 import torch
 from bnn.inference.core.temperature import tempered
+from bnn.inference.evaluation.cost import gradient_count
 from bnn.inference.nuts import potential as potential_module
 from bnn.inference.nuts.cost import potential_gradient_seconds
+from bnn.inference.nuts.numba_potential import kernel_gap
 from bnn.inference.nuts.numpy_potential import ACTIVATION_DERIVATIVES, Unsupported
 from bnn.inference.nuts.options import NUTSOptions
 from bnn.inference.nuts.potential import Backend, FlatPotential, flat_potential_mismatch
-from bnn.models import LIKELIHOODS, PRIORS, BayesianMLP, Prior
+from bnn.models import LIKELIHOODS, PRIORS, BayesianMLP, GaussianPrior, Prior
 from bnn.models.activations import ACTIVATIONS
+from bnn.models.fast_forms import NormalForm
 from pyro.infer.mcmc.util import initialize_model
 
 from tests.support.prior_examples import HIERARCHICAL, example_prior
@@ -92,7 +95,7 @@ def test_equals_pyros_potential_for_every_prior_and_likelihood(prior, likelihood
             check_against_pyro(model, *data_for(likelihood, out_features), backend=backend)
         return
     if backend is Backend.NUMPY and likelihood in NO_HAND_DERIVED_GRADIENT:
-        with pytest.raises(Unsupported, match="has no hand-derived gradient"):
+        with pytest.raises(Unsupported, match="states no fast form with a hand-derived gradient"):
             check_against_pyro(model, *data_for(likelihood, out_features), backend=backend)
         return
     assert check_against_pyro(model, *data_for(likelihood, out_features), backend=backend).backend is backend
@@ -116,7 +119,7 @@ def test_auto_prefers_the_compiled_kernel_and_says_why_it_cannot():
     data = data_for("gaussian", 1)
     assert FlatPotential(BayesianMLP(2, 1, hidden=(3,)), *data).backend is Backend.NUMBA
     student_t = BayesianMLP(2, 1, hidden=(3,), prior={"*": "gaussian", "layers.1.weight": StudentTPrior()})
-    with pytest.raises(Unsupported, match=re.escape("prior StudentTPrior of site 'layers.1.weight' is not compiled")):
+    with pytest.raises(Unsupported, match=re.escape("prior StudentTPrior of site 'layers.1.weight' states no fast form")):
         FlatPotential(student_t, *data, backend="numba")
     uncovered = set(ACTIVATIONS.names()) - set(ACTIVATION_DERIVATIVES)
     for model, part in [
@@ -126,6 +129,47 @@ def test_auto_prefers_the_compiled_kernel_and_says_why_it_cannot():
         with pytest.raises(Unsupported, match=re.escape(part)):
             FlatPotential(model, *data, backend="numpy")
     assert check_against_pyro(student_t, *data, backend="auto").backend is Backend.TRACE
+
+
+@dataclass(frozen=True)
+class ShiftedNormalPrior(Prior):
+    """A user-written prior that states its fast form next to its torch form: N(0.3, 0.5^2) on every weight."""
+
+    def distribution(self, site):
+        return dist.Normal(0.3, 0.5).expand(site.shape)
+
+    def fast_form(self, site):
+        return NormalForm(torch.full(site.shape, 0.3), torch.full(site.shape, 0.5))
+
+
+@dataclass(frozen=True)
+class WiderGaussianPrior(GaussianPrior):
+    """A subclass of a built-in prior that changes its density and states no form of its own."""
+
+    def distribution(self, site):
+        return dist.Normal(0.0, 2.0 * self.site_scale(site)).expand(site.shape)
+
+
+def test_a_prior_that_states_its_fast_form_gets_the_compiled_kernel_and_one_that_changes_a_density_does_not():
+    data = data_for("gaussian", 1)
+    shifted = BayesianMLP(2, 1, hidden=(3,), prior={"*": "gaussian", "layers.0.weight": ShiftedNormalPrior()})
+    assert check_against_pyro(shifted, *data, backend="auto").backend is Backend.NUMBA
+    wider = BayesianMLP(2, 1, hidden=(3,), prior=WiderGaussianPrior())
+    assert wider.prior["layers.0.weight"].fast_form(wider.sites[0]) is None
+    assert kernel_gap(wider) == "prior WiderGaussianPrior of site 'layers.0.weight' states no fast form (Prior.fast_form)"
+    assert check_against_pyro(wider, *data, backend="auto").backend is Backend.TRACE
+
+
+def test_nuts_says_with_its_cost_estimate_and_its_record_that_it_runs_on_the_torch_potential():
+    data = data_for("gaussian", 1)
+    student_t = BayesianMLP(2, 1, hidden=(3,), prior={"*": "gaussian", "layers.1.weight": StudentTPrior()})
+    options = NUTSOptions(num_warmup=5, num_samples=5, num_chains=1)
+    said = gradient_count("nuts", options, data[0].shape[0], student_t).how
+    assert ("on the torch potential, since the compiled kernel does not apply: prior StudentTPrior of site "
+            "'layers.1.weight' states no fast form") in said
+    assert "torch potential" not in gradient_count("nuts", options, data[0].shape[0], BayesianMLP(2, 1, hidden=(3,))).how
+    assert kernel_gap(BayesianMLP(2, 1, hidden=(3,)), temperature=2.0) == ("the kernel evaluates the untempered "
+                                                                          "potential, not temperature 2")
 
 
 def test_the_collection_is_covered():
