@@ -36,7 +36,7 @@ from bnn.inference.evaluation.metrics import evaluate
 from bnn.inference.nuts import NUTSOptions
 from bnn.models import BayesianMLP
 
-from benchmarks.provenance import run_header, write_results
+from benchmarks.provenance import header_line, run_header, write_results
 
 METHOD_OPTIONS = {
     "svi": lambda args: {"guide": "autonormal", "steps": args.steps, "num_samples": args.num_samples, "jit": True},
@@ -102,25 +102,43 @@ def fit_one(data: Dataset, real: int, method: str, args: argparse.Namespace) -> 
 
 
 def markdown(results: dict) -> str:
-    """The tables of ``results``: one summary row per method, then each method's column scales."""
+    """The title, what the benchmark does and the run's line, then :func:`tables`."""
     header = results["header"]
     lines = [f"# ARD relevance: {header['dataset']} split {header['split']} + {header['noise_columns']} noise columns", "",
-             (__doc__ or "").split("Usage::")[0].strip(), "",
-             f"`{header['command']}` at commit {header['commit']}, {header['date']}, {header['machine']}.", "",
-             "| method | seconds | test RMSE | test LL | noise columns below every real one | AUC real vs noise | "
+             (__doc__ or "").split("Usage::")[0].strip(), "", header_line(header), ""]
+    return "\n".join(lines) + "\n" + tables(results)
+
+
+def tables(results: dict, level: str = "##") -> str:
+    """The tables of ``results``: one summary row per method, then each method's column scales under a heading at
+    ``level``."""
+    header = results["header"]
+    lines = ["| method | seconds | test RMSE | test LL | noise columns below every real one | AUC real vs noise | "
              "largest noise median | smallest real median |", "|" + " --- |" * 8]
     for row in results["rows"]:
         lines.append(f"| {row['method']} | {row['seconds']:.0f} | {row['test_rmse']:.3f} | {row['test_ll']:.3f} | "
                      f"{row['noise_below_every_real']} of {header['noise_columns']} | {row['auc']:.3f} | "
                      f"{row['largest_noise_median']:.3g} | {row['smallest_real_median']:.3g} |")
     for row in results["rows"]:
-        lines += ["", f"## {row['method']}: the scale of each column, median [5%, 95%]", "",
+        lines += ["", f"{level} {row['method']}: the scale of each column, median [5%, 95%]", "",
                   "| column | kind | median | 5% | 95% |", "| --- | --- | --- | --- | --- |"]
         lines += [f"| {c['column']} | {c['kind']} | {c['median']:.3g} | {c['q05']:.3g} | {c['q95']:.3g} |"
                   for c in row["columns"]]
         if row["warnings"]:
             lines += ["", f"Warnings: {'; '.join(row['warnings'])}."]
     return "\n".join(lines) + "\n"
+
+
+def tables_from_json(*paths: Path) -> str:
+    """The tables of one or more runs' ``results.json`` alone, each under a heading naming its data set and network."""
+    parts = []
+    for path in paths:
+        results = json.loads(path.read_text())
+        header = results["header"]
+        methods = ", ".join(row["method"] for row in results["rows"])
+        parts.append(f"## {header['dataset']}, split {header['split']} + {header['noise_columns']} noise columns, "
+                     f"{header['hidden']} hidden units: {methods}\n\n{tables(results, level='###')}")
+    return "\n".join(parts)
 
 
 def main(argv: list[str] | None = None) -> dict:

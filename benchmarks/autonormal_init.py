@@ -27,6 +27,7 @@ It writes ``results.json`` (every number, the command, the commit and the machin
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
 import warnings
@@ -38,7 +39,7 @@ from bnn.inference.evaluation.metrics import evaluate
 from bnn.models import BayesianMLP
 from pyro.infer.autoguide import AutoNormal, init_to_sample
 
-from benchmarks.provenance import printed_rows, run_header, write_results
+from benchmarks.provenance import header_line, printed_rows, run_header, write_results
 from bnn.runtime.workers import one_torch_thread
 
 STARTS = ("drawn", "medians")
@@ -69,7 +70,8 @@ def fit_one(prior: str, start: str, seed: int, steps: int | None) -> dict:
 
 
 def summary_rows(rows: list[dict]) -> list[str]:
-    """Per prior and start: the fits that ignore their input, and the medians and worst of the ELBO and test LL."""
+    """Per prior and start: the fits that ignore their input and those whose ELBO was still rising, and the medians
+    and worst of the ELBO and test LL."""
     lines = []
     for prior in dict.fromkeys(row["prior"] for row in rows):
         for start in STARTS:
@@ -78,24 +80,37 @@ def summary_rows(rows: list[dict]) -> list[str]:
                 continue
             elbo, ll = [row["final_elbo"] for row in group], [row["test_ll"] for row in group]
             ignoring = sum(row["test_rmse"] >= IGNORES_INPUT_RMSE for row in group)
-            lines.append(f"| {prior} | {start} | {len(group)} | {ignoring} | {statistics.median(elbo):.1f} | "
+            rising = sum(row["converged"] is False for row in group)
+            lines.append(f"| {prior} | {start} | {len(group)} | {ignoring} | {rising} | {statistics.median(elbo):.1f} | "
                          f"{min(elbo):.1f} | {statistics.median(ll):.3f} | {min(ll):.3f} |")
     return lines
 
 
+SUMMARY_HEADER = ("| prior | start | fits | ignore the input (test RMSE >= 0.8) | ELBO still rising | median final ELBO | "
+                  "lowest | median test LL | lowest |\n|" + " --- |" * 9)
+
+
+FITS_HEADER = "| prior | start | seed | final ELBO | test LL | test RMSE | own check | seconds |\n|" + " --- |" * 8
+
+
+def fit_rows(rows: list[dict]) -> list[str]:
+    """One line per fit: its ELBO, test scores, SVI's own check and seconds."""
+    checks = {True: "passed", False: "ELBO still rising", None: "not judged"}
+    return [f"| {row['prior']} | {row['start']} | {row['seed']} | {row['final_elbo']:.1f} | {row['test_ll']:.3f} | "
+            f"{row['test_rmse']:.3f} | {checks[row['converged']]} | {row['seconds']:.0f} |" for row in rows]
+
+
+def tables_from_json(*results: Path) -> str:
+    """The summary per prior and start, then every fit, over the fits of one or more ``results.json`` files."""
+    rows = [row for path in results for row in json.loads(path.read_text())["rows"]]
+    return "\n".join([SUMMARY_HEADER, *summary_rows(rows), "", FITS_HEADER, *fit_rows(rows)]) + "\n"
+
+
 def markdown(results: dict) -> str:
     """The summary per prior and start, then one row per fit."""
-    header = results["header"]
     lines = ["# AutoNormal's start under hierarchical priors: drawn scales against prior medians", "",
-             (__doc__ or "").split("Usage::")[0].strip(), "",
-             f"`{header['command']}` at commit {header['commit']}, {header['date']}, {header['machine']}.", "",
-             "| prior | start | fits | ignore the input (test RMSE >= 0.8) | median final ELBO | lowest | "
-             "median test LL | lowest |", "|" + " --- |" * 8, *summary_rows(results["rows"]), "",
-             "| prior | start | seed | final ELBO | test LL | test RMSE | own check | seconds |", "|" + " --- |" * 8]
-    for row in results["rows"]:
-        check = {True: "passed", False: "ELBO still rising", None: "not judged"}[row["converged"]]
-        lines.append(f"| {row['prior']} | {row['start']} | {row['seed']} | {row['final_elbo']:.1f} | "
-                     f"{row['test_ll']:.3f} | {row['test_rmse']:.3f} | {check} | {row['seconds']:.0f} |")
+             (__doc__ or "").split("Usage::")[0].strip(), "", header_line(results["header"]), "",
+             SUMMARY_HEADER, *summary_rows(results["rows"]), "", FITS_HEADER, *fit_rows(results["rows"])]
     return "\n".join(lines) + "\n"
 
 

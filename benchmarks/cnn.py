@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import time
 import warnings
+from pathlib import Path
 
 from bnn.datasets import load_dataset
 from bnn.inference import METHODS, fit
@@ -24,6 +25,7 @@ from bnn.inference.evaluation import evaluate
 from bnn.inference.evaluation.cost import estimate_cost
 from bnn.inference.fit import prepare_data
 
+from benchmarks.provenance import read_rows
 from bnn.cli.arguments import build_model, fit_options
 from bnn.cli.main import build_parser
 from bnn.experiments.comparison.run import method_specs, options_per_method
@@ -61,6 +63,25 @@ def cell(value) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
+TABLE_HEADER = "| " + " | ".join(COLUMNS) + " |\n|" + "---|" * len(COLUMNS)
+
+
+def table_row(row: dict) -> str:
+    """One fit's row: its model, method, scores, seconds and own check (blank where it was not run)."""
+    return "| " + " | ".join(cell(row.get(column, "")) for column in COLUMNS) + " |"
+
+
+def tables_from_csv(path: Path) -> str:
+    """The tables of one or more runs from a CSV of their rows alone: a ``table`` column (each table's heading), then
+    :data:`COLUMNS`."""
+    rows = read_rows(path)
+    parts = []
+    for title in dict.fromkeys(row["table"] for row in rows):
+        lines = [TABLE_HEADER, *(table_row(row) for row in rows if row["table"] == title)]
+        parts.append(f"## {title}\n\n" + "\n".join(lines) + "\n")
+    return "\n".join(parts)
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.cnn", description=__doc__.split("\n")[0])
     parser.add_argument("--dataset", default="digits", help="a built-in data set (digits, mnist1d, ...)")
@@ -75,7 +96,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     dataset = load_dataset(args.dataset, seed=args.seed)
     print(f"{args.dataset}: {len(dataset.x_train)} training rows, {len(dataset.x_test)} test rows, input shape "
           f"{dataset.input_shape}\n")
-    print("| " + " | ".join(COLUMNS) + " |\n|" + "---|" * len(COLUMNS), flush=True)
+    print(TABLE_HEADER, flush=True)
     rows = []
     for model_name in args.models.split(","):
         command = build_parser().parse_args(["compare", "--dataset", args.dataset, "--model", model_name, "--quiet",
@@ -86,7 +107,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             row = {"model": model_name, "method": method,
                    **fit_row(model, dataset, method, options, args.max_nuts_seconds)}
             rows.append(row)
-            print("| " + " | ".join(cell(row.get(column, "")) for column in COLUMNS) + " |", flush=True)
+            print(table_row(row), flush=True)
     return rows
 
 

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pandas as pd
 import torch
 from bnn.datasets import load_dataset, load_uci
 from bnn.inference import fit
@@ -32,6 +33,7 @@ from bnn.inference.fit import METHODS, prepare_data
 from bnn.inference.map_search.polish import MapProblem
 
 from benchmarks.nuts_defaults import default_model
+from benchmarks.provenance import table_header
 from bnn.experiments.uci.grid import hidden_units
 from bnn.experiments.uci.protocol import uci_model
 
@@ -102,6 +104,17 @@ def estimate_row(method: str, cell: str, uci_dir: Path | None, relu: bool) -> di
             "polish iterations: first / refits (count) / final": polish_column(counts)}
 
 
+def tables_from_csv(path: Path) -> str:
+    """The tables of one or more runs from a CSV of their printed rows alone: a ``table`` column (each table's heading),
+    then :data:`COLUMNS` as printed (a table without a column, the runs before it was added, leaves it empty)."""
+    parts = []
+    for title, rows in pd.read_csv(path, dtype=str, keep_default_na=False).groupby("table", sort=False):
+        columns = [column for column in COLUMNS if (rows[column] != "").any()]
+        lines = [table_header(columns), *("| " + " | ".join(cells) + " |" for cells in rows[columns].values.tolist())]
+        parts.append(f"## {title}\n\n" + "\n".join(lines) + "\n")
+    return "\n".join(parts)
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.estimates", description=__doc__.split("\n")[0])
     parser.add_argument("--methods", default="laplace,map,ensemble", help="comma-separated methods")
@@ -111,8 +124,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     args = parser.parse_args(argv)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as the UCI cells and the workers run
-    print("| " + " | ".join(COLUMNS) + " |")
-    print("|" + "---|" * len(COLUMNS))
+    print(table_header(COLUMNS))
     rows = []
     try:
         for method in args.methods.split(","):

@@ -112,13 +112,39 @@ def main(argv: list[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
         save_cells(ordered, list(grid.columns), args.save_runs)
     if args.save_broken:
         save_cells(broken_cells, list(grid.columns), args.save_broken)
-    print(markdown_table(fractions.set_index("method")))
-    print()
-    print(markdown_table(method_totals(fractions).set_index("method")))
-    if len(broken):
-        print()
-        print(markdown_table(broken.set_index("method")))
+    print(tables(fractions, broken), end="")
     return fractions, broken
+
+
+HEADINGS = ("The cells flagged before and after, by method and data set (test LL: the mean over the cells)",
+            "The cells flagged before and after, by method over its data sets",
+            "Broken fits, split 0 of each set, by method and the options that broke them")
+
+
+def tables(fractions: pd.DataFrame, broken: pd.DataFrame, headings: bool = False) -> str:
+    """The cells flagged before and after per method and data set, then per method, then the broken fits (if any);
+    with ``headings``, each under a heading (:data:`HEADINGS`)."""
+    parts = [markdown_table(fractions.set_index("method")), markdown_table(method_totals(fractions).set_index("method"))]
+    if len(broken):
+        parts.append(markdown_table(broken.set_index("method")))
+    if headings:
+        parts = [f"## {heading}\n\n{part}" for heading, part in zip(HEADINGS, parts)]
+    return "\n\n".join(parts) + "\n"
+
+
+ADDED_SINCE = ("csgld", "swag", "multiswag")
+"""The grid's methods added after the checks changed (2026-12-03 on)."""
+SG_MCMC = ("sgld", "sghmc")
+
+
+def tables_from_csv(grid: Path, old_sg_mcmc: Path, after: Path, sg_mcmc_after: Path, broken: Path) -> str:
+    """The tables of the committed cells alone: the grid as it stood when the checks changed is ``grid`` (the
+    grid's ``results.csv``) without the methods added since and with the SG-MCMC cells of that time (``old_sg_mcmc``,
+    their old defaults) in place of today's; after, the cells of ``after`` and ``sg_mcmc_after``; and the broken fits."""
+    now = pd.read_csv(grid, keep_default_na=False)
+    before = pd.concat([now[~now["method"].isin(ADDED_SINCE + SG_MCMC)], pd.read_csv(old_sg_mcmc, keep_default_na=False)])
+    return tables(flagged_fractions(before, run_cells([after, sg_mcmc_after])), broken_verdicts(source_rows(broken)),
+                  headings=True)
 
 
 if __name__ == "__main__":

@@ -10,11 +10,12 @@ central 90% and 50% predictive intervals.
 Usage::
 
     python -m benchmarks.laplace_uci run --uci-dir DIR --label after --json after.json [--config default]
-    python -m benchmarks.laplace_uci report before.json after.json ... --out benchmarks/results/laplace_uci.md
+    python -m benchmarks.laplace_uci report before.json after.json ... --out table.md
 
 ``run --source TREE`` imports ``bnn`` from ``TREE`` (links laid out as the installed package, into an archive of an
 older commit), so "before" is measured with the same script; it records the command, the commit of the code it ran,
-the machine and its load average.
+the machine and its load average. ``report`` writes the runs' lines and :func:`tables_from_json`'s tables, which
+``benchmarks/results/laplace_uci.md`` holds from the committed JSON files (:mod:`benchmarks.results_tables`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ import sys
 import time
 import warnings
 from pathlib import Path
+
+from benchmarks.provenance import header_line
 
 DATASETS = ("bostonHousing", "concrete", "energy", "yacht", "kin8nm", "protein-tertiary-structure")
 CONFIGS = {
@@ -118,22 +121,28 @@ def _cell(value) -> str:
     return str(value)
 
 
+def run_table(run_: dict) -> list[str]:
+    """One run's section: a heading naming its label and options, a row per data set, then its fits' warnings."""
+    header = run_["header"]
+    options = ", ".join(f"{k}={v}" for k, v in header["options"].items()) or "no options: the defaults"
+    columns = [column for column in COLUMNS if any(column in row for row in run_["rows"])]
+    parts = [f"## {header['label']} ({options})", "", "| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
+    parts += ["| " + " | ".join(_cell(row.get(column)) for column in columns) + " |" for row in run_["rows"]]
+    problems = [f"{row['dataset']}: {'; '.join(row['warnings'])}" for row in run_["rows"] if row["warnings"]]
+    return parts + ["", *(f"- warnings: {line}" for line in problems), ""]
+
+
+def tables_from_json(*paths: Path) -> str:
+    """Every run's section, from the JSON files of ``run`` alone."""
+    return "\n".join(line for path in paths for line in run_table(json.loads(path.read_text()))).rstrip("\n") + "\n"
+
+
 def report(args: argparse.Namespace) -> None:
-    parts = ["# Laplace on the UCI regression sets, split 0", "", (__doc__ or "").split("Usage::")[0].strip(), ""]
-    for path in args.runs:
-        run_ = json.loads(path.read_text())
-        header = run_["header"]
-        options = ", ".join(f"{k}={v}" for k, v in header["options"].items()) or "no options: the defaults"
-        parts += [f"## {header['label']} ({options})", "",
-                  f"`{header['command']}` at commit {header['commit']}, {header['date']}, {header['machine']}, "
-                  f"OMP_NUM_THREADS={header['omp_num_threads']}; load average after the run "
-                  f"{', '.join(f'{x:.1f}' for x in header['load_average_after'])} (a loaded machine: seconds are upper "
-                  "bounds).", "",
-                  "| " + " | ".join(COLUMNS) + " |", "|" + " --- |" * len(COLUMNS)]
-        parts += ["| " + " | ".join(_cell(row.get(column)) for column in COLUMNS) + " |" for row in run_["rows"]]
-        problems = [f"{row['dataset']}: {'; '.join(row['warnings'])}" for row in run_["rows"] if row["warnings"]]
-        parts += ["", *(f"- warnings: {line}" for line in problems), ""]
-    args.out.write_text("\n".join(parts) + "\n")
+    runs = [json.loads(path.read_text()) for path in args.runs]
+    lines = [header_line(run_["header"]) + f", OMP_NUM_THREADS={run_['header']['omp_num_threads']}" for run_ in runs]
+    args.out.write_text("\n".join(["# Laplace on the UCI regression sets, split 0", "",
+                                   (__doc__ or "").split("Usage::")[0].strip(), "", *lines, ""]) + "\n"
+                        + tables_from_json(*args.runs))
 
 
 def main(argv: list[str] | None = None) -> None:

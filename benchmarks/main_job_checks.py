@@ -17,11 +17,13 @@ from __future__ import annotations
 import argparse
 import time
 import warnings
+from pathlib import Path
 
 from bnn.datasets import load_dataset
 from bnn.inference import fit
 
 from benchmarks.nuts_defaults import seeds
+from benchmarks.provenance import printed_table, table_header
 from bnn.cli.arguments import build_model, fit_options
 from bnn.cli.main import build_parser
 from bnn.experiments.comparison.run import method_specs, options_per_method
@@ -45,13 +47,18 @@ def check_detail(posterior) -> str:
     return "no check"
 
 
+def tables_from_csv(path: Path) -> str:
+    """The table of a run from a CSV of its rows alone, every cell as printed (the columns :data:`COLUMNS`)."""
+    return printed_table(path, COLUMNS)
+
+
 def main(argv: list[str] | None = None) -> dict[str, int]:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.main_job_checks", description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=seeds, default=list(range(10)), help="the data's and the fits' seeds (0-9)")
     parser.add_argument("compare", nargs="*", help="bnn compare's flags, after --")
     args = parser.parse_args(argv)
     passed: dict[str, int] = {}
-    print("| " + " | ".join(COLUMNS) + " |\n|" + "---|" * len(COLUMNS), flush=True)
+    print(table_header(COLUMNS), flush=True)
     for seed in args.seeds:
         command = build_parser().parse_args(["compare", "--dataset", "toy1d", "--quiet", "--seed", str(seed), *args.compare])
         dataset = load_dataset("toy1d", seed=seed)

@@ -37,7 +37,7 @@ from bnn.datasets.uci import read_uci_table
 from bnn.inference.evaluation.metrics import evaluate
 from bnn.inference.mc_dropout.uci_protocol import LENGTH_SCALE, PAPER_OPTIONS
 
-from benchmarks.provenance import printed_rows, run_header, write_results
+from benchmarks.provenance import header_line, printed_rows, run_header, write_results
 from bnn.experiments.uci.grid import hidden_units
 from bnn.experiments.uci.protocol import fit_cell
 from bnn.runtime.seeding import seeded
@@ -102,7 +102,7 @@ def markdown(results: dict) -> str:
     header, rows = results["header"], results["rows"]
     lines = ["# MC dropout by its paper's protocol against a replica of the paper's code", "",
              (__doc__ or "").split("Usage::")[0].strip(), "",
-             f"`{header['command']}` at commit {header['commit']}, {header['date']}, {header['machine']}.", "",
+             header_line(header), "",
              "| data set | split | epochs | p | tau | l | ours: RMSE | ours: test LL | replica: RMSE | replica: test LL |",
              "|" + " --- |" * 10]
     for row in rows:

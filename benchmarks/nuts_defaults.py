@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import time
 import warnings
+from pathlib import Path
 
 import arviz as az
 import numpy as np
@@ -31,6 +32,8 @@ from bnn.datasets import load_dataset
 from bnn.inference import fit
 from bnn.inference.diagnostics.convergence import ConvergenceWarning
 from bnn.models import BayesianMLP
+
+from benchmarks.provenance import printed_table, table_header
 
 DEFAULT_SETTINGS = ";".join([
     "num_warmup=400,num_samples=400,target_accept=0.8",  # the defaults before 300 + 700 at 0.9
@@ -96,6 +99,11 @@ def row(setting: str, seed: int, model: BayesianMLP, x: torch.Tensor, y: torch.T
     return cells, found.converged
 
 
+def tables_from_csv(path: Path) -> str:
+    """The table of a run from a CSV of its rows alone, every cell as printed (the columns :data:`COLUMNS`)."""
+    return printed_table(path, COLUMNS)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.nuts_defaults", description=__doc__.split("\n")[0])
     parser.add_argument("--dataset", default="toy1d")
@@ -109,7 +117,7 @@ def main(argv: list[str] | None = None) -> None:
     first = datasets[args.seeds[0]]
     model = default_model(first.in_features)
     print(f"{args.dataset} (split {args.split}): N = {len(first.x_train)}, {first.in_features} inputs", flush=True)
-    print("| " + " | ".join(COLUMNS) + " |\n|" + "---|" * len(COLUMNS), flush=True)
+    print(table_header(COLUMNS), flush=True)
     for setting in args.settings.split(";"):
         label, converged = setting or "fit's defaults", 0
         for seed, dataset in datasets.items():

@@ -41,11 +41,13 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
 
 import arviz as az  # noqa: E402
 import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 from bnn.datasets import Dataset, load_dataset  # noqa: E402
 from bnn.inference import fit  # noqa: E402
@@ -183,11 +185,29 @@ def numba_build_seconds() -> tuple[float, float]:
 
 def print_table(title: str, rows: dict[str, dict[str, float]]) -> None:
     """Print ``rows`` (engine -> column -> value) as a Markdown table under ``title``."""
+    print(f"\n{table(title, rows)}")
+
+
+def table(title: str, rows: dict[str, dict[str, float]]) -> str:
+    """``rows`` (engine -> column -> value) as a Markdown table under the line ``title``."""
     columns = list(next(iter(rows.values())))
-    print(f"\n{title}\n| engine | " + " | ".join(columns) + " |")
-    print("| --- " * (len(columns) + 1) + "|")
-    for engine, row in rows.items():
-        print(f"| {engine} | " + " | ".join(f"{value:.4g}" for value in row.values()) + " |")
+    lines = [title, "", "| engine | " + " | ".join(columns) + " |", "| --- " * (len(columns) + 1) + "|"]
+    lines += [f"| {engine} | " + " | ".join(f"{value:.4g}" for value in row.values()) + " |" for engine, row in rows.items()]
+    return "\n".join(lines)
+
+
+def tables_from_csv(path: Path) -> str:
+    """The median and ratio tables of one or more runs from a CSV of their rows alone: a row per engine and table,
+    with the run (a heading), the table's title line and its columns (a ratio table leaves the others empty)."""
+    frame = pd.read_csv(path, keep_default_na=False)
+    parts = []
+    for run, tables in frame.groupby("run", sort=False):
+        parts.append(f"## {run}")
+        for title, rows in tables.groupby("table", sort=False):
+            columns = [column for column in rows.columns[3:] if (rows[column] != "").any()]
+            parts.append(table(title, {row["engine"]: {column: float(row[column]) for column in columns}
+                                       for row in rows.to_dict("records")}))
+    return "\n\n".join(parts) + "\n"
 
 
 def benchmark(name: str, dataset: Dataset, engines: list[str], warmup: int, draws: int, repeats: int) -> dict:

@@ -23,6 +23,7 @@ import time
 import warnings
 from pathlib import Path
 
+import pandas as pd
 from bnn.datasets import load_dataset
 from bnn.inference import fit
 from bnn.inference.evaluation import evaluate
@@ -51,6 +52,28 @@ def score(label: str, posterior, dataset, calibration, shift: ShiftSplit) -> dic
             **set_coverage(posterior, dataset, calibration, alpha=ALPHA)}
 
 
+def table_header(columns: list[str]) -> str:
+    """The header of the scorecard's table: a row per method, a column per score."""
+    return "| method | " + " | ".join(columns) + " |\n|" + "---|" * (len(columns) + 1)
+
+
+def table_row(method: str, row: dict[str, float], columns: list[str]) -> str:
+    """One method's row of the scorecard."""
+    return f"| {method} | " + " | ".join(f"{row[c]:.4g}" for c in columns) + " |"
+
+
+def tables_from_csv(path: Path) -> str:
+    """The scorecard's tables from a CSV of their rows alone: a ``table`` column (each table's heading), ``method``
+    (the row's label), then the scores (a table's columns: those of the data set's task that its rows hold)."""
+    parts = []
+    for title, rows in pd.read_csv(path, dtype=str, keep_default_na=False).groupby("table", sort=False):
+        columns = [c for c in (REGRESSION if (rows["rmse"] != "").any() else CLASSIFICATION) if (rows[c] != "").any()]
+        lines = [table_header(columns)]
+        lines += [table_row(row["method"], {c: float(row[c]) for c in columns}, columns) for row in rows.to_dict("records")]
+        parts.append(f"## {title}\n\n" + "\n".join(lines) + "\n")
+    return "\n".join(parts)
+
+
 def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.scorecard", description=__doc__.split("\n")[0])
     parser.add_argument("--dataset", default="breast_cancer", help="a built-in data set (breast_cancer, toy1d, ...)")
@@ -72,7 +95,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     columns = REGRESSION if dataset.task == "regression" else CLASSIFICATION
     print(f"{args.dataset}: {len(dataset.x_train)} training rows fitted, {len(calibration[0])} for conformal "
           f"calibration, {len(dataset.x_test)} test rows; shift set {name}; conformal at {1 - ALPHA:.0%}\n")
-    print("| method | " + " | ".join(columns) + " |\n|" + "---|" * (len(columns) + 1), flush=True)
+    print(table_header(columns), flush=True)
     rows, fits = {}, {}
     for (method, _), options in zip(specs, options_per_method(specs, fit_options(command))):
         start = time.perf_counter()
@@ -82,7 +105,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
         seconds = time.perf_counter() - start
         rows[method] = {**score(method, posterior, dataset, calibration, shift), "fit_s": seconds}
         fits[method] = posterior
-        print(f"| {method} | " + " | ".join(f"{rows[method][c]:.4g}" for c in columns) + " |", flush=True)
+        print(table_row(method, rows[method], columns), flush=True)
     if args.figures is not None:
         args.figures.mkdir(parents=True, exist_ok=True)
         plot = plot_pit if dataset.task == "regression" else plot_reliability

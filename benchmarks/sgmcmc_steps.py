@@ -29,7 +29,7 @@ from bnn.inference import fit
 from bnn.inference.evaluation.metrics import evaluate
 from bnn.models import BayesianMLP
 
-from benchmarks.provenance import printed_rows, run_header, write_results
+from benchmarks.provenance import header_line, printed_rows, run_header, write_results
 from bnn.runtime.workers import one_torch_thread
 
 
@@ -55,7 +55,7 @@ def markdown(results: dict) -> str:
     header = results["header"]
     lines = ["# SG-MCMC steps from the curvature at the MAP, on toy1d", "",
              (__doc__ or "").split("Usage::")[0].strip(), "",
-             f"`{header['command']}` at commit {header['commit']}, {header['date']}, {header['machine']}.", "",
+             header_line(header), "",
              "| method | step share | seed | test RMSE | test LL | coverage 50% / 90% | predictive R-hat | first steps | "
              "lambda_max | seconds |", "|" + " --- |" * 10]
     for row in results["rows"]:

@@ -20,7 +20,10 @@ so in the quadratic approximation around the Laplace mode no mean-field Gaussian
 
 Usage::
 
-    python -m benchmarks.svi_defaults [--settings NAME,...] [--out benchmarks/results/svi_defaults.md]
+    python -m benchmarks.svi_defaults [--settings NAME,...] [--out table.md] [--csv-dir DIR]
+
+``--csv-dir`` writes the rows (``settings.csv``) and the Laplace reference (``reference.csv``), from which
+:func:`tables_from_csv` prints the reference and the table again.
 """
 
 from __future__ import annotations
@@ -36,11 +39,14 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pandas as pd
 import torch
 from bnn.datasets import load_toy1d
 from bnn.inference import fit
 from bnn.inference.evaluation.metrics import evaluate
 from bnn.models import BayesianMLP, GaussianPrior
+
+from benchmarks.provenance import read_rows
 
 MARKS = (1000, 2500, 5000, 10000, 20000)
 """Steps at which the ELBO is shown."""
@@ -124,30 +130,68 @@ def markdown(rows: list[dict], reference: dict, command: str, load: tuple[float,
         "Model: 1-50-1 tanh, N(0, 1) prior on every weight, learned noise (HalfNormal(1) prior), toy1d (100 training "
         "points); JIT-compiled ELBO, seed 0. ELBO in nats (standardised targets); test metrics in the target's units.",
         "",
-        f"Reference: Laplace (GGN, full) log evidence {reference['log_evidence']:.2f}, test LL "
-        f"{reference['test_ll']:.3f}, coverage {reference['coverage_50']:.2f} / {reference['coverage_90']:.2f}. "
-        f"The best mean-field Gaussian of that Laplace posterior loses "
-        f"KL = 1/2 (sum ln Lambda_kk - ln det Lambda) = {reference['gap']:.1f} nats: near the data-fitting mode "
-        f"no mean-field Gaussian reaches an ELBO above about {reference['log_evidence'] - reference['gap']:.1f} "
-        "(quadratic approximation).",
+        reference_line(reference),
         "",
-        "| setting | " + " | ".join(f"ELBO @{mark}" for mark in MARKS)
-        + " | final ELBO | still rising | test LL | RMSE | cov 50 | cov 90 | noise sd | wall s |",
-        "|---|" + "---|" * (len(MARKS) + 8),
+        table(rows),
     ]
+    return "\n".join(lines) + "\n"
+
+
+def reference_line(reference: dict) -> str:
+    """The Laplace reference: its log evidence and test scores, the mean-field gap at its mode, and the ELBO bound
+    they give (``bound``, the log evidence less the gap, where the reference comes from a CSV of rounded numbers)."""
+    bound = reference.get("bound", reference["log_evidence"] - reference["gap"])
+    return (f"Reference: Laplace (GGN, full) log evidence {reference['log_evidence']:.2f}, test LL "
+            f"{reference['test_ll']:.3f}, coverage {reference['coverage_50']:.2f} / {reference['coverage_90']:.2f}. "
+            f"The best mean-field Gaussian of that Laplace posterior loses "
+            f"KL = 1/2 (sum ln Lambda_kk - ln det Lambda) = {reference['gap']:.1f} nats: near the data-fitting mode "
+            f"no mean-field Gaussian reaches an ELBO above about {bound:.1f} "
+            "(quadratic approximation).")
+
+
+def table(rows: list[dict]) -> str:
+    """One row per setting: the ELBO at each mark and at the end, SVI's own check, the test scores, noise, seconds."""
+    lines = ["| setting | " + " | ".join(f"ELBO @{mark}" for mark in MARKS)
+             + " | final ELBO | still rising | test LL | RMSE | cov 50 | cov 90 | noise sd | wall s |",
+             "|---|" + "---|" * (len(MARKS) + 8)]
     for row in rows:
         marks = " | ".join(f"{row['marks'][mark]:.1f}" if mark in row["marks"] else "" for mark in MARKS)
         rising = "not judged" if row["rising"] is None else ("yes" if row["rising"] else "no")
         lines.append(f"| {row['name']} | {marks} | {row['final_elbo']:.1f} | {rising} | {row['test_ll']:.3f} "
                      f"| {row['test_rmse']:.3f} | {row['coverage_50']:.2f} | {row['coverage_90']:.2f} "
                      f"| {row['noise']:.3f} | {row['seconds']:.1f} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines)
+
+
+ROW_COLUMNS = ("name", *(f"elbo_at_{mark}" for mark in MARKS), "final_elbo", "rising", "test_ll", "test_rmse",
+               "coverage_50", "coverage_90", "noise", "seconds")
+REFERENCE_COLUMNS = ("log_evidence", "gap", "bound", "test_ll", "coverage_50", "coverage_90")
+
+
+def write_csv(rows: list[dict], reference: dict, folder: Path) -> None:
+    """``settings.csv`` (a row per setting, the ELBO at each mark a column) and ``reference.csv`` into ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    flat = [{**row, **{f"elbo_at_{mark}": value for mark, value in row["marks"].items()},
+             "rising": {None: "", True: "yes", False: "no"}[row["rising"]]} for row in rows]
+    pd.DataFrame(flat).reindex(columns=ROW_COLUMNS).to_csv(folder / "settings.csv", index=False)
+    bound = reference["log_evidence"] - reference["gap"]
+    pd.DataFrame([{**reference, "bound": bound}]).reindex(columns=REFERENCE_COLUMNS).to_csv(folder / "reference.csv",
+                                                                                         index=False)
+
+
+def tables_from_csv(settings: Path, reference: Path) -> str:
+    """The reference and the table of a run from the files of ``--csv-dir`` alone."""
+    rows = [{**row, "marks": {mark: row[f"elbo_at_{mark}"] for mark in MARKS if row[f"elbo_at_{mark}"] != ""},
+             "rising": {"": None, "yes": True, "no": False}[row["rising"]]} for row in read_rows(settings)]
+    (laplace,) = read_rows(reference)
+    return f"{reference_line(laplace)}\n\n{table(rows)}\n"
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.svi_defaults", description=__doc__.split("\n")[0])
     parser.add_argument("--settings", help=f"comma-separated subset of: {'; '.join(SETTINGS)}")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/svi_defaults.md"))
+    parser.add_argument("--out", type=Path, help="write the Markdown here (it is printed either way)")
+    parser.add_argument("--csv-dir", type=Path, help="write the rows and the reference here, as CSV")
     parser.add_argument("--traces", type=Path, help="also write every setting's ELBO of every step here (JSON)")
     args = parser.parse_args(argv)
     names = list(SETTINGS) if args.settings is None else [name.strip() for name in args.settings.split(",")]
@@ -163,7 +207,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
         print({key: value for key, value in rows[-1].items() if key != "elbo"}, flush=True)
     command = " ".join(["python -m benchmarks.svi_defaults", *(sys.argv[1:] if argv is None else argv)])
     text = markdown(rows, reference, command, os.getloadavg())
-    args.out.write_text(text)
+    if args.out is not None:
+        args.out.write_text(text)
+    if args.csv_dir is not None:
+        write_csv(rows, reference, args.csv_dir)
     if args.traces is not None:
         args.traces.write_text(json.dumps({row["name"]: row["elbo"] for row in rows}))
     print(text)

@@ -24,9 +24,10 @@ against the local-reparameterisation loop, AutoNormal against the reference).
 
 Usage::
 
-    python -m benchmarks.svi_speed [--steps 3000] [--repeats 3] [--context]
+    python -m benchmarks.svi_speed [--steps 3000] [--repeats 3] [--context] [--csv runs.csv]
 
-``--context`` adds rows for the meanfield guide without JIT, with and without local reparameterisation.
+``--context`` adds rows for the meanfield guide without JIT, with and without local reparameterisation. ``--csv``
+writes each run's times of every repeat, from which :func:`tables_from_csv` prints the table again.
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ import math
 import statistics
 import time
 import warnings
+from pathlib import Path
 
+import pandas as pd
 import torch
 import torch.nn.functional as F
 from bnn.datasets import load_toy1d
@@ -44,6 +47,8 @@ from bnn.inference import fit
 from bnn.inference.diagnostics.convergence import ConvergenceWarning
 from bnn.models import BayesianMLP, GaussianLikelihood, GaussianPrior
 from torch.distributions import Normal, kl_divergence
+
+from benchmarks.provenance import read_rows
 
 HIDDEN = 50
 NOISE = 0.1
@@ -162,6 +167,7 @@ def main(argv: list[str] | None = None) -> float:
     parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--context", action="store_true", help="also time the meanfield guide without JIT")
+    parser.add_argument("--csv", type=Path, help="write every run's times of every repeat here")
     args = parser.parse_args(argv)
     if args.steps < 2 or args.repeats < 1:
         parser.error("--steps must be at least 2 and --repeats at least 1")
@@ -204,23 +210,46 @@ def _run(args: argparse.Namespace) -> float:
             first, rest = run(repeat)
             first_s[name].append(first)
             step_ms[name].append(1000 * rest / (args.steps - 1))
-
-    def ratio(name: str, to: str) -> float:
-        return statistics.median(t / r for t, r in zip(step_ms[name], step_ms[to]))
-
-    print(f"toy1d 1-{HIDDEN}-1 tanh, full batch, {args.steps} steps, 1 particle, medians of {args.repeats}, 1 thread")
+    rows = [{"run": name, "reference": reference, "steps": args.steps, "ms_per_step": step_ms[name],
+             "first_step_s": first_s[name]} for name, (reference, _) in runs.items()]
+    if args.csv is not None:
+        joined = [{**row, **{key: ", ".join(map(str, row[key])) for key in ("ms_per_step", "first_step_s")}}
+                  for row in rows]
+        pd.DataFrame(joined).to_csv(args.csv, index=False)
+    print(table(rows))
     print()
-    print("| run | ms/step (median) | ms/step (each repeat) | first step s (median) | reference | ratio to its reference |")
-    print("|---|---|---|---|---|---|")
-    for name, (reference, _) in runs.items():
-        every = ", ".join(f"{t:.3f}" for t in step_ms[name])
-        print(f"| {name} | {statistics.median(step_ms[name]):.3f} | {every} | {statistics.median(first_s[name]):.3f} "
-              f"| {reference} | {ratio(name, reference):.2f} |")
-    print()
-    print(f"step_time_ratio_autonormal={ratio(AUTONORMAL, REFERENCE):.3f}")
-    print(f"step_time_ratio_default_guide={ratio(DEFAULT, LOCAL_REFERENCE):.3f}")
-    print(f"step_time_ratio={ratio(MEANFIELD, REFERENCE):.3f}")
-    return ratio(MEANFIELD, REFERENCE)
+    print(f"step_time_ratio_autonormal={ratio(rows, AUTONORMAL):.3f}")
+    print(f"step_time_ratio_default_guide={ratio(rows, DEFAULT):.3f}")
+    print(f"step_time_ratio={ratio(rows, MEANFIELD):.3f}")
+    return ratio(rows, MEANFIELD)
+
+
+def ratio(rows: list[dict], name: str) -> float:
+    """The median over the repeats of run ``name``'s step time over its reference's in the same repeat."""
+    by_name = {row["run"]: row for row in rows}
+    run = by_name[name]
+    return statistics.median(t / r for t, r in zip(run["ms_per_step"], by_name[run["reference"]]["ms_per_step"]))
+
+
+def table(rows: list[dict]) -> str:
+    """The Markdown table of ``rows`` (one per run: its reference, the steps, its ms per step and first-step seconds
+    in each repeat), under the line that says what was timed."""
+    repeats = len(rows[0]["ms_per_step"])
+    lines = [f"toy1d 1-{HIDDEN}-1 tanh, full batch, {rows[0]['steps']} steps, 1 particle, medians of {repeats}, 1 thread",
+             "", "| run | ms/step (median) | ms/step (each repeat) | first step s (median) | reference | "
+             "ratio to its reference |", "|---|---|---|---|---|---|"]
+    for row in rows:
+        every = ", ".join(f"{t:.3f}" for t in row["ms_per_step"])
+        lines.append(f"| {row['run']} | {statistics.median(row['ms_per_step']):.3f} | {every} | "
+                     f"{statistics.median(row['first_step_s']):.3f} | {row['reference']} | {ratio(rows, row['run']):.2f} |")
+    return "\n".join(lines)
+
+
+def tables_from_csv(path: Path) -> str:
+    """The table of a run from its ``--csv`` file alone (each time list comma-separated)."""
+    rows = [{**row, **{key: [float(t) for t in str(row[key]).split(",")] for key in ("ms_per_step", "first_step_s")}}
+            for row in read_rows(path)]
+    return table(rows) + "\n"
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ from bnn.datasets import load_uci
 from bnn.inference import fit
 from bnn.inference.evaluation.metrics import evaluate
 
-from benchmarks.provenance import printed_rows, run_header, write_results
+from benchmarks.provenance import header_line, printed_rows, run_header, write_results
 from bnn.experiments.uci.protocol import uci_model
 from bnn.runtime.workers import one_torch_thread
 
@@ -55,7 +55,7 @@ def markdown(results: dict) -> str:
     """One row per fit."""
     header = results["header"]
     lines = ["# SWAG's rate: fixed against set from the curvature", "", (__doc__ or "").split("Usage::")[0].strip(), "",
-             f"`{header['command']}` at commit {header['commit']}, {header['date']}, {header['machine']}.", "",
+             header_line(header), "",
              "| data set | split | rate rule | test RMSE | test LL | swag_lr | lambda_max at the MAP | seconds |",
              "|" + " --- |" * 8]
     for row in results["rows"]:

@@ -22,7 +22,9 @@ def test_run_with_short_fits(tmp_path):
                                                                                    ("ard", "medians", 0)]
     assert all(np.isfinite(row["final_elbo"]) and np.isfinite(row["test_ll"]) for row in saved["rows"])
     table = (out / "results.md").read_text()
-    for row in saved["rows"]:  # the summary counts the fits at or above the RMSE of predicting the mean
+    assert autonormal_init.tables_from_json(out / "results.json") in table  # the tables again, from the JSON alone
+    for row in saved["rows"]:  # the summary counts the fits at or above the RMSE of predicting the mean, and the rising
         ignores = int(row["test_rmse"] >= autonormal_init.IGNORES_INPUT_RMSE)
-        assert f"| ard | {row['start']} | 1 | {ignores} | {row['final_elbo']:.1f} |" in table
+        rising = int(row["converged"] is False)
+        assert f"| ard | {row['start']} | 1 | {ignores} | {rising} | {row['final_elbo']:.1f} |" in table
         assert f"| ard | {row['start']} | 0 | {row['final_elbo']:.1f} | {row['test_ll']:.3f} |" in table

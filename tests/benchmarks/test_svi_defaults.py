@@ -38,3 +38,15 @@ def test_the_table_has_one_row_per_setting_and_as_many_cells_as_columns():
     assert len(table) == 3 and table[2].startswith("| a setting |")
     assert len({line.count("|") for line in table}) == 1
     assert "about -1.0" in "\n".join(lines)
+
+
+def test_the_reference_and_the_table_come_back_from_the_csv_files(tmp_path):
+    rows = [{"name": "a setting", "seconds": 1.25, "steps": 2500, "final_elbo": -1.5, "marks": {1000: -2.25, 2500: -1.5},
+             "rising": None, "noise": 0.125, "test_ll": 0.5, "test_rmse": 0.1, "coverage_50": 0.5, "coverage_90": 0.9},
+            {"name": "another", "seconds": 2.0, "steps": 1000, "final_elbo": -3.0, "marks": {1000: -3.0},
+             "rising": True, "noise": 0.25, "test_ll": 0.25, "test_rmse": 0.2, "coverage_50": 0.4, "coverage_90": 0.8}]
+    reference = {"log_evidence": 62.654, "gap": 486.96, "test_ll": 0.5, "coverage_50": 0.5, "coverage_90": 0.9}
+    svi_defaults.write_csv(rows, reference, tmp_path)
+    made = svi_defaults.tables_from_csv(tmp_path / "settings.csv", tmp_path / "reference.csv")
+    printed = svi_defaults.markdown(rows, reference, "python -m benchmarks.svi_defaults", (1.0, 1.0, 1.0))
+    assert made in printed and "about -424.3" in made

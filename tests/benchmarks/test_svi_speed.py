@@ -11,9 +11,11 @@ from benchmarks import svi_speed
 pytestmark = pytest.mark.benchmarks
 
 
-def test_prints_a_table_and_ends_with_the_step_time_ratio(capsys):
-    ratio = svi_speed.main(["--steps", "30", "--repeats", "1"])
-    lines = capsys.readouterr().out.strip().splitlines()
+def test_prints_a_table_and_ends_with_the_step_time_ratio(capsys, tmp_path):
+    ratio = svi_speed.main(["--steps", "30", "--repeats", "1", "--csv", str(tmp_path / "runs.csv")])
+    printed = capsys.readouterr().out
+    lines = printed.strip().splitlines()
+    assert svi_speed.tables_from_csv(tmp_path / "runs.csv") in printed  # the table again, from the CSV alone
     assert re.fullmatch(r"step_time_ratio=\d+\.\d{3}", lines[-1])
     assert float(lines[-1].split("=")[1]) == round(ratio, 3) and ratio > 0
     assert any(line.startswith("| pytorch BBB loop") for line in lines)

@@ -20,9 +20,12 @@ def test_settings_become_the_environment():
     assert (environment["OMP_NUM_THREADS"], environment["MKL_NUM_THREADS"]) == ("1", "2")
 
 
-def test_prints_one_row_per_setting(capsys):
-    thread_contention.main(["--settings", "OMP_NUM_THREADS=2; ", "--repeats", "1", "--", *NOTHING])
-    rows = capsys.readouterr().out.splitlines()[2:]
+def test_prints_one_row_per_setting(capsys, tmp_path):
+    thread_contention.main(["--settings", "OMP_NUM_THREADS=2; ", "--repeats", "1", "--csv", str(tmp_path / "rows.csv"),
+                            "--", *NOTHING])
+    printed = capsys.readouterr().out
+    assert thread_contention.tables_from_csv(tmp_path / "rows.csv") == printed  # the table again, from the CSV alone
+    rows = printed.splitlines()[2:]
     assert [row.split(" | ")[0] for row in rows] == ["| OMP_NUM_THREADS=2", "| (library default)"]
     assert all(re.fullmatch(r"\| .* \| \d+\.\d \| \d+\.\d \| \d+\.\d\d \|", row) for row in rows), rows
 
