@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 RESULTS = Path(__file__).parent / "results"
-END = "<!-- end of tables -->"
+BEGIN, END = "<!-- tables:", "<!-- end of tables -->"
 
 
 class Part(NamedTuple):
@@ -75,6 +75,7 @@ SOURCES: dict[str, Source] = {
                    (*CELLS, "cnn/decrement.csv"), (*CELLS, "cnn/whitening.csv"), (*CELLS, "cnn/laplace_ten_classes.csv")),
     "continual": printed((*CELLS, "continual/scores.csv"), (*CELLS, "continual/variants.csv")),
     "demo": printed((*CELLS, "demo/main_job.csv"), (*CELLS, "demo/calibration.csv"), (*CELLS, "demo/wall_time.csv"),
+                    (*CELLS, "demo/memory.csv"),
                     ("benchmarks.provenance", "comparison_tables", "baselines/toy1d/comparison.csv"),
                     ("benchmarks.provenance", "comparison_tables", "baselines/yacht/comparison.csv")),
     "estimates": printed(("benchmarks.estimates", "tables_from_csv", "estimates/fits.csv"),
@@ -94,7 +95,8 @@ SOURCES: dict[str, Source] = {
     "nuts_defaults": printed(("benchmarks.nuts_defaults", "tables_from_csv", "nuts_defaults/ten_seeds.csv"),
                              (*CELLS, "nuts_defaults/summary.csv"),
                              ("benchmarks.main_job_checks", "tables_from_csv", "nuts_defaults/main_job_checks.csv"),
-                             (*CELLS, "nuts_defaults/earlier.csv"), (*CELLS, "nuts_defaults/yacht.csv")),
+                             (*CELLS, "nuts_defaults/earlier.csv"), (*CELLS, "nuts_defaults/yacht.csv"),
+                             (*CELLS, "nuts_defaults/boston.csv")),
     "nuts_speed": printed(("benchmarks.nuts_speed", "tables_from_csv", "nuts_speed/medians.csv"),
                           (*CELLS, "nuts_speed/others.csv")),
     "scorecard": printed(("benchmarks.scorecard", "tables_from_csv", "scorecard/scores.csv"),
@@ -123,7 +125,7 @@ def begin(name: str) -> str:
     """The line before a file's tables: where they come from and how to write them again."""
     paths = dict.fromkeys(path for part in SOURCES[name].parts for path in part.data)
     data = ", ".join(f"benchmarks/results/{path}" for path in paths)
-    return f"<!-- tables: made from {data} by python -m benchmarks.results_tables {name} --write -->"
+    return f"{BEGIN} made from {data} by python -m benchmarks.results_tables {name} --write -->"
 
 
 def tables(name: str) -> str:
@@ -159,10 +161,11 @@ def current(name: str, text: str) -> str:
 
 
 def _span(name: str, text: str) -> tuple[int, int]:
-    start = text.find(begin(name))
+    """Where the tables of ``text`` start (the marker line ``<!-- tables: ...``, whatever data it names) and end."""
+    start = text.find(BEGIN)
     end = text.find(END, start)
     if start < 0 or end < 0:
-        raise ValueError(f"benchmarks/results/{name}.md has no '{begin(name)}' ... '{END}' lines")
+        raise ValueError(f"benchmarks/results/{name}.md has no '{BEGIN} ... -->' ... '{END}' lines")
     return start, end + len(END)
 
 
