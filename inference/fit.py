@@ -13,21 +13,14 @@ from typing import Any
 import torch
 from bnn.datasets.dataset import Dataset
 from bnn.inference import ensemble, laplace, mc_dropout, nuts, point_estimate, sgmcmc, svi, swag
-from bnn.inference.core.method import Method
+from bnn.inference.core.method import METHODS, Method, register_method
 from bnn.inference.core.model_data import check_model, checked_data
 from bnn.inference.core.point_parameters import fit_point_parameters, needs_point_fit
 from bnn.inference.core.posterior import Posterior
 
-from bnn.registry import Registry
-
-METHODS: Registry = Registry("method")
-for _package in (svi, nuts, laplace, point_estimate, mc_dropout, ensemble):
-    METHODS.register(_package.METHOD.name, _package.METHOD)
-METHODS.register(sgmcmc.SGLD.name, sgmcmc.SGLD)
-METHODS.register(sgmcmc.SGHMC.name, sgmcmc.SGHMC)
-METHODS.register(sgmcmc.CSGLD.name, sgmcmc.CSGLD)
-METHODS.register(swag.SWAG.name, swag.SWAG)
-METHODS.register(swag.MULTISWAG.name, swag.MULTISWAG)
+for _method in (svi.METHOD, nuts.METHOD, laplace.METHOD, point_estimate.METHOD, mc_dropout.METHOD, ensemble.METHOD,
+                sgmcmc.SGLD, sgmcmc.SGHMC, sgmcmc.CSGLD, swag.SWAG, swag.MULTISWAG):
+    register_method(_method)
 
 
 def prepare_data(model, data) -> tuple[torch.Tensor, torch.Tensor]:
@@ -56,12 +49,8 @@ def fit(model, data, method: str = "svi", *, map_options: Mapping[str, Any] | No
     method : str
         A name in :data:`METHODS`.
     **options
-        The method's options, the fields of its option set: :class:`~bnn.inference.svi.SVIOptions`,
-        :class:`~bnn.inference.nuts.NUTSOptions`, :class:`~bnn.inference.laplace.LaplaceOptions`,
-        :class:`~bnn.inference.point_estimate.MapOptions`, :class:`~bnn.inference.mc_dropout.MCDropoutOptions`,
-        :class:`~bnn.inference.ensemble.EnsembleOptions`,
-        :class:`~bnn.inference.sgmcmc.SGLDOptions`, :class:`~bnn.inference.sgmcmc.SGHMCOptions` or
-        :class:`~bnn.inference.sgmcmc.CSGLDOptions`.
+        The method's options, the fields of its option set, ``METHODS.get(method).options`` (``bnn fit --help`` lists
+        them; :doc:`/methods` describes each).
     map_options : mapping, optional
         For a partly Bayesian network (:func:`~bnn.models.torch_module.from_module` with ``bayesian=``) whose point
         parameters are not set yet: the options of the MAP fit that sets them first
@@ -95,8 +84,7 @@ def fit(model, data, method: str = "svi", *, map_options: Mapping[str, Any] | No
                          f"{type(model).__name__} has none to fit; leave map_options out")
     if needs_point_fit(model):
         parsed = chosen.parse(options, model)  # every option and requirement checked before the MAP stage starts
-        if chosen.requires is not None:
-            chosen.requires.check(chosen.name, model)
+        chosen.check_model(model, point_values_set=False)
         point_options = {"seed": getattr(parsed, "seed", 0), "progress": getattr(parsed, "progress", True),
                          **(map_options or {})}
         METHODS.get("map").parse(point_options)

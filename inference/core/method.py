@@ -15,9 +15,11 @@ from bnn.inference.core.model_requirement import ModelRequirement
 from bnn.inference.core.model_snapshot import snapshot_model
 from bnn.inference.core.point_parameters import check_point_values_set, held_fixed
 from bnn.inference.core.posterior import Posterior
+from bnn.inference.core.record import FitRecord, register_record
 from bnn.inference.core.uci_protocol import UCIProtocol
 
 from bnn.options import Options
+from bnn.registry import Registry
 from bnn.runtime.memory import check_memory, network_needs
 from bnn.runtime.workers import fit_threads
 
@@ -35,6 +37,9 @@ class Method:
         each of its fields (:mod:`bnn.cli.arguments`).
     run : callable
         ``run(model, x, y, options) -> Posterior`` on validated training tensors.
+    record : type of FitRecord
+        What a fit records (:mod:`bnn.inference.core.record`); :func:`register_method` registers it under
+        :attr:`name`.
     requires : ModelRequirement, optional
         What it needs of the network beyond the model interface (``None``: any
         :class:`~bnn.models.network.BayesianNetwork`); checked before any work.
@@ -53,6 +58,8 @@ class Method:
         How ``bnn uci`` runs it.
     compare_options : mapping
         ``compare``'s own defaults for it, under any option the user gives.
+    point_estimate : bool
+        Its posterior is one point (the MAP network): the baseline the Bayesian fits are set against.
     model_defaults : callable, optional
         ``model_defaults(model) -> dict``: defaults that depend on the network, under any option the user gives (SVI's
         guide is ``autonormal`` for a network with hierarchical priors).
@@ -61,6 +68,7 @@ class Method:
     name: str
     options: type[Options]
     run: Callable[[Any, torch.Tensor, torch.Tensor, Options], Posterior]
+    record: type[FitRecord]
     requires: ModelRequirement | None = None
     refuses_hierarchical: HierarchicalRefusal | None = None
     cost: CostModel | None = None
@@ -69,6 +77,7 @@ class Method:
     uci: UCIProtocol = field(default_factory=UCIProtocol)
     compare_options: Mapping[str, Any] = field(default_factory=dict)
     model_defaults: Callable[[Any], dict[str, Any]] | None = None
+    point_estimate: bool = False
 
     def parse(self, options: Mapping[str, Any], model=None) -> Options:
         """The parsed option set (``ValueError`` for unknown or bad options); with ``model``, its
@@ -81,7 +90,7 @@ class Method:
         network it cannot fit (or, unless ``point_values_set`` is false, a partly Bayesian one whose point parameters
         are not fitted yet: :mod:`bnn.inference.core.point_parameters`)."""
         if self.requires is not None:
-            self.requires.check(self.name, model)
+            self.requires.check(self.name, model, [name for name in METHODS.names() if METHODS.get(name).requires is None])
         if self.refuses_hierarchical is not None:
             self.refuses_hierarchical.check(self.name, model)
         if point_values_set:
@@ -101,3 +110,16 @@ class Method:
             posterior = self.run(snapshot_model(model), x, y, parsed)
         posterior.record.held_at_map = held_fixed(model)
         return posterior
+
+
+METHODS: Registry[Method] = Registry("method")
+"""Every inference method by name: the one list. :mod:`bnn.inference.fit` registers each method package's
+``METHOD`` (or ``METHODS``); the command line, ``compare``, ``bnn uci``, the documentation's tables and the tests'
+per-method options are derived from it or checked against it."""
+
+
+def register_method(method: Method) -> None:
+    """Add ``method`` to :data:`METHODS` and its record class to the records under the method's name
+    (:func:`~bnn.inference.core.record.register_record`: the record's method name is the method's)."""
+    METHODS.register(method.name, method)
+    register_record(method.record, method.name)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 
@@ -16,19 +16,17 @@ class ModelRequirement:
         The property, for the refusal: ``"a network that says where its dropout goes (...)"``.
     holds : callable
         ``holds(model) -> bool``.
-    instead : str
-        Methods that fit any network, named in the refusal.
     """
 
     what: str
     holds: Callable[[object], bool]
-    instead: str = "svi, nuts, laplace, map, ensemble, sgld, sghmc, csgld, swag or multiswag"
 
-    def check(self, method: str, model) -> None:
-        """Raise ``ValueError`` naming the method, the network and the methods that work, unless the property holds."""
+    def check(self, method: str, model, instead: Sequence[str]) -> None:
+        """Raise ``ValueError`` naming the method, the network and the methods that work (``instead``: those that fit
+        any network), unless the property holds."""
         if not self.holds(model):
-            raise ValueError(f"method {method!r} needs {self.what}, which {type(model).__name__} is not; use "
-                             f"{self.instead}")
+            methods = ", ".join(instead[:-1]) + f" or {instead[-1]}" if len(instead) > 1 else "".join(instead)
+            raise ValueError(f"method {method!r} needs {self.what}, which {type(model).__name__} is not; use {methods}")
 
 
 DROPPED_INPUTS = ModelRequirement("a network that says where its dropout goes (model.dropped_inputs() is not None: "

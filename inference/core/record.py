@@ -98,12 +98,16 @@ class FitRecord:
                                           for name, value in data.items()}}
 
 
-def register_record(cls: type[FitRecord]) -> type[FitRecord]:
-    """Class decorator: register ``cls`` as the record of method ``cls.method``."""
-    if not cls.method:
-        raise ValueError(f"{cls.__name__} must set the class variable `method`")
-    RECORDS[cls.method] = cls
-    return cls
+def register_record(cls: type[FitRecord], method: str) -> None:
+    """Register ``cls`` as the record of ``method`` and give it that name (what its :meth:`FitRecord.to_json` writes
+    and :func:`read_record` finds it by); :class:`~bnn.inference.core.method.Method` calls it with its own name, so a
+    record's method name is never typed twice. ``ValueError`` for a record already registered under another name."""
+    named = cls.__dict__.get("method")  # its own name, not one inherited from the record it extends
+    if named and named != method:
+        raise ValueError(f"{cls.__name__} is the record of method {cls.method!r}, not of {method!r}: give each method its "
+                         "own record class")
+    cls.method = method
+    RECORDS[method] = cls
 
 
 JSON_TYPES = {int: "an integer", float: "a number", bool: "true or false", str: "a string", list: "a list", dict: "an object"}

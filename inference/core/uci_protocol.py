@@ -38,6 +38,9 @@ class UCIProtocol:
         N(0, 1) prior and learned noise, the options as they are.
     cores : callable
         ``cores(options) -> int``: the cores one cell keeps busy.
+    reproduces : str, optional
+        The published method whose protocol this one follows (a key of ``bnn.experiments.uci.published.REPRODUCED``):
+        the table sets its rows against that method's published numbers.
     """
 
     options: Mapping[str, Any] = field(default_factory=dict)
@@ -47,3 +50,4 @@ class UCIProtocol:
     model_settings: Callable[[Any, Mapping[str, Any]], tuple[dict[str, Any], dict[str, Any]]] | None = None
     # a factory, so that the class holds no function attribute that documentation tools would read as a method
     cores: Callable[[Mapping[str, Any]], int] = field(default_factory=lambda: one_core)
+    reproduces: str | None = None

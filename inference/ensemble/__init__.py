@@ -14,7 +14,7 @@ from bnn.inference.ensemble.options import EnsembleOptions
 from bnn.inference.ensemble.record import EnsembleRecord
 from bnn.inference.map_search.map_starts import MemberMethod
 
-METHOD = Method("ensemble", EnsembleOptions, run_ensemble, refuses_hierarchical=POINT_ESTIMATE, cost=COST)
+METHOD = Method("ensemble", EnsembleOptions, run_ensemble, EnsembleRecord, refuses_hierarchical=POINT_ESTIMATE, cost=COST)
 
 
 def fit_ensemble(model, x: torch.Tensor, y: torch.Tensor, **options: Any) -> Posterior:

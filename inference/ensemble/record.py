@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
-from bnn.inference.core.record import FitRecord, register_record
+from bnn.inference.core.record import FitRecord
 from bnn.inference.ensemble.options import EnsembleOptions
 from bnn.inference.map_search.advice import NOT_CONVERGED, RAISE_BUDGET
 
 
-@register_record
 @dataclass(kw_only=True)
 class EnsembleRecord(FitRecord):
     """The record of :func:`~bnn.inference.ensemble.fit_ensemble`.
@@ -36,7 +35,6 @@ class EnsembleRecord(FitRecord):
         The run was interrupted (Ctrl-C, SIGTERM) and holds fewer members than asked; ``incomplete_reason`` says what.
     """
 
-    method: ClassVar[str] = "ensemble"
     options: EnsembleOptions
     member_method: str
     member_seeds: list[int]

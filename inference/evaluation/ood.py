@@ -21,6 +21,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 import torch
+from bnn.inference.core.method import METHODS
 from bnn.inference.core.posterior import Posterior
 from bnn.inference.evaluation.shift_sets import ShiftSplit
 from sklearn.metrics import average_precision_score, roc_auc_score, roc_curve
@@ -74,13 +75,14 @@ def map_baseline_lines(table: pd.DataFrame, posteriors: Mapping[str, Posterior],
     """Whether each Bayesian fit's best uncertainty (the larger AUROC of its total and epistemic one) separates the
     shift set better than the MAP network's total uncertainty, when a MAP fit is among ``posteriors``."""
     total = UNCERTAINTIES[task][0]
-    baselines = [label for label, posterior in posteriors.items() if posterior.method == "map"]
+    baselines = [label for label, posterior in posteriors.items() if METHODS.get(posterior.method).point_estimate]
     if not baselines:
-        return ["No MAP fit in this comparison: add `map` to `--methods` to see what the Bayesian fits buy over it."]
+        points = " or ".join(f"`{name}`" for name in METHODS.names() if METHODS.get(name).point_estimate)
+        return [f"No MAP fit in this comparison: add {points} to `--methods` to see what the Bayesian fits buy over it."]
     reference = table.loc[(baselines[0], total), "auroc"]
     lines = []
     for label, posterior in posteriors.items():
-        if posterior.method == "map":
+        if METHODS.get(posterior.method).point_estimate:
             continue
         auroc = max(table.loc[(label, field), "auroc"] for field in UNCERTAINTIES[task])
         verdict = "beats" if auroc > reference else "does not beat"

@@ -18,7 +18,7 @@ from bnn.inference.laplace.precision import posterior_precision
 from bnn.inference.laplace.record import LaplaceRecord
 
 METHOD = Method(
-    "laplace", LaplaceOptions, run_laplace, cost=COST, refuses_hierarchical=PER_WEIGHT_SCALES,
+    "laplace", LaplaceOptions, run_laplace, LaplaceRecord, cost=COST, refuses_hierarchical=PER_WEIGHT_SCALES,
     uci=UCIProtocol(options={"tune_prior_precision": True},
                     selection="evidence: prior precision and noise scale by the Laplace marginal likelihood (the MAP "
                               "refitted at each)"),

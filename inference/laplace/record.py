@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
-from bnn.inference.core.record import register_record
 from bnn.inference.laplace.linearized import Linearization, is_linearizable
 from bnn.inference.laplace.options import LaplaceOptions
 from bnn.inference.map_search.advice import NO_MAXIMUM_FIX
 from bnn.inference.map_search.map_record import MapFitRecord
 
 
-@register_record
 @dataclass(kw_only=True)
 class LaplaceRecord(MapFitRecord):
     r"""The record of :func:`~bnn.inference.laplace.fit_laplace`.
@@ -64,7 +62,6 @@ class LaplaceRecord(MapFitRecord):
         Whether those rounds reached the fixed point.
     """
 
-    method: ClassVar[str] = "laplace"
     map_seconds: float
     options: LaplaceOptions
     num_weights_covered: int

@@ -24,10 +24,10 @@ from bnn.inference.mc_dropout.record import MCDropoutRecord
 from bnn.inference.mc_dropout.uci_protocol import PAPER_OPTIONS, SELECTION, paper_epochs, paper_grid, paper_model
 
 METHOD = Method(
-    "mc-dropout", MCDropoutOptions, run_mc_dropout, requires=DROPPED_INPUTS, cost=COST,
+    "mc-dropout", MCDropoutOptions, run_mc_dropout, MCDropoutRecord, requires=DROPPED_INPUTS, cost=COST,
     refuses_hierarchical=POINT_ESTIMATE, budget_floors={"steps": 500},
     uci=UCIProtocol(options=PAPER_OPTIONS, selection=SELECTION, validation=paper_grid, folder_options=paper_epochs,
-                    model_settings=paper_model),
+                    model_settings=paper_model, reproduces="MC dropout"),
 )
 
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
-from bnn.inference.core.record import FitRecord, register_record
+from bnn.inference.core.record import FitRecord
 from bnn.inference.mc_dropout.options import MCDropoutOptions
 
 
-@register_record
 @dataclass(kw_only=True)
 class MCDropoutRecord(FitRecord):
     """The record of :func:`~bnn.inference.mc_dropout.fit_mc_dropout`.
@@ -31,7 +30,6 @@ class MCDropoutRecord(FitRecord):
         Training was interrupted (Ctrl-C, SIGTERM) before its last step; ``incomplete_reason`` says when.
     """
 
-    method: ClassVar[str] = "mc-dropout"
     options: MCDropoutOptions
     batch_size: int
     steps_done: int

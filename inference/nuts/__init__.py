@@ -37,7 +37,7 @@ widen the pooled predictive where the modes disagree, which on yacht two chains 
 # compare keeps fit's defaults for NUTS, the maximum tree depth of 10 included: a lower depth made toy1d's predictive
 # under-dispersed (benchmarks/results/nuts_defaults.md)
 METHOD = Method(
-    "nuts", NUTSOptions, run_nuts, cost=COST, budget_floors={"num_warmup": 100, "num_samples": 100},
+    "nuts", NUTSOptions, run_nuts, NUTSRecord, cost=COST, budget_floors={"num_warmup": 100, "num_samples": 100},
     advice="raise --num-warmup and --num-samples (1000 each), run more chains (--num-chains 4), raise --target-accept "
            "(fewer divergences).",
     uci=UCIProtocol(options={"num_chains": UCI_CHAINS},

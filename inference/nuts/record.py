@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 from bnn.inference.core.chain_record import ChainRecord
-from bnn.inference.core.record import register_record
 from bnn.inference.nuts.options import NUTSOptions
 
 
-@register_record
 @dataclass(kw_only=True)
 class NUTSRecord(ChainRecord):
     """The record of :func:`~bnn.inference.nuts.fit_nuts`.
@@ -46,7 +44,6 @@ class NUTSRecord(ChainRecord):
         The run was interrupted (Ctrl-C, SIGTERM) and holds fewer draws than asked; ``incomplete_reason`` says what.
     """
 
-    method: ClassVar[str] = "nuts"
     options: NUTSOptions
     num_chains: int
     init: str

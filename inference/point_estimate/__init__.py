@@ -14,7 +14,8 @@ from bnn.inference.point_estimate.fit import run_map
 from bnn.inference.point_estimate.options import MapOptions, Objective
 from bnn.inference.point_estimate.record import MapRecord
 
-METHOD = Method("map", MapOptions, run_map, refuses_hierarchical=POINT_ESTIMATE, cost=COST)
+METHOD = Method("map", MapOptions, run_map, MapRecord, refuses_hierarchical=POINT_ESTIMATE, cost=COST,
+                point_estimate=True)
 
 
 def fit_map(model, x: torch.Tensor, y: torch.Tensor, **options: Any) -> Posterior:

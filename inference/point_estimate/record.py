@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
-from bnn.inference.core.record import register_record
 from bnn.inference.map_search.map_record import MapFitRecord
 from bnn.inference.point_estimate.options import MapOptions
 
 
-@register_record
 @dataclass(kw_only=True)
 class MapRecord(MapFitRecord):
     r"""The record of :func:`~bnn.inference.point_estimate.fit_map`.
@@ -27,7 +25,6 @@ class MapRecord(MapFitRecord):
         How the MAP fit ended (:class:`~bnn.inference.map_search.map_record.MapFitRecord`).
     """
 
-    method: ClassVar[str] = "map"
     options: MapOptions
     log_likelihood: float
     log_joint: float

@@ -25,12 +25,13 @@ from bnn.inference.sgmcmc.record import CSGLDRecord, SGHMCRecord, SGLDRecord
 
 FLOORS = {"num_warmup": 1000, "num_samples": 100}
 """The least burn-in and draws a time budget leaves an SG-MCMC run."""
-SGLD = Method("sgld", SGLDOptions, run_sgmcmc, refuses_hierarchical=FIXED_PRIOR_POTENTIAL, cost=COST, budget_floors=FLOORS,
-              advice="raise --num-warmup and --num-samples (or --thin), or tune --step-size.")
-SGHMC = Method("sghmc", SGHMCOptions, run_sgmcmc, refuses_hierarchical=FIXED_PRIOR_POTENTIAL, cost=COST, budget_floors=FLOORS,
+SGLD = Method("sgld", SGLDOptions, run_sgmcmc, SGLDRecord, refuses_hierarchical=FIXED_PRIOR_POTENTIAL, cost=COST,
+              budget_floors=FLOORS, advice="raise --num-warmup and --num-samples (or --thin), or tune --step-size.")
+SGHMC = Method("sghmc", SGHMCOptions, run_sgmcmc, SGHMCRecord, refuses_hierarchical=FIXED_PRIOR_POTENTIAL, cost=COST,
+               budget_floors=FLOORS,
                advice="raise --num-warmup and --num-samples (or --thin), or tune --step-size or --friction.")
 
-CSGLD = Method("csgld", CSGLDOptions, run_sgmcmc, refuses_hierarchical=FIXED_PRIOR_POTENTIAL, cost=COST,
+CSGLD = Method("csgld", CSGLDOptions, run_sgmcmc, CSGLDRecord, refuses_hierarchical=FIXED_PRIOR_POTENTIAL, cost=COST,
                budget_floors={"cycle_length": 500},
                advice="raise --num-cycles or --cycle-length, run more chains (--num-chains), or tune --step-size.")
 

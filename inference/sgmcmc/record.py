@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 from bnn.inference.core.chain_record import ChainRecord
-from bnn.inference.core.record import register_record
 from bnn.inference.sgmcmc.options import CSGLDOptions, SGHMCOptions, SGLDOptions, SGMCMCOptions
 
 
@@ -51,28 +50,22 @@ class SGMCMCRecord(ChainRecord):
         return {**super().metrics(), "step_size": max(self.step_sizes), "batch_size": self.batch_size}
 
 
-@register_record
 @dataclass(kw_only=True)
 class SGLDRecord(SGMCMCRecord):
     """The record of :func:`~bnn.inference.sgmcmc.fit_sgld`."""
 
-    method: ClassVar[str] = "sgld"
     options: SGLDOptions
 
 
-@register_record
 @dataclass(kw_only=True)
 class SGHMCRecord(SGMCMCRecord):
     """The record of :func:`~bnn.inference.sgmcmc.fit_sghmc`."""
 
-    method: ClassVar[str] = "sghmc"
     options: SGHMCOptions
 
 
-@register_record
 @dataclass(kw_only=True)
 class CSGLDRecord(SGMCMCRecord):
     """The record of :func:`~bnn.inference.sgmcmc.fit_csgld` (cSGLD or cSGHMC: ``options.dynamics``)."""
 
-    method: ClassVar[str] = "csgld"
     options: CSGLDOptions

@@ -20,7 +20,7 @@ from bnn.inference.svi.record import SVIRecord
 from bnn.inference.svi.schedules import LRSchedule
 
 METHOD = Method(
-    "svi", SVIOptions, run_svi, cost=COST, budget_floors={"steps": 1000},
+    "svi", SVIOptions, run_svi, SVIRecord, cost=COST, budget_floors={"steps": 1000},
     uci=UCIProtocol(selection="ELBO: weights and noise scale by the ELBO; prior N(0, 1) fixed"),
     # compare's budget: 15,000 JIT-compiled steps (pinned so that compare does not follow a change of fit's); with
     # fit's 10,000 the ELBO was still rising on 1 of 10 seeds of the main job, with 15,000 on none

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
-from bnn.inference.core.record import FitRecord, register_record
+from bnn.inference.core.record import FitRecord
 from bnn.inference.core.temperature import tempered_label
 from bnn.inference.svi.elbo_trend import ELBOTrend, elbo_trend
 from bnn.inference.svi.options import SVIOptions
 
 
-@register_record
 @dataclass(kw_only=True)
 class SVIRecord(FitRecord):
     r"""The record of :func:`~bnn.inference.svi.fit_svi`.
@@ -38,7 +37,6 @@ class SVIRecord(FitRecord):
         Why the fit stopped before its last step (a non-finite ELBO).
     """
 
-    method: ClassVar[str] = "svi"
     options: SVIOptions
     first_step_seconds: float
     steps: int

@@ -15,8 +15,8 @@ from bnn.inference.swag.options import MultiSWAGOptions, SWAGOptions
 from bnn.inference.swag.record import MultiSWAGRecord, SWAGRecord
 
 ADVICE = "raise --map-max-iter or --map-steps for the MAP starts."
-SWAG = Method("swag", SWAGOptions, run_swag, refuses_hierarchical=POINT_ESTIMATE, cost=COST, advice=ADVICE)
-MULTISWAG = Method("multiswag", MultiSWAGOptions, run_swag, refuses_hierarchical=POINT_ESTIMATE, cost=COST,
+SWAG = Method("swag", SWAGOptions, run_swag, SWAGRecord, refuses_hierarchical=POINT_ESTIMATE, cost=COST, advice=ADVICE)
+MULTISWAG = Method("multiswag", MultiSWAGOptions, run_swag, MultiSWAGRecord, refuses_hierarchical=POINT_ESTIMATE, cost=COST,
                    advice=ADVICE)
 
 

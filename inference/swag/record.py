@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
-from bnn.inference.core.record import FitRecord, register_record
+from bnn.inference.core.record import FitRecord
 from bnn.inference.map_search.advice import NOT_CONVERGED, RAISE_BUDGET
 from bnn.inference.swag.options import MultiSWAGOptions, SWAGOptions
 
 
-@register_record
 @dataclass(kw_only=True)
 class SWAGRecord(FitRecord):
     r"""The record of :func:`~bnn.inference.swag.fit_swag`.
@@ -37,7 +36,6 @@ class SWAGRecord(FitRecord):
         Per member, the :math:`\eta` its SGD ran at (``swag_lr``, or set from ``curvature``).
     """
 
-    method: ClassVar[str] = "swag"
     options: SWAGOptions
     map_converged: list[bool]
     map_grad_norms: list[float]
@@ -66,10 +64,8 @@ class SWAGRecord(FitRecord):
                 "map_grad_norm": max(self.map_grad_norms), "swag_lr": max(self.sgd_rates), "batch_size": self.batch_size}
 
 
-@register_record
 @dataclass(kw_only=True)
 class MultiSWAGRecord(SWAGRecord):
     """The record of :func:`~bnn.inference.swag.fit_multiswag`."""
 
-    method: ClassVar[str] = "multiswag"
     options: MultiSWAGOptions

@@ -14,7 +14,7 @@ from bnn.models.layers import conv, linear
 from torch import nn
 from torch.func import jacrev, vmap
 
-from tests.models.test_network import QUICK
+from tests.support.quick_options import QUICK, SECONDS, any_network_methods
 
 GENERATOR = torch.Generator().manual_seed(0)
 X = torch.randn(24, 12, generator=GENERATOR)
@@ -154,12 +154,11 @@ def test_per_row_jacobians_under_torch_func_match_autograd():
             torch.testing.assert_close(got[row], want)
 
 
-SECONDS = {"nuts", "laplace", "map", "ensemble", "swag", "multiswag"}
-"""The quick fits that take seconds: the long tier."""
-VARIANTS = [("svi", {"guide": "autonormal", "num_particles": 3}), ("svi", {"guide": "meanfield"}), ("nuts", {}),
-            ("laplace", {"structure": "full"}), ("laplace", {"structure": "diag"}), ("laplace", {"structure": "last-layer"}),
-            ("map", {}), ("ensemble", {}), ("sgld", {}), ("sghmc", {}),
-            ("csgld", {}), ("swag", {}), ("multiswag", {})]
+OWN_VARIANTS = [("svi", {"guide": "autonormal", "num_particles": 3}), ("svi", {"guide": "meanfield"}),
+                ("laplace", {"structure": "full"}), ("laplace", {"structure": "diag"}),
+                ("laplace", {"structure": "last-layer"})]
+VARIANTS = OWN_VARIANTS + [(method, {}) for method in any_network_methods()
+                           if method not in {name for name, _ in OWN_VARIANTS}]
 
 
 @pytest.mark.parametrize("method, options", [

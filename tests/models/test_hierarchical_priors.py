@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 from bnn.inference import METHODS, Posterior, fit
+from bnn.inference.core.hierarchical_refusal import FIXED_PRIOR_POTENTIAL, POINT_ESTIMATE
 from bnn.inference.diagnostics.convergence import ConvergenceWarning
 from bnn.inference.nuts.potential import FlatPotential, flat_potential_mismatch
 from bnn.models import ARDPrior, BayesianMLP, HorseshoePrior, LayerScalePrior, get_prior
@@ -115,13 +116,15 @@ def test_the_config_round_trips():
     assert rebuilt.latent_shapes == model.latent_shapes
 
 
-@pytest.mark.parametrize("method, reason", [
-    ("map", "a joint MAP over the weights and their latent scales collapses the scales to zero"),
-    ("ensemble", "collapses the scales to zero"),
-    ("mc-dropout", "collapses the scales to zero"), ("sgld", "fixed log prior"), ("sghmc", "fixed log prior"),
-    ("csgld", "fixed log prior"), ("swag", "collapses the scales to zero"), ("multiswag", "collapses the scales to zero"),
-])
-def test_methods_that_cannot_fit_latent_scales_refuse_before_any_work(method, reason, monkeypatch):
+FITS_LAYER_AND_ARD_SCALES = {"svi", "nuts", "laplace"}
+"""The methods that fit the latent scales of ``layer-scale`` and ``ard`` priors; every other method refuses them."""
+REASONS = {POINT_ESTIMATE: "collapses the scales to zero", FIXED_PRIOR_POTENTIAL: "fixed log prior"}
+"""What each kind of refusal says."""
+
+
+@pytest.mark.parametrize("method", [name for name in METHODS.names() if name not in FITS_LAYER_AND_ARD_SCALES])
+def test_methods_that_cannot_fit_latent_scales_refuse_before_any_work(method, monkeypatch):
+    reason = REASONS[METHODS.get(method).refuses_hierarchical]
     monkeypatch.setattr("bnn.inference.core.method.check_memory", lambda *args: pytest.fail("work started"))
     with pytest.raises(ValueError, match=rf"method '{method}' cannot fit the hierarchical prior\(s\) 'ard' \(layers.0\), "
                                          rf"'layer-scale' \(layers.1\) of BayesianMLP: .*{reason}.*; use svi with "

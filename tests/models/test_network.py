@@ -18,6 +18,7 @@ from bnn.models import ARCHITECTURES, BayesianMLP, BayesianNetwork, GaussianPrio
 from bnn.models.network import network_from_config
 
 from bnn.experiments.comparison.report import write_comparison
+from tests.support.quick_options import QUICK, SECONDS, any_network_methods
 
 
 @ARCHITECTURES.register("test-skip")
@@ -43,32 +44,14 @@ class SkipNet(BayesianNetwork):
 
 X = torch.linspace(-2, 2, 24).reshape(-1, 1)
 Y = (0.5 * X + torch.sin(2 * X)).reshape(-1) + 0.1 * torch.randn(24, generator=torch.Generator().manual_seed(0))
-QUICK = {
-    "svi": {"steps": 30, "num_samples": 20},
-    "nuts": {"num_warmup": 20, "num_samples": 10, "num_chains": 1, "init": "prior", "max_tree_depth": 4},
-    "laplace": {"map_steps": 50, "num_samples": 20},
-    "map": {"map_steps": 50},
-    "ensemble": {"num_members": 2, "map_steps": 50, "member_method": "sequential"},
-    "sgld": {"num_warmup": 50, "num_samples": 10, "num_chains": 1},
-    "sghmc": {"num_warmup": 50, "num_samples": 10, "num_chains": 1},
-    "csgld": {"num_cycles": 2, "cycle_length": 50, "thin": 5, "num_chains": 1},
-    "swag": {"map_steps": 50, "swag_epochs": 4, "rank": 2, "batch_size": 8, "num_samples": 5},
-    "multiswag": {"map_steps": 50, "swag_epochs": 4, "rank": 2, "batch_size": 8, "num_samples": 5, "num_members": 2,
-                  "member_method": "sequential"},
-}
-"""A few steps of every method that takes any network (enough to run each method's code on the network)."""
 
 
 def skip_net(**kwargs) -> SkipNet:
     return SkipNet(1, likelihood={"name": "gaussian", "scale": 0.1}, **kwargs)
 
 
-SECONDS = {"nuts", "laplace", "map", "ensemble", "swag", "multiswag"}
-"""The quick fits that take seconds (a MAP polish, NUTS's potential compiled): the long tier."""
-
-
 @pytest.mark.parametrize("method", [pytest.param(name, marks=pytest.mark.long) if name in SECONDS else name
-                                    for name in sorted(QUICK)])
+                                    for name in any_network_methods()])
 def test_every_method_that_takes_any_network_fits_one_written_here(method):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a few steps cannot converge; the checks of each method are tested elsewhere
@@ -82,22 +65,12 @@ def test_every_method_that_takes_any_network_fits_one_written_here(method):
     assert torch.isfinite(posterior.pointwise_log_likelihood(X, Y)).all()
 
 
-def test_every_registered_method_is_covered_by_the_quick_fits_or_refuses_the_network():
-    """A method added later must either fit a network written on the interface (add it to QUICK) or declare what it
-    needs (``Method.requires``); a refusal names exactly the methods that take any network."""
-    requiring = {name for name in METHODS.names() if METHODS.get(name).requires}
-    assert set(METHODS.names()) == set(QUICK) | requiring and not set(QUICK) & requiring
-    for name in requiring:
-        named = set(METHODS.get(name).requires.instead.replace(" or ", ", ").split(", "))
-        assert named == set(QUICK), name
-
-
 def test_mc_dropout_refuses_a_network_that_does_not_say_where_its_dropout_goes_before_any_work(monkeypatch):
     monkeypatch.setattr("bnn.inference.core.method.check_memory", lambda *args: pytest.fail("work started"))
     assert skip_net().dropped_inputs() is None  # the default of a network that is not a chain of dense layers
     with pytest.raises(ValueError, match=r"method 'mc-dropout' needs a network that says where its dropout goes "
                                          r"\(model.dropped_inputs\(\) is not None.* which SkipNet is not; "
-                                         r"use svi, nuts, laplace, map, ensemble, sgld, sghmc, csgld, swag or multiswag"):
+                                         r"use csgld, ensemble, laplace, map, multiswag, nuts, sghmc, sgld, svi or swag"):
         fit(skip_net(), (X, Y), "mc-dropout")
 
 

@@ -20,7 +20,8 @@ from bnn.models.network import network_from_config
 from torch import nn
 
 from tests.conftest import default_dtype
-from tests.models.test_network import QUICK, SECONDS, X, Y
+from tests.models.test_network import X, Y
+from tests.support.quick_options import QUICK, SECONDS, any_network_methods
 
 LIKELIHOOD = {"name": "gaussian", "scale": 0.1}
 
@@ -170,7 +171,7 @@ def test_last_layer_bayes_equals_laplace_over_the_last_layer_of_the_whole_networ
 
 @pytest.mark.parametrize("bayesian", ["all", "last-layer"])
 @pytest.mark.parametrize("method", [pytest.param(name, marks=pytest.mark.long) if name in SECONDS else name
-                                    for name in sorted(QUICK)])
+                                    for name in any_network_methods()])
 def test_every_method_fits_it_wholly_or_partly_bayesian(method, bayesian):
     model = from_module(tanh_net(), bayesian=bayesian, likelihood=LIKELIHOOD)
     map_options = None if bayesian == "all" else {"map_steps": 50, "map_max_iter": 5}
@@ -190,7 +191,7 @@ def test_mc_dropout_refuses_it_before_the_map_stage_even_with_dropout_layers(mod
     monkeypatch.setattr("bnn.inference.core.point_parameters.fit_point_parameters",
                         lambda *args: pytest.fail("work started"))
     with pytest.raises(ValueError, match=r"method 'mc-dropout' needs a network that says where its dropout goes .* "
-                                         r"which TorchModuleNetwork is not; use svi, nuts"):
+                                         r"which TorchModuleNetwork is not; use csgld, ensemble, laplace, map, multiswag, nuts"):
         fit(from_module(module, bayesian="last-layer"), (X, Y), "mc-dropout")
 
 

@@ -90,7 +90,7 @@ def test_an_ensemble_counts_the_members_fitted_at_once_and_every_members_weights
     assert sum(parallel.memory_needs(small_model()).values()) == parallel.workers() * one_fit + 3 * 11 * 8
 
 
-@pytest.mark.parametrize("method", ["map", "ensemble", "sgld", "sghmc", "csgld", "swag", "mc-dropout"])
+@pytest.mark.parametrize("method", METHODS.names())
 def test_a_million_input_columns_are_refused_before_any_work(method, monkeypatch):
     monkeypatch.setattr(memory, "machine_memory", lambda: (24 * 2**30, 20 * 2**30))  # this machine's
 

@@ -9,7 +9,7 @@ import psutil
 import pytest
 import torch
 from bnn.inference.core.method import Method
-from bnn.inference.point_estimate import MapOptions
+from bnn.inference.point_estimate import MapOptions, MapRecord
 from bnn.models import BayesianMLP
 
 from bnn.runtime.workers import THREAD_VARIABLES, available_cores, one_torch_thread
@@ -33,7 +33,7 @@ def threads_inside_a_fit() -> int:
         seen.append(torch.get_num_threads())
         return SimpleNamespace(record=SimpleNamespace())  # Method notes the held parameters in the record
 
-    probe = Method("probe", MapOptions, run)
+    probe = Method("probe", MapOptions, run, MapRecord)
     probe(BayesianMLP(1, hidden=[2]), torch.zeros(4, 1), torch.zeros(4))
     return seen[0]
 

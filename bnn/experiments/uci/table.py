@@ -19,7 +19,8 @@ from typing import Any
 import pandas as pd
 
 from bnn.experiments.uci.protocol import AGREEMENT_COLUMNS, CALIBRATION_COLUMNS, COLUMNS, CONFORMAL_COLUMNS
-from bnn.experiments.uci.published import MC_DROPOUT, MC_DROPOUT_GRID, PUBLISHED
+from bnn.experiments.uci.published import MC_DROPOUT, PUBLISHED, REPRODUCED
+from bnn.inference.core.method import METHODS
 from bnn.runtime.atomic import atomic_file
 
 RESULTS_FILE, TABLE_FILE = "results.csv", "table.md"
@@ -114,32 +115,36 @@ def agreement_table(table: pd.DataFrame) -> list[str]:
     return lines + [""]
 
 
-DROPOUT_COLUMNS = (MC_DROPOUT, MC_DROPOUT_GRID)
-"""The published MC dropout columns ours is measured against."""
-
-
-def dropout_reproduction(table: pd.DataFrame) -> list[str]:
-    r"""The markdown lines of our ``mc-dropout`` rows against MC dropout's published test log-likelihoods: per data
-    set, the difference of the means in standard errors of the difference,
-    :math:`(ar m - m_{	ext{pub}}) / \sqrt{	ext{s.e.}^2 + 	ext{s.e.}_{	ext{pub}}^2}`
-    (:meth:`~bnn.experiments.uci.published.PublishedMethod.standard_error`); none without such rows."""
-    ours = table[(table["method"] == "mc-dropout") & (table["n"] > 1)]
-    if ours.empty:
-        return []
-    lines = ["## MC dropout against its published test log-likelihood (difference in standard errors of the "
-             "difference; within one: |d| <= 1)", "",
-             "| data set | ours | " + " | ".join(f"{p.label} | d" for p in DROPOUT_COLUMNS) + " |",
-             "|---|---|" + "---|---|" * len(DROPOUT_COLUMNS)]
-    for row in ours.itertuples():
-        cells = []
-        for published in DROPOUT_COLUMNS:
-            if row.dataset not in published.results:
-                cells += ["", ""]
-                continue
-            mean, se = published.results[row.dataset][2], published.standard_error(row.dataset, 2)
-            cells += [f"{mean:.2f} ± {se:.3f}", f"{(row.test_ll - mean) / math.hypot(row.test_ll_se, se):+.1f}"]
-        lines.append(f"| {row.dataset} | {row.test_ll:.3f} ± {row.test_ll_se:.3f} ({row.n}) | " + " | ".join(cells) + " |")
-    return lines + [""]
+def reproductions(table: pd.DataFrame) -> list[str]:
+    r"""The markdown lines of each method that follows a published method's protocol
+    (:attr:`~bnn.inference.core.uci_protocol.UCIProtocol.reproduces`) against that method's published test
+    log-likelihoods (:data:`~bnn.experiments.uci.published.REPRODUCED`): per data set, the difference of the means in
+    standard errors of the difference, :math:`(\bar m - m_{\text{pub}}) / \sqrt{\text{s.e.}^2 +
+    \text{s.e.}_{\text{pub}}^2}` (:meth:`~bnn.experiments.uci.published.PublishedMethod.standard_error`); none without
+    such rows."""
+    lines = []
+    for method in table["method"].unique():
+        reproduced = METHODS.get(method).uci.reproduces if method in METHODS else None
+        ours = table[(table["method"] == method) & (table["n"] > 1)]
+        if reproduced is None or ours.empty:
+            continue
+        columns = REPRODUCED[reproduced]
+        lines += [f"## {reproduced} against its published test log-likelihood (difference in standard errors of the "
+                  "difference; within one: |d| <= 1)", "",
+                  "| data set | ours | " + " | ".join(f"{p.label} | d" for p in columns) + " |",
+                  "|---|---|" + "---|---|" * len(columns)]
+        for row in ours.itertuples():
+            cells = []
+            for published in columns:
+                if row.dataset not in published.results:
+                    cells += ["", ""]
+                    continue
+                mean, se = published.results[row.dataset][2], published.standard_error(row.dataset, 2)
+                cells += [f"{mean:.2f} ± {se:.3f}", f"{(row.test_ll - mean) / math.hypot(row.test_ll_se, se):+.1f}"]
+            lines.append(f"| {row.dataset} | {row.test_ll:.3f} ± {row.test_ll_se:.3f} ({row.n}) | " + " | ".join(cells)
+                         + " |")
+        lines.append("")
+    return lines
 
 
 def beats_dropout(table: pd.DataFrame) -> list[str]:
@@ -162,7 +167,7 @@ def markdown(results: pd.DataFrame, command: str | None = None) -> str:
         "repository's the standard error). **Bold**: ours beats every published number of the row.",
         ""]
     lines += metric_table(table, "rmse") + metric_table(table, "test_ll") + calibration_table(table) + conformal_table(table)
-    lines += agreement_table(table) + dropout_reproduction(table)
+    lines += agreement_table(table) + reproductions(table)
     lines += [f"Mean test log-likelihood above {MC_DROPOUT.label}'s published one:", ""] + beats_dropout(table) + [""]
     lines += ["## Methods", "", "| data set | method | hyper-parameters chosen by | splits finished | failed | converged |",
               "|---|---|---|---|---|---|"]
