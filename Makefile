@@ -15,7 +15,7 @@ TEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print(min(4, len(os.sched_getaf
 # docstring that is not valid reStructuredText fails `make test`; docs/api/ holds the generated API pages
 DOCS_OUT := build/docs
 
-.PHONY: demo test test-fast import-contracts docs lint
+.PHONY: demo test test-fast test-slow import-contracts docs lint
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, found " + sys.version'
@@ -42,6 +42,11 @@ test: import-contracts docs
 test-fast: import-contracts
 	$(PY) -m pytest -n $(TEST_WORKERS) -m "$(FAST_TIER) and not serial"
 	$(PY) -m pytest -m "$(FAST_TIER) and serial" || test $$? -eq 5  # 5: no serial test in the tier
+
+# the long statistical checks that make test leaves out (SBC at full size, long chains, full grids); each keeps a short
+# version in make test
+test-slow: $(VENV)/.installed
+	$(PY) -m pytest -n $(TEST_WORKERS) -m slow
 
 import-contracts: $(VENV)/.installed
 	rm -rf $(IMPORT_TREE) && mkdir -p $(IMPORT_TREE)/bnn

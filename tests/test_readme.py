@@ -11,7 +11,7 @@ from bnn.inference import Posterior
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
-MAX_LINES = 200  # measured tables and internals go to benchmarks/results/ and docs/
+MAX_LINES = 150  # measured tables and internals go to benchmarks/results/ and docs/
 
 
 def python_blocks(markdown: str) -> list[str]:
@@ -19,7 +19,7 @@ def python_blocks(markdown: str) -> list[str]:
 
 
 def test_the_readme_is_short():
-    assert len(README.splitlines()) < MAX_LINES
+    assert len(README.splitlines()) <= MAX_LINES
 
 
 def test_the_readme_opens_with_the_two_commands():
@@ -49,6 +49,14 @@ def test_the_readme_links_lead_to_files_of_the_repository():
     assert targets
     missing = [t for t in targets if not (ROOT / t.split("#")[0]).exists()]
     assert not missing
+
+
+def test_the_readmes_prose_holds_no_commit_date_or_wall_time():
+    """Measured numbers live in benchmarks/results/, which name their runs; the README links to them."""
+    prose = re.sub(r"^```.*?^```$", "", README, flags=re.S | re.M)
+    assert re.findall(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b", prose) == []  # commit hashes
+    assert re.findall(r"\b20\d\d-\d\d-\d\d\b", prose) == []  # dates
+    assert re.findall(r"\b\d+(?:\.\d+)? ?(?:s|min|minutes|seconds|h|hours)\b", prose) == []  # wall times
 
 
 def test_the_readme_points_at_nothing_outside_the_repository():
