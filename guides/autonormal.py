@@ -8,7 +8,8 @@ in the unconstrained space (so a positive noise scale gets a log-normal).
 symmetry of the hidden units, and every other latent (the scales of hierarchical priors, a learned noise) at its
 prior's median, as :meth:`bnn.guides.flat_normal.FlatNormalGuide.prior_start` does. A draw of a half-Cauchy scale can
 land decades from the bulk: an ARD relevance drawn near zero starts the first layer's weights near zero, and SVI can
-settle there, a network that ignores its input (measured: ``benchmarks/results/autonormal_init.md``).
+settle there, a network that ignores its input; the medians avoid it (chosen on the built-in data:
+``benchmarks/results/autonormal_init.md``).
 """
 
 from __future__ import annotations

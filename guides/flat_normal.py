@@ -14,8 +14,7 @@ drawn in one reparameterised sample :math:`z = m + \sigma \odot \varepsilon`,
 split into the model's sites, each a ``Delta`` at its value, masked (never scored: the
 flat site's log-density carries the whole guide term). One draw and one parameter
 tensor per step (rather than a distribution and two parameters per site) keeps the
-JIT-compiled ELBO graph and the optimiser's work small; ``benchmarks/svi_speed.py`` measures
-the step time, with its numbers in ``benchmarks/results/``.
+JIT-compiled ELBO graph and the optimiser's work small (``benchmarks/results/svi_speed.md``).
 
 Pyro's ELBO takes, per draw, :math:`\sum_\text{model sites}\log p - \sum_\text{guide sites}\log q`;
 here the guide's only non-zero term is the flat site's log-density :math:`\ell(z)`, a sum

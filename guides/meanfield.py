@@ -81,8 +81,8 @@ class MeanFieldGuide(FlatNormalGuide):
         :func:`~bnn.models.layers.conv` (the MLPs and the CNN), with the closed-form KL on every weight site (a
         Gaussian prior on every weight and ``kl="auto"`` or ``"closed-form"``) and no hierarchical prior (a weight is
         then a scale times a standardised weight, not Gaussian). With weight draws
-        (plain Bayes by Backprop) and one particle the gradient's noise kept SVI on toy1d far below the
-        ELBO it reaches with local reparameterisation (``benchmarks/results/svi_defaults.md``).
+        (plain Bayes by Backprop) and one particle the gradient's noise keeps SVI far below the ELBO it reaches
+        with local reparameterisation (chosen on toy1d: ``benchmarks/results/svi_defaults.md``).
 
     Raises
     ------

@@ -210,7 +210,7 @@ class BayesianNetwork(abc.ABC):
     def has_kinks(self) -> bool:
         """Whether the log joint has kinks in the weights (a ReLU unit or a max-pooling window switching at a training
         input), where a MAP polish stops whatever its budget: such a network's polish gets the smaller budget and its
-        cost the counts measured on such networks (:mod:`bnn.inference.map_search.map_cost`). By default a chain
+        cost the polish counts of such networks (:data:`~bnn.inference.map_search.map_cost.KINKED_POLISH`). By default a chain
         of dense layers (:meth:`dense_layers`) whose activation is in
         :data:`~bnn.models.activations.KINKED_ACTIVATIONS`; any other network is taken as smooth."""
         chain = self.dense_layers()

@@ -38,8 +38,8 @@ from bnn.inference.continual.learned import Learned
 from bnn.inference.continual.setup import REGRESSION_NOISE, ContinualSetup
 
 CLASSIFICATION_STD_INIT = 0.05
-"""BGD's first scale for a softmax likelihood, measured on split and permuted digits (the paper's 0.045-0.06 for
-MNIST networks)."""
+"""BGD's first scale for a softmax likelihood, within the paper's 0.045-0.06 for MNIST networks (chosen on split and
+permuted digits: ``benchmarks/results/continual.md``)."""
 
 
 def first_scale(setup: ContinualSetup) -> float:

@@ -22,8 +22,8 @@ depend on the scale of a gradient, so :math:`u` steps as :math:`\mu` would at ``
 The authors' code keeps its first prior (a scale mixture) on every task, with the KL down-weighted a thousandfold
 against the likelihood. With the full KL to the first prior :math:`\mathcal{N}(0, s^2)` instead of
 :math:`q_{t-1}`, the scales of the weights the data do not constrain grow toward :math:`s` and the method forgets
-more than fine-tuning does (measured in ``benchmarks/results/continual.md``), hence the previous posterior as the
-prior."""
+more than fine-tuning does, hence the previous posterior as the prior (chosen on split and permuted digits:
+``benchmarks/results/continual.md``)."""
 
 from __future__ import annotations
 

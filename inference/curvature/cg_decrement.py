@@ -26,18 +26,15 @@ squared of :math:`\max(\delta_k^2, \text{tolerance}^2)`, or, far from the mode, 
 most :data:`FAR_SHARE` squared of :math:`\delta_k^2`. Since :math:`\delta_k^2 = 2 g^\top s_k - s_k^\top \Lambda s_k`
 is the largest value of that quadratic on the Krylov space, :math:`\delta_k \le \delta` whatever :math:`k`, and it
 grows with :math:`k`: the verdict is then certain, and :math:`\delta` is known to a few per cent, enough to say how
-far the mode is (on an MNIST-1D CNN at a draw of its prior, about 140 products of 2 gradients' time each without this
-stop). Where only the verdict is asked (``verdict_only``: a polish deciding whether to go on), the iterations stop
-as soon as :math:`\delta_k` exceeds the tolerance. Where :math:`M` fits :math:`\Lambda` poorly that
-estimate falls short, so :math:`\delta` is read a little low: on an MNIST-1D MLP (below), asked at a tolerance near
-:math:`\delta`, 1.3659 against the dense precision's 1.3661, in 50 products with the Kronecker preconditioner (154
-with the diagonal one); at the MAP check's tolerance of 0.1, stopped once the verdict is certain, 1.3238 in 12.
+far the mode is, in far fewer products than iterating to convergence. Where only the verdict is asked
+(``verdict_only``: a polish deciding whether to go on), the iterations stop as soon as :math:`\delta_k` exceeds the
+tolerance. Where :math:`M` fits :math:`\Lambda` poorly that estimate falls short, so :math:`\delta` is read a little
+low (against the dense precision's on the built-in MNIST-1D MLP: ``benchmarks/results/cnn.md``).
 
 Neither of the cheaper estimates will do. The diagonal one, :math:`g^\top \operatorname{diag}(\Lambda)^{-1} g`,
-ignores the correlations between weights and on an MNIST-1D MLP (2,560 weights, 4,000 rows) at an unconverged MAP
-gave 0.57 where the dense :math:`\Lambda` gives 1.37; the Kronecker-factored one, :math:`g^\top M^{-1} g`, gave
-1.03. Both understate how far the mode is, and so would pass a MAP still off it
-(``benchmarks/results/cnn.md``).
+ignores the correlations between weights; the Kronecker-factored one is :math:`g^\top M^{-1} g`. Both understate how
+far the mode is, and so would pass a MAP still off it (as on the built-in MNIST-1D MLP:
+``benchmarks/results/cnn.md``).
 """
 
 from __future__ import annotations

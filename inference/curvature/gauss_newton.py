@@ -16,7 +16,7 @@ p(y, \theta \mid x)`, the Newton decrement
 
     \delta(\theta) = \sqrt{g^\top \Lambda^{-1} g}
 
-is the length of the Newton step measured in posterior standard deviations: to second order the mode lies
+is the length of the Newton step in posterior standard deviations: to second order the mode lies
 :math:`\delta` standard deviations away, and :math:`\mathrm{KL}\big(\mathcal{N}(\theta, \Lambda^{-1})\,\|\,
 \mathcal{N}(\theta_{MAP}, \Lambda^{-1})\big) = \delta^2 / 2`. It is the convergence test of the MAP fit: unlike a
 tolerance on gradient entries it does not depend on the number of data points nor on the units of the weights.

@@ -42,7 +42,7 @@ FULL_MATRICES_AT_PEAK = 5
 """D x D matrices the memory check charges a full or last-layer structure. Four are alive at once in
 :func:`bnn.inference.laplace.fit.covariance_factor`'s triangular solve: the precision (formed in place of the curvature),
 its flipped Cholesky factor, the identity and the covariance factor; the fifth covers the allocator's and LAPACK's
-slack (measured: the factorisation adds 3.2-4.1 D x D float64 to the precision's own at D = 3000-1000,
+slack (a test checks that the factorisation adds at most four to the precision's own:
 ``tests/inference/laplace/test_curvature.py``). Tuning the prior precision peaks lower: the curvature, its rescaled copy
 and ``eigvalsh``'s work copy."""
 GIB = 2**30

@@ -25,8 +25,9 @@ SEARCH_TOLERANCE = 1.0
 r"""The Newton decrement each refit of the evidence search stops at (unless ``tolerance`` is looser): within one
 posterior standard deviation of its mode, where the log joint is :math:`\delta^2/2 \le 1/2` nat below the mode's
 to second order. The search adds that back, so it compares evidences at the modes to within the third-order
-remainder (exact for a linear-Gaussian model; measured within about 1/2 nat on a 1-20-1 network); the MAP at the
-values chosen is then polished to ``tolerance``."""
+remainder (exact for a linear-Gaussian model; on a 1-20-1 network the noise chosen is a maximum of the evidence to
+within 1 nat, ``tests/inference/map_search/test_map_estimate.py``); the MAP at the values chosen is then polished to
+``tolerance``."""
 
 
 @dataclass(frozen=True)

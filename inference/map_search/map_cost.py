@@ -14,7 +14,7 @@ solve, or an L-BFGS iteration's line search) costs several to tens of Adam steps
 The **worst case** is :math:`A + L(1 + E_{\max})` with :math:`E_{\max}` the search's most evaluations. The
 **expected** figure is :math:`A + P_1 + (E - 1) P_r + P_f` with a search (:math:`E` = :data:`EXPECTED_EVALUATIONS`),
 :math:`A + \min(L, P_1 + P_f)` without, each term at most :math:`L`: the iterations of the first refit, of each later
-one and of the final polish (:class:`PolishCounts`), measured on smooth networks (:data:`SMOOTH_POLISH`) and on ReLU
+one and of the final polish (:class:`PolishCounts`), typical of smooth networks (:data:`SMOOTH_POLISH`) and of ReLU
 ones (:data:`KINKED_POLISH`), whose polish goes on with L-BFGS after a kink. A smooth network's refits grow with the
 training rows :math:`n`: they stop within one posterior standard deviation of the mode, which shrinks as
 :math:`1/\sqrt{n}`, so the way from Adam's end (the first) or from the neighbouring mode (the others), counted in those
@@ -60,8 +60,8 @@ points that bracket it, the golden sections that shrink a bracket of width :math
 @dataclass(frozen=True)
 class PolishCounts:
     """Typical polish iterations of a MAP fit, by polish: the evidence search's first refit (from Adam's end), each
-    later refit (from the nearest refit so far) and the final polish to the fit's tolerance; measured on ``rows``
-    training rows (``benchmarks/results/estimates.md``), or on a few sizes and not scaled (``rows`` ``None``)."""
+    later refit (from the nearest refit so far) and the final polish to the fit's tolerance; the counts at ``rows``
+    training rows, scaled to other sizes by :meth:`at`, or the same at every size (``rows`` ``None``)."""
 
     first: int
     refit: int
@@ -78,15 +78,13 @@ class PolishCounts:
 
 
 SMOOTH_POLISH = PolishCounts(first=43, refit=7, final=134, rows=100)
-r"""Smooth networks, at 100 training rows: the geometric means, over 19 Laplace fits of the tanh network (toy1d seeds
-0-4 on its 100 rows; splits 0-2 of Boston, concrete, energy and yacht and splits 0 and 3 of kin8nm, 277-7,373 rows),
-of each fit's counts divided by their growth :math:`\sqrt{n / 100}` (the first refit and each later one; the final
-polish as measured). Fitted freely, the exponents of :math:`n` came out 0.49, 0.31 and 0.01. The spread is wide:
-single fits took 0.5-4.7 times the total counted (yacht's splits the most)."""
+r"""Smooth networks, at 100 training rows: typical counts of a Laplace fit of the tanh network, the first refit's and
+each later one's divided by their growth :math:`\sqrt{n / 100}`, the final polish's as they are (counted on toy1d and
+five UCI sets: ``benchmarks/results/estimates.md``). A single fit may take several times the total, or a fraction."""
 KINKED_POLISH = PolishCounts(first=1000, refit=250, final=70)
-"""ReLU networks, whose Levenberg-Marquardt hands over to L-BFGS at a kink: the first refit of both fits measured
-(yacht and Boston, 277 and 455 rows) ran to the default budget of 1,000 iterations, the later ones took 246 and 279
-each, the final polish 51 and 88; 4,250 and 4,993 iterations in all. Not scaled: two sizes say nothing of a trend."""
+"""ReLU networks, whose Levenberg-Marquardt hands over to L-BFGS at a kink: the first refit runs to the default budget
+of 1,000 iterations, each later one takes about 250 and the final polish about 70 (counted on UCI yacht's and Boston's
+ReLU fits). Not scaled with the rows: counts on two sizes say nothing of a trend."""
 TIMED_ADAM_STEPS = 20
 TIMED_POLISH_ITERATIONS = 3
 TIMED_RUNS = 5

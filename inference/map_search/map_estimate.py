@@ -27,8 +27,7 @@ posterior standard deviations from the mode (:mod:`bnn.inference.curvature.gauss
 
 **The noise.** A Gaussian likelihood's learned noise :math:`\sigma` cannot be fitted with the weights: the log
 joint grows without bound as :math:`\sigma \to 0` wherever the network can interpolate its training data
-(measured: on Boston housing, 455 rows and 751 weights, the maximum-likelihood noise fell to 0.014 standardised
-units at the mode and kept falling). So :math:`\sigma` is held while the weights are fitted, and chosen by the
+(``benchmarks/results/laplace_uci.md``). So :math:`\sigma` is held while the weights are fitted, and chosen by the
 Laplace evidence :math:`p(y \mid x, \sigma, \alpha)` (:mod:`bnn.inference.curvature.evidence`), a bounded objective that
 charges the weights the fit uses: the weights and noise are :math:`\theta_{MAP}` and :math:`\sigma` at the
 maximum over :math:`\lambda = \alpha\sigma^2` of the evidence, the MAP refitted at each :math:`\lambda`

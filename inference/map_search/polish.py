@@ -13,8 +13,8 @@ of the budget; where L-BFGS ends itself (its line search failed, as at a kink), 
 
 with :math:`M` the Kronecker-factored precision at :math:`\theta_0`, so that the log joint's curvature in :math:`u`
 is about the identity and L-BFGS's unit first step and short memory suit it (the preconditioning of Nocedal and
-Wright 2006, ch. 7, by a change of variables). On an MNIST-1D MLP (2,560 weights, 4,000 rows) the MAP reached a
-decrement of 0.1 after 1,650 iterations where plain L-BFGS took 8,200 (``benchmarks/results/cnn.md``).
+Wright 2006, ch. 7, by a change of variables). It reaches the tolerance in several times fewer iterations than plain
+L-BFGS on the built-in MNIST-1D MLP (``benchmarks/results/cnn.md``).
 """
 
 from __future__ import annotations
@@ -43,10 +43,9 @@ LBFGS_TOLERANCE_CHANGE = 1e-14
 LEVENBERG_MARQUARDT_MAX_ITER, LBFGS_MAX_ITER, KINKED_LBFGS_MAX_ITER = 1000, 10000, 1000
 """A polish's iterations at most when the fit sets none: Levenberg-Marquardt steps (a dense Gauss-Newton solve each;
 where it stops short L-BFGS takes the rest), or L-BFGS iterations where the polish is L-BFGS from the start (a
-gradient and a little more each; thousands where the dense precision is unaffordable, and about twice the most a
-built-in data set's fit was measured to need), fewer for a network with kinks
-(:meth:`~bnn.models.network.BayesianNetwork.has_kinks`), whose polish stops at a kink whatever its budget (the digits
-ReLU CNN's still short of the tolerance after 6,000 iterations): ``benchmarks/results/cnn.md``."""
+gradient and a little more each; thousands where the dense precision is unaffordable, about twice the most a
+built-in data set's fit needs), fewer for a network with kinks (:meth:`~bnn.models.network.BayesianNetwork.has_kinks`),
+whose polish stops at a kink whatever its budget (chosen on the built-in data: ``benchmarks/results/cnn.md``)."""
 
 
 class MapProblem:

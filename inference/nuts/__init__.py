@@ -31,11 +31,11 @@ UCI_CHAINS = 4
 nuts.num_chains`` wins). On the UCI sets the chains settle in different modes; pooled, they are the many-start practice
 of Izmailov et al. (2021), and the cell records how far they agree at each test input
 (:mod:`bnn.inference.diagnostics.point_agreement`). Four, as Stan and ArviZ run by default; more chains than two
-widen the pooled predictive where the modes disagree, which on yacht two chains left far too narrow
+widen the pooled predictive where the modes disagree, which two chains leave far too narrow on yacht
 (``benchmarks/results/uci.md``). With fewer cores than chains, the chains queue."""
 
-# compare keeps fit's defaults for NUTS, the maximum tree depth of 10 included: a lower depth made toy1d's predictive
-# under-dispersed (benchmarks/results/nuts_defaults.md)
+# compare keeps fit's defaults for NUTS, the maximum tree depth of 10 included: a shallower tree diverges on toy1d
+# (benchmarks/results/nuts_defaults.md)
 METHOD = Method(
     "nuts", NUTSOptions, run_nuts, NUTSRecord, cost=COST, budget_floors={"num_warmup": 100, "num_samples": 100},
     advice="raise --num-warmup and --num-samples (1000 each), run more chains (--num-chains 4), raise --target-accept "

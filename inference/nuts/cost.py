@@ -1,8 +1,8 @@
 r"""What a NUTS run costs: :math:`C (W + S)(2^d - 1)` gradients of the sampler's potential on the full data, the
 worst case where every draw's tree reaches the maximum depth :math:`d` (a BNN's posterior often gets there:
 toy1d's does), for ``C`` chains of ``W`` warm-up and ``S`` kept draws; chains in parallel processes divide the wall
-time by :math:`\min(C, \text{free cores})`. The sampler's own work between gradients is not counted (on toy1d it
-about doubles the time per gradient)."""
+time by :math:`\min(C, \text{free cores})`. The sampler's own work between gradients is not counted (on a network as
+small as toy1d's it is of the order of the gradients' own time)."""
 
 from __future__ import annotations
 

@@ -61,10 +61,9 @@ Cost: a draw takes up to :math:`2^{\text{max\_tree\_depth}} - 1` leapfrog steps,
 toy BNN (``python -m bnn fit --method nuts --dataset toy1d``), whose draws reach the default depth of
 10, the defaults (300 warmup + 700 draws per chain) cost up to about :math:`10^6` gradients
 per chain, plus each chain's MAP fit (``init="map"``). The nutpie engine on the flat potential's
-NumPy gradient is the fastest per gradient; on Pyro's generic potential it pays an eager run of the
-Pyro program per gradient, and the Pyro engine adds Python bookkeeping to every leapfrog step.
-``benchmarks/results/nuts_speed.md`` holds the
-measured rates; small models take a small fraction of those gradients.
+NumPy gradient is the fastest per gradient (``benchmarks/results/nuts_speed.md``); on Pyro's generic potential it
+pays an eager run of the Pyro program per gradient, and the Pyro engine adds Python bookkeeping to every leapfrog
+step. Small models take a small fraction of those gradients.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@ r"""The stiffest curvature of the log posterior at a point: what bounds a stable
 A gradient step :math:`z \leftarrow z + h\,\nabla\log\pi(z)` on a posterior whose negative log density has Hessian
 :math:`H` near :math:`z` multiplies the deviation along each eigenvector of :math:`H` by :math:`1 - h\lambda`: it is
 stable only for :math:`h\lambda_{max} < 2` (SGLD's :math:`\epsilon/2` step: :math:`\epsilon\lambda_{max} < 4`). On a
-BNN :math:`\lambda_{max}` grows with the data size :math:`N` and with the noise precision :math:`1/\sigma^2`, so a step
-size measured on one data set overflows on a larger or less noisy one; a step set as a share of
+BNN :math:`\lambda_{max}` grows with the data size :math:`N` and with the noise precision :math:`1/\sigma^2`, so a fixed step
+size that suits one data set overflows on a larger or less noisy one; a step set as a share of
 :math:`1/\lambda_{max}` carries from one to the other.
 
 :math:`\lambda_{max}` is found by power iteration on Hessian-vector products of the full-data log joint (two

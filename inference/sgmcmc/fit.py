@@ -17,7 +17,7 @@ chain's first step size is :math:`\epsilon_0 = s / \lambda_{max}`, :math:`s` = `
 :math:`\lambda_{max}` the stiffest curvature of the negative log joint at its start (:mod:`bnn.inference.sgmcmc.curvature`;
 measured again where each later cycle of a cyclical chain restarts): the stiffest direction bounds a stable step
 (:mod:`bnn.inference.sgmcmc.kernels`), and it grows with the data size and the noise precision, so a fixed step
-measured on one data set overflows on another. Each chain then follows its plan
+that suits one data set overflows on another. Each chain then follows its plan
 (:mod:`bnn.inference.sgmcmc.step_plans`): SGLD and SGHMC run ``num_warmup`` burn-in steps (discarded; pSGLD adapts
 its preconditioner there) and then ``num_samples * thin`` steps, keeping every ``thin``-th position; the cyclical
 samplers run ``num_cycles`` cycles of ``cycle_length`` steps, each exploring without noise at large steps, then

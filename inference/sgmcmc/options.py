@@ -3,38 +3,28 @@ r"""The options of the SG-MCMC samplers (SGLD, pSGLD, SGHMC, cSGLD, cSGHMC), val
 The step that suits a posterior is set by its curvature: a gradient step is stable along the stiffest direction of
 the negative log joint's Hessian only for :math:`\epsilon\lambda_{max} < 4` (SGLD; :math:`\eta\lambda_{max} <
 2(2 - \alpha)` for SGHMC, :mod:`bnn.inference.sgmcmc.kernels`), and :math:`\lambda_{max}` grows with the data size
-and the noise precision: about :math:`10^5` on toy1d (100 rows), :math:`4 \times 10^7` on UCI yacht (277 nearly
-noiseless rows). A fixed step measured on one set overflows on another (the fixed defaults of before, SGLD
-:math:`10^{-5}`, SGHMC :math:`3 \times 10^{-6}`, cSGLD :math:`3 \times 10^{-5}`, overflowed in SGHMC's kin8nm cells and
-in cSGLD's yacht cell, and ran too hot on the small UCI sets). So by default each chain starts at its own MAP
+and the noise precision, by orders of magnitude from toy1d (100 rows) to UCI yacht (277 nearly noiseless rows). A
+fixed step that suits one set overflows on another, or runs too hot. So by default each chain starts at its own MAP
 (``init="map"``, a learned noise at the MAP network's RMS residual) and takes :math:`\epsilon_0 = s/\lambda_{max}`
 there (``step_share`` :math:`s`; a cyclical chain measures again where each cycle restarts); the variance along
 the stiffest eigenvector of a Gaussian posterior is then :math:`(1 - s/4)^{-1}` of the posterior's for SGLD and
 :math:`(1 - s/(2(2 - \alpha)))^{-1}` for SGHMC (4/3 and 1.07 at the defaults), less along the others.
 
-Defaults, measured on toy1d (1-50-1 tanh, N(0, 1) prior, learned noise, N = 100, full batches, 2 chains, seeds 0
-and 1; ``python -m benchmarks.sgmcmc_steps``, ``benchmarks/results/sgmcmc_steps``) against NUTS there (test RMSE 0.129,
-log-likelihood 0.569, 50%/90% coverage 0.36/0.85):
+Defaults, chosen on toy1d against NUTS there (``benchmarks/results/sgmcmc_steps/results.md``; other shares and pSGLD
+in the files beside it):
 
-* SGLD, :math:`s = 1`, 2,000 burn-in steps from the MAP, 1,000 draws thinned by 10: test RMSE 0.132 and 0.132,
-  log-likelihood 0.535 and 0.513, coverage 0.35/0.84 and 0.34/0.83. :math:`s = 0.5` gave 0.522 and 0.501,
-  :math:`s = 2` 0.587 and 0.553 with coverage 0.40/0.90 and 0.36/0.85.
-* SGHMC, :math:`s = 0.25`, friction 0.05, the same plan: RMSE 0.130 and 0.129, log-likelihood 0.564 and 0.571,
-  coverage 0.37/0.85 and 0.38/0.86, NUTS's numbers.
-* cSGLD, :math:`s = 2`, 4 cycles of 5,000 steps, the first 80% of each exploring, 400 draws per chain: RMSE 0.130,
-  log-likelihood 0.515 and 0.506, coverage 0.35/0.82 and 0.36/0.83; :math:`s = 3` the same (0.517, 0.509).
-  From a MAP a cycle's exploration stays in its mode, and the sampling part's shrinking steps barely move: narrower
-  than NUTS. (From prior draws at :math:`3 \times 10^{-5}` it had been wider: 0.587-0.606, coverage 0.44-0.51/0.95-0.98.)
+* SGLD, :math:`s = 1`, 2,000 burn-in steps from the MAP, 1,000 draws thinned by 10.
+* SGHMC, :math:`s = 0.25`, friction 0.05, the same plan: NUTS's test log-likelihood there.
+* cSGLD, :math:`s = 2`, 4 cycles of 5,000 steps, the first 80% of each exploring, 400 draws per chain. From a MAP a
+  cycle's exploration stays in its mode, and the sampling part's shrinking steps barely move: narrower than NUTS.
 * pSGLD (``precondition="rmsprop"``) keeps its fixed :math:`10^{-5}`: its gain :math:`G \approx N/\sqrt{\text{curvature}}`
-  scales the step itself; from the MAP: RMSE 0.131, log-likelihood 0.613 and 0.591, coverage 0.44/0.91 and
-  0.41/0.90, wider than NUTS.
+  scales the step itself.
 
 The chains do not mix between the modes their MAP fits found: their predictive R-hat stays above 1.01 on toy1d (the
 chains disagree in the gap between the clusters), and the convergence warning says so. On UCI split 0 (``bnn uci``,
 the papers' 50 ReLU units) see ``benchmarks/results/uci.md``.
 
-SGHMC's velocity carries an overshoot on for about :math:`1/\alpha` steps: from prior draws at the old fixed step,
-friction 0.05 overflowed in the burn-in on 11 of kin8nm's 20 splits.
+SGHMC's velocity carries an overshoot on for about :math:`1/\alpha` steps.
 """
 
 from __future__ import annotations
@@ -56,7 +46,8 @@ STABLE_SHARE = 4.0
 r"""SGLD's step :math:`\epsilon` is stable along an eigenvalue :math:`\lambda` of the negative log joint's Hessian only
 for :math:`\epsilon\lambda < 4` (:mod:`bnn.inference.sgmcmc.kernels`); SGHMC's for :math:`\eta\lambda < 2(2 - \alpha)`."""
 PSGLD_STEP_SIZE = 1e-5
-"""pSGLD's step when none is given: its gain scales the step to the curvature itself (measured on toy1d)."""
+"""pSGLD's step when none is given: its gain scales the step to the curvature itself (chosen on toy1d:
+``benchmarks/results/sgmcmc_steps/psgld/results.md``)."""
 
 
 class ChainStart(str, Enum):
@@ -102,8 +93,8 @@ class SGMCMCOptions(MapFitOptions):
         :math:`\epsilon_0`, the first step size (SGLD's :math:`\epsilon`, SGHMC's learning rate :math:`\eta`), the same
         for every chain. ``None`` (the default) sets each chain's from the curvature at its MAP start,
         :math:`\epsilon_0 = s / \lambda_{max}` with :math:`\lambda_{max}` the largest eigenvalue of the Hessian of the
-        negative log joint there (:mod:`bnn.inference.sgmcmc.curvature`) and :math:`s` = ``step_share``: a step
-        measured on one data set overflows on a larger or less noisy one, whose curvature is larger; a share of
+        negative log joint there (:mod:`bnn.inference.sgmcmc.curvature`) and :math:`s` = ``step_share``: a fixed
+        step that suits one data set overflows on a larger or less noisy one, whose curvature is larger; a share of
         :math:`1/\lambda_{max}` carries over. pSGLD's gain scales its step itself: its default is
         :data:`PSGLD_STEP_SIZE`.
     step_share : float

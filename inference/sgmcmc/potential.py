@@ -96,10 +96,10 @@ class MinibatchLogJoint:
         values given the weights (:meth:`~bnn.models.likelihoods.Likelihood.most_likely_latents`; kept where it has no
         closed form).
 
-        A MAP start's learned noise is the evidence's choice, larger than the MAP network's residuals. Started there,
-        SGHMC overflowed on Boston split 0 at step 18; at the RMS residual the curvature measured at the start (of order
-        :math:`N\lVert h\rVert^2/\sigma^2`) was about 30 times larger, the step that much smaller, and it ran: the
-        likely cause is the noise falling from the evidence's value within the first steps."""
+        A MAP start's learned noise is the evidence's choice, larger than the MAP network's residuals, and it falls
+        from there within the first steps: the step set from the curvature at such a start (of order
+        :math:`N\lVert h\rVert^2/\sigma^2`) is too large where the chain goes, and can overflow. At the RMS residual
+        the curvature is larger and the step smaller."""
         values = {name: value.to(self.x.dtype) for name, value in values.items()}
         if self.latent_priors:
             with torch.no_grad():

@@ -7,12 +7,12 @@ steps that hold a tenth of the run's total rate :math:`\tau_T` and at least :dat
 the earlier window :math:`a` the fewest steps before it that do the same. Under a constant rate these
 are the last two tenths of the steps; under the default cosine decay they reach back to about 60% and
 49% of the run, since a decayed rate flattens the end of *any* run, however far from its optimum (cut
-by steps, a fit stopped after 300 or 1,000 of its planned steps passed the check).
+by steps, a check would pass fits stopped after a small share of their planned steps:
+``benchmarks/results/grid_verdicts.md``).
 
 With :math:`\bar{\mathcal{L}}` a window's mean estimate and :math:`s^2` the variance of its estimates
 about their least-squares line (the step-to-step noise of one estimate: the residuals are uncorrelated
-from one step to the next, being fresh Monte Carlo draws; lag 1-100 correlations within 0.031 on a UCI
-fit), the gain and its standard
+from one step to the next, being fresh Monte Carlo draws), the gain and its standard
 error are
 
 .. math::
@@ -27,8 +27,8 @@ factor. Under a constant rate a converged fit's ELBO is stationary, and any sign
 Under a decaying rate a converged fit still gains as the smaller steps let its iterates settle closer
 to the optimum: drift within the gradient noise, not a climb. That allowance is the noise of one
 estimate, scaled by the share by which the rate fell between the windows (0.71 under the default
-cosine decay); on the built-in ``toy1d`` fitted at the defaults, ten seeds, the settling gain was
-0.22-0.39 of the noise (``benchmarks/results/grid_verdicts.md``). A run shorter than
+cosine decay); the settling gain of fits at the defaults on the built-in ``toy1d`` stays within it
+(``benchmarks/results/grid_verdicts.md``). A run shorter than
 :math:`2` :data:`MIN_WINDOW` steps is not judged.
 """
 

@@ -51,8 +51,8 @@ class SVIOptions(Options):
         Minibatch size (default: the full data).
     lr, lr_schedule, final_lr_fraction
         Adam's base rate and its :class:`~bnn.inference.svi.schedules.LRSchedule` (default 0.01, cosine down to
-        1% of it). The defaults (guide, steps, schedule) are those that reached the highest ELBO on toy1d within
-        10,000 steps: ``benchmarks/results/svi_defaults.md``, made by ``python -m benchmarks.svi_defaults``.
+        1% of it). The defaults (guide, steps, schedule) reach the highest ELBO within 10,000 steps (chosen on
+        toy1d: ``benchmarks/results/svi_defaults.md``).
     num_particles : int
         Draws per ELBO estimate, vectorised.
     jit : bool

@@ -17,7 +17,7 @@ posterior of :data:`FEW_DRAWS` and of more prior draws (:data:`MORE_DRAWS`, :dat
 most :data:`PROBE_ROWS` training rows and the same share of the test rows, their times scaled up by the rows), each
 timed :data:`PROBE_REPEATS` times in turn with the other and its shortest time kept: the first gives
 :math:`a + n(\alpha + \beta S_1)`, their difference :math:`n\beta`. :data:`FIGURES_FIXED` and :data:`FIGURES_PER_FIT`
-count the figures in units of :math:`u`, measured (``benchmarks/results/estimates.md``).
+count the figures in units of :math:`u` (set on the main job's report: ``benchmarks/results/estimates.md``).
 Not counted: the out-of-distribution scores (``--ood``) and the conformal sets (``--conformal``).
 """
 
@@ -65,8 +65,8 @@ FIGURE_REPEATS = 9
 
 FIGURES_FIXED, FIGURES_PER_FIT = 9, 16
 """The report's figures in units of one small figure: the predictive, calibration, selective-prediction, forest and
-marginal plots (their panels grow with the fits), and a trace plot per fit; from the figure stages of the main job's
-report timed with the unit in the same run: a median 24 units with one fit, 60 with three."""
+marginal plots (their panels grow with the fits), and a trace plot per fit; fitted to the figure stages of the main
+job's report with one fit and with three, timed in units of the same run."""
 
 
 @dataclass(frozen=True)

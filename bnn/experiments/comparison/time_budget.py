@@ -10,8 +10,8 @@ below each method's floors (:attr:`~bnn.inference.core.method.Method.budget_floo
 for: NUTS keeps two chains and at least 100 warm-up and 100 kept draws per chain, so that split R-hat and bulk ESS
 still mean something; SVI at least 1,000 steps. A method whose smallest run does not fit is left out, most expensive
 first, with the reason. The NUTS estimate counts every tree at full depth (the most gradients) but not the sampler's
-work between them: on toy1d, whose trees do reach full depth, that work about doubles the time per gradient, so a NUTS
-run chosen here can overrun its share; leave that margin in the budget."""
+work between them: on a network as small as toy1d's, whose trees do reach full depth, that work is of the order of the
+gradients' own time, so a NUTS run chosen here can overrun its share; leave that margin in the budget."""
 
 from __future__ import annotations
 

@@ -105,6 +105,6 @@ DEEP_ENSEMBLES = PublishedMethod("Deep ensembles (L et al. 2017)", "Lakshminaray
 PUBLISHED = (VI, PBP, MC_DROPOUT, MC_DROPOUT_GRID, DEEP_ENSEMBLES)
 REPRODUCED: dict[str, tuple[PublishedMethod, ...]] = {"MC dropout": (MC_DROPOUT, MC_DROPOUT_GRID)}
 """The published methods whose protocol a method of ours follows under ``bnn uci``
-(:attr:`~bnn.inference.core.uci_protocol.UCIProtocol.reproduces` names one), with the columns its rows are measured
+(:attr:`~bnn.inference.core.uci_protocol.UCIProtocol.reproduces` names one), with the columns its rows are compared
 against."""
 """The published columns, in the order of the table."""

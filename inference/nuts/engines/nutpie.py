@@ -8,8 +8,8 @@ trajectory, the step-size and mass-matrix adaptation and the bookkeeping run in 
 a gradient costs the potential's call plus a little Rust, where the Pyro engine
 (:mod:`bnn.inference.nuts.engines.pyro`) pays Python for every leapfrog step
 (``benchmarks/results/nuts_speed.md``). Its warmup adapts a diagonal mass matrix from the draws *and*
-the gradients (nutpie's default), which gave this posterior larger step sizes and more ESS per gradient
-than Stan-style adaptation. The start is the Pyro engine's
+the gradients (nutpie's default), which gives more ESS per gradient than Stan-style adaptation on the
+built-in data (``benchmarks/results/nuts_speed.md``). The start is the Pyro engine's
 (:func:`~bnn.inference.nuts.engines.pyro.initial_point`), so both engines begin a chain at the same point, except
 where nutpie cannot begin there (:func:`nudged_start`).
 
@@ -74,7 +74,7 @@ def on_one_torch_thread(function: Callable[[np.ndarray], tuple]) -> Callable[[np
     nutpie calls the potential from a thread of its own, and torch's thread count is set per thread: a new
     thread computes with one OpenMP thread per core, whatever ``torch.set_num_threads`` said elsewhere (a
     worker's ``OMP_NUM_THREADS=1`` reaches it, the sequential chains' :func:`~bnn.runtime.workers.one_torch_thread`
-    does not). On the network sizes NUTS can sample, a gradient on two threads took ten times as long as on one.
+    does not). On the network sizes NUTS can sample, a second thread makes a gradient slower, not faster.
     """
     configured = threading.local()
 
