@@ -169,7 +169,8 @@ def run_fit(args: argparse.Namespace) -> dict[str, Any]:
     model = build_model(args, dataset)
     options = {**fit_options(args), **checkpoint_options(args)}
     stopped = None
-    with atomic_directory(args.out, writer="bnn fit", overwrite=args.overwrite or resumes_own_checkpoint(args)) as staging:
+    with atomic_directory(args.out, writer="bnn fit", overwrite=args.overwrite or resumes_own_checkpoint(args),
+                          command=command_line(args)) as staging:
         try:
             with claimed_checkpoint_folder(args) if "checkpoint_dir" in options else nullcontext():
                 posterior = fit(model, dataset, args.method, **options)

@@ -22,7 +22,16 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from bnn.runtime.atomic import MARKER, RUN_STATE, blocking_file, check_writable, result_state, run_writer, write_json
+from bnn.runtime.atomic import (
+    MARKER,
+    RUN_STATE,
+    blocking_file,
+    check_writable,
+    dangling_link,
+    result_state,
+    run_writer,
+    write_json,
+)
 
 LOCK_FILE = ".bnn-lock"
 """The file a writing run locks; it holds the process id of the last run that held the lock."""
@@ -47,13 +56,18 @@ def check_run_folder(folder: str | Path, writer: str, entries: set[str], *,
     Raises
     ------
     ValueError
-        When ``folder`` or a folder above it is a file; when it holds another writer's run, a result of a fit or a
-        comparison, or files this package did not write; when it cannot be written.
+        When ``folder`` or a folder above it is a file or a symbolic link to nothing; when it holds another
+        writer's run, a result of a fit or a comparison, or files this package did not write; when it cannot be
+        written.
     """
     folder = Path(folder)
     blocking = blocking_file(folder)
     if blocking is not None:
         raise ValueError(f"{blocking} is a file, not a folder; choose another --out")
+    dangling = dangling_link(folder)
+    if dangling is not None:
+        raise ValueError(f"{dangling} is a symbolic link to {os.readlink(dangling)}, which does not exist; choose another "
+                         "--out")
     check_writable(folder / LOCK_FILE)
     if not folder.exists() or not any(folder.iterdir()):
         return

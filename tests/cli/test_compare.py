@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
 from types import SimpleNamespace
 
@@ -16,6 +18,7 @@ import pytest
 from bnn.cli.main import main
 from bnn.experiments.comparison import report
 from bnn.experiments.comparison import run as workflow
+from bnn.runtime.atomic import writing, writing_lock
 
 COMMAND = ["compare", "--dataset", "toy1d", "--methods", "svi,laplace", "--hidden", "3", "--steps", "30", "--map-steps", "30",
            "--num-samples", "20", "--quiet"]
@@ -227,3 +230,41 @@ def test_the_main_job_passes_its_own_checks_and_takes_its_estimated_time(tmp_pat
     if not all(low <= ratio <= high for ratio in ratios.values()):
         again = timed_main_job(tmp_path / "again", monkeypatch, capsys)
         assert all(low <= ratio <= high for ratio in again.values()), {"first run": ratios, "second run": again}
+
+
+def test_compare_is_refused_before_any_fit_while_another_process_writes_its_out(tmp_path, monkeypatch, capsys):
+    out, holding, release = tmp_path / "report", threading.Event(), threading.Event()
+
+    def other_writer() -> None:  # another thread takes another lock file descriptor, as another process would
+        with writing(out, writer="bnn fit", command=f"bnn fit --method ensemble --out {out}"):
+            holding.set()
+            assert release.wait(60)
+
+    monkeypatch.setattr(workflow, "fit", lambda *args, **kwargs: pytest.fail("a fit started"))
+    thread = threading.Thread(target=other_writer)
+    thread.start()
+    try:
+        assert holding.wait(60)
+        code, _, err = run([*COMMAND, "--overwrite", "--out", str(out)], capsys)
+    finally:
+        release.set()
+        thread.join()
+    assert code == 2 and f"error: {out} is being written by pid {os.getpid()} (`bnn fit --method ensemble --out {out}`" in err
+    assert "wait for it, or choose another --out" in err and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.long
+def test_compare_holds_its_out_from_its_first_fit_to_its_report(tmp_path, monkeypatch, capsys):
+    out, locks = tmp_path / "report", []
+    original = workflow.fit
+
+    def fit(*args, **kwargs):
+        locks.append(json.loads(writing_lock(out).read_text()))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(workflow, "fit", fit)
+    code, _, _ = run([*COMMAND, "--out", str(out)], capsys)
+    assert code == 0 and len(locks) == 2 and (out / "report.md").is_file()
+    assert all(lock["pid"] == os.getpid() and lock["command"] == f"bnn {shlex.join([*COMMAND, '--out', str(out)])}"
+               for lock in locks)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report"]  # the lock file went with the run

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import subprocess
+import sys
 
 import pytest
 from bnn.inference import Posterior
@@ -142,3 +145,62 @@ def test_a_read_only_parent_is_refused_before_the_fit(tmp_path, capsys):
     (tmp_path / "locked").mkdir(mode=0o555)
     code, err = exit_status([*TINY, "--out", str(tmp_path / "locked" / "run")], capsys)
     assert code == 2 and f"error: cannot write into {tmp_path / 'locked'}" in err
+
+
+GATED_FIT = """
+import sys
+from bnn.cli import fit as cli
+from bnn.cli.main import main
+
+fit = cli.fit
+
+def gated(*args, **kwargs):  # the fit waits for the test's word on stdin, a second writer being tried meanwhile
+    print("fitting", flush=True)
+    sys.stdin.readline()
+    return fit(*args, **kwargs)
+
+cli.fit = gated
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.subprocess
+def test_a_second_fit_of_the_same_out_is_refused_naming_the_first_whose_result_stays(tmp_path):
+    out = tmp_path / "run"
+    small = ["fit", "--dataset", "toy1d", "--hidden", "2", "--map-steps", "20", "--quiet"]
+    first_argv = [*small, "--method", "ensemble", "--num-members", "2", "--member-method", "sequential", "--out", str(out)]
+    first = subprocess.Popen([sys.executable, "-c", GATED_FIT, *first_argv], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        assert first.stdout.readline() == "fitting\n", first.stderr.read()
+        second = subprocess.run([sys.executable, "-m", "bnn", *small, "--method", "map", "--out", str(out)],
+                                capture_output=True, text=True, timeout=600)
+        first.stdin.write("go\n")
+        first.stdin.flush()
+        printed, errors = first.communicate(timeout=600)
+    finally:
+        first.kill()
+        first.wait()
+    assert second.returncode == 2 and second.stderr.startswith(
+        f"error: {out} is being written by pid {first.pid} (`bnn {shlex.join(first_argv)}`, since "), second.stderr
+    assert "wait for it, or choose another --out" in second.stderr
+    assert first.returncode == 0, errors
+    assert json.loads((out / "metrics.json").read_text())["method"] == "ensemble"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+@pytest.mark.parametrize("link", ["dangling", "to a folder", "above"])
+def test_a_symbolic_link_out_is_refused_before_the_fit_and_left_as_it_was(tmp_path, capsys, monkeypatch, link):
+    from bnn.cli import fit as cli
+
+    monkeypatch.setattr(cli, "fit", lambda *args, **kwargs: pytest.fail("the fit started"))
+    (tmp_path / "real").mkdir()
+    os.symlink("real" if link == "to a folder" else "nowhere", tmp_path / "link")
+    out = tmp_path / "link" / "run" if link == "above" else tmp_path / "link"
+    for overwrite in ([], ["--overwrite"]):
+        code, err = exit_status([*TINY, "--out", str(out), *overwrite], capsys)
+        assert code == 2, err
+        assert (f"error: {tmp_path / 'link'} is a symbolic link to nowhere, which does not exist" in err if link != "to a folder"
+                else f"error: {out} is a symbolic link (to real): a result is swapped in by renaming" in err)
+    assert os.readlink(tmp_path / "link") == ("real" if link == "to a folder" else "nowhere")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "real"] and not any((tmp_path / "real").iterdir())

@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -30,6 +31,8 @@ from bnn.runtime.atomic import (
     recover,
     result_state,
     write_json,
+    writing,
+    writing_lock,
 )
 
 FILES = ("a.txt", "b.txt", "c.txt")
@@ -273,3 +276,137 @@ def test_an_out_folder_must_keep_apart_from_the_inputs(tmp_path, relation):
 def test_the_current_and_home_folders_and_the_root_are_never_an_out(folder):
     with pytest.raises(ValueError, match="is never replaced; choose a folder of its own"):
         check_apart(folder, {})
+
+
+# ------------------------------------------------------------------ one writer per folder (issue 72, item 2)
+
+
+def test_a_second_writer_is_refused_naming_the_first_and_the_first_result_stays(tmp_path):
+    target, inside, finish = tmp_path / "result", threading.Event(), threading.Event()
+    first_command = f"bnn fit --method ensemble --out {target}"
+
+    def first() -> None:
+        with atomic_directory(target, writer="bnn fit", command=first_command) as staging:
+            for name in FILES:
+                (staging / name).write_text("first " * 10)
+            (staging / "sub").mkdir()
+            (staging / "sub" / "d.txt").write_text("first")
+            inside.set()
+            assert finish.wait(60)
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    try:
+        assert inside.wait(60)
+        lock = json.loads(writing_lock(target).read_text())
+        assert lock["pid"] == os.getpid() and lock["command"] == first_command
+        for overwrite in (False, True):
+            with pytest.raises(ValueError, match=re.escape(f"{target} is being written by pid {os.getpid()} "
+                                                           f"(`{first_command}`, since ") + r".*\); wait for it, or "
+                                                 "choose another --out"):
+                with atomic_directory(target, writer="bnn fit", overwrite=overwrite,
+                                      command=f"bnn fit --method map --out {target}"):
+                    raise AssertionError("the second writer started its work")
+    finally:
+        finish.set()
+        thread.join()
+    assert (target / "sub" / "d.txt").read_text() == "first" and marked_writer(target) == "bnn fit"
+    assert [p.name for p in tmp_path.iterdir()] == ["result"]  # no staging folder, no lock file left
+
+
+def test_a_write_inside_the_same_write_takes_no_second_lock(tmp_path):
+    target = tmp_path / "report"
+    with writing(target, writer="bnn compare", command="bnn compare --out report"):
+        lock = writing_lock(target).read_text()
+        write_generation(target, 1)  # the report's atomic write inside the comparison's lock
+        assert writing_lock(target).read_text() == lock
+    assert complete_generation(target) == 1 and not writing_lock(target).exists()
+
+
+def test_a_writer_without_the_lock_that_finishes_meanwhile_keeps_its_result_and_this_one_goes_beside(tmp_path):
+    target, other = tmp_path / "result", tmp_path / "other"
+    with pytest.raises(ValueError) as refusal:
+        with atomic_directory(target, writer="test") as staging:
+            for name in FILES:
+                (staging / name).write_text("1 " * 10)
+            (staging / "sub").mkdir()
+            (staging / "sub" / "d.txt").write_text("1")
+            write_generation(other, 2)  # an older writer, which takes no lock, swaps its result in meanwhile
+            os.rename(other, target)
+    beside = tmp_path / f"result-{os.getpid()}"
+    assert f"{target} changed while this run wrote it" in str(refusal.value) and str(beside) in str(refusal.value)
+    assert complete_generation(target) == 2 and complete_generation(beside) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["result", beside.name]
+
+
+def test_files_a_user_put_at_the_target_meanwhile_stay_and_this_result_goes_beside(tmp_path):
+    target = tmp_path / "result"
+    with pytest.raises(ValueError, match=f"holds files this tool did not write .*; this run's result is kept in "
+                                         f"{tmp_path / f'result-{os.getpid()}'}"):
+        with atomic_directory(target, writer="test", overwrite=True) as staging:
+            (staging / "a.txt").write_text("ours")
+            target.mkdir()
+            (target / "notes.txt").write_text("mine")
+    assert (target / "notes.txt").read_text() == "mine"
+    assert (tmp_path / f"result-{os.getpid()}" / "a.txt").read_text() == "ours"
+
+
+@pytest.mark.parametrize("link", ["dangling", "loop", "to a folder", "above"])
+def test_a_symbolic_link_out_is_refused_before_any_work_and_left_as_it_was(tmp_path, link):
+    (tmp_path / "real").mkdir()
+    names = {"dangling": ("out", "nowhere"), "loop": ("out", "out"), "to a folder": ("out", "real"),
+             "above": ("gone", "nowhere")}
+    name, points_to = names[link]
+    os.symlink(points_to, tmp_path / name)
+    target = tmp_path / "out" if link != "above" else tmp_path / "gone" / "run"
+    expected = "is a symbolic link \\(to real\\): a result is swapped in by renaming" if link == "to a folder" else \
+        f"is a symbolic link to {points_to}, which does not exist"
+    for overwrite in (False, True):
+        with pytest.raises(ValueError, match=expected):
+            with atomic_directory(target, writer="test", overwrite=overwrite):
+                raise AssertionError("the work started")
+    assert os.readlink(tmp_path / name) == points_to
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted({name, "real"})
+
+
+HOLDER = """
+import sys, time
+from bnn.runtime.atomic import writing
+with writing(sys.argv[1], writer="bnn fit", command="bnn fit --out " + sys.argv[1]):
+    print("locked", flush=True)
+    time.sleep(600)
+"""
+
+
+@pytest.mark.subprocess
+def test_a_lock_left_by_a_killed_writer_does_not_block(tmp_path):
+    target = tmp_path / "result"
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(target)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "locked\n"
+        with pytest.raises(ValueError, match=re.escape(f"is being written by pid {holder.pid} (`bnn fit --out {target}`")):
+            write_generation(target, 1)
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    assert writing_lock(target).exists()  # its lock file stays, but no process holds its lock
+    write_generation(target, 2)
+    assert complete_generation(target) == 2 and [p.name for p in tmp_path.iterdir()] == ["result"]
+
+
+def test_where_the_file_system_takes_no_lock_the_write_goes_on(tmp_path, monkeypatch):
+    def no_lock(descriptor, operation):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(atomic.fcntl, "flock", no_lock)
+    write_generation(tmp_path / "result", 1)
+    assert complete_generation(tmp_path / "result") == 1 and [p.name for p in tmp_path.iterdir()] == ["result"]
+
+
+def test_a_write_that_ends_in_an_error_removes_the_folders_it_made_for_its_lock(tmp_path):
+    target = tmp_path / "a" / "b" / "result"
+    with pytest.raises(KeyError):
+        with writing(target, writer="test"):
+            assert writing_lock(target).is_file()
+            raise KeyError("refused")
+    assert list(tmp_path.iterdir()) == []

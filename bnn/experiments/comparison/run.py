@@ -36,7 +36,7 @@ from bnn.inference.evaluation.set_coverage import SET_LEVEL_ALPHA, carve_calibra
 from bnn.inference.evaluation.shift_sets import shift_split
 from bnn.inference.fit import METHODS, fit
 from bnn.models.network import BayesianNetwork
-from bnn.runtime.atomic import check_replaceable, check_writable
+from bnn.runtime.atomic import check_replaceable, check_writable, writing
 from bnn.runtime.stop_signals import sigterm_as_keyboard_interrupt
 
 DEFAULT_METHODS = "svi,nuts,laplace"
@@ -184,19 +184,24 @@ def run_comparison(data: Dataset, methods: str | Sequence[str | MethodSpec] = DE
     ------
     ValueError
         Before any fit: an unknown method, guide, option or shift set, an option no chosen method takes, a network a
-        method cannot fit, an ``out`` that cannot be written or holds a result without ``overwrite``, a budget in which
-        no method fits.
+        method cannot fit, an ``out`` that cannot be written or holds a result without ``overwrite``, an ``out``
+        another process writes now (:func:`~bnn.runtime.atomic.writing`: the run holds ``out``'s lock from here to
+        its report's swap), a budget in which no method fits.
     KeyboardInterrupt
         On Ctrl-C or SIGTERM, saying which finished fits are kept and what reuses them.
     """
+    lock_command = command  # None: a refused second writer is told how this process was started
     command = command or "run_comparison(...) with the same arguments"
     budget = parse_duration(time_budget) if isinstance(time_budget, str) else time_budget
     specs = method_specs(methods)
     given = {**(options or {}), "seed": seed, "progress": progress}
     routed = options_per_method(specs, given)
-    check_replaceable(out, overwrite=overwrite)
+    check_replaceable(out, overwrite=True)
     check_writable(out)
-    with sigterm_as_keyboard_interrupt():  # SIGTERM ends the run as Ctrl-C does, saying what was kept
+    # one writer of out from here to the report's swap: a second comparison (or fit) of it is refused at once;
+    # SIGTERM ends the run as Ctrl-C does, saying what was kept
+    with writing(out, writer="bnn compare", command=lock_command), sigterm_as_keyboard_interrupt():
+        check_replaceable(out, overwrite=overwrite)  # a result another run finished since the check above
         shift = shift_split(data, ood) if ood is not None else None
         dataset = shift.dataset if shift is not None else data  # held-out-classes trains without some classes
         calibration = None
@@ -226,5 +231,5 @@ def run_comparison(data: Dataset, methods: str | Sequence[str | MethodSpec] = DE
         except KeyboardInterrupt as error:
             raise KeyboardInterrupt(comparison_interrupted(f"{str(error) or 'SIGINT'} while writing the report", kept,
                                                            command)) from None
-    kept.discard()
+        kept.discard()
     return table
