@@ -63,6 +63,14 @@ def test_a_folder_that_is_or_lies_under_a_file_is_refused(tmp_path, out):
         check_run_folder(tmp_path / out, "uci", ENTRIES)
 
 
+@pytest.mark.parametrize("out", ["link", "link/run"])
+def test_a_folder_that_is_or_lies_under_a_link_to_nothing_is_refused_and_the_link_left(tmp_path, out):
+    os.symlink("nowhere", tmp_path / "link")
+    with pytest.raises(ValueError, match="link is a symbolic link to nowhere, which does not exist; choose another --out"):
+        check_run_folder(tmp_path / out, "uci", ENTRIES)
+    assert os.readlink(tmp_path / "link") == "nowhere" and [p.name for p in tmp_path.iterdir()] == ["link"]
+
+
 def test_a_second_writer_is_refused_while_the_first_holds_the_lock(tmp_path):
     with locked_run_folder(tmp_path, "uci", ENTRIES):
         with pytest.raises(ValueError, match=f"another run \\(process {os.getpid()}\\) is writing into {tmp_path} now"):
