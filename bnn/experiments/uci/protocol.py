@@ -27,6 +27,7 @@ import numpy as np
 
 from bnn.datasets.dataset import Dataset
 from bnn.datasets.uci import UCITable
+from bnn.experiments.uci.advice import cell_problems
 from bnn.experiments.uci.grid import Cell
 from bnn.inference.diagnostics import point_agreement
 from bnn.inference.evaluation.metrics import evaluate
@@ -53,6 +54,12 @@ units and the PIT's quantile calibration error. Cells written before they were m
 CONFORMAL_COLUMNS = ("conformal_coverage", "conformal_width")
 """With a calibration share (``bnn uci --conformal SHARE``, :func:`conformal_measures`): the test coverage of the 90%
 split-conformal intervals and their mean width in the target's units; empty in ``results.csv`` otherwise."""
+ONE_PROCESS = {"member_method": "sequential"}
+"""How a cell's fit runs where its method would choose by the machine's cores: a method's members (ensemble, SWAG,
+MultiSWAG) one after another in the cell's own process, so that a cell keeps to the one core its protocol declares
+(:attr:`~bnn.inference.core.uci_protocol.UCIProtocol.cores`): ``--workers 1`` runs one process, and Ray reserves
+the core it uses. ``--set <method>.member_method=parallel`` runs them in processes. Not in a cell's options, so not in
+its fingerprint: it decides where the members run, not their numbers."""
 AGREEMENT_COLUMNS = point_agreement.AGREEMENT_COLUMNS
 """A run of two or more chains (NUTS, SG-MCMC): the largest predictive R-hat over the test inputs and the share of
 them within 1.1 and 1.01 (:mod:`bnn.inference.diagnostics.point_agreement`); empty for the other methods and for cells
@@ -79,8 +86,11 @@ def uci_model(in_features: int, hidden: int, prior: Any = "gaussian",
 
 def fit_cell(method: str, data: Dataset, hidden: int, options: dict[str, Any]):
     """``method`` fitted on ``data`` with ``options`` (candidates of its validation grid among them): on the papers'
-    network with the prior and likelihood its protocol sets, if any."""
+    network with the prior and likelihood its protocol sets, if any, and in one process
+    (:data:`ONE_PROCESS`, which ``options`` override)."""
     settings = METHODS.get(method).uci.model_settings
+    taken = METHODS.get(method).options.names()
+    options = {**{name: value for name, value in ONE_PROCESS.items() if name in taken}, **options}
     network, options = ({}, options) if settings is None else settings(data, options)
     return fit(uci_model(data.in_features, hidden, **network), data, method=method, **options)
 
@@ -141,7 +151,8 @@ def run_cell(table: UCITable, cell: Cell) -> dict[str, Any]:
     """Fit ``cell.method`` on split ``cell.split`` of ``table`` under the protocol (module notes) and score it.
 
     Runs on one torch thread (the same arithmetic in every process, so the same numbers); the warnings it raises
-    go into the result's ``problems`` (a worker's warnings would be lost), but for torch's deprecation notices.
+    go into the result's ``problems`` (a worker's warnings would be lost), but for torch's deprecation notices, with
+    the record's problems, each once and in ``bnn uci``'s terms (:func:`~bnn.experiments.uci.advice.cell_problems`).
 
     Raises
     ------
@@ -161,7 +172,7 @@ def run_cell(table: UCITable, cell: Cell) -> dict[str, Any]:
         conformal = conformal_measures(cell, data, chosen)
     if not (math.isfinite(metrics["test_rmse"]) and math.isfinite(metrics["test_ll"])):
         raise FloatingPointError(f"{cell.name}: test RMSE {metrics['test_rmse']}, log-likelihood {metrics['test_ll']}")
-    problems = list(dict.fromkeys(posterior.record.problems() + [str(w.message) for w in caught]))
+    problems = cell_problems(cell.method, posterior, [str(w.message) for w in caught])
     return {"dataset": cell.dataset, "method": cell.method, "split": cell.split, "status": "ok",
             "rmse": metrics["test_rmse"], "test_ll": metrics["test_ll"], "seconds": time.perf_counter() - began,
             **{column: metrics[column] for column in CALIBRATION_COLUMNS}, **conformal, **agreement,

@@ -9,6 +9,7 @@ Cell ``(d, m, k)`` fits with seed ``seed + k``: the same numbers on every execut
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import closing
@@ -38,7 +39,8 @@ EXECUTORS = ("local", "ray")
 
 
 def constant_columns(table: UCITable, split: int) -> list[int]:
-    """The inputs that do not vary over split ``split``'s training rows (the standardiser's threshold)."""
+    """The inputs that do not vary over split ``split``'s training rows (the standardiser's threshold), as positions
+    among the inputs (from 0)."""
     x = table.arrays(split)[0]
     spread, centre = x.std(axis=0), x.mean(axis=0)
     return [int(c) for c in np.flatnonzero(spread <= 1e-12 * (1 + np.abs(centre)))]
@@ -46,14 +48,33 @@ def constant_columns(table: UCITable, split: int) -> list[int]:
 
 def warn_constant_columns(table: UCITable) -> None:
     """Warn, once per data set, about inputs constant on a training split: they are standardised to 0, not divided
-    by their zero spread, and carry no information on that split."""
-    found = {split: constant_columns(table, split) for split in table.splits}
+    by their zero spread, and carry no information on that split. The warning names their columns of ``data.txt``,
+    counted from 0 as ``index_features.txt`` counts them, and points at the line that called the runner
+    (:func:`warning_stacklevel`)."""
+    found = {split: [int(table.features[c]) for c in constant_columns(table, split)] for split in table.splits}
     found = {split: columns for split, columns in found.items() if columns}
     if found:
-        where = "; ".join(f"split {split}: input column(s) {columns}" for split, columns in found.items())
-        warnings.warn(f"{table.name}: inputs constant on the training rows ({where}) are set to 0 after standardising "
-                      "(scale 1 instead of their zero spread), so they carry nothing on those splits", UserWarning,
-                      stacklevel=user_stacklevel())
+        where = "; ".join(f"split {split}: column{'s' if len(columns) > 1 else ''} {', '.join(map(str, columns))}"
+                          for split, columns in found.items())
+        warnings.warn(f"{table.name}: inputs constant on the training rows ({where} of data.txt, counted from 0 as "
+                      "index_features.txt counts them) are set to 0 after standardising (scale 1 instead of their zero "
+                      "spread), so they carry nothing on those splits", UserWarning, stacklevel=warning_stacklevel())
+
+
+def warning_stacklevel() -> int:
+    """``warnings.warn``'s ``stacklevel``, for the caller of this function, that points at the user's line that called
+    into the package (:func:`~bnn.runtime.stacklevel.user_stacklevel`), unless that line is the ``bnn`` command's
+    launcher (the console script, ``python -m bnn``), which tells its reader nothing: then at the package's line that
+    warns."""
+    level = user_stacklevel() - 1  # counted from this function's caller, as sys._getframe counts from this function
+    try:
+        user = sys._getframe(level)
+    except ValueError:  # no frame outside the package
+        return level
+    script = Path(user.f_code.co_filename)
+    launcher = user.f_globals.get("__name__") == "__main__" and (
+        script.name == "bnn" or (script.name == "__main__.py" and script.parent.name == "bnn"))
+    return 1 if launcher else level
 
 
 def method_options(methods: Sequence[str], overrides: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -217,15 +238,36 @@ def refuse_bad_input(frame: pd.DataFrame, out: Path) -> None:
                          " the same command again")
 
 
+def cell_verdict(result: dict[str, Any]) -> str:
+    """What the progress line says of a finished cell: its verdict (``converged``, ``not converged``, ``no check``),
+    or ``failed``."""
+    return result["verdict"] if result["status"] == "ok" else "failed"
+
+
+def running(todo: list[Cell], results: dict[Cell, dict[str, Any] | None], workers: int) -> str:
+    """The cells of ``todo`` in flight, as the progress line names them: the first ``workers`` not finished, in the
+    order they were handed to the executor (which starts them in that order)."""
+    waiting = [cell.name for cell in todo if results[cell] is None][:workers]
+    if not waiting:
+        return ""
+    more = f" and {len(waiting) - 3} more" if len(waiting) > 3 else ""
+    return "running " + ", ".join(waiting[:3]) + more
+
+
 def run_cells(folder: RunFolder, tables: dict[str, UCITable], cells: list[Cell], executor: str, workers: int,
               address: str | None, max_retries: int, progress: bool) -> dict[Cell, dict[str, Any] | None]:
     """Each cell's result: kept from ``folder`` when finished with the same settings, else run (and kept there as it
     finishes); ``None`` for a cell whose result never came back. An interrupt raises ``KeyboardInterrupt`` naming what
-    was kept."""
+    was kept.
+
+    The progress bar names the cells in flight from the start (:func:`running`), and each cell as it finishes with
+    its verdict (:func:`cell_verdict`), a new description each time: off a terminal, one line per finished cell
+    (:mod:`bnn.runtime.progress`), not one per tenth of the grid, whose first can take many minutes."""
     prints = {cell: fingerprint(tables[cell.dataset], cell) for cell in cells}
     results = {cell: folder.finished(cell, prints[cell]) for cell in cells}
     todo = [cell for cell in cells if results[cell] is None]
-    bar = progress_bar(total=len(cells), initial=len(cells) - len(todo), desc="uci grid", unit="cell", enabled=progress)
+    bar = progress_bar(total=len(cells), initial=len(cells) - len(todo), desc="uci grid", unit="cell", enabled=progress,
+                       postfix=running(todo, results, workers))
     try:
         with sigterm_as_keyboard_interrupt():
             stream = execute(executor, tables, todo, workers, address, max_retries)
@@ -235,7 +277,8 @@ def run_cells(folder: RunFolder, tables: dict[str, UCITable], cells: list[Cell],
                     cell = by_key[result["dataset"], result["method"], result["split"]]
                     folder.write(cell, prints[cell], result)
                     results[cell] = result
-                    bar.set_postfix_str(f"{cell.name} {result['status']}", refresh=False)
+                    bar.set_description_str(f"uci grid, {cell.name} {cell_verdict(result)}", refresh=False)
+                    bar.set_postfix_str(running(todo, results, workers), refresh=False)
                     bar.update()
     except KeyboardInterrupt as interrupt:
         raise KeyboardInterrupt(f"{str(interrupt) or 'Ctrl-C'}: the {sum(r is not None for r in results.values())} finished "

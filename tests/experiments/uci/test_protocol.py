@@ -131,3 +131,18 @@ def test_conformal_intervals_come_from_a_second_fit_and_leave_the_papers_numbers
     assert with_sets["conformal_coverage"] == expected["conformal_coverage"]
     assert with_sets["conformal_width"] == expected["conformal_width"] > 0
 
+
+
+@pytest.mark.parametrize("method", ["multiswag", "ensemble", "swag"])
+def test_a_cells_members_run_in_its_own_process_unless_the_user_set_otherwise(tiny_uci, monkeypatch, method):
+    from bnn.inference.fit import METHODS
+    from bnn.inference.map_search import map_starts
+
+    monkeypatch.setattr(map_starts, "available_cores", lambda: 8)  # a machine where "auto" would start processes
+    given = []
+    monkeypatch.setattr(protocol, "fit", lambda model, data, method, **options: given.append(options))
+    data = read_uci_table(tiny_uci, "tiny", [0]).split(0)
+    fit_cell(method, data, 10, {"num_members": 4, "progress": False, "seed": 0})
+    fit_cell(method, data, 10, {"num_members": 4, "progress": False, "seed": 0, "member_method": "parallel"})
+    workers = [METHODS.get(method).options.parse(method, options).workers() for options in given]
+    assert workers == [1, 4]  # --workers 1 is one process; the user's --set member_method=parallel wins

@@ -1,6 +1,7 @@
 import json
 import math
 import os
+import warnings
 
 import pandas as pd
 import pytest
@@ -25,8 +26,9 @@ def unseen(tmp_path):
 def test_an_unseen_data_set_with_a_constant_column_runs_without_nan_says_what_it_did_and_resumes(unseen, tmp_path,
                                                                                                  monkeypatch):
     out = tmp_path / "run"
-    with pytest.warns(UserWarning, match=r"unseen: inputs constant on the training rows \(split 0: input column\(s\) "
-                                         r"\[2\]; split 1: input column\(s\) \[2\]\) are set to 0"):
+    with pytest.warns(UserWarning, match=r"unseen: inputs constant on the training rows \(split 0: column 2; split 1: "
+                                         r"column 2 of data.txt, counted from 0 as index_features.txt counts them\) are "
+                                         "set to 0"):
         results = run_uci(unseen, "all", ["svi"], [0, 1], out, workers=2, overrides=FAST_SVI, progress=False)
     assert list(results["status"]) == ["ok", "ok"]
     assert results[["rmse", "test_ll", "seconds"]].map(math.isfinite).all().all()
@@ -285,3 +287,35 @@ def test_a_cell_that_failed_runs_again_when_its_data_changed(tiny_uci, tmp_path,
                                          "again with these"):
         results = run_uci(tiny_uci, "tiny", ["svi"], [0], out, overrides=FAST_SVI, progress=False)
     assert len(rerun) == 1 and list(results["status"]) == ["ok"]
+
+
+def test_a_constant_input_is_named_by_its_data_txt_column_counted_from_0_at_the_librarys_line_under_the_command(unseen):
+    table = uci_run.read_uci_table(unseen, "unseen", [0, 1])
+    launcher = compile("warn_constant_columns(table)", "/somewhere/.venv/bin/bnn", "exec")  # the console script's line
+    for where, expected in ((launcher, uci_run.__file__), (compile("warn_constant_columns(table)", __file__, "exec"),
+                                                           __file__)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            exec(where, {"__name__": "__main__" if where is launcher else __name__,
+                         "warn_constant_columns": uci_run.warn_constant_columns, "table": table})
+        (warning,) = caught
+        assert warning.filename == expected  # the command's reader gets the library's line, a script its own
+    assert str(warning.message).startswith("unseen: inputs constant on the training rows (split 0: column 2; split 1: "
+                                           "column 2 of data.txt, counted from 0 as index_features.txt counts them)")
+
+
+def test_the_progress_names_the_cells_running_from_the_start_and_each_cells_verdict_as_it_finishes(tiny_uci, tmp_path,
+                                                                                                  monkeypatch, capsys):
+    def verdicts(tables, cells, workers):
+        for cell in cells:
+            yield {**failed_row(cell, "", 1), "status": "ok", "rmse": 1.0, "test_ll": -1.0, "seconds": 1.0,
+                   "verdict": "not converged" if cell.split == 0 else "converged"}
+
+    monkeypatch.setattr(uci_run, "run_local", verdicts)
+    monkeypatch.setenv("BNN_PROGRESS", "1")
+    run_uci(tiny_uci, "tiny", ["svi"], [0, 1], tmp_path / "run", workers=1, overrides=FAST_SVI, progress=True)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("uci grid: 0/2 (0%), ") and lines[0].endswith(", running tiny/svi/split-0"), lines
+    assert lines[1].startswith("uci grid, tiny/svi/split-0 not converged: 1/2 (50%), ")  # not "ok"
+    assert lines[1].endswith(", running tiny/svi/split-1")
+    assert lines[2].startswith("uci grid, tiny/svi/split-1 converged: 2/2 (100%), ") and len(lines) == 3
