@@ -6,13 +6,18 @@ Per data set and method, over the :math:`n` splits that finished, the mean and i
 
     \bar m = \frac{1}{n}\sum_k m_k, \qquad \mathrm{s.e.} = \sqrt{\frac{1}{n(n - 1)}\sum_k (m_k - \bar m)^2},
 
-for the test RMSE and the test log-likelihood (no s.e. for one split). A cell of ours is bold where it beats every
-published number of its row: a lower RMSE, a higher log-likelihood.
+for the test RMSE and the test log-likelihood (no s.e. for one split). A cell of ours is bold where, over two splits
+or more, it beats every published number of its row by more than its own standard error: a lower RMSE, a higher
+log-likelihood (one split has no standard error, so it is never bold). A mean and its s.e. show three decimals, or
+as many as give the mean two significant digits where three would give it fewer (naval's RMSE of 0.0011 is not
+0.001).
 """
 
 from __future__ import annotations
 
+import inspect
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +25,9 @@ import pandas as pd
 
 from bnn.experiments.uci.protocol import AGREEMENT_COLUMNS, CALIBRATION_COLUMNS, COLUMNS, CONFORMAL_COLUMNS
 from bnn.experiments.uci.published import MC_DROPOUT, PUBLISHED, REPRODUCED
+from bnn.inference.core.chain_record import ChainRecord
 from bnn.inference.core.method import METHODS
+from bnn.inference.core.record import FitRecord
 from bnn.runtime.atomic import atomic_file
 
 RESULTS_FILE, TABLE_FILE = "results.csv", "table.md"
@@ -50,11 +57,33 @@ def summary(results: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def decimals(value: float) -> int:
+    """The decimals that show ``value`` (a mean) with at least two significant digits, three at the least: 3 for
+    ``0.077`` or ``2.84``, 4 for ``0.0011``, 5 for ``0.00042``; 3 for zero."""
+    if value == 0 or not math.isfinite(value) or abs(value) >= 0.0095:
+        return 3
+    return 1 - math.floor(math.log10(abs(value)))
+
+
+def mean_and_error(mean: float, se: float) -> str:
+    """``mean ± se`` (``mean`` alone where ``se`` is NaN), both with the :func:`decimals` of the mean."""
+    places = decimals(mean)
+    return f"{mean:.{places}f}" + ("" if math.isnan(se) else f" ± {se:.{places}f}")
+
+
+def beats(mean: float, se: float, n: int, best_published: float | None, sign: float) -> bool:
+    """Whether ours beats ``best_published`` (``sign``: +1 where larger is better) by more than its standard error, over
+    two splits or more (one split has no standard error to weigh the difference against)."""
+    if best_published is None or n < 2 or math.isnan(se):
+        return False
+    return sign * (mean - best_published) > se
+
+
 def _ours(mean: float, se: float, n: int, best_published: float | None, sign: float) -> str:
     if n == 0:
         return "failed"
-    text = f"{mean:.3f}" + ("" if math.isnan(se) else f" ± {se:.3f}") + f" ({n})"
-    return f"**{text}**" if best_published is not None and sign * mean > sign * best_published else text
+    text = f"{mean_and_error(mean, se)} ({n})"
+    return f"**{text}**" if beats(mean, se, n, best_published, sign) else text
 
 
 def metric_table(table: pd.DataFrame, metric: str) -> list[str]:
@@ -103,16 +132,59 @@ def conformal_table(table: pd.DataFrame) -> list[str]:
 def agreement_table(table: pd.DataFrame) -> list[str]:
     """The markdown lines of the chains' agreement at the test inputs (methods with two or more chains): per data set
     and method, over the finished splits that measured it, the mean of each cell's largest predictive R-hat and of
-    the shares of its test inputs within 1.1 and 1.01; none when no cell measured it."""
+    the shares of its test inputs within 1.1 and 1.01, then per method how this agreement and its verdict
+    ``converged`` relate (:func:`agreement_and_verdict`); none when no cell measured it."""
     if not table["agreement_measured"].any():
         return []
     lines = ["## The chains' agreement at the test inputs (predictive R-hat per test input: the largest, then the share "
              "of test inputs within 1.1 and within 1.01; means over the splits)", "",
              "| data set | method | largest R-hat | share within 1.1 | share within 1.01 |", "|---|---|---|---|---|"]
-    for row in table[table["agreement_measured"] > 0].itertuples():
+    measured = table[table["agreement_measured"] > 0]
+    for row in measured.itertuples():
         cells = [_ours(getattr(row, c), getattr(row, f"{c}_se"), row.agreement_measured, None, -1.0) for c in AGREEMENT_COLUMNS]
         lines.append(f"| {row.dataset} | {row.method} | " + " | ".join(cells) + " |")
-    return lines + [""]
+    lines += ["", "How this agreement and each method's verdict (converged, in the methods table) relate:", ""]
+    return lines + [f"- {method}: {agreement_and_verdict(method)}" for method in dict.fromkeys(measured["method"])] + [""]
+
+
+VERDICT_WORDS = {"True": "converged", "False": "not converged", "None": "no check"}
+"""A record's ``converged`` as a cell's verdict says it (:func:`~bnn.experiments.uci.protocol.verdict`)."""
+
+
+def _record(method: str) -> type[FitRecord] | None:
+    return METHODS.get(method).record if method in METHODS else None
+
+
+def verdict_check(method: str) -> str:
+    """What the verdict ``converged`` of ``method``'s cells checks, in a few words: for a method of Markov chains
+    (its record a :class:`~bnn.inference.core.chain_record.ChainRecord`) the chains' agreement, else the first
+    sentence of its record's ``converged`` as plain text."""
+    record = _record(method)
+    if record is None:
+        return "not known (a method this version does not have)"
+    if issubclass(record, ChainRecord):
+        return ("its chains agree at the training inputs (predictive R-hat at most 1.01), none failed, no divergence, "
+                "and enough effective draws")
+    if record.converged is FitRecord.converged:
+        return "nothing: the method has no check of its own (its cells say no check)"
+    text = re.sub(r"\s*\(:\w+:`[^`]+`\)", "", inspect.getdoc(record.converged) or "")  # a reference alone in brackets
+    text = re.sub(r":\w+:`~?(?:[\w.]*\.)?([^`]+)`", r"\1", text)
+    for value, word in VERDICT_WORDS.items():
+        text = text.replace(f"``{value}``", word)
+    first = " ".join(text.replace("``", "").split()).split(". ")[0].rstrip(".")
+    return first[len("Whether "):] if first.startswith("Whether ") else first
+
+
+def agreement_and_verdict(method: str) -> str:
+    """Why a cell of ``method`` may be ``converged`` beside a high R-hat in the agreement table, or not."""
+    record = _record(method)
+    if record is not None and issubclass(record, ChainRecord):
+        return ("its verdict reads the same R-hat, at the training inputs: a high R-hat here goes with not converged, "
+                "and the test metrics average over chains that disagree")
+    return (f"its verdict checks that {verdict_check(method)}, not this agreement: the groups of draws compared here "
+            "(its members, each fitted from a start of its own) are not Markov chains meant to meet, so converged "
+            "beside a high R-hat is no contradiction; a high R-hat says they predict differently at the test inputs, "
+            "and the test metrics average over them")
 
 
 def reproductions(table: pd.DataFrame) -> list[str]:
@@ -141,8 +213,8 @@ def reproductions(table: pd.DataFrame) -> list[str]:
                     continue
                 mean, se = published.results[row.dataset][2], published.standard_error(row.dataset, 2)
                 cells += [f"{mean:.2f} ± {se:.3f}", f"{(row.test_ll - mean) / math.hypot(row.test_ll_se, se):+.1f}"]
-            lines.append(f"| {row.dataset} | {row.test_ll:.3f} ± {row.test_ll_se:.3f} ({row.n}) | " + " | ".join(cells)
-                         + " |")
+            lines.append(f"| {row.dataset} | {mean_and_error(row.test_ll, row.test_ll_se)} ({row.n}) | "
+                         + " | ".join(cells) + " |")
         lines.append("")
     return lines
 
@@ -159,12 +231,13 @@ def beats_dropout(table: pd.DataFrame) -> list[str]:
 
 def markdown(results: pd.DataFrame, command: str | None = None) -> str:
     """``table.md``: the two metric tables, the comparison with MC dropout, how each method chose its
-    hyper-parameters with its cells' verdicts, and every failed cell with its reason."""
+    hyper-parameters with its cells' verdicts and what each verdict checks, and every failed cell with its reason."""
     table = summary(results)
     lines = ["# UCI regression benchmark", ""] + ([f"`{command}`", ""] if command else []) + [
         "Ours: mean ± standard error over the splits that finished (their number in brackets); published: as printed "
         "(cited in `bnn.experiments.uci.published`; the papers' ± is the standard deviation over the splits, the "
-        "repository's the standard error). **Bold**: ours beats every published number of the row.",
+        "repository's the standard error). **Bold**: over two splits or more, ours beats every published number of the "
+        "row by more than its standard error.",
         ""]
     lines += metric_table(table, "rmse") + metric_table(table, "test_ll") + calibration_table(table) + conformal_table(table)
     lines += agreement_table(table) + reproductions(table)
@@ -173,6 +246,9 @@ def markdown(results: pd.DataFrame, command: str | None = None) -> str:
               "|---|---|---|---|---|---|"]
     lines += [f"| {row.dataset} | {row.method} | {row.selection} | {row.n} | {row.failed} | {row.converged} of {row.n} |"
               for row in table.itertuples()]
+    lines += ["", "What converged checks (each method's own check of its fit; a cell that is not converged still counts "
+              "in the tables above):", ""]
+    lines += [f"- {method}: {verdict_check(method)}" for method in dict.fromkeys(table["method"])]
     failed = results[results["status"] != "ok"]
     if len(failed):
         lines += ["", "## Failed cells (a rerun of the same command runs them again)", ""]

@@ -2,6 +2,7 @@ import math
 
 import pandas as pd
 
+from bnn.experiments.uci.protocol import AGREEMENT_COLUMNS
 from bnn.experiments.uci.published import MC_DROPOUT, MC_DROPOUT_GRID, PUBLISHED
 from bnn.experiments.uci.table import markdown, summary, write_tables
 from tests.support.uci import UCI
@@ -91,3 +92,39 @@ def test_the_agreement_table_averages_the_cells_of_chains_and_is_left_out_when_n
     agreement = text.split("agreement at the test inputs")[1].split("\n\n")[1]  # the table's lines
     assert "| yacht | nuts |" in agreement and "| yacht | svi |" not in agreement
     assert "agreement at the test inputs" not in markdown(pd.DataFrame(rows("yacht", "svi", [1.0], [-1.0])))
+
+
+def test_tiny_values_show_significant_digits_not_zeros():
+    measured = [{**row, "crps": crps, "pit_calibration_error": 0.02}
+                for row, crps in zip(rows("naval", "svi", [0.0011, 0.0013], [4.0, 4.2]), [0.00052, 0.00058])]
+    text = markdown(pd.DataFrame(measured))
+    assert "| naval | 0.0012 ± 0.0001 (2) |" in text  # RMSE: not 0.001 ± 0.000; its s.e. at the mean's decimals
+    assert "| naval | svi | 0.00055 ± 0.00003 (2) | 0.020 ± 0.000 (2) |" in text  # CRPS; an exact 0 stays 0.000
+    assert "| naval | 4.100 ± 0.100 (2) |" in text  # three decimals where they show two digits or more
+
+
+def test_bold_needs_two_splits_and_a_lead_beyond_the_standard_error():
+    best_rmse = min(p.results["yacht"][0] for p in PUBLISHED)
+    one_split = markdown(pd.DataFrame(rows("yacht", "svi", [best_rmse - 0.3], [-1.0])))
+    assert f"| yacht | {best_rmse - 0.3:.3f} (1) |" in one_split and "**" not in one_split.split("## Test RMSE")[1]
+    within = markdown(pd.DataFrame(rows("yacht", "svi", [best_rmse - 0.4, best_rmse + 0.2], [-1.0, -1.0])))
+    assert f"| yacht | {best_rmse - 0.1:.3f} ± 0.300 (2) |" in within  # ahead by 0.1, less than its s.e. of 0.3
+    beyond = markdown(pd.DataFrame(rows("yacht", "svi", [best_rmse - 0.5, best_rmse - 0.3], [-1.0, -1.0])))
+    assert f"| yacht | **{best_rmse - 0.4:.3f} ± 0.100 (2)** |" in beyond  # ahead by 0.4, beyond its s.e. of 0.1
+
+
+def test_the_tables_say_what_each_verdict_checks_and_why_converged_may_sit_beside_a_high_r_hat():
+    agreement = dict(zip(AGREEMENT_COLUMNS, [2.84, 0.0, 0.0]))
+    cells = [{**row, **agreement, "verdict": "converged"} for row in rows("yacht", "multiswag", [1.0, 1.1], [-1.0, -1.1])]
+    cells += [{**row, **agreement, "verdict": "not converged"} for row in rows("yacht", "sgld", [1.0, 1.1], [-1.0, -1.1])]
+    text = markdown(pd.DataFrame(cells + rows("yacht", "svi", [1.0, 1.1], [-1.0, -1.1])))
+    assert "| yacht | multiswag | 2.840 ± 0.000 (2) | 0.000 ± 0.000 (2) | 0.000 ± 0.000 (2) |" in text
+    assert "| 2 | 0 | 2 of 2 |" in text  # multiswag's cells: converged
+    assert ("- multiswag: its verdict checks that every member's MAP start converged, not this agreement: the groups of "
+            "draws compared here (its members, each fitted from a start of its own) are not Markov chains meant to meet, "
+            "so converged beside a high R-hat is no contradiction") in text
+    assert "- sgld: its verdict reads the same R-hat, at the training inputs: a high R-hat here goes with not converged" in text
+    methods = text.split("## Methods")[1]
+    assert "What converged checks" in methods and "- multiswag: every member's MAP start converged" in methods
+    assert "- svi: SVI's own check: not converged when the ELBO was still rising at the end" in methods
+    assert "- sgld: its chains agree at the training inputs (predictive R-hat at most 1.01)" in methods
