@@ -24,7 +24,7 @@ def split_flat(sites: Sequence[WeightSite], flat: torch.Tensor) -> dict[str, tor
     if flat.shape[-1] != num_weights(sites):
         raise ValueError(f"a flat weight vector for these sites has {num_weights(sites)} entries, got {flat.shape[-1]}")
     pieces = torch.split(flat, [site.numel for site in sites], dim=-1)
-    return {site.name: piece.reshape(*flat.shape[:-1], *site.shape) for site, piece in zip(sites, pieces)}
+    return {site.name: piece.reshape((*flat.shape[:-1], *site.shape)) for site, piece in zip(sites, pieces)}
 
 
 def join_sites(sites: Sequence[WeightSite], values: Mapping[str, torch.Tensor]) -> torch.Tensor:

@@ -33,10 +33,15 @@ and a BatchNorm layer in eval mode normalises with its running statistics, fixed
 layer; one in training mode would normalise each batch by its own statistics (the rows' likelihoods would not
 factorise) and is refused.
 
-What cannot be made Bayesian is refused when the network is built, before any work: a module without parameters, a
-BatchNorm (or any layer tracking running statistics) in training mode, a module whose forward fails on a probe batch
-or under ``vmap`` (recurrent layers: ``nn.LSTM`` has no batching rule), an output that is not ``(n, K)`` or
-``(n,)``, and a ``bayesian=`` name that matches no parameter.
+What cannot be made Bayesian is refused when the network is built, before any work: a module without parameters or
+with a parameter of no elements, a BatchNorm (or any layer tracking running statistics) in training mode or one
+keeping no running statistics, a module whose forward fails on a probe batch or under ``vmap`` (recurrent layers:
+``nn.LSTM`` has no batching rule), an output that is not a floating-point tensor ``(n, K)`` or ``(n,)``, and a
+``bayesian=`` name that matches no parameter. The forward must be a function of ``x`` and the weights: the probe
+refuses one that changes ``x`` in place or its own state (a buffer, or an attribute that changes the next output),
+and one whose output leads no gradient back to a parameter the fit fits (``torch.no_grad()``, ``.detach()``). A 0-dim
+parameter is a site of shape ``()``; a parameter shared by two layers (tied weights) is one site, under its first
+name.
 
 Saving: the module's structure is code, which a results folder does not run. :meth:`TorchModuleNetwork.config`
 holds its description (its ``repr``, for reports, checkpoints' fingerprints and the check on loading);
@@ -86,18 +91,64 @@ def _module_sites(parameters: Mapping[str, torch.Tensor]) -> tuple[WeightSite, .
 
 
 def _check_structure(module: nn.Module) -> None:
-    """Refuse a module without parameters or with a layer that tracks running statistics in training mode."""
+    """Refuse a module without parameters, with a parameter of no elements, or with a layer that normalises each batch
+    by its own statistics (one tracking running statistics in training mode, a BatchNorm keeping none)."""
     if not isinstance(module, nn.Module):
         raise TypeError(f"from_module needs a torch.nn.Module, got {type(module).__name__}")
     if not any(True for _ in module.parameters()):
         raise ValueError(f"{type(module).__name__} has no parameters, so there is nothing to make Bayesian; give a "
                          "module with at least one parameter (an nn.Linear, ...)")
+    for name, value in module.named_parameters():
+        if value.numel() == 0:
+            raise ValueError(f"parameter {name!r} has no elements (shape {tuple(value.shape)}): nothing in it can be "
+                             "Bayesian; remove it from the module")
     for path, layer in module.named_modules():
+        layer_name = f"layer {path or '(the module)'!r} ({type(layer).__name__})"
         if getattr(layer, "track_running_stats", False) and layer.training:
-            raise ValueError(f"layer {path or '(the module)'!r} ({type(layer).__name__}) is in training mode and tracks "
-                             "running statistics: it would normalise each batch by its own statistics, so the rows' "
-                             "likelihoods do not factorise; call module.eval() first to use its running statistics as "
-                             "fixed constants (an affine layer), or remove it")
+            raise ValueError(f"{layer_name} is in training mode and tracks running statistics: it would normalise each "
+                             "batch by its own statistics, so the rows' likelihoods do not factorise; call "
+                             "module.eval() first to use its running statistics as fixed constants (an affine layer), "
+                             "or remove it")
+        if isinstance(layer, nn.modules.batchnorm._BatchNorm) and not layer.track_running_stats:
+            raise ValueError(f"{layer_name} keeps no running statistics (track_running_stats=False): it normalises each "
+                             "batch by its own statistics in any mode, so the rows' likelihoods do not factorise; "
+                             "build it with track_running_stats=True and fit its statistics on the data first (then "
+                             "module.eval()), or remove it")
+
+
+STATELESS = ("a network's output must depend on x and the weights alone (a method evaluates it many times and "
+             "prediction again later); keep the state out of forward")
+
+
+def _check_pure(module: nn.Module, x: torch.Tensor, parameters: Mapping[str, torch.Tensor], fitted: Sequence[str],
+                buffers: Mapping[str, torch.Tensor]) -> None:
+    """Refuse a forward that is not a function of ``x`` and the weights alone: one that changes ``x`` in place or its own
+    state (``buffers``, the module's buffers before the first probe; an attribute that changes the next output), or
+    one whose output leads no gradient back to a parameter in ``fitted`` (``torch.no_grad()``, ``.detach()``)."""
+    name = type(module).__name__
+    given = x.clone()
+    weights = {key: value.clone().requires_grad_(key in fitted) for key, value in parameters.items()}
+    first = functional_call(module, weights, (given,))
+    second = functional_call(module, weights, (given,))
+    if not torch.equal(given, x):
+        raise ValueError(f"{name} changes its input x in place (an operation such as x.mul_(2) or x += 1 on x itself), "
+                         "so the data change with every call; compute a new tensor instead (x = x * 2)")
+    changed = [key for key, value in module.named_buffers() if key not in buffers or not torch.equal(value, buffers[key])]
+    if changed:
+        raise ValueError(f"{name} changes its own state when it runs: its buffer {changed[0]!r} changed between calls; "
+                         f"{STATELESS}")
+    if not torch.equal(first.detach().nan_to_num(), second.detach().nan_to_num()):  # nan_to_num: NaN equals NaN here
+        raise ValueError(f"{name} changes its own state when it runs: two calls at the same x and weights gave different "
+                         f"outputs (an attribute it updates?); {STATELESS}")
+    wanted = [key for key in parameters if key in fitted]
+    gradients = (torch.autograd.grad(first.sum(), [weights[key] for key in wanted], allow_unused=True)
+                 if first.requires_grad else [None] * len(wanted))
+    missing = [key for key, gradient in zip(wanted, gradients) if gradient is None]
+    if missing:
+        raise ValueError(f"no gradient reaches the parameters {missing} from {name}'s output, so a fit would leave them "
+                         "at their start (parameters held at a point are fitted at the MAP first): its forward detaches "
+                         "them (torch.no_grad(), .detach(), a NumPy round trip) or does not use them; let the gradient "
+                         "flow to them, or remove the parameters the output does not use")
 
 
 def _bayesian_names(module: nn.Module, bayesian: str | Sequence[str]) -> list[str]:
@@ -129,15 +180,21 @@ def _bayesian_names(module: nn.Module, bayesian: str | Sequence[str]) -> list[st
 def _call_while_tracing(module: nn.Module, values: Mapping[str, torch.Tensor], args: tuple) -> torch.Tensor:
     """``module(*args)`` with its parameters and buffers replaced by ``values`` for the call, for TorchScript tracing (Pyro's
     ``JitTrace_ELBO``), which :func:`torch.func.functional_call` refuses: each entry is put in its owner's
-    ``_parameters`` or ``_buffers`` and the module's own tensors restored after the call, whatever it raises."""
+    ``_parameters`` or ``_buffers`` (a tied parameter under each of its names) and the module's own tensors restored
+    after the call, whatever it raises."""
+    tied: dict[int, list[str]] = {}
+    for name, value in module.named_parameters(remove_duplicate=False):
+        tied.setdefault(id(value), []).append(name)
+    names = {aliases[0]: aliases for aliases in tied.values()}  # named_parameters() gives a tied one its first name
     saved = []
     try:
         for name, value in values.items():
-            owner, _, leaf = name.rpartition(".")
-            layer = module.get_submodule(owner)
-            table = layer._parameters if leaf in layer._parameters else layer._buffers
-            saved.append((table, leaf, table[leaf]))
-            table[leaf] = value
+            for alias in names.get(name, [name]):
+                owner, _, leaf = alias.rpartition(".")
+                layer = module.get_submodule(owner)
+                table = layer._parameters if leaf in layer._parameters else layer._buffers
+                saved.append((table, leaf, table[leaf]))
+                table[leaf] = value
         return module(*args)
     finally:
         for table, leaf, original in reversed(saved):
@@ -231,6 +288,7 @@ class TorchModuleNetwork(BayesianNetwork):
         dtype = next(iter(parameters.values())).dtype
         x = torch.randn(PROBE_ROWS, in_features, generator=torch.Generator().manual_seed(0), dtype=dtype)
         draws = {name: value.expand(2, *value.shape) for name, value in parameters.items()}
+        buffers = {name: value.clone() for name, value in self.module.named_buffers()}
         try:
             with torch.no_grad():
                 output = vmap(lambda values: functional_call(self.module, values, (x,)))(draws)
@@ -240,9 +298,19 @@ class TorchModuleNetwork(BayesianNetwork):
                              f"failed ({type(error).__name__}: {error}); it must map (n, in_features) to (n, K) and "
                              "run under torch.func.vmap (recurrent layers such as nn.LSTM do not): check in_features= "
                              "or make the Bayesian part a module that does") from None
+        name = type(self.module).__name__
+        if not isinstance(output, torch.Tensor):
+            raise ValueError(f"{name} returns a {type(output).__name__}, not a tensor: a network's forward must return "
+                             "the output tensor, (n, K) or (n,); wrap the module in one whose forward returns the output "
+                             "to fit (such as the first element of the tuple)")
+        if not output.is_floating_point():
+            raise ValueError(f"{name} returns {output.dtype} outputs: a network's output is floating point (the means "
+                             "or logits the likelihood reads), and no gradient passes through rounding to integers; "
+                             "return the output before it is rounded or cast")
         if output.dim() not in (2, 3) or output.shape[1] != PROBE_ROWS:
-            raise ValueError(f"{type(self.module).__name__} maps a probe batch of {PROBE_ROWS} rows to shape "
+            raise ValueError(f"{name} maps a probe batch of {PROBE_ROWS} rows to shape "
                              f"{tuple(output.shape[1:])}; a network's output is (n, K), or (n,) for one output")
+        _check_pure(self.module, x, parameters, list(parameters) if self.point_values is None else self.bayesian, buffers)
         return 1 if output.dim() == 2 else output.shape[2]
 
     # ----------------------------------------------------------- the network

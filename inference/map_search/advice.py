@@ -1,6 +1,10 @@
-"""What a MAP fit that did not converge, or whose evidence search found no maximum, tells the user to do."""
+"""What a MAP fit that did not converge, whose evidence search found no maximum, or whose objective is not finite,
+tells the user to do."""
 
 from __future__ import annotations
+
+import torch
+from bnn.guides.flat_weights import split_flat
 
 RAISE_BUDGET = "raise map_max_iter or map_steps (or map_lr), or loosen map_tolerance"
 NOT_CONVERGED = "Newton decrement above map_tolerance={:g}, and the log joint not flat when the polish stopped"
@@ -21,3 +25,19 @@ COLLAPSE_FIX = "use a Gaussian prior (the noise is then chosen by the Laplace ev
 def map_advice(at_kink: bool, stalled: bool) -> str:
     """What to do about a MAP that did not converge: nothing helps at a kink; a stalled polish needs far more."""
     return KINK_ADVICE if at_kink else STALL_ADVICE if stalled else RAISE_BUDGET
+
+
+def nonfinite_objective(model, x: torch.Tensor, theta: torch.Tensor, loss: float, step: int, lr: float) -> str:
+    """Why Adam's MAP objective is ``loss`` (not finite) at ``step``: past the first step, the rate ``lr``; at the start
+    ``theta`` no step was taken, so the cause is the network's output there (its forward makes NaN or inf) or the log
+    joint itself."""
+    if step > 0:
+        return f"the MAP objective became {loss} at Adam step {step}; lower map_lr (now {lr})"
+    with torch.no_grad():
+        output = model.forward(x, split_flat(model.sites, theta))
+    cause = (f"the network's output on the training inputs holds {'NaN' if output.isnan().any() else 'inf'} there, "
+             "which its forward makes (a log or a division of a value that can be 0 or negative, a NaN among its "
+             "weights or buffers): check the module's forward on x" if not torch.isfinite(output).all() else
+             "the likelihood or the prior cannot be evaluated at the starting weights")
+    return (f"the MAP objective is {loss} at its start (a draw from the prior), before any step, so map_lr is not the "
+            f"cause: {cause}")

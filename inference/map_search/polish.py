@@ -32,6 +32,7 @@ from bnn.inference.curvature.gauss_newton import (
 )
 from bnn.inference.curvature.kron_curvature import kron_posterior, kron_supported
 from bnn.inference.curvature.output_curvature import OUTPUT_HESSIANS
+from bnn.inference.map_search.advice import nonfinite_objective
 from bnn.inference.map_search.log_joint import ScaledPrior, log_likelihood
 
 from bnn.runtime.progress import progress_bar
@@ -225,7 +226,7 @@ def adam_steps(fit: MapProblem, theta: torch.Tensor, prior: ScaledPrior, latents
         noise = {name: value.exp() for name, value in log_noise.items()} or latents
         loss = -(log_likelihood(model, x, y, theta, noise) + prior.log_prob(theta)) / x.shape[0]
         if not math.isfinite(loss.item()):
-            raise FloatingPointError(f"the MAP objective became {loss.item()} at Adam step {step}; lower map_lr (now {lr})")
+            raise FloatingPointError(nonfinite_objective(model, x, theta.detach(), loss.item(), step, lr))
         loss.backward()
         adam.step()
         if step % 50 == 0:

@@ -131,7 +131,8 @@ class MinibatchLogJoint:
         r""":math:`\log\hat\pi` of each chain, ``(C,)``, on its minibatch ``batches[c]``; for ``None`` the exact log joint
         on all the data, whatever the batch size."""
         values = self.split(z)
-        total = sum(prior.log_prob(values[name]).flatten(1).sum(-1) for name, prior in self.weight_priors.items())
+        total = sum(prior.log_prob(values[name]).reshape(z.shape[0], -1).sum(-1)  # (C,), a 0-dim site's too
+                    for name, prior in self.weight_priors.items())
         for name, transform in self.to_support.items():
             unconstrained, value = values[name], transform(values[name])
             jacobian = transform.log_abs_det_jacobian(unconstrained, value)

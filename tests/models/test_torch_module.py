@@ -287,3 +287,175 @@ def test_a_conv_module_given_in_features_is_made_bayesian():
     x = torch.randn(5, 4)
     with torch.no_grad():
         torch.testing.assert_close(model.forward(x, weights), module(x).expand(3, 5, 1))
+
+
+class Linear1(nn.Module):
+    """One ``nn.Linear(1, 1)`` under a forward of its own (the cases below change it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(1, 1)
+
+
+class CountsInABuffer(Linear1):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("offset", torch.zeros(1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.offset.add_(1)
+        return self.linear(x) + self.offset
+
+
+class CountsInAnAttribute(Linear1):
+    calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        return self.linear(x) * self.calls
+
+
+class WithoutGradient(Linear1):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            return self.linear(x)
+
+
+class DetachesTheFeatures(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.features, self.head = nn.Linear(1, 3), nn.Linear(3, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.tanh(self.features(x)).detach())
+
+
+class ScalesXInPlace(Linear1):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x.mul_(2)
+        return self.linear(x)
+
+
+class ReturnsATuple(Linear1):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.linear(x), x
+
+
+class ReturnsADict(Linear1):
+    def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {"output": self.linear(x)}
+
+
+class ReturnsIntegers(Linear1):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x).round().long()
+
+
+@pytest.mark.parametrize("module, message", [
+    (CountsInABuffer, r"CountsInABuffer changes its own state when it runs: its buffer 'offset' changed.* a "
+                        r"network's output must depend on x and the weights alone"),
+    (CountsInAnAttribute, r"CountsInAnAttribute changes its own state when it runs: two calls at the same x and "
+                            r"weights gave different outputs"),
+    (WithoutGradient, r"no gradient reaches the parameters \['linear.weight', 'linear.bias'\] from "
+                        r"WithoutGradient's output, so a fit would leave them at their start.*torch.no_grad\(\), .detach\(\)"),
+    (DetachesTheFeatures, r"no gradient reaches the parameters \['features.weight', 'features.bias'\]"),
+    (ScalesXInPlace, r"ScalesXInPlace changes its input x in place .* x.mul_\(2\) .*x = x \* 2"),
+    (ReturnsATuple, r"ReturnsATuple returns a tuple, not a tensor: .* return the output tensor, \(n, K\)"),
+    (ReturnsADict, r"ReturnsADict returns a dict, not a tensor"),
+    (ReturnsIntegers, r"ReturnsIntegers returns torch.int64 outputs: a network's output is floating point"),
+])
+def test_a_forward_that_is_not_a_function_of_x_and_the_weights_is_refused_when_built(module, message):
+    with pytest.raises(ValueError, match=message):
+        from_module(module())
+
+
+def test_parameters_held_at_a_point_need_a_gradient_until_their_point_values_are_given():
+    """The MAP stage fits the parameters held at a point: without a gradient it would leave them at their start; given
+    point values (a fitted network, a frozen feature extractor) they need none."""
+    module = DetachesTheFeatures()
+    with pytest.raises(ValueError, match=r"no gradient reaches the parameters \['features.weight', 'features.bias'\]"):
+        from_module(module, bayesian="last-layer")
+    points = {"features.weight": module.features.weight.detach(), "features.bias": module.features.bias.detach()}
+    model = TorchModuleNetwork(module, bayesian="last-layer", point_values=points)
+    assert [site.name for site in model.sites] == ["head.weight", "head.bias"] and not model.needs_point_fit()
+
+
+class WithAnEmptyParameter(Linear1):
+    def __init__(self) -> None:
+        super().__init__()
+        self.unused = nn.Parameter(torch.empty(0, 3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x)
+
+
+@pytest.mark.parametrize("module, message", [
+    (lambda: nn.Sequential(nn.Linear(1, 3), nn.BatchNorm1d(3, track_running_stats=False), nn.Linear(3, 1)).eval(),
+     r"layer '1' \(BatchNorm1d\) keeps no running statistics \(track_running_stats=False\): it normalises each batch "
+     r"by its own statistics in any mode.*"),
+    (WithAnEmptyParameter, r"parameter 'unused' has no elements \(shape \(0, 3\)\): nothing in it can be Bayesian; "
+                           r"remove it from the module"),
+])
+def test_a_layer_that_cannot_be_made_bayesian_is_refused_by_its_structure(module, message):
+    with pytest.raises(ValueError, match=message):
+        from_module(module())
+
+
+class Scaled(Linear1):
+    """A 0-dim parameter: one scalar weight."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = nn.Parameter(torch.tensor(0.5))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x) * self.scale
+
+
+def test_a_scalar_parameter_is_a_weight_site_of_shape_empty():
+    model = from_module(Scaled(), in_features=1)
+    assert [(site.name, tuple(site.shape)) for site in model.sites] == [("scale", ()), ("linear.weight", (1, 1)),
+                                                                       ("linear.bias", (1,))]
+    weights = {"scale": torch.tensor([2.0, 3.0]), "linear.weight": torch.ones(2, 1, 1), "linear.bias": torch.zeros(2, 1)}
+    torch.testing.assert_close(model.forward(X[:3], weights), torch.stack([2 * X[:3], 3 * X[:3]]))
+
+
+@pytest.mark.parametrize("method", [pytest.param(name, marks=pytest.mark.long) if name in SECONDS else name
+                                    for name in any_network_methods()])
+def test_every_method_fits_a_module_with_a_scalar_parameter(method):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a few steps cannot converge
+        posterior = fit(from_module(Scaled(), in_features=1, likelihood=LIKELIHOOD), (X, Y), method, seed=0,
+                        progress=False, **QUICK[method])
+    assert posterior.samples["scale"].dim() == 2  # (chains or members, draws)
+    assert torch.isfinite(posterior.predict(X, seed=0).mean).all()
+
+
+class Tied(nn.Module):
+    """The same weight in two layers (``second.weight`` is ``first.weight``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.inputs, self.first, self.second, self.head = nn.Linear(1, 2), nn.Linear(2, 2), nn.Linear(2, 2), nn.Linear(2, 1)
+        self.second.weight = self.first.weight
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.tanh(self.second(torch.tanh(self.first(torch.tanh(self.inputs(x)))))))
+
+
+def test_a_weight_tied_across_two_layers_is_one_site_and_jit_svi_fits_it():
+    module = Tied()
+    model = from_module(module, likelihood=LIKELIHOOD)
+    assert "first.weight" in [site.name for site in model.sites] and "second.weight" not in model.latent_shapes
+    posterior = fit(model, (X, Y), "svi", steps=5, num_samples=4, jit=True, seed=0, progress=False)
+    weights = {name: value[0, 0] for name, value in posterior.samples.items() if name in model.latent_shapes}
+    with torch.no_grad():
+        expected = torch.func.functional_call(module, weights, (X,))  # both layers at the one drawn weight
+    torch.testing.assert_close(model.forward(X, weights), expected)
+    names = list(weights)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the tracer's warnings on the shape checks, which Pyro's JIT ignores too
+        traced = torch.jit.trace(lambda x, *values: model.forward(x, dict(zip(names, values))), (X, *weights.values()))
+    moved = {name: value + 0.5 for name, value in weights.items()}  # the traced forward reads the tied weight as an input
+    torch.testing.assert_close(traced(X, *moved.values()), model.forward(X, moved))

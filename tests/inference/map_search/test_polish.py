@@ -12,7 +12,7 @@ from bnn.inference.map_search import polish
 from bnn.inference.map_search.log_joint import ScaledPrior, log_likelihood
 from bnn.inference.map_search.map_estimate import find_map, working_data
 from bnn.inference.map_search.polish import MapProblem
-from bnn.models import BayesianMLP
+from bnn.models import BayesianMLP, from_module
 
 
 def digits_subset(activation: str = "tanh"):
@@ -58,3 +58,24 @@ def test_without_a_budget_each_polish_takes_its_own_default(monkeypatch, dense_l
     with pytest.warns(RuntimeWarning, match="stopped after 3 iterations"):
         estimate = find_map(model, x, y, steps=10, lr=0.01, tolerance=1e-12, progress=False)
     assert estimate.polish == polish_name and estimate.lbfgs_iterations == 3
+
+
+class LogOutput(torch.nn.Module):
+    """The log of a linear layer's output, NaN wherever it is negative."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.linear = torch.nn.Linear(1, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x).log()
+
+
+def test_an_objective_not_finite_before_the_first_step_names_the_network_not_the_step_size():
+    model = from_module(LogOutput(), likelihood={"name": "gaussian", "scale": 0.1})
+    x = torch.linspace(-1, 1, 10, dtype=torch.float64).unsqueeze(-1)
+    with pytest.raises(FloatingPointError, match=r"the MAP objective is nan at its start \(a draw from the prior\), "
+                                                 r"before any step, so map_lr is not the cause: the network's output on "
+                                                 r"the training inputs holds NaN there.*check the module's forward"):
+        find_map(model, x, x.squeeze(-1), steps=10, lr=0.01, tolerance=0.01, progress=False)
