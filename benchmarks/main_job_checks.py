@@ -4,7 +4,7 @@ For each seed :math:`s` the model, the data and each method's options are built 
 --seed s`` builds them (the built-in data drawn with seed :math:`s` too; further ``compare`` flags after ``--``), each
 method is fitted, and one Markdown row per method and seed gives its verdict: NUTS's convergence (divergences, the
 predictive :math:`\hat{R}`), SVI's ELBO trend (the gain of the last window over the one before, in standard errors,
-and the allowance a falling rate gives a converged fit; :mod:`bnn.inference.svi.elbo_trend`), Laplace's MAP
+and the allowance a falling rate gives a converged fit; :mod:`bnn.inference.core.objective_trend`), Laplace's MAP
 convergence; then the count of seeds each method passed.
 
 Usage::

@@ -3,7 +3,7 @@ r"""Why mean-field SVI underfits toy1d, and the defaults that fix what optimisat
 Each setting fits the model of ``bnn compare --dataset toy1d`` (1-50-1 tanh, :math:`\mathcal{N}(0, 1)` prior on
 every weight, learned noise with a HalfNormal(1) prior) by SVI from seed 0, and reports the ELBO against steps (the
 mean of the 50 estimates up to each mark), the final ELBO (mean of the last 50), SVI's own check (is the ELBO still
-rising, :mod:`bnn.inference.svi.elbo_trend`), the test log-likelihood, RMSE and the coverage of the 50% and 90%
+rising, :mod:`bnn.inference.core.objective_trend`), the test log-likelihood, RMSE and the coverage of the 50% and 90%
 predictive intervals, the posterior mean of the noise scale (standardised units) and the wall time of the fit.
 
 Two references frame the numbers: the Laplace log evidence :math:`\log Z` of ``method="laplace"`` (GGN, full) on the

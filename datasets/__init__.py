@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bnn.datasets.dataset import TASKS, Dataset
-from bnn.datasets.mnist1d import load_mnist1d
+from bnn.datasets.mnist1d import load_mnist1d, load_mnist1d_40k
 from bnn.datasets.sklearn_sets import load_breast_cancer_binary, load_diabetes_regression, load_digits_images
 from bnn.datasets.standardize import Standardizer
 from bnn.datasets.toy import load_toy1d, toy_function
@@ -21,6 +21,7 @@ DATASETS.register("diabetes", load_diabetes_regression)
 DATASETS.register("breast_cancer", load_breast_cancer_binary)
 DATASETS.register("digits", load_digits_images)
 DATASETS.register("mnist1d", load_mnist1d)
+DATASETS.register("mnist1d-40k", load_mnist1d_40k)
 
 
 def load_dataset(name: str, *, uci_dir: str | Path | None = None, split: int = 0, seed: int = 0) -> Dataset:
@@ -38,6 +39,6 @@ def load_dataset(name: str, *, uci_dir: str | Path | None = None, split: int = 0
 __all__ = [
     "DATASETS", "TASKS", "UCI_DIR_VARIABLE", "Dataset", "Standardizer", "as_float_tensor", "check_inputs_targets",
     "find_uci_dir", "load_breast_cancer_binary", "load_dataset", "load_diabetes_regression", "load_digits_images",
-    "load_mnist1d", "load_toy1d", "load_uci",
+    "load_mnist1d", "load_mnist1d_40k", "load_toy1d", "load_uci",
     "toy_function",
 ]

@@ -12,14 +12,14 @@ from typing import Any
 
 import torch
 from bnn.datasets.dataset import Dataset
-from bnn.inference import ensemble, laplace, mc_dropout, nuts, point_estimate, sgmcmc, svi, swag
+from bnn.inference import ensemble, ivon, laplace, mc_dropout, nuts, point_estimate, sgmcmc, svi, swag
 from bnn.inference.core.method import METHODS, Method, register_method
 from bnn.inference.core.model_data import check_model, checked_data
 from bnn.inference.core.point_parameters import fit_point_parameters, needs_point_fit
 from bnn.inference.core.posterior import Posterior
 
 for _method in (svi.METHOD, nuts.METHOD, laplace.METHOD, point_estimate.METHOD, mc_dropout.METHOD, ensemble.METHOD,
-                sgmcmc.SGLD, sgmcmc.SGHMC, sgmcmc.CSGLD, swag.SWAG, swag.MULTISWAG):
+                sgmcmc.SGLD, sgmcmc.SGHMC, sgmcmc.CSGLD, swag.SWAG, swag.MULTISWAG, ivon.METHOD):
     register_method(_method)
 
 

@@ -75,3 +75,7 @@ FIXED_PRIOR_POTENTIAL = HierarchicalRefusal(
     "its minibatch potential adds each weight site's fixed log prior, and it does not sample the scales' non-centred "
     "coordinates")
 """The refusal of SGLD, SGHMC and the cyclical samplers."""
+WEIGHT_DECAY_PRIOR = HierarchicalRefusal(
+    "its prior is a weight decay, a zero-mean Gaussian of fixed scale per site, so the latent scales of a hierarchical "
+    "prior would be held, not fitted")
+"""The refusal of IVON, whose prior enters as its optimiser's weight decay."""

@@ -45,6 +45,7 @@ from bnn.inference.svi.guide import build_svi_guide, check_hierarchical_guide
 from bnn.inference.svi.loop import SVILoop
 from bnn.inference.svi.minibatches import StepPlan
 from bnn.inference.svi.options import SVIOptions
+from bnn.inference.svi.record import ELBO_RISING
 
 from bnn.runtime.seeding import seeded
 from bnn.runtime.stacklevel import user_stacklevel
@@ -73,7 +74,7 @@ def run_svi(model, x: torch.Tensor, y: torch.Tensor, options: SVIOptions) -> Pos
     Warns
     -----
     ConvergenceWarning
-        When the ELBO was still rising at the end (:mod:`~bnn.inference.svi.elbo_trend`); the record's
+        When the ELBO was still rising at the end (:mod:`~bnn.inference.core.objective_trend`); the record's
         ``problems()`` says so too.
 
     Raises
@@ -101,5 +102,5 @@ def run_svi(model, x: torch.Tensor, y: torch.Tensor, options: SVIOptions) -> Pos
         check_draws(model, x, fitted.samples, plan.total_steps, options.lr)
     trend = fitted.record.trend
     if trend is not None and trend.rising:
-        warnings.warn(trend.sentence(), ConvergenceWarning, stacklevel=user_stacklevel())
+        warnings.warn(trend.sentence(*ELBO_RISING), ConvergenceWarning, stacklevel=user_stacklevel())
     return fitted

@@ -5,10 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from bnn.inference.core.objective_trend import ObjectiveTrend, objective_trend
 from bnn.inference.core.record import FitRecord
 from bnn.inference.core.temperature import tempered_label
-from bnn.inference.svi.elbo_trend import ELBOTrend, elbo_trend
 from bnn.inference.svi.options import SVIOptions
+
+ELBO_RISING = ("the ELBO", "SVI", "give it more steps (steps=, --steps)")
+"""What SVI's trend says when its ELBO was still rising: the objective, the method and the fix."""
 
 
 @dataclass(kw_only=True)
@@ -53,12 +56,12 @@ class SVIRecord(FitRecord):
         return tempered_label(f"svi ({self.guide})", self.temperature)
 
     @property
-    def trend(self) -> ELBOTrend | None:
-        """The ELBO's trend at the end of the run (:mod:`~bnn.inference.svi.elbo_trend`), its windows cut by the
+    def trend(self) -> ObjectiveTrend | None:
+        """The ELBO's trend at the end of the run (:mod:`~bnn.inference.core.objective_trend`), its windows cut by the
         learning rate of the options' schedule over the recorded steps; ``None`` for a run too short to judge."""
         total = len(self.elbo)
         rates = [self.options.lr_schedule.factor(step, total, self.options.final_lr_fraction) for step in range(total)]
-        return elbo_trend(self.elbo, rates)
+        return objective_trend(self.elbo, rates)
 
     @property
     def converged(self) -> bool | None:
@@ -69,7 +72,7 @@ class SVIRecord(FitRecord):
 
     def problems(self) -> list[str]:
         trend = self.trend
-        rising = [trend.sentence()] if trend is not None and trend.rising and self.stopped is None else []
+        rising = [trend.sentence(*ELBO_RISING)] if trend is not None and trend.rising and self.stopped is None else []
         return rising + ([] if self.stopped is None else [f"SVI stopped early: {self.stopped}"])
 
     def metrics(self) -> dict[str, Any]:

@@ -6,8 +6,13 @@ import torch
 from bnn.datasets import DATASETS, TASKS, Dataset, load_dataset, load_toy1d, toy_function
 from bnn.datasets.toy import NOISE
 
+LARGE = {"mnist1d-40k"}
+"""Data sets whose generation alone takes a while (MNIST-1D at 50,000 signals): the slow tier; their own tests are in
+tests/datasets/test_image_sets.py."""
 
-@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.long) if name == "mnist1d" else name  # 4 s to generate
+
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow) if name in LARGE else
+                                  pytest.param(name, marks=pytest.mark.long) if name == "mnist1d" else name  # 4 s
                                   for name in DATASETS.names()])
 def test_built_in_data_sets_are_standardised_with_training_statistics(name):
     data = load_dataset(name)

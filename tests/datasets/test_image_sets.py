@@ -53,6 +53,17 @@ def test_mnist1d_is_the_published_benchmark_at_seed_0_and_another_draw_at_anothe
     assert other.x_train.shape == data.x_train.shape and not torch.equal(other.x_train, data.x_train)
 
 
+@pytest.mark.long  # about 12 s to generate
+def test_mnist1d_40k_is_the_same_generator_at_ten_times_the_signals(offline):
+    data = load_dataset("mnist1d-40k")
+    assert (data.name, data.task, data.input_shape, data.out_features) == ("mnist1d-40k", "multiclass", (40,), 10)
+    assert (data.x_train.shape[0], data.x_test.shape[0]) == (40_000, 10_000)
+    counts = torch.bincount(data.y_train.long(), minlength=10)
+    assert counts.min() > 0.09 * 40_000 and counts.max() < 0.11 * 40_000  # the generator's classes are balanced
+    with pytest.raises(ValueError, match="signals must be an integer of at least 10, got 5"):
+        load_mnist1d(signals=5)
+
+
 def test_mnist1d_never_calls_the_downloading_loader(monkeypatch, offline):
     import mnist1d.data
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 from bnn.inference import METHODS, Posterior, fit
-from bnn.inference.core.hierarchical_refusal import FIXED_PRIOR_POTENTIAL, POINT_ESTIMATE
+from bnn.inference.core.hierarchical_refusal import FIXED_PRIOR_POTENTIAL, POINT_ESTIMATE, WEIGHT_DECAY_PRIOR
 from bnn.inference.diagnostics.convergence import ConvergenceWarning
 from bnn.inference.nuts.potential import FlatPotential, flat_potential_mismatch
 from bnn.models import ARDPrior, BayesianMLP, HorseshoePrior, LayerScalePrior, get_prior
@@ -118,7 +118,8 @@ def test_the_config_round_trips():
 
 FITS_LAYER_AND_ARD_SCALES = {"svi", "nuts", "laplace"}
 """The methods that fit the latent scales of ``layer-scale`` and ``ard`` priors; every other method refuses them."""
-REASONS = {POINT_ESTIMATE: "collapses the scales to zero", FIXED_PRIOR_POTENTIAL: "fixed log prior"}
+REASONS = {POINT_ESTIMATE: "collapses the scales to zero", FIXED_PRIOR_POTENTIAL: "fixed log prior",
+           WEIGHT_DECAY_PRIOR: "its prior is a weight decay"}
 """What each kind of refusal says."""
 
 

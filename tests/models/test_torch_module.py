@@ -21,7 +21,7 @@ from torch import nn
 
 from tests.conftest import default_dtype
 from tests.models.test_network import X, Y
-from tests.support.quick_options import QUICK, SECONDS, any_network_methods
+from tests.support.quick_options import QUICK, SECONDS, any_network_list, any_network_methods
 
 LIKELIHOOD = {"name": "gaussian", "scale": 0.1}
 
@@ -191,7 +191,7 @@ def test_mc_dropout_refuses_it_before_the_map_stage_even_with_dropout_layers(mod
     monkeypatch.setattr("bnn.inference.core.point_parameters.fit_point_parameters",
                         lambda *args: pytest.fail("work started"))
     with pytest.raises(ValueError, match=r"method 'mc-dropout' needs a network that says where its dropout goes .* "
-                                         r"which TorchModuleNetwork is not; use csgld, ensemble, laplace, map, multiswag, nuts"):
+                                         rf"which TorchModuleNetwork is not; use {any_network_list()}"):
         fit(from_module(module, bayesian="last-layer"), (X, Y), "mc-dropout")
 
 

@@ -22,6 +22,7 @@ QUICK: dict[str, dict[str, object]] = {
     "swag": {"map_steps": 50, "swag_epochs": 4, "rank": 2, "batch_size": 8, "num_samples": 5},
     "multiswag": {"map_steps": 50, "swag_epochs": 4, "rank": 2, "batch_size": 8, "num_samples": 5, "num_members": 2,
                   "member_method": "sequential"},
+    "ivon": {"epochs": 3, "batch_size": 8, "num_samples": 10},
 }
 """A few steps of each method, by name."""
 
@@ -32,3 +33,9 @@ SECONDS = {"nuts", "laplace", "map", "ensemble", "swag", "multiswag"}
 def any_network_methods() -> list[str]:
     """The methods that fit any network (they state no :attr:`~bnn.inference.core.method.Method.requires`)."""
     return [name for name in METHODS.names() if METHODS.get(name).requires is None]
+
+
+def any_network_list() -> str:
+    """:func:`any_network_methods` as a refusal names them: ``a, b or c``."""
+    names = any_network_methods()
+    return ", ".join(names[:-1]) + f" or {names[-1]}"

@@ -54,7 +54,8 @@ def test_option_names_become_flags_and_plain_words_stay():
 
 @pytest.mark.long
 def test_an_elbo_still_rising_is_reported_once():
-    """SVI's record reports its own unfinished ELBO (:mod:`bnn.inference.svi.elbo_trend`); the report adds no second line."""
+    """SVI's record reports its own unfinished ELBO (:mod:`bnn.inference.core.objective_trend`); the report adds no
+    second line."""
     model = BayesianMLP(1, 1, hidden=(8,))
     with pytest.warns(ConvergenceWarning, match="ELBO was still rising"):
         svi = fit(model, load_toy1d(n_train=40, n_test=10), "svi", steps=200, lr_schedule="constant", lr=0.003,

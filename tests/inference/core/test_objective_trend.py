@@ -10,8 +10,8 @@ import pytest
 import torch
 from bnn.datasets import load_toy1d
 from bnn.inference import fit
+from bnn.inference.core.objective_trend import MIN_WINDOW, RISE_Z, objective_trend
 from bnn.inference.diagnostics.convergence import ConvergenceWarning
-from bnn.inference.svi.elbo_trend import MIN_WINDOW, RISE_Z, elbo_trend
 from bnn.inference.svi.schedules import LRSchedule
 from bnn.models import BayesianMLP
 
@@ -25,7 +25,7 @@ def noisy_trace(slope: float, steps: int = 2000, sd: float = 5.0, seed: int = 0)
 
 def test_under_a_constant_rate_the_windows_are_the_last_two_tenths_and_the_noise_is_about_their_lines():
     trace = noisy_trace(0.01)
-    trend = elbo_trend(trace)
+    trend = objective_trend(trace)
     earlier, later = np.array(trace[1600:1800]), np.array(trace[1800:])
     assert (trend.earlier_steps, trend.later_steps) == (200, 200)
     assert trend.gain == pytest.approx(later.mean() - earlier.mean(), rel=1e-12)
@@ -38,10 +38,10 @@ def test_under_a_constant_rate_the_windows_are_the_last_two_tenths_and_the_noise
 
 def test_under_a_constant_rate_a_rise_of_three_standard_errors_is_rising_and_a_flat_trace_is_not():
     # windows of 200 steps with noise sd 5: SE = 5 sqrt(2 / 200) = 0.5; the slope 0.015 gains 0.015 * 200 = 3 = 6 SE
-    trend = elbo_trend(noisy_trace(0.015))
+    trend = objective_trend(noisy_trace(0.015))
     assert trend.rising and trend.rate_drop == 0.0 and trend.gain < trend.noise  # no settling allowance
     # a flat trace crosses 3 SE with probability 1.3e-3: none of 20 fixed seeds does
-    assert not any(elbo_trend(noisy_trace(0.0, seed=seed)).rising for seed in range(20))
+    assert not any(objective_trend(noisy_trace(0.0, seed=seed)).rising for seed in range(20))
     assert RISE_Z == 3.0
 
 
@@ -49,7 +49,7 @@ def test_under_a_decaying_rate_a_gain_within_the_settling_allowance_is_drift_and
     steps = 2000
     rates = [LRSchedule.COSINE.factor(step, steps, 0.01) for step in range(steps)]
     flat = noisy_trace(0.0, steps=steps)
-    drift = elbo_trend(flat, rates)
+    drift = objective_trend(flat, rates)
     later = slice(steps - drift.later_steps, steps)
     earlier = slice(steps - drift.later_steps - drift.earlier_steps, steps - drift.later_steps)
     assert drift.rate_drop == pytest.approx(1 - np.mean(rates[later]) / np.mean(rates[earlier]), rel=1e-12)
@@ -59,7 +59,7 @@ def test_under_a_decaying_rate_a_gain_within_the_settling_allowance_is_drift_and
         return [value + (by if step >= later.start else 0.0) for step, value in enumerate(flat)]
 
     allowance = drift.rate_drop * drift.noise
-    settling, climbing = elbo_trend(lifted(0.6 * allowance), rates), elbo_trend(lifted(1.5 * allowance), rates)
+    settling, climbing = objective_trend(lifted(0.6 * allowance), rates), objective_trend(lifted(1.5 * allowance), rates)
     assert settling.gain > RISE_Z * settling.standard_error and not settling.rising  # significant, but drift
     assert climbing.rising
 
@@ -70,27 +70,27 @@ def test_a_run_flattened_by_its_decaying_rate_is_still_rising_when_cut_by_the_ra
     rates = [LRSchedule.COSINE.factor(step, steps, 0.01) for step in range(steps)]
     progress = np.cumsum(rates)
     trace = [0.1 * float(p) + e for p, e in zip(progress, noisy_trace(0.0, steps=steps, sd=5.0))]
-    assert not elbo_trend(trace).rising  # the last two tenths of the steps
-    trend = elbo_trend(trace, rates)
+    assert not objective_trend(trace).rising  # the last two tenths of the steps
+    trend = objective_trend(trace, rates)
     assert trend.rising and trend.later_steps > 200 and trend.earlier_steps + trend.later_steps > 400
 
 
 def test_the_windows_hold_a_tenth_of_the_rate_each_and_at_least_the_fewest_steps():
     steps = 1000
     rates = [LRSchedule.COSINE.factor(step, steps, 0.01) for step in range(steps)]
-    trend = elbo_trend(noisy_trace(0.0, steps=steps), rates)
+    trend = objective_trend(noisy_trace(0.0, steps=steps), rates)
     total = sum(rates)
     later = sum(rates[-trend.later_steps:])
     earlier = sum(rates[-trend.later_steps - trend.earlier_steps:-trend.later_steps])
     assert later >= 0.1 * total > later - rates[-trend.later_steps]  # the fewest last steps holding a tenth
     assert earlier >= 0.1 * total > earlier - rates[-trend.later_steps - trend.earlier_steps]
-    assert elbo_trend(noisy_trace(0.0, steps=2 * MIN_WINDOW), [1.0] * 2 * MIN_WINDOW).later_steps == MIN_WINDOW
+    assert objective_trend(noisy_trace(0.0, steps=2 * MIN_WINDOW), [1.0] * 2 * MIN_WINDOW).later_steps == MIN_WINDOW
 
 
 def test_a_run_shorter_than_two_windows_or_with_a_non_finite_estimate_is_not_judged():
-    assert elbo_trend(noisy_trace(1.0, steps=2 * MIN_WINDOW - 1)) is None
-    assert elbo_trend(noisy_trace(1.0, steps=2 * MIN_WINDOW)) is not None
-    assert elbo_trend([*noisy_trace(1.0), math.nan]) is None
+    assert objective_trend(noisy_trace(1.0, steps=2 * MIN_WINDOW - 1)) is None
+    assert objective_trend(noisy_trace(1.0, steps=2 * MIN_WINDOW)) is not None
+    assert objective_trend([*noisy_trace(1.0), math.nan]) is None
 
 
 def fit_toy(**options):

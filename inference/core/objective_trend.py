@@ -1,8 +1,10 @@
-r"""Whether an SVI run ended while its ELBO was still rising: SVI's own convergence check.
+r"""Whether a stochastic optimisation ended while its objective was still rising: the own convergence check of SVI
+(its ELBO) and of the methods that train on minibatches (their negated loss).
 
-The ELBO's progress in a step is proportional to the step's learning rate, so the run is cut by its
-cumulative learning rate :math:`\tau_t = \sum_{s \le t} \rho(s)` (the schedule's factor :math:`\rho`,
-:mod:`~bnn.inference.svi.schedules`), not by its steps: the later window :math:`b` is the fewest last
+Below, the objective is written :math:`\mathcal{L}` (the ELBO for SVI). Its progress in a step is proportional to
+the step's learning rate, so the run is cut by its cumulative learning rate
+:math:`\tau_t = \sum_{s \le t} \rho(s)` (the schedule's factor :math:`\rho`, :mod:`~bnn.inference.svi.schedules`
+for SVI), not by its steps: the later window :math:`b` is the fewest last
 steps that hold a tenth of the run's total rate :math:`\tau_T` and at least :data:`MIN_WINDOW` steps,
 the earlier window :math:`a` the fewest steps before it that do the same. Under a constant rate these
 are the last two tenths of the steps; under the default cosine decay they reach back to about 60% and
@@ -49,8 +51,8 @@ RISE_Z = 3.0
 
 
 @dataclass(frozen=True)
-class ELBOTrend:
-    r"""The gain of the ELBO between the last two windows of a run.
+class ObjectiveTrend:
+    r"""The gain of the objective between the last two windows of a run.
 
     Attributes
     ----------
@@ -84,20 +86,21 @@ class ELBOTrend:
         """Whether the gain exceeds :data:`RISE_Z` standard errors and the settling :attr:`allowance`."""
         return self.gain > RISE_Z * self.standard_error and self.gain > self.allowance
 
-    def sentence(self) -> str:
-        """What the trend says, for a warning or a report."""
+    def sentence(self, objective: str, method: str, fix: str) -> str:
+        """What the trend says, for a warning or a report: ``objective`` (``"the ELBO"``) was still rising when
+        ``method`` stopped, and ``fix``."""
         z = self.gain / self.standard_error if self.standard_error > 0 else math.inf
-        return (f"the ELBO was still rising when SVI stopped: its mean over the last {self.later_steps} steps (the "
-                f"last tenth of the run's learning rate) is {self.gain:.3g} nats above the {self.earlier_steps} steps "
-                f"before ({z:.1f} standard errors, more than the {self.allowance:.3g} nats the falling rate "
-                "alone would give a converged fit); give it more steps (steps=, --steps)")
+        return (f"{objective} was still rising when {method} stopped: its mean over the last {self.later_steps} steps "
+                f"(the last tenth of the run's learning rate) is {self.gain:.3g} nats above the {self.earlier_steps} "
+                f"steps before ({z:.1f} standard errors, more than the {self.allowance:.3g} nats the falling rate "
+                f"alone would give a converged fit); {fix}")
 
 
-def elbo_trend(elbo: Sequence[float], rates: Sequence[float] | None = None) -> ELBOTrend | None:
-    """The :class:`ELBOTrend` of the ELBO estimates ``elbo`` of a run whose steps had the learning-rate factors
-    ``rates`` (``None``: a constant rate); ``None`` when the run is too short to judge (fewer than
-    ``2 * MIN_WINDOW`` steps) or its windows hold a non-finite estimate."""
-    values = np.asarray(elbo, dtype=np.float64)
+def objective_trend(values: Sequence[float], rates: Sequence[float] | None = None) -> ObjectiveTrend | None:
+    """The :class:`ObjectiveTrend` of the objective's estimates ``values``, one a step, of a run whose steps had the
+    learning-rate factors ``rates`` (``None``: a constant rate); ``None`` when the run is too short to judge (fewer
+    than ``2 * MIN_WINDOW`` steps) or its windows hold a non-finite estimate."""
+    values = np.asarray(values, dtype=np.float64)
     share = np.ones(len(values)) if rates is None else np.asarray(rates, dtype=np.float64)
     if len(values) < 2 * MIN_WINDOW:
         return None
@@ -110,8 +113,8 @@ def elbo_trend(elbo: Sequence[float], rates: Sequence[float] | None = None) -> E
         return None
     noise_a, noise_b = _noise(a), _noise(b)
     rate_drop = max(0.0, 1.0 - float(share[later:].mean() / share[earlier:later].mean()))
-    return ELBOTrend(len(a), len(b), float(b.mean() - a.mean()),
-                     math.sqrt(noise_a**2 / len(a) + noise_b**2 / len(b)), noise_b, rate_drop)
+    return ObjectiveTrend(len(a), len(b), float(b.mean() - a.mean()),
+                          math.sqrt(noise_a**2 / len(a) + noise_b**2 / len(b)), noise_b, rate_drop)
 
 
 def _window_start(share: np.ndarray, end: int) -> int | None:
