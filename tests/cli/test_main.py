@@ -50,7 +50,7 @@ def test_classification_and_prior_options(tmp_path):
     [
         (["--prior", "cauchy"], "invalid choice: 'cauchy'"),
         (["--dataset", "mnist"], "unknown dataset 'mnist'; choose a built-in one from ['breast_cancer', 'diabetes', "
-                                 "'digits', 'mnist1d', 'toy1d']"),
+                                 "'digits', 'mnist1d', 'mnist1d-40k', 'toy1d']"),
         (["--split", "2"], "--split 2 picks a split of a UCI data set; pass --uci-dir too"),
         (["--method", "nuts", "--dense-mass", "--engine", "nutpie"], "the nutpie engine has no dense mass matrix"),
         (["--prior-option", "scale=-1"], "scale must be a positive finite number"),
