@@ -26,6 +26,7 @@ the guarantee allows. The draws are seeded: the same seed gives the same sets.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,11 +43,11 @@ def calibration_rank(num_calibration: int, alpha: float) -> int:
     Raises
     ------
     ValueError
-        When ``alpha`` is not in (0, 1), or when :math:`k > n`: fewer than :math:`(1 - \alpha)/\alpha` calibration
+        When ``alpha`` is not a number in (0, 1), or when :math:`k > n`: fewer than :math:`(1 - \alpha)/\alpha` calibration
         points cannot promise coverage :math:`1 - \alpha` with a finite set.
     """
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha must lie in (0, 1) (the miscoverage: 0.1 for 90% coverage), got {alpha}")
+    if not (isinstance(alpha, numbers.Real) and not isinstance(alpha, bool) and 0 < alpha < 1):
+        raise ValueError(f"alpha must be a number in (0, 1) (the miscoverage: 0.1 for 90% coverage), got {alpha!r}")
     rank = math.ceil((num_calibration + 1) * (1 - alpha) - 1e-9)  # 1e-9: (n + 1)(1 - alpha) integer up to rounding
     if rank > num_calibration:
         needed = math.ceil((1 - alpha) / alpha - 1e-9)
@@ -144,13 +145,24 @@ def _checked(posterior: Posterior, x, y) -> tuple[torch.Tensor, torch.Tensor]:
 
 def conformal_scores(posterior: Posterior, x: torch.Tensor, y: torch.Tensor, seed: int) -> torch.Tensor:
     """The score of the module notes at each labelled point, ``(n,)`` (``seed``'s calibration stream gives the
-    classification scores' uniform draws)."""
+    classification scores' uniform draws); ``ValueError`` when one is not finite."""
     prediction = posterior.predict(x)
     task = posterior.model.likelihood.task
     if task == "regression":
-        return (y - prediction.mean).abs() / prediction.std
-    scores = adaptive_set_scores(class_probabilities(task, prediction.probs), uniform_draws(seed, 0, x.shape[0]))
-    return scores.gather(-1, y.long().unsqueeze(-1)).squeeze(-1)
+        scores = (y - prediction.mean).abs() / prediction.std
+    else:
+        scores = adaptive_set_scores(class_probabilities(task, prediction.probs), uniform_draws(seed, 0, x.shape[0]))
+        scores = scores.gather(-1, y.long().unsqueeze(-1)).squeeze(-1)
+    bad = ~torch.isfinite(scores)
+    if bad.any():
+        found = ", ".join(sorted({str(value) for value in scores[bad].tolist()}))
+        cause = (f"the smallest predictive standard deviation among them is {prediction.std[bad].min().item():g} (a "
+                 "noise scale or posterior spread too small for the dtype, or not finite)" if task == "regression" else
+                 "the predictive probabilities are not finite there")
+        raise ValueError(f"the conformity scores of {int(bad.sum())} of the {scores.shape[0]} calibration points are not "
+                         f"finite ({found}): {cause}, so no threshold can be calibrated; refit with a larger noise scale "
+                         "(or in float64) and check the fit's predictions")
+    return scores
 
 
 def conformalize(posterior: Posterior, x_cal, y_cal, alpha: float = 0.1, *, seed: int | None = None
@@ -179,7 +191,8 @@ def conformalize(posterior: Posterior, x_cal, y_cal, alpha: float = 0.1, *, seed
     ------
     ValueError
         For calibration data the model cannot read (wrong width, NaN, labels it does not know), a regression with
-        several outputs, ``alpha`` outside (0, 1), or fewer calibration points than coverage :math:`1 - \alpha` needs.
+        several outputs, ``alpha`` not a number in (0, 1), fewer calibration points than coverage :math:`1 - \alpha`
+        needs, or a fit whose scores are not finite there (a predictive standard deviation that underflows to 0).
     """
     x, y = _checked(posterior, x_cal, y_cal)
     rank = calibration_rank(x.shape[0], alpha)

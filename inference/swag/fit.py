@@ -54,8 +54,8 @@ def run_swag(model, x: torch.Tensor, y: torch.Tensor, options: SWAGOptions) -> P
     Raises
     ------
     ValueError
-        For a batch (``batch_size``, or its default) not below the data size (before any work), or when SGD overflows
-        (lower ``swag_lr``).
+        For a batch (``batch_size``, or its default) not below the data size (before any work), or when SGD overflows:
+        its iterates, their moments or the draws leave the finite numbers (lower ``swag_lr``, or ``step_share``).
     """
     rows = x.shape[0]
     batch = options.batch_rows(rows)
@@ -71,10 +71,12 @@ def run_swag(model, x: torch.Tensor, y: torch.Tensor, options: SWAGOptions) -> P
         z = log_joint.unconstrained(stacked_sites(model, estimates))
         curvature = stiffest_curvature(log_joint, z)
         rates = _rates(options, log_joint.num_data, curvature)
-        moments, steps = _sgd(log_joint, z, rates, options)
+        moments, steps = _sgd(log_joint, z, rates, curvature, options)
         flat = moments.sample(options.num_samples).reshape(options.num_members * options.num_samples, log_joint.dim)
     samples = {name: value.reshape(options.num_members, options.num_samples, *value.shape[1:]).to(x.dtype)
                for name, value in log_joint.constrained(flat).items()}
+    if not all(torch.isfinite(value).all() for value in samples.values()):
+        raise _overflowed("in the draws from its Gaussian", rates, 2 * rows / curvature, options)
     kind = MultiSWAGRecord if isinstance(options, MultiSWAGOptions) else SWAGRecord
     noise = [estimate.latents["sigma"].item() for estimate in estimates] if "sigma" in estimates[0].latents else None
     record = kind(seed=options.seed, train_seconds=time.perf_counter() - began, options=options,
@@ -95,12 +97,14 @@ def _rates(options: SWAGOptions, num_data: int, curvature: torch.Tensor) -> torc
     return num_data * options.step_share / curvature
 
 
-def _sgd(log_joint: MinibatchLogJoint, z: torch.Tensor, rates: torch.Tensor,
+def _sgd(log_joint: MinibatchLogJoint, z: torch.Tensor, rates: torch.Tensor, curvature: torch.Tensor,
          options: SWAGOptions) -> tuple[SWAGMoments, int]:
     """SGD from ``z`` ``(C, D)`` at each member's rate, an iterate collected each epoch; the moments and the steps
-    taken per member."""
+    taken per member. ``ValueError`` when an iterate or the moments leave the finite numbers (``curvature``, each
+    member's :math:`\lambda_{max}`, gives the largest stable rate to say)."""
     moments = SWAGMoments(options.rank)
     per_epoch = math.ceil(log_joint.num_data / log_joint.batch_size)
+    stable = 2 * log_joint.num_data / curvature
     members = z.shape[0]
     rate = (rates / log_joint.num_data)[:, None]
     with progress_bar(total=options.swag_epochs, desc=f"SWAG ({members} members)", enabled=options.progress,
@@ -110,10 +114,20 @@ def _sgd(log_joint: MinibatchLogJoint, z: torch.Tensor, rates: torch.Tensor,
                 _, gradient = log_joint.gradient(z, log_joint.next_batches(members))
                 z = z + rate * gradient
                 if not torch.isfinite(z).all():
-                    chosen = "given" if options.swag_lr is not None else f"step_share {options.step_share:g}"
-                    raise ValueError(f"SWAG's SGD overflowed at epoch {epoch}, step {step} (swag_lr "
-                                     f"{', '.join(f'{r:.3g}' for r in rates.tolist())}, {chosen}): the rate is too "
-                                     "large for the posterior's curvature; lower swag_lr (or step_share)")
+                    raise _overflowed(f"at epoch {epoch}, step {step}", rates, stable, options)
             moments.collect(z)
+            if not moments.finite():
+                raise _overflowed(f"in the moments of the iterates collected by epoch {epoch}", rates, stable, options)
             bar.update(1)
     return moments, options.swag_epochs * per_epoch
+
+
+def _overflowed(where: str, rates: torch.Tensor, stable: torch.Tensor, options: SWAGOptions) -> ValueError:
+    r"""The error of a SGD run that left the finite numbers ``where``, naming the option that set ``rates`` and, for a
+    given ``swag_lr``, the members' largest stable rate ``stable``, :math:`2N / \lambda_{max}` at their MAPs (module
+    notes: the step along the stiffest direction multiplies the deviation by :math:`1 - \eta\lambda_{max}/N`)."""
+    chosen, fix = (("given", f"lower swag_lr below {stable.min().item():.3g}, 2N / lambda_max at the MAP (or leave it "
+                             "unset for the curvature's own rate)") if options.swag_lr is not None else
+                   (f"step_share {options.step_share:g}", "lower step_share"))
+    return ValueError(f"SWAG's SGD overflowed {where} (swag_lr {', '.join(f'{r:.3g}' for r in rates.tolist())}, "
+                      f"{chosen}): the rate is too large for the posterior's curvature; {fix}")

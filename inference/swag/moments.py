@@ -40,6 +40,10 @@ class SWAGMoments:
             self.second = self.second + (theta.square() - self.second) / self.count
         self.deviations = [*self.deviations, theta - self.mean][-self.rank:]
 
+    def finite(self) -> bool:
+        """Whether the mean, the second moment and the deviations kept are all finite."""
+        return all(torch.isfinite(value).all() for value in (self.mean, self.second, *self.deviations))
+
     def diagonal(self) -> torch.Tensor:
         r""":math:`\overline{\theta^2} - \bar\theta^2`, ``(C, D)``, clamped at 0 (rounding)."""
         return (self.second - self.mean.square()).clamp_min(0)

@@ -4,6 +4,8 @@ exchangeable data, against its exact value, whatever the posterior got wrong."""
 from __future__ import annotations
 
 import math
+import re
+import warnings
 
 import pytest
 import torch
@@ -45,8 +47,9 @@ def test_the_rank_of_the_threshold_and_the_calibration_points_it_needs():
     assert calibration_rank(100, 0.1) == 91 and calibration_rank(9, 0.1) == 9 and calibration_rank(19, 0.05) == 19
     with pytest.raises(ValueError, match=r"coverage 1 - alpha = 0.9 needs at least 9 calibration points, got 8"):
         calibration_rank(8, 0.1)
-    for alpha in (0, 1, -0.1, 1.5):
-        with pytest.raises(ValueError, match=r"alpha must lie in \(0, 1\)"):
+    for alpha in (0, 1, -0.1, 1.5, "0.1", None, True, float("nan")):
+        with pytest.raises(ValueError, match=rf"alpha must be a number in \(0, 1\) \(the miscoverage: 0.1 for 90% "
+                                             rf"coverage\), got {re.escape(repr(alpha))}"):
             calibration_rank(100, alpha)
 
 
@@ -121,3 +124,16 @@ def test_bad_calibration_data_and_the_wrong_question_are_refused(overconfident_r
         conformalize(classifier, torch.randn(20, 2), torch.full((20,), 7.0))
     with pytest.raises(ValueError, match="seed must be a non-negative integer below 2"):
         conformalize(classifier, torch.randn(20, 2), torch.zeros(20), seed=-1)
+
+
+def test_a_fit_whose_scores_are_not_finite_is_refused():
+    """A noise scale of 1e-30 makes a predictive variance that underflows to 0 in float32: every score is inf, the
+    threshold inf and the intervals mean +- inf x 0 = NaN."""
+    x, y = regression_data(torch.Generator().manual_seed(5), 20)
+    model = BayesianMLP(1, 1, hidden=(2,), likelihood={"name": "gaussian", "scale": 1e-30})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # 5 steps do not converge
+        posterior = fit(model, (x, y), "map", map_steps=5, map_max_iter=2, progress=False)
+    with pytest.raises(ValueError, match=r"the conformity scores of 20 of the 20 calibration points are not finite "
+                                         r"\(inf\): the smallest predictive standard deviation among them is 0"):
+        conformalize(posterior, x, y)

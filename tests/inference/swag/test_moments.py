@@ -43,3 +43,11 @@ def test_the_draws_have_the_swag_mean_and_covariance():
         for k in range(j, 4):
             products = whitened[:, j] * whitened[:, k]
             assert abs(products.mean() - (j == k)) < 4 * products.std() / 200, (j, k, products.mean())
+
+
+def test_finite_iterates_whose_squares_overflow_make_moments_that_are_not_finite():
+    moments = SWAGMoments(rank=2)
+    moments.collect(torch.ones(2, 3, dtype=torch.float64))
+    assert moments.finite()
+    moments.collect(torch.full((2, 3), 1e200, dtype=torch.float64))  # finite; its square is not
+    assert not moments.finite()

@@ -4,6 +4,7 @@ MAP, the record, save/load, the command line."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -12,6 +13,7 @@ from bnn.inference.core.record import read_record
 from bnn.inference.swag import MultiSWAGOptions, MultiSWAGRecord, SWAGOptions, SWAGRecord
 from bnn.inference.swag import cost as swag_cost
 from bnn.inference.swag import fit as swag_fit
+from bnn.models import BayesianMLP
 
 from bnn.cli.main import main
 
@@ -124,3 +126,25 @@ def test_multiswag_fits_its_members_maps_in_processes_with_the_draws_of_the_sequ
     for site, draws in sequence.samples.items():
         assert torch.equal(processes.samples[site], draws), site
     assert processes.record.curvature == sequence.record.curvature
+
+
+@pytest.mark.usefixtures("float32")  # the draws of float32 data: those of float64 data stay finite longer
+@pytest.mark.parametrize("method, rate", [("swag", 1e3), ("swag", 1e6), ("multiswag", 50.0)])
+def test_a_rate_whose_moments_or_draws_are_not_finite_is_refused_not_returned(toy, method, rate):
+    """With a fixed noise the iterates can stay finite while their squares (the second moment) or the draws are not:
+    a posterior with non-finite draws is never returned."""
+    model = BayesianMLP(1, 1, hidden=(3,), likelihood={"name": "gaussian", "scale": 0.1})
+    given = re.escape(f"{rate:.3g}")
+    with pytest.raises(ValueError, match=rf"SWAG's SGD overflowed .*\(swag_lr {given}.*, given\): the rate is too large "
+                                         r"for the posterior's curvature; lower swag_lr below [\d.e+-]+, 2N / lambda_max"):
+        fit(model, toy, method, swag_lr=rate, seed=0, **{**SHORT, "map_steps": 50, "map_max_iter": 5})
+
+
+def test_a_diverging_swag_on_the_command_line_prints_its_own_message(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["fit", "--dataset", "breast_cancer", "--hidden", "2", "--quiet", "--method", "swag", "--swag-lr", "1e6",
+              "--swag-epochs", "4", "--rank", "2", "--num-samples", "5", "--map-steps", "50", "--out",
+              str(tmp_path / "run")])
+    error = capsys.readouterr().err
+    assert exit_.value.code == 2 and error.startswith("error: SWAG's SGD overflowed"), error
+    assert "lower swag_lr" in error and "Expected parameter" not in error
