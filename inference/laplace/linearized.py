@@ -98,22 +98,26 @@ class Linearization:
     def __init__(self, guide: LaplaceGuide) -> None:
         self.guide = guide
 
-    def _jacobian_chunks(self, model, x: torch.Tensor):
-        """``(rows, J)`` with ``J`` of shape ``(rows, K, covered)``, over chunks of ``x`` sized to the memory budget."""
+    def _row_chunks(self, model, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """``x`` in chunks of rows whose Jacobians fit the memory budget (:func:`rows_per_chunk`): the predictive's
+        batches, so that its memory grows with the chunk and the weights, not with the rows."""
         theta, start = self.guide.mean, self.guide.covered_from
-        rows = rows_per_chunk(model, theta.shape[0] - start, theta.element_size())
-        for begin in range(0, x.shape[0], rows):
-            yield output_jacobian(model, x[begin : begin + rows], theta, start)
+        return x.split(rows_per_chunk(model, theta.shape[0] - start, theta.element_size()))
+
+    def _jacobian(self, model, x: torch.Tensor) -> torch.Tensor:
+        """:math:`J(x)` over the covered weights, ``(n, K, covered)``, for one chunk of rows."""
+        return output_jacobian(model, x, self.guide.mean, self.guide.covered_from)
 
     def map_output(self, model, x: torch.Tensor) -> torch.Tensor:
-        r""":math:`\mu^* = f(x; \theta_{MAP})` of shape ``(n, K)``."""
-        return model.forward(x, split_flat(model.sites, self.guide.mean))
+        r""":math:`\mu^* = f(x; \theta_{MAP})` of shape ``(n, K)``, a chunk of rows at a time."""
+        values = split_flat(model.sites, self.guide.mean)
+        return torch.cat([model.forward(chunk, values) for chunk in self._row_chunks(model, x)])
 
     def output_moments(self, model, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         r""":math:`\mu^*` of shape ``(n, K)`` and :math:`\Sigma^*` of shape ``(n, K, K)`` at inputs ``x``."""
         pieces = []
-        for jacobian in self._jacobian_chunks(model, x):
-            scaled = self.guide.times_scale(jacobian)
+        for chunk in self._row_chunks(model, x):
+            scaled = self.guide.times_scale(self._jacobian(model, chunk))
             pieces.append(scaled @ scaled.transpose(-1, -2))
         return self.map_output(model, x), torch.cat(pieces)
 
@@ -127,7 +131,8 @@ class Linearization:
         theta, start = self.guide.mean, self.guide.covered_from
         offset = join_sites(model.sites, values)[:, start:] - theta[start:]
         with torch.no_grad():
-            moved = [torch.einsum("nkp,sp->snk", jacobian, offset) for jacobian in self._jacobian_chunks(model, x)]
+            moved = [torch.einsum("nkp,sp->snk", self._jacobian(model, chunk), offset)
+                     for chunk in self._row_chunks(model, x)]
             return self.map_output(model, x) + torch.cat(moved, dim=1)
 
     def predict(self, model, x: torch.Tensor, num_samples: int) -> Prediction:
