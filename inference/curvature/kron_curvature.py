@@ -1,6 +1,7 @@
 r"""The Kronecker-factored GGN (KFAC) of the negative log-likelihood, one pair of factors per layer.
 
-For a layer written with :func:`bnn.models.layers.linear` or :func:`~bnn.models.layers.conv`, with inputs
+For a layer written with :func:`bnn.models.layers.linear` or :func:`~bnn.models.layers.conv` (a module's ``nn.Linear``
+and ``nn.Conv2d`` layers are routed through them: :mod:`bnn.inference.curvature.module_layers`), with inputs
 :math:`a_{it} \in \mathbb{R}^{d_{in}}` (row :math:`i`, output position :math:`t = 1, \dots, T`; :math:`T = 1` for a
 linear layer, the unfolded patches of a convolution) and output Jacobians
 :math:`g_{it} = \partial f_i / \partial s_{it} \in \mathbb{R}^{K \times d_{out}}` (:math:`s_{it}` the layer's output
@@ -35,9 +36,11 @@ from dataclasses import dataclass
 import torch
 from bnn.guides.flat_weights import split_flat
 from bnn.guides.kron_covariance import KronBlock, KronCovariance
+from bnn.inference.curvature.module_layers import routed_through_layers, unrouted_message
 from bnn.inference.curvature.output_curvature import JACOBIAN_BUDGET_BYTES, output_hessian
 from bnn.models.layers import RecordedLayer, layers_of_sites, recording, sites_outside_layers
 from bnn.models.priors import GaussianPrior
+from bnn.models.torch_module import TorchModuleNetwork
 
 
 @dataclass(frozen=True)
@@ -53,9 +56,13 @@ class KronFactors:
 
 def check_kron_supported(model, x: torch.Tensor) -> None:
     """Raise ``ValueError`` unless a forward pass on ``x``'s first row records every weight site in a
-    :func:`~bnn.models.layers.linear` or :func:`~bnn.models.layers.conv` call of the site's group, and every prior is
-    Gaussian (one precision per site, added to the factors' eigenvalue products)."""
-    missing = sites_outside_layers(model, x)
+    :func:`~bnn.models.layers.linear` or :func:`~bnn.models.layers.conv` call of the site's group (a module's
+    ``nn.Linear`` and ``nn.Conv2d`` layers are routed there, :mod:`bnn.inference.curvature.module_layers`), and every
+    prior is Gaussian (one precision per site, added to the factors' eigenvalue products)."""
+    with routed_through_layers(model):
+        missing = sites_outside_layers(model, x)
+    if missing and isinstance(model, TorchModuleNetwork):
+        raise ValueError(unrouted_message(model, missing[0]))
     if missing:
         raise ValueError(f"structure='kron' needs every layer written with bnn.models.layers.linear/conv; "
                          f"{type(model).__name__}'s {missing[0]!r} is not; use 'full', 'diag' or 'last-layer'")
@@ -77,8 +84,8 @@ def kron_supported(model, x: torch.Tensor) -> bool:
 
 @contextlib.contextmanager
 def _recorded(model) -> Iterator[dict[str, RecordedLayer]]:
-    """:func:`~bnn.models.layers.recording`, gradients on."""
-    with torch.enable_grad(), recording() as layers:
+    """:func:`~bnn.models.layers.recording`, gradients on, a module's layers routed into it."""
+    with torch.enable_grad(), recording() as layers, routed_through_layers(model):
         yield layers
 
 

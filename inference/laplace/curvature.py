@@ -69,7 +69,9 @@ class Structure(str, Enum):
     KRON = "kron"
     r"""Kronecker-factored per layer (KFAC, :mod:`bnn.inference.curvature.kron_curvature`): a weight block
     :math:`G \otimes A` and a bias block :math:`G` per layer, layers independent; :math:`O(d_{in}^2 + d_{out}^2)` memory
-    per layer. Needs every layer written with :func:`bnn.models.layers.linear` or :func:`~bnn.models.layers.conv`."""
+    per layer. Needs every layer written with :func:`bnn.models.layers.linear` or :func:`~bnn.models.layers.conv`, or,
+    for a module's network (:func:`bnn.models.from_module`), its ``nn.Linear`` and ``nn.Conv2d`` layers
+    (:mod:`bnn.inference.curvature.module_layers`)."""
 
 
 def check_combination(hessian_type: HessianType, structure: Structure) -> None:
@@ -122,7 +124,7 @@ def check_memory(model, structure: Structure, itemsize: int, max_memory_gib: flo
         f"structure {structure.value!r} over {covered:,} weights needs about {how}{needed:.3g} GiB, above "
         f"max_memory_gib={max_memory_gib:g}; "
         f"use structure='kron' (about {required_bytes(Structure.KRON, total, itemsize, model) / GIB:.3g} GiB, for a "
-        f"network written with bnn.models.layers), "
+        f"network of linear and convolutional layers), "
         f"'diag' (about {required_bytes(Structure.DIAG, total, itemsize) / GIB:.3g} GiB) or "
         f"'last-layer' ({last:,} weights, about {required_bytes(Structure.LAST_LAYER, last, itemsize) / GIB:.3g} "
         f"GiB), or raise max_memory_gib"

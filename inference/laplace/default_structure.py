@@ -12,9 +12,9 @@ from bnn.inference.laplace.curvature import GIB, HessianType, Structure, require
 def choose_structure(model, x: torch.Tensor, hessian: HessianType, itemsize: int,
                      max_memory_gib: float) -> tuple[Structure, str]:
     """``full`` when its curvature fits ``max_memory_gib``; else ``kron`` when ``hessian`` is the GGN, every layer
-    of the network is written with :mod:`bnn.models.layers` (:func:`check_kron_supported` on ``x``) and its factors fit;
-    else ``full``
-    (whose memory check then refuses, naming the alternatives). Also the reason, for the record."""
+    of the network has Kronecker factors (written with :mod:`bnn.models.layers`, or a module's ``nn.Linear`` and
+    ``nn.Conv2d``: :func:`check_kron_supported` on ``x``) and its factors fit; else ``full`` (whose memory check then
+    refuses, naming the alternatives). Also the reason, for the record."""
     weights = num_weights(model.sites)
     full = required_bytes(Structure.FULL, weights, itemsize) / GIB
     if full <= max_memory_gib:
@@ -30,5 +30,5 @@ def choose_structure(model, x: torch.Tensor, hessian: HessianType, itemsize: int
     kron = required_bytes(Structure.KRON, weights, itemsize, model) / GIB
     if kron > max_memory_gib:
         return Structure.FULL, f"default: {too_big}, and so would the Kronecker-factored GGN ({kron:.3g} GiB)"
-    return Structure.KRON, (f"default: {too_big}; every layer is written with bnn.models.layers, so the Kronecker-"
-                            f"factored GGN (about {kron:.3g} GiB)")
+    return Structure.KRON, (f"default: {too_big}; every layer has Kronecker factors, so the Kronecker-factored GGN "
+                            f"(about {kron:.3g} GiB)")

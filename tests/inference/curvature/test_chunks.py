@@ -12,7 +12,8 @@ from bnn.inference.curvature import kron_curvature, output_curvature
 from bnn.inference.curvature.kron_curvature import kron_factors, kron_posterior
 from bnn.inference.laplace.curvature import HessianType, Structure, likelihood_curvature
 from bnn.inference.laplace.linearized import Linearization
-from bnn.models import BayesianMLP
+from bnn.models import BayesianMLP, from_module
+from torch import nn
 
 pytestmark = pytest.mark.usefixtures("float64")
 CURVATURES = ["full", "diag", "last-layer", "exact", "kron"]
@@ -20,8 +21,11 @@ CURVATURES = ["full", "diag", "last-layer", "exact", "kron"]
 
 
 def network(kind: str):
-    """A 2-4-3 tanh classifier written with the layers."""
-    return BayesianMLP(2, 3, hidden=(4,), likelihood="categorical")
+    """A 2-4-3 tanh classifier, written with the layers or as a torch module."""
+    likelihood = "categorical"
+    if kind == "mlp":
+        return BayesianMLP(2, 3, hidden=(4,), likelihood=likelihood)
+    return from_module(nn.Sequential(nn.Linear(2, 4), nn.Tanh(), nn.Linear(4, 3)), likelihood=likelihood)
 
 
 def problem(kind: str, rows: int):
@@ -58,7 +62,7 @@ def one_row_chunks(monkeypatch) -> None:
         monkeypatch.setattr(module, "JACOBIAN_BUDGET_BYTES", 1)
 
 
-@pytest.mark.parametrize("kind", ["mlp"])
+@pytest.mark.parametrize("kind", ["mlp", "module"])
 @pytest.mark.parametrize("which", CURVATURES)
 def test_each_curvature_over_one_row_chunks_is_the_one_pass_over_all_rows(kind, which, monkeypatch):
     """11 rows in one chunk (the default budget) and in 11 chunks of one row, equal to round-off; with one-row chunks

@@ -5,6 +5,7 @@ exact, its draws, its refusals and the default structure's switch to it. Its agr
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -15,11 +16,13 @@ from bnn.inference import fit
 from bnn.inference.core.weight_gaussians import weight_gaussians
 from bnn.inference.curvature.kron_curvature import kron_factors, kron_posterior
 from bnn.inference.curvature.output_curvature import gauss_newton_matrix
-from bnn.inference.laplace.curvature import Structure, required_bytes
+from bnn.inference.laplace.curvature import HessianType, Structure, required_bytes
+from bnn.inference.laplace.default_structure import choose_structure
 from bnn.inference.laplace.linearized import Linearization
 from bnn.inference.laplace.options import LaplaceOptions
-from bnn.models import BayesianMLP, GaussianPrior
+from bnn.models import BayesianMLP, GaussianPrior, from_module
 from bnn.models.layers import conv, linear, recording
+from torch import nn
 
 from tests.models.test_network import SkipNet
 
@@ -137,6 +140,39 @@ def test_kron_refuses_a_network_not_written_with_the_layers_before_any_work(netw
     with pytest.raises(ValueError, match=rf"structure='kron' needs every layer written with bnn.models.layers.linear/"
                                          rf"conv; {network.__name__}'s '{first}' is not; use 'full', 'diag' or 'last-la"):
         fit(network(1), (x, y), "laplace", structure="kron", **QUICK)
+
+
+def test_a_torch_modules_linear_layers_have_the_factors_of_the_same_mlp_written_with_the_layers():
+    """from_module(Linear, Tanh, Linear) at the weights of a BayesianMLP: the same factors, layer by layer, and the
+    default structure above the memory limit is kron for both."""
+    x, _ = data()
+    mlp = BayesianMLP(3, 2, hidden=(4,), likelihood="categorical")
+    module = from_module(nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2)), likelihood="categorical")
+    theta = torch.randn(num_weights(mlp.sites), generator=torch.Generator().manual_seed(0))
+    factors = kron_factors(module, x, theta, {})
+    assert [(layer.weight_site, layer.bias_site) for layer in factors] == [("0.weight", "0.bias"), ("2.weight", "2.bias")]
+    for ours, theirs in zip(factors, kron_factors(mlp, x, theta, {}), strict=True):
+        torch.testing.assert_close(ours.inputs_factor, theirs.inputs_factor, **ROUND_OFF)
+        torch.testing.assert_close(ours.gradients_factor, theirs.gradients_factor, **ROUND_OFF)
+    for model in (mlp, module):
+        structure, reason = choose_structure(model, x, HessianType.GGN, 8, max_memory_gib=1e-5)  # full: 2.5e-5 GiB
+        assert structure is Structure.KRON and "every layer has Kronecker factors" in reason
+
+
+@pytest.mark.parametrize(("module", "site", "layer"), [
+    (nn.Sequential(nn.Linear(3, 4), nn.LayerNorm(4), nn.Linear(4, 1)), "1.weight", "LayerNorm"),
+    (nn.Sequential(nn.Linear(3, 4, bias=False), nn.Tanh(), nn.Linear(4, 1)), "0.weight",
+     "Linear(in_features=3, out_features=4, bias=False)"),
+    (nn.Sequential(nn.Unflatten(1, (1, 3)), nn.Conv1d(1, 2, 2), nn.Flatten(), nn.Linear(4, 1)), "1.weight", "Conv1d"),
+])
+def test_kron_refuses_a_torch_module_naming_the_layer_it_cannot_factor_before_any_work(module, site, layer):
+    x, y = data()
+    model = from_module(module, in_features=3, likelihood={"name": "gaussian", "scale": 0.3})
+    with pytest.raises(ValueError, match=rf"structure='kron' takes a module's nn.Linear layers .* and nn.Conv2d layers "
+                                         rf".*; '{site}' is in layer '{site[0]}', {re.escape(layer)}.*use 'full', 'diag"):
+        fit(model, (x, y), "laplace", structure="kron", **QUICK)
+    structure, reason = choose_structure(model, x, HessianType.GGN, 8, max_memory_gib=1e-6)  # below the full GGN's
+    assert structure is Structure.FULL and f"'{site}' is in layer" in reason
 
 
 def test_kron_refuses_the_exact_hessian():

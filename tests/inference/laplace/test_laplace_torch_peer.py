@@ -10,16 +10,19 @@ hooks and full backward hooks on a single Module").
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from bnn.guides.flat_weights import split_flat
 from bnn.inference import fit
 from bnn.inference.curvature.kron_curvature import kron_factors
 from bnn.inference.laplace.precision import posterior_precision
-from bnn.models import BayesianMLP, GaussianPrior
+from bnn.models import BayesianMLP, GaussianPrior, from_module
 from bnn.models.layers import conv, linear
 from bnn.models.network import BayesianNetwork
 from bnn.models.sites import WeightSite
+from bnn.models.torch_module import TorchModuleNetwork
 from laplace import Laplace
 from laplace.curvature import CurvlinopsGGN
 
@@ -79,36 +82,46 @@ def likelihood_of(task: str) -> dict:
     return {"name": "gaussian", "scale": NOISE} if task == "regression" else {"name": "categorical"}
 
 
+def torch_module(network: str, outputs: int) -> torch.nn.Sequential:
+    """The MLP (``"module-mlp"``) or the conv net (``"module-conv"``) as a ``torch.nn.Sequential``."""
+    if network == "module-conv":
+        return torch.nn.Sequential(torch.nn.Unflatten(1, IMAGE), torch.nn.Conv2d(IMAGE[0], CHANNELS, KERNEL),
+                                   torch.nn.Tanh(), torch.nn.Flatten(), torch.nn.Linear(ConvNet.FLAT, outputs))
+    return torch.nn.Sequential(torch.nn.Linear(INPUTS, HIDDEN), torch.nn.Tanh(), torch.nn.Linear(HIDDEN, outputs))
+
+
 def collection_fit(task: str, structure: str, network: str = "mlp"):
+    """A short fit of the MLP or the conv net, written with the layers (``"mlp"``, ``"conv"``) or made from a torch
+    module (``"module-mlp"``, ``"module-conv"``: :func:`bnn.models.from_module`)."""
     x, y, x_test = data(task)
-    outputs = 1 if task == "regression" else CLASSES
-    if network == "mlp":
-        model = BayesianMLP(INPUTS, outputs, hidden=(HIDDEN,), activation="tanh", prior=GaussianPrior(PRIOR_SCALE),
-                            likelihood=likelihood_of(task))
-    else:
-        model = ConvNet(outputs, prior=GaussianPrior(PRIOR_SCALE), likelihood=likelihood_of(task))
+    if network.endswith("conv"):
         x, x_test = conv_inputs(x), conv_inputs(x_test)
+    outputs = 1 if task == "regression" else CLASSES
+    prior, likelihood = GaussianPrior(PRIOR_SCALE), likelihood_of(task)
+    if network == "mlp":
+        model = BayesianMLP(INPUTS, outputs, hidden=(HIDDEN,), activation="tanh", prior=prior, likelihood=likelihood)
+    elif network == "conv":
+        model = ConvNet(outputs, prior=prior, likelihood=likelihood)
+    else:
+        model = from_module(torch_module(network, outputs), prior=prior, likelihood=likelihood, in_features=x.shape[1])
     # both sides work at the same weights, which need not be the mode: a short MAP fit is enough
     posterior = fit(model, (x, y), "laplace", structure=structure, tune_prior_precision=False, map_steps=300,
                     map_tolerance=10.0, num_samples=2, seed=0, progress=False)
     return model, posterior, x, y, x_test
 
 
-def peer_network(model, theta: torch.Tensor) -> torch.nn.Sequential:
-    """The collection's network as a ``torch.nn.Sequential`` holding ``theta``."""
-    if isinstance(model, ConvNet):
-        network = torch.nn.Sequential(torch.nn.Unflatten(1, IMAGE), torch.nn.Conv2d(IMAGE[0], CHANNELS, KERNEL),
-                                      torch.nn.Tanh(), torch.nn.Flatten(), torch.nn.Linear(ConvNet.FLAT, model.out_features))
-        layers = (("conv", network[1]), ("out", network[4]))
+def peer_network(model, theta: torch.Tensor) -> torch.nn.Module:
+    """The collection's network as a torch module holding ``theta``: a torch module's own, or :func:`torch_module`."""
+    if isinstance(model, TorchModuleNetwork):
+        network, paths = copy.deepcopy(model.module), {}
+    elif isinstance(model, ConvNet):
+        network, paths = torch_module("module-conv", model.out_features), {"conv": "1", "out": "4"}
     else:
-        network = torch.nn.Sequential(torch.nn.Linear(INPUTS, HIDDEN), torch.nn.Tanh(),
-                                      torch.nn.Linear(HIDDEN, model.out_features))
-        layers = (("layers.0", network[0]), ("layers.1", network[2]))
-    values = split_flat(model.sites, theta)
+        network, paths = torch_module("module-mlp", model.out_features), {"layers.0": "0", "layers.1": "2"}
     with torch.no_grad():
-        for name, layer in layers:
-            layer.weight.copy_(values[f"{name}.weight"])
-            layer.bias.copy_(values[f"{name}.bias"])
+        for name, value in split_flat(model.sites, theta).items():
+            group, _, kind = name.rpartition(".")
+            network.get_parameter(f"{paths.get(group, group)}.{kind}").copy_(value)
     return network
 
 
@@ -154,15 +167,20 @@ def test_precision_covariance_evidence_and_glm_predictive_match_laplace_torch(ta
         torch.testing.assert_close(ours_probs, peer(x_test, pred_type="glm", link_approx="probit"), rtol=1e-8, atol=1e-11)
 
 
-KRON_CASES = [("regression", "mlp"), *(pytest.param(task, network, marks=pytest.mark.slow) for task, network in
-                                       [("classification", "mlp"), ("regression", "conv"), ("classification", "conv")])]
+KRON_CASES = [("regression", "mlp"), ("regression", "module-mlp"), ("classification", "module-conv"),
+              *(pytest.param(task, network, marks=pytest.mark.slow) for task, network in
+                [("classification", "mlp"), ("regression", "conv"), ("classification", "conv"),
+                 ("classification", "module-mlp"), ("regression", "module-conv")])]
+"""The collection's MLP, and a torch module's Linear and Conv2d layers, in the default run; every other pairing in the
+slow one."""
 
 
 @pytest.mark.long
 @pytest.mark.parametrize(("task", "network"), KRON_CASES)
 def test_kron_factors_evidence_and_glm_predictive_match_laplace_torch(task, network):
     """laplace-torch's KronLaplace (curvlinops KFAC-expand, weight and bias apart): each layer's G (x) A and bias G,
-    the covariance, the evidence and the GLM predictive, at the same weights."""
+    the covariance, the evidence and the GLM predictive, at the same weights; on a network written with the layers and
+    on a torch module's nn.Linear and nn.Conv2d layers (structure='kron' of from_module)."""
     model, posterior, x, y, x_test = collection_fit(task, "kron", network)
     assert posterior.record.structure == "kron"
     guide = posterior.linearization.guide
