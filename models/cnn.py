@@ -50,7 +50,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+import numbers
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -69,10 +70,21 @@ POOLINGS = {"avg": {1: F.avg_pool1d, 2: F.avg_pool2d}, "max": {1: F.max_pool1d, 
 """The pooling of each block by name, then by the number of spatial axes."""
 
 
-def _positive_integers(what: str, values: Sequence[Any]) -> None:
+def _sequence(name: str, value: Any, what: str) -> tuple[Any, ...]:
+    """``value`` as a tuple if it is a sequence (a list, a tuple, an array), not a string or a single number; else
+    ``ValueError`` naming the argument ``name`` and ``what`` it holds."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise ValueError(f"{name} must be a sequence, {what}, got {value!r}")
+    return tuple(value)
+
+
+def _positive_integers(what: str, values: Sequence[Any]) -> tuple[int, ...]:
+    """``values`` as Python ints if each is a positive integer (a Python or NumPy one, not a bool); else
+    ``ValueError`` naming ``what``."""
     for value in values:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
             raise ValueError(f"{what} must be positive integers, got {value!r}")
+    return tuple(int(value) for value in values)
 
 
 DEFAULT_CNN_PRIOR = {"name": "gaussian", "scale": 2.0, "fan_in_scaling": True}
@@ -117,7 +129,8 @@ class BayesianCNN(BayesianNetwork):
     Raises
     ------
     ValueError
-        For an unknown ``pooling`` or ``activation``, sizes that are not positive integers, an ``input_shape`` of
+        For an unknown ``pooling`` or ``activation``, sizes that are not positive integers (NumPy integers are taken),
+        a single number or a string where a sequence is meant, an ``input_shape`` of
         another product than ``in_features`` or of more than two axes, an empty ``channels``, or a kernel longer than
         the signal a block gets or a pooling window that leaves it no position; each message names the size to change.
 
@@ -166,21 +179,23 @@ class BayesianCNN(BayesianNetwork):
         prior: Prior | str | Mapping[str, Any] = DEFAULT_CNN_PRIOR,
         likelihood: Likelihood | str | Mapping[str, Any] = "gaussian",
     ) -> None:
-        _positive_integers("in_features and out_features", (in_features, out_features))
-        input_shape = (in_features,) if input_shape is None else tuple(input_shape)
-        channels, hidden = tuple(channels), tuple(hidden)
+        in_features, out_features = _positive_integers("in_features and out_features", (in_features, out_features))
+        input_shape = ((in_features,) if input_shape is None else
+                       _sequence("input_shape", input_shape, "(length,) or (height, width)"))
+        channels = _sequence("channels", channels, "one entry per block like (8, 16)")
+        hidden = _sequence("hidden", hidden, "one entry per hidden layer like (32,)")
         if len(input_shape) not in POOLINGS["max"]:
             raise ValueError(f"input_shape must be (length,) or (height, width), got {input_shape!r}")
-        _positive_integers("input_shape sizes", input_shape)
+        input_shape = _positive_integers("input_shape sizes", input_shape)
         if math.prod(input_shape) != in_features:
             raise ValueError(f"input_shape {input_shape} holds {math.prod(input_shape)} values but in_features is "
                              f"{in_features}: give an input_shape whose product is {in_features}")
         if not channels:
             raise ValueError("channels must name one convolution block or more, like (8, 16); use BayesianMLP for a "
                              "network without convolutions")
-        _positive_integers("channels", channels)
-        _positive_integers("kernel_size and pool", (kernel_size, pool))
-        _positive_integers("hidden widths", hidden)
+        channels = _positive_integers("channels", channels)
+        kernel_size, pool = _positive_integers("kernel_size and pool", (kernel_size, pool))
+        hidden = _positive_integers("hidden widths", hidden)
         self.input_shape = input_shape
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {sorted(POOLINGS)}, got {pooling!r}")

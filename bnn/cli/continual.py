@@ -60,6 +60,9 @@ def run_continual_command(args: argparse.Namespace) -> None:
         if name in options and method not in methods:
             raise ValueError(f"--{name.replace('_', '-')} applies to {method} only, which --methods {','.join(methods)} "
                              "leaves out; drop the option or add the method")
-    result = run_continual(args.benchmark, methods, args.out, report=None if args.quiet else print, **options)
+    try:
+        result = run_continual(args.benchmark, methods, args.out, report=None if args.quiet else print, **options)
+    except FloatingPointError as error:  # a method left the finite numbers: its message names the option to lower
+        raise ValueError(str(error)) from None
     report = write_continual_report(result, args.out, shlex.join(["bnn", *args.argv]))
     print(markdown_tables(result) + f"\nwritten: {report}")

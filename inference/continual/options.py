@@ -42,7 +42,10 @@ class ContinualOptions(Options):
         ``bgd``: the scale :math:`\\sigma` of every weight on the first task (its :math:`q_0`, the prior); by
         default from the likelihood (:func:`~bnn.inference.continual.bgd.first_scale`).
     mean_eta : float
-        ``bgd``: :math:`\\eta`, the factor of the means' update (1 in the theory).
+        ``bgd``: :math:`\\eta`, the factor of the means' update (1 in the theory), below ``2 * steps``: a mean's update,
+        :math:`\\eta\\sigma^2` times its gradient, is stable on a quadratic loss of curvature :math:`a` only while
+        :math:`\\eta\\sigma^2 a < 2`, and :math:`\\sigma^2 a` falls as :math:`1/k` after :math:`k` updates, so with a
+        larger :math:`\\eta` no update of a task is stable.
     mc_samples : int
         ``bgd``: draws per update for its two expectations, in antithetic pairs (an even number).
     batch_size : int
@@ -68,6 +71,11 @@ class ContinualOptions(Options):
         if self.mc_samples % 2:
             raise ValueError(f"mc_samples={self.mc_samples} must be even: bgd draws its noise in antithetic pairs "
                              f"(eps, -eps); pass {self.mc_samples + 1}")
+        if self.mean_eta >= 2 * self.steps:
+            raise ValueError(f"mean_eta={self.mean_eta:g} cannot settle within a task of steps={self.steps} updates: bgd "
+                             "moves a mean by mean_eta sigma^2 times its gradient, which on a quadratic loss of "
+                             "curvature a is stable only while mean_eta sigma^2 a < 2, and sigma^2 a falls as 1 / k after "
+                             f"k updates; pass a mean_eta below 2 x steps = {2 * self.steps} (1 in the theory)")
         start = math.log1p(math.exp(self.init_rho)) if self.init_rho < 30 else self.init_rho  # softplus
         if start > self.prior_scale:
             raise ValueError(f"init_rho={self.init_rho:g} starts the guide at sd softplus(init_rho) = {start:.3g}, wider "

@@ -17,6 +17,9 @@ This is the likelihood temperature of Wenzel et al.'s section 4 (the prior is no
 - NUTS, SGLD and SGHMC: the potential :math:`U_T(W) = -\tfrac{1}{T}\log p(\mathcal{D} \mid W) - \log p(W)`;
 - Laplace: the Gaussian at the mode of :math:`\log p_T` with precision :math:`H/T + P`.
 
+A temperature must lie in :data:`TEMPERATURES` (:func:`parse_temperature` checks it with the other options, before any
+work): outside it one of the potential's two terms is lost to float64's rounding of the other.
+
 The MAP network, the ensemble and MC dropout take no temperature: their networks are modes (or dropout fits), not
 posteriors, and the mode of :math:`p_T` is the MAP of the untempered model with the prior's weight multiplied by
 :math:`T`.
@@ -24,13 +27,38 @@ posteriors, and the mode of :math:`p_T` is the MAP of the untempered model with 
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable
+from typing import Any
 
+import torch
 from bnn.models.network import OBSERVED_SITE
 from pyro.poutine.messenger import Messenger
 
 UNTEMPERED = 1.0
 """Bayes' posterior, every method's default temperature."""
+
+_EPSILON = torch.finfo(torch.float64).eps
+TEMPERATURES = (_EPSILON, 1 / _EPSILON)
+r"""The temperatures accepted, :math:`[\epsilon, 1/\epsilon]` with :math:`\epsilon = 2^{-52}`, float64's machine
+epsilon. The potential :math:`-\tfrac{1}{T}\log p(\mathcal{D} \mid W) - \log p(W)` adds two terms; with each of
+order one (per datum and per weight), below :math:`T = \epsilon` the likelihood's term is more than :math:`1/\epsilon`
+times the prior's, which float64 then rounds away (the fit is the maximum likelihood whatever :math:`T`, and far below,
+near :math:`T = 10^{-300}`, the scaled log-likelihood overflows); above :math:`1/\epsilon` the likelihood's term is
+rounded away (the fit is the prior)."""
+
+
+def parse_temperature(option: str, value: Any) -> float:
+    """``value`` as a float if it is a number in :data:`TEMPERATURES` (not a bool); else ``ValueError`` naming
+    ``option`` and why the range ends where it does."""
+    low, high = TEMPERATURES
+    if not (isinstance(value, numbers.Real) and not isinstance(value, bool) and low <= value <= high):
+        raise ValueError(f"{option} must be a positive number in [{low:.3g}, {high:.3g}], got {value!r}: outside it one "
+                         "of the two terms of the tempered potential -log p(D | W) / T - log p(W) is below the other's "
+                         "float64 rounding: at a smaller T the prior's is lost (the fit is maximum likelihood whatever "
+                         "T, and near T = 1e-300 the scaled log-likelihood overflows), at a larger T the likelihood's "
+                         "(the fit is the prior); give T = 1 for Bayes' posterior, or below 1 (0.1) for a cold one")
+    return float(value)
 
 
 def tempered_label(label: str, value: float) -> str:

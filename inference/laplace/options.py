@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bnn.inference.core.temperature import UNTEMPERED
+from bnn.inference.core.temperature import UNTEMPERED, parse_temperature
 from bnn.inference.laplace.curvature import (
     GIB,
     HessianType,
@@ -61,7 +61,7 @@ class LaplaceOptions(MapFitOptions):
     structure: Structure | None = option(None, optional(choice(Structure)))
     tune_prior_precision: bool | None = option(None, optional(flag))
     max_memory_gib: float = option(2.0, positive_number)
-    temperature: float = option(UNTEMPERED, positive_number)
+    temperature: float = option(UNTEMPERED, parse_temperature)
     num_samples: int = option(1000, positive_int)
     seed: int = option(0, seed)
     progress: bool = option(True, flag)

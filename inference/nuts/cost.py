@@ -44,3 +44,22 @@ def potential_gradient_seconds(model, x: torch.Tensor, y: torch.Tensor, options=
 
 COST = CostModel(count, potential_gradient_seconds, "nuts potential",
                  draws=lambda options: options.chains() * options.num_samples)
+
+DAY = 86_400.0
+"""A day in seconds: the most a NUTS run's cost estimate may say (:func:`check_affordable`)."""
+
+
+def check_affordable(model, x: torch.Tensor, y: torch.Tensor, options: NUTSOptions) -> None:
+    """Refuse, before any work, a run whose estimate passes :data:`DAY`: :func:`count`'s gradients (every tree at full
+    depth, which a BNN's posterior often reaches) times :func:`potential_gradient_seconds`, shared by the chains side
+    by side. It is refused rather than warned about: the chains' MAP starts would begin at once and nothing would come
+    back for a day; the message names the options that bring it under."""
+    work = count(options, x.shape[0], model)
+    each = potential_gradient_seconds(model, x, y, options)
+    seconds = work.gradients * each / work.parallel
+    if seconds > DAY:
+        shared = f" / {work.parallel} processes" if work.parallel > 1 else ""
+        raise ValueError(f"NUTS would take up to {seconds / 3600:,.0f} h at full tree depth, past a day: {work.how} = "
+                         f"{work.gradients:,} gradients x {each:.3g} s measured per gradient of the potential{shared}; "
+                         f"refused before the chains' MAP starts: lower max_tree_depth (now {options.max_tree_depth}), "
+                         "num_samples or num_warmup, or fit this network with a method that scales to it (laplace, svi)")

@@ -86,6 +86,7 @@ from bnn.inference.diagnostics.convergence import (
 from bnn.inference.nuts.chain import ChainDraws, ChainJob, Engine, InitStrategy
 from bnn.inference.nuts.chains import ChainMethod
 from bnn.inference.nuts.chains import sample_chains as _sample
+from bnn.inference.nuts.cost import check_affordable
 from bnn.inference.nuts.numba_potential import kernel_gap
 from bnn.inference.nuts.options import MIN_SAMPLES, NUTSOptions
 from bnn.inference.nuts.potential import PotentialKind, flat_potential_mismatch, latent_sites
@@ -169,7 +170,8 @@ def run_nuts(model, x: torch.Tensor, y: torch.Tensor, options: NUTSOptions) -> P
     Raises
     ------
     ValueError
-        For a bad option, before sampling; for ``chain_method="parallel"`` when processes cannot run the model.
+        For a bad option, or a run whose cost estimate passes a day (:func:`~bnn.inference.nuts.cost.check_affordable`),
+        before sampling; for ``chain_method="parallel"`` when processes cannot run the model.
     Exception
         The first chain's error when every chain failed; ``KeyboardInterrupt`` when Ctrl-C came
         before any chain had 4 draws.
@@ -178,6 +180,7 @@ def run_nuts(model, x: torch.Tensor, y: torch.Tensor, options: NUTSOptions) -> P
         raise ValueError(f"method 'nuts' cannot start at init='map' for the hierarchical prior(s) "
                          f"{hierarchical_priors_named(model)} of {type(model).__name__}: a joint MAP over the weights "
                          "and their latent scales collapses the scales to zero; pass init='prior'")
+    check_affordable(model, x, y, options)
     num_chains = options.chains()
     parallel = options.chain_method is ChainMethod.PARALLEL or (
         options.chain_method is ChainMethod.AUTO and num_chains > 1 and available_cores() > 1

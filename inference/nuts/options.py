@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from bnn.inference.core.temperature import UNTEMPERED
+from bnn.inference.core.temperature import UNTEMPERED, parse_temperature
 from bnn.inference.nuts.chain import Engine, InitStrategy
 from bnn.inference.nuts.chains import ChainMethod
 from bnn.inference.nuts.engines import DEFAULT_ENGINE
 
-from bnn.options import Options, choice, flag, integer, option, optional, positive_number, probability, seed
+from bnn.options import Options, choice, flag, integer, option, optional, probability, seed
 from bnn.runtime import workers
 from bnn.runtime.memory import parameter_count, value_bytes
 
@@ -90,7 +90,7 @@ class NUTSOptions(Options):
     chain_method: ChainMethod = option("auto", choice(ChainMethod))
     jit_compile: bool = option(True, flag)
     engine: Engine = option(DEFAULT_ENGINE, choice(Engine))
-    temperature: float = option(UNTEMPERED, positive_number)
+    temperature: float = option(UNTEMPERED, parse_temperature)
     seed: int = option(0, seed)
     progress: bool = option(True, flag)
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import ClassVar
 
-from bnn.inference.core.temperature import UNTEMPERED
+from bnn.inference.core.temperature import UNTEMPERED, parse_temperature
 from bnn.inference.map_search.map_options import MapFitOptions
 from bnn.inference.map_search.map_starts import MemberMethod, member_workers
 from bnn.inference.sgmcmc.step_plans import BurnInPlan, CyclicalPlan
@@ -127,7 +127,7 @@ class SGMCMCOptions(MapFitOptions):
     thin: int = option(10, integer(minimum=1))
     num_chains: int = option(2, integer(minimum=1))
     batch_size: int | None = option(None, optional(integer(minimum=1)))
-    temperature: float = option(UNTEMPERED, positive_number)
+    temperature: float = option(UNTEMPERED, parse_temperature)
     seed: int = option(0, seed)
     progress: bool = option(True, flag)
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 from bnn.guides import GUIDES
-from bnn.inference.core.temperature import UNTEMPERED
+from bnn.inference.core.temperature import UNTEMPERED, parse_temperature
 from bnn.inference.svi.kl_weights import KLWeighting
 from bnn.inference.svi.optimiser import ADAM_BETAS
 from bnn.inference.svi.schedules import LRSchedule
@@ -100,7 +100,7 @@ class SVIOptions(Options):
     jit: bool = option(True, flag)
     kl_weighting: KLWeighting = option("uniform", choice(KLWeighting))
     kl_warmup_fraction: float | None = option(None, optional(fraction))
-    temperature: float = option(UNTEMPERED, positive_number)
+    temperature: float = option(UNTEMPERED, parse_temperature)
     num_samples: int = option(1000, positive_int)
     seed: int = option(0, seed)
     progress: bool = option(True, flag)

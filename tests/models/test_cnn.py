@@ -4,8 +4,10 @@ every method of :func:`bnn.inference.fit` on a tiny CNN, and the refusals."""
 from __future__ import annotations
 
 import itertools
+import json
 import warnings
 
+import numpy as np
 import pytest
 import torch
 from bnn.inference import Posterior, fit
@@ -206,12 +208,24 @@ def test_mc_dropout_fits_it():
     ({"channels": (2, 0)}, "channels must be positive integers, got 0"),
     ({"kernel_size": 2.5}, "kernel_size and pool must be positive integers, got 2.5"),
     ({"hidden": (-1,)}, "hidden widths must be positive integers, got -1"),
+    ({"channels": 8}, r"channels must be a sequence, one entry per block like \(8, 16\), got 8"),
+    ({"channels": "8,16"}, r"channels must be a sequence, one entry per block like \(8, 16\), got '8,16'"),
+    ({"hidden": 32}, r"hidden must be a sequence, one entry per hidden layer like \(32,\), got 32"),
+    ({"input_shape": 12}, r"input_shape must be a sequence, \(length,\) or \(height, width\), got 12"),
     ({"activation": "swish"}, "unknown activation 'swish'"),
     ({"pooling": "mean"}, r"pooling must be one of \['avg', 'max'\], got 'mean'"),
 ])
 def test_bad_sizes_are_refused_when_built_naming_the_fix(arguments, message):
     with pytest.raises(ValueError, match=message):
         tiny_cnn(**arguments)
+
+
+def test_numpy_integers_are_taken_as_sizes_and_kept_as_python_integers():
+    model = BayesianCNN(np.int64(12), np.int64(1), input_shape=(np.int64(3), np.int32(4)), channels=np.array([2]),
+                        kernel_size=np.int64(3), pool=np.int64(1), hidden=(np.int64(3),), likelihood="bernoulli")
+    assert model.input_shape == (3, 4) and model.channels == (2,) and model.hidden == (3,)
+    assert all(type(size) is int for size in (*model.input_shape, model.kernel_size, model.pool, model.in_features))
+    json.dumps(model.config())  # the config stays JSON
 
 
 def test_a_cnn_of_pointwise_kernels_without_pooling_is_a_linear_model():

@@ -95,3 +95,12 @@ def test_the_first_scale_follows_the_likelihoods_curvature_and_the_classificatio
     bgd(ContinualSetup(task, ContinualOptions(**at_the_benchmarks_size)), 0, {})
     with pytest.raises(FloatingPointError, match=r"bgd: .* at update \d+ of task 0; lower std_init \(now 0.05\)"):
         bgd(ContinualSetup(task, ContinualOptions(**at_the_benchmarks_size, std_init=0.05)), 0, {})
+
+
+def test_a_mean_eta_no_update_of_a_task_is_stable_at_is_refused_when_the_options_are_built():
+    assert ContinualOptions(mean_eta=2999).mean_eta == 2999  # 1500 steps a task by default
+    with pytest.raises(ValueError, match=r"mean_eta=3000 cannot settle within a task of steps=1500 updates: .* pass a "
+                                         r"mean_eta below 2 x steps = 3000 \(1 in the theory\)"):
+        ContinualOptions(mean_eta=3000)
+    with pytest.raises(ValueError, match=r"mean_eta=25 .* below 2 x steps = 20"):
+        ContinualOptions(**{**TINY, "mean_eta": 25})

@@ -8,7 +8,7 @@ import pyro
 import pytest
 import torch
 from bnn.inference import fit
-from bnn.inference.core.temperature import TemperedLikelihood, tempered, tempered_label
+from bnn.inference.core.temperature import TEMPERATURES, TemperedLikelihood, parse_temperature, tempered, tempered_label
 from bnn.inference.sgmcmc.potential import MinibatchLogJoint
 from bnn.models import BayesianMLP, GaussianLikelihood
 from bnn.models.network import OBSERVED_SITE
@@ -59,6 +59,10 @@ def test_the_sgmcmc_log_joint_weighs_the_likelihood_by_one_over_t():
     ("laplace", {"tune_prior_precision": True}, "leave tune_prior_precision out"),
     ("laplace", {"structure": "kron"}, "structure='kron' is not tempered"),
     ("nuts", {"temperature": 0}, "temperature must be a positive number"),
+    ("svi", {"temperature": 1e-300}, "temperature must be a positive number in [2.22e-16, 4.5e+15], got 1e-300: "
+                                     "outside it one of the two terms of the tempered potential"),
+    ("sgld", {"temperature": 1e300}, "got 1e+300"),
+    ("laplace", {"temperature": "0.1"}, "got '0.1'"),
     ("map", {}, "takes no option(s) ['temperature']"),
     ("mc-dropout", {}, "takes no option(s) ['temperature']"),
 ])
@@ -76,3 +80,14 @@ def test_what_refuses_a_temperature_says_why_before_any_work(method, options, me
 def test_laplace_refuses_what_the_evidence_would_choose(model, message):
     with pytest.raises(ValueError, match=message):
         fit(model, toy_data(), "laplace", temperature=0.5, structure="full")
+
+
+def test_the_temperatures_accepted_are_those_where_neither_term_rounds_the_other_away():
+    """At the range's ends the likelihood's term scaled by 1/T and the prior's (each of order one) still change each
+    other's sum in float64; a step past them, one is lost to rounding."""
+    low, high = TEMPERATURES
+    one = torch.tensor(1.0, dtype=torch.float64)
+    assert one / low + one != one / low and one / (low / 4) + one == one / (low / 4)
+    assert one / high + one != one and one / (4 * high) + one == one
+    for value in (low, 1, 0.1, high):
+        assert parse_temperature("temperature", value) == value

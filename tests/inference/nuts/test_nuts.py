@@ -399,3 +399,17 @@ def test_a_script_run_as_python_script_py_runs_its_top_level_once(tmp_path):
     lines = done.stdout.splitlines()
     assert lines.count("top level of the script runs") == 1, done.stdout
     assert json.loads(lines[-1]) == "parallel"
+
+
+def test_a_run_its_cost_estimate_puts_past_a_day_is_refused_before_the_chains_map_starts(monkeypatch):
+    """At the deepest trees, 1 chain x (100 + 100,000) draws x (2^20 - 1) leapfrog steps are 10^11 gradients: days
+    even at a microsecond each."""
+    monkeypatch.setattr("bnn.inference.nuts.fit._sample", lambda *args: pytest.fail("the chains started"))
+    model = BayesianMLP(1, 1, hidden=(3,), likelihood={"name": "gaussian", "scale": 0.1})
+    x = torch.linspace(-1, 1, 20).unsqueeze(-1)
+    with pytest.raises(ValueError, match=r"NUTS would take up to [\d,]+ h at full tree depth, past a day: 1 chains x "
+                                         r"\(100 \+ 100000\) draws x 1048575 leapfrog steps \(tree depth 20\) = "
+                                         r"104,962,357,500 gradients x [\d.e+-]+ s measured per gradient of the potential; "
+                                         r"refused before the chains' MAP starts: lower max_tree_depth \(now 20\), "
+                                         r"num_samples or num_warmup"):
+        fit(model, (x, x.squeeze(-1)), "nuts", num_warmup=100, num_samples=100_000, max_tree_depth=20, num_chains=1)
