@@ -99,7 +99,7 @@ def _rates(options: SWAGOptions, num_data: int, curvature: torch.Tensor) -> torc
 
 def _sgd(log_joint: MinibatchLogJoint, z: torch.Tensor, rates: torch.Tensor, curvature: torch.Tensor,
          options: SWAGOptions) -> tuple[SWAGMoments, int]:
-    """SGD from ``z`` ``(C, D)`` at each member's rate, an iterate collected each epoch; the moments and the steps
+    r"""SGD from ``z`` ``(C, D)`` at each member's rate, an iterate collected each epoch; the moments and the steps
     taken per member. ``ValueError`` when an iterate or the moments leave the finite numbers (``curvature``, each
     member's :math:`\lambda_{max}`, gives the largest stable rate to say)."""
     moments = SWAGMoments(options.rank)
