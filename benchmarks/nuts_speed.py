@@ -21,6 +21,13 @@ seconds a fresh process takes to build the ``numba`` potential with an empty num
 the cache that run left (what every chain process pays once the cache exists), when ``--backends`` has ``numba``.
 The last line is ``ess_per_s_ratio=<default engine (nutpie) / numpyro, median bulk ESS/s, toy1d>``.
 
+``--modules`` runs instead the same 1-20-1 tanh network three ways on toy1d, side by side (alternating, medians of
+``--repeats``): built in (``BayesianMLP(1, 1, hidden=(20,))``), from a torch module
+(``from_module(nn.Sequential(nn.Linear(1, 20), nn.Tanh(), nn.Linear(20, 1)))``, lowered to the compiled kernel,
+:mod:`bnn.inference.nuts.lowering`) and from a module of its own class (:class:`TanhNet`, not lowered: a torch
+potential), each ``fit(network, toy1d, "nuts", num_chains=2, seed=0)`` timed end to end, with the backend its chains
+ran on and its wall time's ratio to the built-in network's.
+
 NumPyro and JAX are in the optional ``bench`` extra (``pip install -e ".[bench]"``); the package
 never needs them.
 
@@ -28,6 +35,7 @@ Usage::
 
     python -m benchmarks.nuts_speed [--uci-dir UCI_DIR] [--engines nutpie,numpyro]
         [--warmup 300] [--draws 300] [--repeats 3] [--backends numba,numpy,trace,eager,compile]
+    python -m benchmarks.nuts_speed --modules [--warmup 200] [--draws 200] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -54,7 +62,8 @@ from bnn.inference import fit  # noqa: E402
 from bnn.inference.nuts import DEFAULT_ENGINE  # noqa: E402
 from bnn.inference.nuts.chain import tree_depth  # noqa: E402
 from bnn.inference.nuts.potential import Backend, FlatPotential  # noqa: E402
-from bnn.models import BayesianMLP, GaussianLikelihood, GaussianPrior  # noqa: E402
+from bnn.models import BayesianMLP, GaussianLikelihood, GaussianPrior, from_module  # noqa: E402
+from torch import nn  # noqa: E402
 
 HIDDEN = 50
 TARGET_ACCEPT = 0.8
@@ -183,15 +192,62 @@ def numba_build_seconds() -> tuple[float, float]:
     return cold, warm
 
 
-def print_table(title: str, rows: dict[str, dict[str, float]]) -> None:
+class TanhNet(nn.Module):
+    """The 1-20-1 tanh network as a module of its own class: its forward is its own, so NUTS does not lower it to the
+    compiled kernel (:mod:`bnn.inference.nuts.lowering`) and runs a torch potential."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hidden, self.out = nn.Linear(1, 20), nn.Linear(20, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(torch.tanh(self.hidden(x)))
+
+
+MODULE_NETWORKS = {
+    "BayesianMLP(1, 1, hidden=(20,))": lambda: BayesianMLP(1, 1, hidden=(20,)),
+    "from_module(nn.Sequential(nn.Linear(1, 20), nn.Tanh(), nn.Linear(20, 1)))":
+        lambda: from_module(nn.Sequential(nn.Linear(1, 20), nn.Tanh(), nn.Linear(20, 1))),
+    "from_module(TanhNet())": lambda: from_module(TanhNet()),
+}
+"""The same network built in, from a module lowered to the kernel, and from a module that is not; the first is the
+reference of the ratios. Same prior and likelihood (the defaults)."""
+
+
+def module_side_by_side(warmup: int, draws: int, repeats: int, chains: int = 2) -> dict[str, dict[str, float]]:
+    """Per network of :data:`MODULE_NETWORKS` (labelled with the backends its chains ran on): the median wall seconds
+    of ``fit(network, toy1d, "nuts", ...)`` over ``repeats`` runs, the networks alternating within each, its median
+    gradients, and its median's ratio to the first network's; after an untimed fit of 5 + 5 draws of each (the
+    numba cache and the imports of a chain process warm for all)."""
+    toy = load_dataset("toy1d")
+    for make in MODULE_NETWORKS.values():
+        fit(make(), toy, "nuts", num_warmup=5, num_samples=5, num_chains=chains, seed=0, progress=False)
+    runs: dict[str, list[tuple[float, int]]] = {name: [] for name in MODULE_NETWORKS}
+    backends = {}
+    for repeat in range(repeats):
+        for name, make in MODULE_NETWORKS.items():
+            start = time.perf_counter()
+            posterior = fit(make(), toy, "nuts", num_warmup=warmup, num_samples=draws, num_chains=chains, seed=0,
+                            progress=False)
+            runs[name].append((time.perf_counter() - start, posterior.record.gradient_evaluations))
+            backends[name] = "/".join(sorted(set(posterior.record.chain_backends)))
+            print(f"repeat {repeat} {name} [{backends[name]}]: {runs[name][-1][0]:.1f} s, {runs[name][-1][1]} gradients",
+                  flush=True)
+    medians = {name: [statistics.median(column) for column in zip(*rows)] for name, rows in runs.items()}
+    reference = next(iter(medians.values()))[0]
+    return {f"{name} [{backends[name]}]": {"wall_s": seconds, "ratio": seconds / reference, "gradients": gradients}
+            for name, (seconds, gradients) in medians.items()}
+
+
+def print_table(title: str, rows: dict[str, dict[str, float]], first: str = "engine") -> None:
     """Print ``rows`` (engine -> column -> value) as a Markdown table under ``title``."""
-    print(f"\n{table(title, rows)}")
+    print(f"\n{table(title, rows, first)}")
 
 
-def table(title: str, rows: dict[str, dict[str, float]]) -> str:
-    """``rows`` (engine -> column -> value) as a Markdown table under the line ``title``."""
+def table(title: str, rows: dict[str, dict[str, float]], first: str = "engine") -> str:
+    """``rows`` (engine, or what ``first`` names -> column -> value) as a Markdown table under the line ``title``."""
     columns = list(next(iter(rows.values())))
-    lines = [title, "", "| engine | " + " | ".join(columns) + " |", "| --- " * (len(columns) + 1) + "|"]
+    lines = [title, "", f"| {first} | " + " | ".join(columns) + " |", "| --- " * (len(columns) + 1) + "|"]
     lines += [f"| {engine} | " + " | ".join(f"{value:.4g}" for value in row.values()) + " |" for engine, row in rows.items()]
     return "\n".join(lines)
 
@@ -234,7 +290,8 @@ def benchmark(name: str, dataset: Dataset, engines: list[str], warmup: int, draw
 
 
 def main(argv: list[str] | None = None) -> dict:
-    """Run the benchmark on one torch thread; return toy1d's ratios to NumPyro (empty without NumPyro)."""
+    """Run the benchmark on one torch thread; return toy1d's ratios to NumPyro (empty without NumPyro), or with
+    ``--modules`` the rows of :func:`module_side_by_side`."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--uci-dir", help="the UCI folder, for boston split 0 (left out without it)")
     parser.add_argument("--engines", default="nutpie,numpyro", help="comma-separated: nutpie, pyro, numpyro")
@@ -242,10 +299,17 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--draws", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--backends", default="numba,numpy,trace,eager,compile", help="flat-potential backends to time")
+    parser.add_argument("--modules", action="store_true",
+                        help="instead: the network built in against the same network from torch modules (module notes)")
     args = parser.parse_args(argv)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
+        if args.modules:
+            rows = module_side_by_side(args.warmup, args.draws, args.repeats)
+            print_table(f"toy1d 1-20-1 tanh: {args.warmup} warmup + {args.draws} draws, 2 chains, medians of "
+                        f"{args.repeats}", rows, first="network [backend]")
+            return rows
         return _run(args)
     finally:
         torch.set_num_threads(threads)

@@ -85,17 +85,28 @@ class ChainJob:
     potential: PotentialKind = PotentialKind.TRACE  # the nutpie engine's potential; Pyro's always reads the trace
     temperature: float = UNTEMPERED  # the likelihood's, bnn.inference.core.temperature
 
+    def worst_case_gradients(self) -> int:
+        """The chain's gradients when every tree reaches the maximum depth (warm-up included)."""
+        return full_depth_gradients(self.num_warmup + self.num_samples, self.max_tree_depth)
+
 
 @dataclass(frozen=True)
 class ChainDraws:
     """One chain's output: ``samples[site]`` of shape ``(draws, *site_shape)`` in the
-    constrained space, ``stats[name]`` of shape ``(draws,)``, its wall time, and its gradient
-    evaluations (leapfrog steps, warmup included)."""
+    constrained space, ``stats[name]`` of shape ``(draws,)``, its wall time, its gradient
+    evaluations (leapfrog steps, warmup included), and the backend of the nutpie engine's potential
+    (:class:`~bnn.inference.nuts.potential.Backend`; ``None`` for Pyro's engine)."""
 
     samples: dict[str, np.ndarray]
     stats: dict[str, np.ndarray]
     seconds: float
     gradients: int
+    backend: str | None = None
+
+
+def full_depth_gradients(iterations: int, max_tree_depth: int) -> int:
+    """The gradients of ``iterations`` NUTS iterations whose trees all reach ``max_tree_depth``: :math:`2^d - 1` each."""
+    return iterations * (2**max_tree_depth - 1)
 
 
 def tree_depth(n_steps: np.ndarray) -> np.ndarray:

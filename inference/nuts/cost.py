@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from bnn.inference.core.cost_model import CostModel, GradientCount
 from bnn.inference.core.temperature import UNTEMPERED
-from bnn.inference.nuts.chain import Engine
+from bnn.inference.nuts.chain import Engine, full_depth_gradients
 from bnn.inference.nuts.numba_potential import kernel_gap
 from bnn.inference.nuts.options import NUTSOptions
 from bnn.inference.nuts.potential import FlatPotential
@@ -23,7 +23,7 @@ def count(options: NUTSOptions, rows: int, model) -> GradientCount:
     """The gradients of a run of ``options`` at full tree depth; the count says when the potential is a torch one
     because the compiled kernel does not apply (:func:`~bnn.inference.nuts.numba_potential.kernel_gap`)."""
     chains = options.chains()
-    leapfrogs = 2**options.max_tree_depth - 1
+    leapfrogs = full_depth_gradients(1, options.max_tree_depth)
     iterations = options.num_warmup + options.num_samples
     compiled = model is not None and options.engine is Engine.NUTPIE and options.jit_compile
     gap = kernel_gap(model, options.temperature) if compiled else None
@@ -36,8 +36,11 @@ def count(options: NUTSOptions, rows: int, model) -> GradientCount:
 def potential_gradient_seconds(model, x: torch.Tensor, y: torch.Tensor, options=None) -> float:
     """The median time of one value-and-gradient of the potential the NUTS engine evaluates
     (:class:`~bnn.inference.nuts.potential.FlatPotential`, at the options' temperature: a tempered one runs on a torch
-    backend), at a point of small weights."""
-    potential = FlatPotential(model, x, y, temperature=getattr(options, "temperature", UNTEMPERED))
+    backend; built for a chain of the options' draws at full tree depth, so ``torch.compile``'d where that run pays for
+    its build), at a point of small weights."""
+    gradients = None if options is None else full_depth_gradients(options.num_warmup + options.num_samples,
+                                                                  options.max_tree_depth)
+    potential = FlatPotential(model, x, y, temperature=getattr(options, "temperature", UNTEMPERED), gradients=gradients)
     z = np.linspace(-0.5, 0.5, potential.dim)
     return median_seconds(lambda: potential.value_and_grad(z))
 

@@ -203,6 +203,7 @@ def run_nuts(model, x: torch.Tensor, y: torch.Tensor, options: NUTSOptions) -> P
         kernel_gap=kernel_gap(model, options.temperature) if options.engine is Engine.NUTPIE and options.jit_compile
         else None,
         chain_seeds=[job.seed for job in jobs], chain_seconds=[chain.seconds for chain in chains],
+        chain_backends=[chain.backend for chain in chains] if options.engine is Engine.NUTPIE else None,
         chain_gradients=[chain.gradients for chain in chains],
         gradient_evaluations=sum(chain.gradients for chain in chains), diagnostics=diagnostics, **outcome_info,
     )

@@ -7,7 +7,7 @@ family its :meth:`~bnn.models.priors.Prior.fast_form` names (a Normal with a mea
 scale mixture), the likelihood's :meth:`~bnn.models.likelihoods.Likelihood.fast_form` and the data, into one float64
 buffer whose first words, viewed as int64, are the kernel's table. A part it does not know (a prior or likelihood
 that states no fast form, another network class or transform) raises
-:class:`~bnn.inference.nuts.numpy_potential.Unsupported`, naming it, and
+:class:`~bnn.inference.nuts.lowering.Unsupported`, naming it, and
 :class:`~bnn.inference.nuts.potential.FlatPotential` falls back to the next backend.
 
 The buffer holds the kernel's work space too, so one buffer serves one evaluation at a time: one chain.
@@ -20,7 +20,8 @@ import math
 import numpy as np
 from bnn.inference.core.temperature import UNTEMPERED
 from bnn.inference.nuts import numba_kernel as kernel
-from bnn.inference.nuts.numpy_potential import Unsupported, dense_chain, is_exp
+from bnn.inference.nuts.lowering import Unsupported, chain_inputs, dense_chain
+from bnn.inference.nuts.numpy_potential import is_exp
 from bnn.models.fast_forms import (
     BernoulliForm,
     CategoricalForm,
@@ -120,7 +121,7 @@ class NumbaLogDensity:
         for name, transform in potential.transforms.items():
             if not is_exp(transform):
                 raise Unsupported(f"latent {name!r} is mapped by {transform}, not sigma = exp(u)")
-        x = potential.x.numpy().astype(np.float64)
+        x = chain_inputs(model, potential.x).numpy().astype(np.float64)
         code, parameters, y = likelihood_parameters(model.likelihood, potential.y.numpy().astype(np.float64),
                                                     model.out_features)
         rows, sites = x.shape[0], list(model.sites)

@@ -28,8 +28,10 @@ A gradient here costs a dozen small NumPy calls, where torch autograd's fixed co
 dominates on a small network (``benchmarks/results/nuts_speed.md``): this is what lets nutpie
 run the model at the speed of its Rust sampler. It covers the prior families and the likelihoods a prior or
 likelihood names in its ``fast_form`` (:mod:`bnn.models.fast_forms`; the heteroscedastic Gaussian is the numba
-kernel's alone) and the activations in :data:`ACTIVATION_DERIVATIVES`; for anything else, :class:`Unsupported` says
-which part, and :class:`~bnn.inference.nuts.potential.FlatPotential` falls back to torch.
+kernel's alone), the activations in :data:`ACTIVATION_DERIVATIVES` and the networks that are a chain of dense layers,
+a torch module's lowered to one included (:mod:`bnn.inference.nuts.lowering`); for anything else,
+:class:`~bnn.inference.nuts.lowering.Unsupported` says which part, and
+:class:`~bnn.inference.nuts.potential.FlatPotential` falls back to torch.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
+from bnn.inference.nuts.lowering import Unsupported, chain_inputs, dense_chain
 from bnn.models.fast_forms import (
     BernoulliForm,
     CategoricalForm,
@@ -47,27 +50,9 @@ from bnn.models.fast_forms import (
     NormalForm,
     ScaleMixtureForm,
 )
-from bnn.models.network import DenseLayers
 
 HALF_LOG_TWO_PI = 0.5 * math.log(2.0 * math.pi)
 Array = np.ndarray
-
-
-class Unsupported(NotImplementedError):
-    """The model has a part (prior, likelihood, activation, transform) without a hand-derived gradient."""
-
-
-def dense_chain(model, what: str) -> DenseLayers:
-    """``model``'s chain of dense layers (:meth:`~bnn.models.network.BayesianNetwork.dense_layers`), its sites in the
-    order of ``model.sites``; :class:`Unsupported` (``what`` says for what) when it is not one, or when a prior of it is
-    hierarchical (the kernels read fixed priors only)."""
-    if model.hierarchical_sites:
-        raise Unsupported(f"{what} for fixed priors; the latent scales of hierarchical priors need a torch backend")
-    chain = model.dense_layers()
-    if chain is None or tuple(site for layer in chain.layers for site in layer) != tuple(model.sites):
-        raise Unsupported(f"{what} for a chain of dense layers, which {type(model).__name__} is not "
-                          "(its dense_layers() is None)")
-    return chain
 
 
 def _sigmoid(a: Array) -> Array:
@@ -174,7 +159,7 @@ class NumpyLogDensity:
                 raise Unsupported(f"latent {name!r} is mapped by {transform}, not sigma = exp(u)")
         self.offsets = np.cumsum([0, *potential.sizes])
         self.shapes = [tuple(shape) for shape in potential.shapes.values()]
-        self.x = potential.x.numpy()
+        self.x = chain_inputs(model, potential.x).numpy()
         y = potential.y.numpy()
         if isinstance(self.likelihood, CategoricalForm):
             self.y = np.eye(model.out_features)[y.astype(np.int64)]

@@ -50,9 +50,14 @@ from torch.distributions import biject_to, constraints
 
 from bnn.options import parse_option
 from bnn.runtime.jit_deprecation import torch_jit_deprecation_ignored
+from bnn.runtime.timing import median_seconds
 
 STANDARD_NORMAL = torch.distributions.Normal(0.0, 1.0)
 CHECK_RTOL = 1e-8  # a compiled log density must reproduce the eager one to this relative error
+COMPILE_PAYS_OFF_SECONDS = 120.0
+"""``auto`` tries ``compile`` for a run whose gradients on ``trace`` would take longer than this: about five of
+compile's builds with an empty cache, so that a build the run's trees do not need (they stop short of the count the
+caller expects, its worst case) costs at most a fifth of that."""
 MISMATCH_POINTS = 3  # random points at which the flat potential must equal Pyro's up to one constant
 
 
@@ -75,8 +80,9 @@ class Backend(str, Enum):
 
     AUTO = "auto"
     """The first of ``numba``, ``numpy``, ``trace``, ``eager`` that builds and reproduces the eager value and
-    gradient. ``compile`` is left out: its build, repeated in every chain process, outweighs its gain on the
-    collection's runs."""
+    gradient; in place of ``trace``, ``compile`` when the run is long enough to pay for its build (the gradients the
+    caller expects times ``trace``'s time for one exceed :data:`COMPILE_PAYS_OFF_SECONDS`) and it is faster at the
+    probe point."""
     NUMBA = "numba"
     """The compiled kernel of :mod:`bnn.inference.nuts.numba_kernel` (the collection's own priors, likelihoods and
     activations only); the nutpie engine calls it from Rust without entering Python."""
@@ -84,7 +90,9 @@ class Backend(str, Enum):
     """The hand-derived gradient of :mod:`bnn.inference.nuts.numpy_potential`: the collection's own priors,
     likelihoods and activations only."""
     COMPILE = "compile"
-    """``torch.compile`` (Inductor): the fastest torch backend per call, the slowest to build."""
+    """``torch.compile`` (Inductor) of the value and its gradient in one graph (:func:`torch.func.grad_and_value`):
+    the fastest torch backend per call, the slowest to build (in every chain process, with an empty Inductor cache;
+    ``benchmarks/nuts_speed.py`` times both)."""
     TRACE = "trace"
     """TorchScript ``torch.jit.trace``: quick to build."""
     EAGER = "eager"
@@ -146,6 +154,9 @@ class FlatPotential(FlatLayout):
         The likelihood's temperature :math:`T` (:mod:`bnn.inference.core.temperature`): the log-likelihood enters
         as :math:`\tfrac{1}{T}\log p(y \mid f(x; W), \theta)`; the compiled kernels (``numba``, ``numpy``) evaluate
         only :math:`T = 1`, so ``auto`` takes a torch backend otherwise.
+    gradients : int, optional
+        The evaluations the caller expects to make (a NUTS chain's at full tree depth), by which ``auto`` judges
+        whether ``compile``'s build pays off; ``None``: never.
 
     Attributes
     ----------
@@ -159,9 +170,9 @@ class FlatPotential(FlatLayout):
     """
 
     def __init__(self, model, x: torch.Tensor, y: torch.Tensor, *, backend: Backend | str = Backend.AUTO,
-                 temperature: float = UNTEMPERED) -> None:
+                 temperature: float = UNTEMPERED, gradients: int | None = None) -> None:
         backend = parse_option(Backend, backend, "backend")
-        self.model, self.temperature = model, temperature
+        self.model, self.temperature, self.gradients = model, temperature, gradients
         self.x, self.y = x.to(torch.float64), y if not y.is_floating_point() else y.to(torch.float64)
         latent_priors = model.non_weight_priors()
         super().__init__(model.program_latent_shapes,
@@ -201,18 +212,46 @@ class FlatPotential(FlatLayout):
         failures = []
         for candidate in candidates:
             try:
-                evaluator = self._evaluator(candidate, probe)
-                value, gradient = evaluator(probe.numpy())
-                if not math.isclose(value, expected_value, rel_tol=CHECK_RTOL, abs_tol=CHECK_RTOL):
-                    raise RuntimeError(f"it gives {value!r}, the eager log density {expected_value!r}")
-                if not np.allclose(gradient, expected_gradient, rtol=CHECK_RTOL, atol=CHECK_RTOL):
-                    raise RuntimeError("its gradient differs from the eager gradient")
-                return candidate, evaluator
+                evaluator = self._checked(candidate, probe, expected_value, expected_gradient)
             except Exception as error:  # noqa: BLE001 - any failure to build moves on to the next backend
                 if backend is not Backend.AUTO:
                     raise
                 failures.append(f"{candidate.value}: {type(error).__name__}: {error}")
+                continue
+            if backend is Backend.AUTO and candidate is Backend.TRACE:
+                return self._compiled_if_faster(evaluator, probe, expected_value, expected_gradient)
+            return candidate, evaluator
         raise RuntimeError("no backend could evaluate the potential: " + "; ".join(failures))
+
+    def _checked(self, backend: Backend, probe: torch.Tensor, expected_value: float, expected_gradient: np.ndarray):
+        """The evaluator of ``backend``, refused (``RuntimeError``) unless it reproduces the eager value and gradient
+        at ``probe`` (its first call, where ``torch.compile`` compiles: it meets torch's TorchScript deprecation too)."""
+        evaluator = self._evaluator(backend, probe)
+        with torch_jit_deprecation_ignored():
+            value, gradient = evaluator(probe.numpy())
+        if not math.isclose(value, expected_value, rel_tol=CHECK_RTOL, abs_tol=CHECK_RTOL):
+            raise RuntimeError(f"it gives {value!r}, the eager log density {expected_value!r}")
+        if not np.allclose(gradient, expected_gradient, rtol=CHECK_RTOL, atol=CHECK_RTOL):
+            raise RuntimeError("its gradient differs from the eager gradient")
+        return evaluator
+
+    def _compiled_if_faster(self, traced, probe: torch.Tensor, expected_value: float, expected_gradient: np.ndarray):
+        r"""``(TRACE, traced)``, or ``(COMPILE, compiled)`` when the run pays for compile's build,
+        :math:`G\,t_{\text{trace}} >` :data:`COMPILE_PAYS_OFF_SECONDS` for the :math:`G` gradients expected, and the
+        compiled evaluator reproduces the eager one and is faster at the probe point."""
+        point = probe.numpy()
+        if self.gradients is None:
+            return Backend.TRACE, traced
+        trace_seconds = median_seconds(lambda: traced(point))
+        if self.gradients * trace_seconds <= COMPILE_PAYS_OFF_SECONDS:
+            return Backend.TRACE, traced
+        try:
+            compiled = self._checked(Backend.COMPILE, probe, expected_value, expected_gradient)
+        except Exception:  # noqa: BLE001 - a build that fails leaves the traced potential
+            return Backend.TRACE, traced
+        if median_seconds(lambda: compiled(point)) < trace_seconds:
+            return Backend.COMPILE, compiled
+        return Backend.TRACE, traced
 
     def _evaluator(self, backend: Backend, probe: torch.Tensor) -> Callable[[np.ndarray], tuple[float, np.ndarray]]:
         if backend in (Backend.NUMBA, Backend.NUMPY) and self.temperature != UNTEMPERED:
@@ -223,7 +262,7 @@ class FlatPotential(FlatLayout):
         if backend is Backend.NUMPY:
             return NumpyLogDensity(self)
         if backend is Backend.COMPILE:
-            return torch_evaluator(torch.compile(self.log_density, fullgraph=True, dynamic=False))
+            return compiled_evaluator(self.log_density)
         if backend is Backend.TRACE:
             with torch_jit_deprecation_ignored(), warnings.catch_warnings():
                 warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
@@ -241,6 +280,20 @@ def torch_evaluator(function: Callable[[torch.Tensor], torch.Tensor]) -> Callabl
         with pyro.validation_enabled(False):  # argument checks cannot be compiled, and cost time
             value = function(point)
         (gradient,) = torch.autograd.grad(value, point)
+        return value.item(), gradient.numpy()
+
+    return value_and_grad
+
+
+def compiled_evaluator(function: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[np.ndarray], tuple[float, np.ndarray]]:
+    r"""``z -> (value, gradient)`` in numpy float64 of one ``torch.compile`` graph for :math:`(\log\pi(z),
+    \nabla_z\log\pi(z))` (:func:`torch.func.grad_and_value`: the backward fused with the forward, no autograd tape per
+    call); compiled at the first call, again in a thread of another torch thread count (a guard of torch.compile's)."""
+    compiled = torch.compile(torch.func.grad_and_value(function), fullgraph=True, dynamic=False)
+
+    def value_and_grad(z: np.ndarray) -> tuple[float, np.ndarray]:
+        with pyro.validation_enabled(False):
+            gradient, value = compiled(torch.from_numpy(z))
         return value.item(), gradient.numpy()
 
     return value_and_grad

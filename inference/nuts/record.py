@@ -32,6 +32,11 @@ class NUTSRecord(ChainRecord):
         asked for.
     chain_seeds, chain_seconds, chain_gradients : list
         Per chain kept: its seed, wall time and gradient evaluations (warmup included).
+    chain_backends : list of str, optional
+        Per chain kept, what evaluated the nutpie engine's potential
+        (:class:`~bnn.inference.nuts.potential.Backend`): ``numba`` (the compiled kernel, a torch module lowered to it
+        included: :mod:`bnn.inference.nuts.lowering`), ``compile``, ``trace`` or ``eager`` (torch); ``None`` for the
+        Pyro engine.
     gradient_evaluations : int
         The sum of ``chain_gradients``.
     diagnostics : ChainDiagnostics
@@ -54,6 +59,7 @@ class NUTSRecord(ChainRecord):
     chain_seeds: list[int]
     chain_seconds: list[float]
     chain_gradients: list[int]
+    chain_backends: list[str] | None = None
     gradient_evaluations: int
     chains_kept: list[int]
     failed_chains: dict[str, str] | None = None

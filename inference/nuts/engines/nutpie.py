@@ -15,11 +15,11 @@ where nutpie cannot begin there (:func:`nudged_start`).
 
 Options: ``target_accept`` and ``max_tree_depth`` are nutpie's ``target_accept`` and
 ``maxdepth``; ``dense_mass=True`` is refused (nutpie has no dense mass matrix);
-``jit_compile`` picks the flat potential's backend: ``auto`` when set (the hand-derived NumPy gradient of
-:mod:`bnn.inference.nuts.numpy_potential` for the collection's own parts, TorchScript otherwise), else ``eager``
-(the generic potential is always eager).
-Build a :class:`~bnn.inference.nuts.potential.FlatPotential` with ``backend="compile"`` for long runs of a model
-with parts of your own.
+``jit_compile`` picks the flat potential's backend: ``auto`` when set (the compiled kernel of
+:mod:`bnn.inference.nuts.numba_kernel` for a chain of dense layers with the collection's own parts, a torch module's
+lowered to one included, :mod:`bnn.inference.nuts.lowering`; otherwise TorchScript, or ``torch.compile`` when the
+chain's gradients at full tree depth would take long enough on TorchScript to pay for its build), else ``eager``
+(the generic potential is always eager). The chain's draws say which ran (``ChainDraws.backend``).
 The statistics keep the names of :mod:`bnn.inference.nuts.chain`: ``acceptance_rate`` is nutpie's
 ``mean_tree_accept``, ``step_size`` the adapted :math:`\epsilon` (nutpie's ``step_size_bar``; each
 trajectory uses a randomly jittered multiple of it), ``tree_depth`` is computed from
@@ -144,7 +144,7 @@ def run_chain(model, x: torch.Tensor, y: torch.Tensor, job: ChainJob, report: Ca
                                                          temperature=job.temperature)
     if job.potential is PotentialKind.FLAT:
         potential = FlatPotential(model, x, y, backend=Backend.AUTO if job.jit_compile else Backend.EAGER,
-                                  temperature=job.temperature)
+                                  temperature=job.temperature, gradients=job.worst_case_gradients())
     else:
         potential = TracePotential(potential_fn, transforms, params)
     start = nudged_start(potential.value_and_grad, potential.flatten(params).numpy())
@@ -185,7 +185,7 @@ def run_chain(model, x: torch.Tensor, y: torch.Tensor, job: ChainJob, report: Ca
     initial_energy = _column(stats, "energy") - _column(stats, "energy_error")  # H at the start of the trajectory
     stats = sampler_stats(_column(stats, "diverging")[kept], n_steps[kept], _column(stats, "step_size_bar")[kept],
                           _column(stats, "mean_tree_accept")[kept], initial_energy[kept])
-    draws = ChainDraws(samples, stats, time.perf_counter() - start_time, gradients)
+    draws = ChainDraws(samples, stats, time.perf_counter() - start_time, gradients, potential.backend.value)
     if interrupt is not None:
         raise ChainInterrupted(job.chain, draws) from interrupt
     return draws
