@@ -82,8 +82,8 @@ def run_ensemble(model, x: torch.Tensor, y: torch.Tensor, options: EnsembleOptio
         When a member's MAP fit stopped above ``map_tolerance``.
     """
     seeds = member_seeds(options.seed, options.num_members)
-    jobs = [MemberJob(member, seeds[member], options.map_steps, options.map_lr, options.map_tolerance, options.map_max_iter,
-                      torch.get_default_dtype()) for member in range(options.num_members)]
+    jobs = [MemberJob(member, seeds[member], options.map_fit_arguments(), torch.get_default_dtype())
+            for member in range(options.num_members)]
     workers = options.workers()
     x_work, y_work = working_data(x, y)
 

@@ -36,11 +36,12 @@ import time
 import warnings
 
 import torch
+from bnn.inference.core.cosine_schedule import cosine_factors
 from bnn.inference.core.objective_trend import objective_trend
 from bnn.inference.core.posterior import Posterior
 from bnn.inference.diagnostics.convergence import ConvergenceWarning
 from bnn.inference.ivon.options import IVONOptions
-from bnn.inference.ivon.record import OBJECTIVE_RISING, IVONRecord, cosine_factors
+from bnn.inference.ivon.record import OBJECTIVE_RISING, IVONRecord
 from bnn.models.fast_forms import NormalForm
 from ivon import IVON
 from pyro.distributions.transforms import biject_to

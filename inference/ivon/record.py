@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
+from bnn.inference.core.cosine_schedule import cosine_factors
 from bnn.inference.core.objective_trend import ObjectiveTrend, objective_trend
 from bnn.inference.core.record import FitRecord
 from bnn.inference.ivon.options import IVONOptions
 
 OBJECTIVE_RISING = ("IVON's training objective", "IVON", "give it more epochs (epochs=, --epochs)")
 """What IVON's trend says when its objective was still rising: the objective, the method and the fix."""
-
-
-def cosine_factors(steps: int) -> list[float]:
-    r"""The learning rate's factor at each step: :math:`\tfrac12 (1 + \cos(\pi t / T))`, from 1 to near 0."""
-    return [0.5 * (1.0 + math.cos(math.pi * step / steps)) for step in range(steps)]
 
 
 @dataclass(kw_only=True)

@@ -14,7 +14,9 @@ material's :math:`\Lambda = J^\top J / \sigma_y^2 + I / \sigma_w^2`.
 Steps: (1) :math:`\theta_{MAP}` by Adam then a Levenberg-Marquardt polish (:mod:`bnn.inference.map_search.map_estimate`); by
 default, wherever the covered priors are Gaussian and the curvature is the GGN, the prior precision multiplier
 :math:`\alpha` (:math:`P \to \alpha P`) and a learned noise are those maximising the Laplace evidence, the MAP
-refitted at each candidate (:mod:`bnn.inference.curvature.evidence`); otherwise :math:`\alpha = 1` and a learned noise is
+refitted at each candidate (:mod:`bnn.inference.curvature.evidence`), or, where the MAP was fitted on minibatches
+(large data, a costly network), the multiplier at the MAP held fixed (:mod:`bnn.inference.laplace.posthoc_precision`);
+otherwise :math:`\alpha = 1` and a learned noise is
 still chosen by the evidence where the covered priors are Gaussian; a network with ``layer-scale`` or ``ard`` priors
 has their scales set to the evidence's type-II maximum instead, a prior precision per group, the MAP refitted at each
 round (:mod:`bnn.inference.laplace.type2_scales`); (2) :math:`H` and :math:`P` over the
@@ -30,6 +32,7 @@ prior's (:math:`\alpha = 1`) and the evidence is not defined (``NaN`` in the rec
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 
@@ -52,6 +55,7 @@ from bnn.inference.laplace.curvature import (
 from bnn.inference.laplace.default_structure import choose_structure
 from bnn.inference.laplace.linearized import Linearization, is_linearizable
 from bnn.inference.laplace.options import LaplaceOptions
+from bnn.inference.laplace.posthoc_precision import posthoc_multiplier
 from bnn.inference.laplace.prior_curvature import check_prior_curvature_possible, covered_sites, prior_curvature
 from bnn.inference.laplace.record import LaplaceRecord
 from bnn.inference.laplace.type2_scales import DESCRIPTION, check_type2_possible, type2_maximum
@@ -185,8 +189,7 @@ def run_laplace(model, x: torch.Tensor, y: torch.Tensor, options: LaplaceOptions
         :class:`~bnn.inference.laplace.record.LaplaceRecord`.
     """
     hessian_type, tune_prior_precision = options.hessian, options.tune_prior_precision
-    map_steps, map_lr, map_tolerance, max_memory_gib = (options.map_steps, options.map_lr, options.map_tolerance,
-                                                        options.max_memory_gib)
+    max_memory_gib = options.max_memory_gib
     num_samples, seed, progress = options.num_samples, options.seed, options.progress
     if hessian_type is HessianType.GGN:
         check_ggn_supported(model.likelihood)
@@ -219,10 +222,15 @@ def run_laplace(model, x: torch.Tensor, y: torch.Tensor, options: LaplaceOptions
             estimate, scale, evidence, scales = type2.estimate, type2.scale, type2.log_marginal_likelihood, type2.scales
             map_seconds = time.perf_counter() - began
         else:
-            estimate = find_map(model, x_work, y_work, steps=map_steps, lr=map_lr, tolerance=map_tolerance,
-                                max_iter=options.map_max_iter, progress=progress, judged_from=start,
+            estimate = find_map(model, x_work, y_work, **options.map_fit_arguments(), progress=progress,
+                                judged_from=start,
                                 multiplier=None if tune_prior_precision else options.temperature,
                                 diagonal_evidence=structure is Structure.DIAG, kron_evidence=structure is Structure.KRON)
+            if estimate.minibatch and tune_prior_precision:  # no refits: the evidence at the MAP held fixed
+                choice = posthoc_multiplier(model, x_work, y_work, estimate, start, hessian_type, structure, progress)
+                estimate = dataclasses.replace(estimate, multiplier=choice.multiplier,
+                                               evidence_evaluations=choice.evaluations,
+                                               evidence_bracketed=choice.bracketed)
             map_seconds = time.perf_counter() - began
             scale, evidence = _approximate(model, x_work, y_work, estimate, start, hessian_type, structure,
                                            tune_prior_precision, progress)

@@ -27,17 +27,19 @@ def map_advice(at_kink: bool, stalled: bool) -> str:
     return KINK_ADVICE if at_kink else STALL_ADVICE if stalled else RAISE_BUDGET
 
 
-def nonfinite_objective(model, x: torch.Tensor, theta: torch.Tensor, loss: float, step: int, lr: float) -> str:
-    """Why Adam's MAP objective is ``loss`` (not finite) at ``step``: past the first step, the rate ``lr``; at the start
+def nonfinite_objective(model, x: torch.Tensor, theta: torch.Tensor, loss: float, step: int, lr: float,
+                        option: str = "map_lr") -> str:
+    """Why Adam's MAP objective is ``loss`` (not finite) at ``step``: past the first step, the rate ``lr`` (the option
+    ``option``); at the start
     ``theta`` no step was taken, so the cause is the network's output there (its forward makes NaN or inf) or the log
     joint itself."""
     if step > 0:
-        return f"the MAP objective became {loss} at Adam step {step}; lower map_lr (now {lr})"
+        return f"the MAP objective became {loss} at Adam step {step}; lower {option} (now {lr})"
     with torch.no_grad():
         output = model.forward(x, split_flat(model.sites, theta))
     cause = (f"the network's output on the training inputs holds {'NaN' if output.isnan().any() else 'inf'} there, "
              "which its forward makes (a log or a division of a value that can be 0 or negative, a NaN among its "
              "weights or buffers): check the module's forward on x" if not torch.isfinite(output).all() else
              "the likelihood or the prior cannot be evaluated at the starting weights")
-    return (f"the MAP objective is {loss} at its start (a draw from the prior), before any step, so map_lr is not the "
+    return (f"the MAP objective is {loss} at its start (a draw from the prior), before any step, so {option} is not the "
             f"cause: {cause}")

@@ -25,6 +25,10 @@ L-BFGS ended itself; a window the budget cut short is not judged) raised it by a
 most :math:`\text{tolerance}^2/2` nats, the rise still to come, to second order, from a point ``tolerance``
 posterior standard deviations from the mode (:mod:`bnn.inference.curvature.gauss_newton`).
 
+**The regime.** All this is the full-batch fit, run where it is cheap; elsewhere (large data, a costly network: its
+work counted before it starts) the MAP is fitted on minibatches instead, as a plain training is, with no polish
+(:mod:`bnn.inference.map_search.minibatch_map`), and :attr:`MapEstimate.polish` says which ran.
+
 **The noise.** A Gaussian likelihood's learned noise :math:`\sigma` cannot be fitted with the weights: the log
 joint grows without bound as :math:`\sigma \to 0` wherever the network can interpolate its training data
 (``benchmarks/results/laplace_uci.md``). So :math:`\sigma` is held while the weights are fitted, and chosen by the
@@ -40,17 +44,31 @@ each Levenberg-Marquardt step), and a collapse of it is reported.
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass
 
 import pyro
 import torch
 from bnn.guides.flat_weights import join_sites, split_flat
+from bnn.inference.core.cosine_schedule import cosine_factors
+from bnn.inference.core.objective_trend import objective_trend
 from bnn.inference.curvature.evidence_search import MAX_STEPS
 from bnn.inference.curvature.gauss_newton import uses_gauss_newton
 from bnn.inference.map_search.advice import COLLAPSE_FIX, NO_MAXIMUM_FIX, map_advice
 from bnn.inference.map_search.hyperparameter_search import EvidenceSearch, HyperparameterChoice
 from bnn.inference.map_search.log_joint import ScaledPrior, evidence_possible, log_likelihood, log_prior, most_likely_noise
+from bnn.inference.map_search.minibatch_map import (
+    BATCH_SIZE,
+    EPOCHS,
+    FLAT_SHARE,
+    MinibatchFit,
+    full_batch_affordable,
+    minibatch_map,
+)
+from bnn.inference.map_search.minibatch_map import (
+    LR as BATCH_LR,
+)
 from bnn.inference.map_search.polish import LBFGS_CHECK_EVERY, MapProblem, adam_steps
 
 from bnn.runtime.progress import progress_bar
@@ -60,6 +78,8 @@ MAP_STEPS, MAP_LR, MAP_TOLERANCE = 1000, 0.01, 0.1
 """The defaults of every MAP fit: Adam's steps and rate, and the largest Newton decrement accepted (posterior standard
 deviations); the polish's iterations at most are the polish's own
 (:func:`~bnn.inference.map_search.polish.polish_budget`) unless the fit sets them."""
+LOG_JOINT_CHUNK = 4096
+"""Rows a minibatch fit's final log joint is evaluated on at a time (its memory grows with these, not all rows)."""
 WORKING_DTYPE = torch.float64
 """The dtype every MAP fit works in, whatever the default: in float32 the polish stalls above the tolerance."""
 
@@ -117,6 +137,9 @@ class MapEstimate:
         The rise of the log joint (nats) over the last whole window of L-BFGS iterations of the last polish
         (a window the budget cut short is not judged; ``None`` without a whole window); at most
         :math:`\text{tolerance}^2/2` counts as converged (module notes).
+    minibatch : bool
+        Whether the MAP was fitted on minibatches (:mod:`bnn.inference.map_search.minibatch_map`: no polish, no
+        Newton decrement, the multiplier held).
     """
 
     theta: torch.Tensor
@@ -134,13 +157,14 @@ class MapEstimate:
     at_kink: bool = False
     stalled: bool = False
     last_rise: float | None = None
+    minibatch: bool = False
 
 
 def find_map(
     model, x: torch.Tensor, y: torch.Tensor, *, steps: int, lr: float, tolerance: float, progress: bool,
     max_iter: int | None = None, judged_from: int = 0, init: torch.Tensor | None = None,
     noise: torch.Tensor | None = None, multiplier: float | None = 1.0, diagonal_evidence: bool | None = None,
-    kron_evidence: bool = False,
+    kron_evidence: bool = False, batch_size: int | None = None, epochs: int = EPOCHS, batch_lr: float = BATCH_LR,
 ) -> MapEstimate:
     r"""Maximise the log joint over the flat weights, the noise and prior multiplier held or chosen by the evidence.
 
@@ -186,6 +210,16 @@ def find_map(
     kron_evidence : bool
         Whether the evidence uses the Kronecker-factored GGN (:mod:`bnn.inference.curvature.kron_curvature`;
         overrides ``diagonal_evidence``).
+    batch_size : int, optional
+        Rows per Adam step: at least the training rows for the full-batch fit above (Adam, then its polish and any
+        evidence search); fewer for the minibatch fit of :mod:`bnn.inference.map_search.minibatch_map` (``epochs``
+        epochs at most at rate ``batch_lr``; no polish, :math:`\alpha` held at 1 where ``multiplier=None``, a learned
+        noise at its maximum-likelihood value). ``None``: the full batch where that fit is cheap
+        (:func:`~bnn.inference.map_search.minibatch_map.full_batch_affordable`), else
+        :data:`~bnn.inference.map_search.minibatch_map.BATCH_SIZE`; a network with hierarchical priors, whose scales
+        a MAP fit does not cover, keeps the full batch.
+    epochs, batch_lr : int, float
+        The minibatch fit's epochs at most and Adam's rate.
 
     Returns
     -------
@@ -206,12 +240,23 @@ def find_map(
                          "covered weights; pass a multiplier")
     with pyro.validation_enabled(False):
         return _find_map(model, x, y, steps, lr, tolerance, progress, max_iter, judged_from, init, noise, multiplier,
-                         diagonal_evidence, kron_evidence)
+                         diagonal_evidence, kron_evidence, (batch_size, epochs, batch_lr))
+
+
+def map_batch_rows(model, x: torch.Tensor, y: torch.Tensor, steps: int, batch_size: int | None) -> int:
+    """The rows per Adam step of a MAP fit (``find_map``'s ``batch_size``): the option's, else the full batch where it
+    is cheap or the network has hierarchical priors, else the minibatch fit's default."""
+    if batch_size is not None:
+        return min(batch_size, x.shape[0])
+    latents = {name: torch.ones((), dtype=x.dtype) for name in model.likelihood.latent_priors()}
+    if model.hierarchical_sites or full_batch_affordable(model, x, y, latents, steps):
+        return x.shape[0]
+    return min(BATCH_SIZE, x.shape[0])
 
 
 def _find_map(model, x, y, steps: int, lr: float, tolerance: float, progress: bool, max_iter: int | None,
               judged_from: int, init: torch.Tensor | None, noise: torch.Tensor | None, multiplier: float | None,
-              diagonal_evidence: bool | None, kron_evidence: bool) -> MapEstimate:
+              diagonal_evidence: bool | None, kron_evidence: bool, minibatch: tuple) -> MapEstimate:
     prior = ScaledPrior(model, 1.0 if multiplier is None else multiplier)
     if init is None:
         init = join_sites(model.sites, {name: d.sample() for name, d in prior.distributions.items()})
@@ -219,6 +264,14 @@ def _find_map(model, x, y, steps: int, lr: float, tolerance: float, progress: bo
     learned = bool(model.likelihood.latent_priors())
     fitted_noise = learned and noise is None  # a noise fitted with the weights (Adam's start) or chosen by the evidence
     log_noise = {"sigma": most_likely_noise(model, x, y, theta)["sigma"].log().requires_grad_(True)} if fitted_noise else {}
+    batch_size, epochs, batch_lr = minibatch
+    rows = map_batch_rows(model, x, y, steps, batch_size)
+    if rows < x.shape[0]:
+        held = {} if fitted_noise else {name: torch.as_tensor(noise, dtype=x.dtype) for name in model.likelihood.latent_priors()}
+        run = minibatch_map(model, x, y, prior, theta, held, log_noise, epochs=epochs, batch_size=rows, lr=batch_lr,
+                            progress=progress)
+        latents = most_likely_noise(model, x, y, run.theta) if fitted_noise else held
+        return _minibatch_estimate(model, x, y, run, prior, latents, judged_from, rows)
     fit = MapProblem(model, x, y, judged_from, max_iter)
     theta = adam_steps(fit, theta, prior, fit.latents(noise), log_noise, steps, lr, progress)
     bar = fit.bar = progress_bar(desc="MAP (polish)", unit="it", enabled=progress, leave=False)
@@ -286,6 +339,36 @@ def _estimate(fit: MapProblem, theta, prior: ScaledPrior, latents: dict, toleran
                        polish, fit.iterations, converged, prior.weight,
                        None if choice is None else choice.evaluations, None if choice is None else choice.bracketed,
                        at_kink, stalled, fit.last_rise)
+
+
+def _minibatch_estimate(model, x, y, run: MinibatchFit, prior: ScaledPrior, latents: dict, judged_from: int,
+                        rows: int) -> MapEstimate:
+    """The :class:`MapEstimate` of a minibatch fit: the log joint and its gradient over all rows (in chunks of
+    :data:`LOG_JOINT_CHUNK`), no Newton decrement (no curvature is formed), converged where the objective stopped
+    rising; a ``RuntimeWarning`` where it did not."""
+    theta = run.theta.clone().requires_grad_(True)
+    likelihood_term, prior_term = 0.0, prior.log_prob(theta)
+    with torch.enable_grad():
+        (gradient,) = torch.autograd.grad(prior_term, theta)
+        for index in torch.arange(x.shape[0]).split(LOG_JOINT_CHUNK):
+            term = log_likelihood(model, x[index], y[index], theta, latents)
+            (part,) = torch.autograd.grad(term, theta)
+            gradient, likelihood_term = gradient + part, likelihood_term + term.item()
+    gradient = gradient[judged_from:]
+    if not torch.isfinite(gradient).all():
+        raise FloatingPointError("the MAP fit ended at non-finite values; lower map_batch_lr or raise map_epochs")
+    polish = f"none: minibatch Adam, {run.epochs} epochs of {rows} rows"
+    if not run.flat:
+        trend = objective_trend(run.objective, cosine_factors(len(run.objective)))
+        said = ("too few steps to judge whether its objective flattened" if trend is None else
+                f"its objective rose by {trend.gain:.3g} per example over its last {trend.later_steps} steps (the last "
+                f"tenth of its learning rate), more than {FLAT_SHARE:.0%} of its rise over the run")
+        warnings.warn(f"the MAP fit on minibatches stopped before its objective flattened: {said}; the MAP estimate "
+                      "(the Laplace approximation's centre, or a guide's start) is short of the mode; raise map_epochs "
+                      "(--map-epochs) or map_batch_lr", RuntimeWarning, stacklevel=user_stacklevel())
+    log_prior_value = log_prior(model, theta.detach(), prior.distributions).item()
+    return MapEstimate(run.theta, latents, likelihood_term, log_prior_value, gradient.norm().item(), math.nan,
+                       polish, 0, run.flat, prior.weight, stalled=not run.flat, minibatch=True)
 
 
 def _rising(last_rise: float | None) -> str:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 from bnn.inference.curvature.gauss_newton import GAUSS_NEWTON_MAX_WEIGHTS
 from bnn.inference.map_search.map_estimate import MAP_LR, MAP_STEPS, MAP_TOLERANCE
+from bnn.inference.map_search.minibatch_map import EPOCHS, LR
 from bnn.inference.map_search.polish import LBFGS_HISTORY
 
 from bnn.options import Options, option, optional, positive_int, positive_number
@@ -32,12 +33,30 @@ class MapFitOptions(Options):
         steps, or 10,000 L-BFGS iterations where the polish is L-BFGS from the start (1,000 for a network with kinks,
         :meth:`~bnn.models.network.BayesianNetwork.has_kinks`;
         :func:`~bnn.inference.map_search.polish.polish_budget`).
+    map_batch_size : int, optional
+        Rows per Adam step of the MAP fit: at least the training rows for the full-batch fit and its polish, fewer for
+        the fit on minibatches (:mod:`bnn.inference.map_search.minibatch_map`; ``map_epochs`` epochs at most at
+        ``map_batch_lr``, no polish); ``None`` (the default): the full batch where that fit is cheap by its counted
+        work, else 128 rows.
+    map_epochs : int
+        The minibatch fit's epochs.
+    map_batch_lr : float
+        Adam's peak rate in the minibatch fit (it falls on a cosine).
     """
 
     map_steps: int = option(MAP_STEPS, positive_int)
     map_lr: float = option(MAP_LR, positive_number)
     map_tolerance: float = option(MAP_TOLERANCE, positive_number)
     map_max_iter: int | None = option(None, optional(positive_int))
+    map_batch_size: int | None = option(None, optional(positive_int))
+    map_epochs: int = option(EPOCHS, positive_int)
+    map_batch_lr: float = option(LR, positive_number)
+
+    def map_fit_arguments(self) -> dict:
+        """The keyword arguments of :func:`~bnn.inference.map_search.map_estimate.find_map` these options set."""
+        return {"steps": self.map_steps, "lr": self.map_lr, "tolerance": self.map_tolerance,
+                "max_iter": self.map_max_iter, "batch_size": self.map_batch_size, "epochs": self.map_epochs,
+                "batch_lr": self.map_batch_lr}
 
     def map_fit_needs(self, model) -> dict[str, int]:
         r"""The bytes one MAP fit of ``model`` holds at its peak, in float64: its polish, L-BFGS's history of

@@ -59,10 +59,7 @@ class MemberJob:
 
     member: int
     seed: int
-    steps: int
-    lr: float
-    tolerance: float
-    max_iter: int | None
+    map_arguments: dict  # find_map's keyword arguments (MapFitOptions.map_fit_arguments)
     dtype: torch.dtype  # the caller's default dtype, which a worker takes on
 
 
@@ -84,8 +81,7 @@ def fit_member(model, x: torch.Tensor, y: torch.Tensor, job: MemberJob) -> Membe
     began = time.perf_counter()
     with seeded(job.seed), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="the MAP polish", category=RuntimeWarning)
-        estimate = find_map(model, x, y, steps=job.steps, lr=job.lr, tolerance=job.tolerance, max_iter=job.max_iter,
-                            progress=False)
+        estimate = find_map(model, x, y, **job.map_arguments, progress=False)
     return MemberFit(estimate.theta, estimate.latents, estimate.grad_norm, estimate.lbfgs_iterations, estimate.converged,
                      time.perf_counter() - began)
 
@@ -184,8 +180,8 @@ def map_starts(model, x: torch.Tensor, y: torch.Tensor, options: MapFitOptions, 
     finished, as the deep ensemble does, reads :func:`run_members`'s outcomes instead)."""
     x, y = working_data(x, y)
     seeds = member_seeds(seed, count)
-    jobs = [MemberJob(member, seeds[member], options.map_steps, options.map_lr, options.map_tolerance,
-                      options.map_max_iter, torch.get_default_dtype()) for member in range(count)]
+    jobs = [MemberJob(member, seeds[member], options.map_fit_arguments(), torch.get_default_dtype())
+            for member in range(count)]
     outcomes = run_members(model, x, y, jobs, workers, progress)
     if outcomes.interrupt is not None:
         raise outcomes.interrupt

@@ -47,8 +47,7 @@ def run_map(model, x: torch.Tensor, y: torch.Tensor, options: MapOptions) -> Pos
     x_work, y_work = working_data(x, y)
     began = time.perf_counter()
     with seeded(options.seed):  # find_map warns, at the user's line, when the polish stops short
-        estimate = find_map(model, x_work, y_work, steps=options.map_steps, lr=options.map_lr,
-                            tolerance=options.map_tolerance, max_iter=options.map_max_iter, progress=options.progress,
+        estimate = find_map(model, x_work, y_work, **options.map_fit_arguments(), progress=options.progress,
                             multiplier=0.0 if options.objective is Objective.MLE else 1.0)
     train_seconds = time.perf_counter() - began
     draws = {**split_flat(model.sites, estimate.theta), **estimate.latents}

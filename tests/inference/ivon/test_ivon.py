@@ -21,7 +21,7 @@ import warnings
 import pytest
 import torch
 from bnn.inference import Posterior, fit
-from bnn.inference.ivon.record import cosine_factors
+from bnn.inference.core.cosine_schedule import cosine_factors
 from bnn.models import BayesianMLP
 
 from tests.conftest import default_dtype

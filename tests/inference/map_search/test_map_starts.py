@@ -24,7 +24,8 @@ def test_a_worker_restarted_for_its_growth_is_no_warning_of_the_members_fit(monk
     monkeypatch.setattr(map_starts, "WORKER_ENV", map_starts.WORKER_ENV | RECYCLE_AT_20_MB)
     # loky takes a worker's reference size after its first job and restarts it after a later one: six jobs on two
     # workers restart at least one, whatever the share each worker gets
-    jobs = [map_starts.MemberJob(member=member, seed=member, steps=1, lr=0.1, tolerance=0.1, max_iter=None,
+    jobs = [map_starts.MemberJob(member=member, seed=member,
+                                 map_arguments={"steps": 1, "lr": 0.1, "tolerance": 0.1, "max_iter": None},
                                  dtype=torch.float64) for member in range(6)]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

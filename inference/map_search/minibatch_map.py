@@ -1,0 +1,158 @@
+r"""The MAP on minibatches: epochs of Adam on the per-example negative log joint, the unit of work of a plain training.
+
+.. math::
+
+    \theta_{MAP} = \arg\min_\theta \; -\frac{1}{N}\Big[\frac{N}{B}\sum_{i \in \text{batch}} \log p(y_i \mid x_i,
+    \theta, \sigma) + \log p(\theta)\Big]
+
+by Adam on minibatches of :math:`B` rows, a fresh permutation each epoch, for ``epochs`` epochs from the given start,
+its rate falling from ``lr`` to near zero on a cosine (:mod:`bnn.inference.core.cosine_schedule`), in float32 (a
+polish needs float64; this fit has none). A learned Gaussian noise is fitted with the weights (its log,
+without its prior) and set at the end to its maximum-likelihood value given the weights, the root mean square
+residual over all rows.
+
+**The regime.** :func:`~bnn.inference.map_search.map_estimate.find_map` runs this instead of full-batch Adam and its
+polish wherever the full-batch fit is not cheap (:func:`full_batch_affordable`): its work, the full-batch
+gradients of Adam's steps and of a typical polish (:data:`FULL_BATCH_GRADIENTS` beyond the steps) over all :math:`N`
+rows at :math:`F` floating-point operations per example's gradient (counted by ``torch.utils.flop_counter``), above
+:data:`FULL_BATCH_WORK`. The count depends on the network and the data's size only, so the same fit takes the same
+regime on every machine and at every load.
+
+**Its own check.** The objective, one minibatch estimate a step, must have flattened by the end: its rise between the
+last two windows of a tenth of the run's learning rate each (:mod:`bnn.inference.core.objective_trend`) at most
+:data:`FLAT_SHARE` of its rise over the whole run, from its first :data:`START_STEPS` steps to its last window. The
+exact MAP is further (a network's training objective keeps creeping up for many epochs, by more than a minibatch's own
+noise), so the check asks that the fit have made nearly all the progress its run can make; it flags a run too short or
+too slow for its data (a rate a hundredth of the default, two fifths of the epochs) and passes the defaults on the
+built-in data (``benchmarks/training_cost.py`` runs them). A run too short to judge (fewer than two windows) is not
+converged, and the estimate says so (:attr:`~bnn.inference.map_search.map_estimate.MapEstimate.converged`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from bnn.guides.flat_weights import join_sites
+from bnn.inference.core.cosine_schedule import cosine_factors
+from bnn.inference.core.objective_trend import objective_trend
+from bnn.inference.map_search.advice import nonfinite_objective
+from bnn.inference.map_search.log_joint import ScaledPrior, log_likelihood
+from torch.utils.flop_counter import FlopCounterMode
+
+from bnn.runtime.progress import progress_bar
+
+BATCH_SIZE, EPOCHS, LR = 128, 50, 0.01
+"""The minibatch MAP's defaults: rows per step (the plain training's), epochs and Adam's peak rate (chosen on the
+built-in data: benchmarks/results/training_cost.md)."""
+FULL_BATCH_WORK = 2e11
+"""The most floating-point operations a full-batch MAP fit may take to be cheap (about half a minute on one core of
+the project's machine): above it the MAP is fitted on minibatches."""
+FULL_BATCH_GRADIENTS = 2000
+"""The full-batch gradients a typical polish costs beyond Adam's steps (its iterations times their several
+gradients each), for :func:`full_batch_affordable`."""
+FLAT_SHARE = 0.02
+"""The largest share of the run's rise the last window may add for the fit to count as converged (module notes)."""
+START_STEPS = 10
+"""The first steps whose mean objective is the run's start, for :func:`flattened`."""
+FLOP_ROWS = 16
+"""The rows the gradient's operations are counted on."""
+
+
+@dataclass(frozen=True)
+class MinibatchFit:
+    """The end of a minibatch MAP fit.
+
+    Attributes
+    ----------
+    theta : torch.Tensor
+        The weights at the end, ``(D,)`` in the dtype of the data given.
+    objective : list of float
+        The objective of every step (negated: higher is better).
+    epochs : int
+        The epochs run.
+    flat : bool
+        Whether the objective had stopped rising at the end (module notes).
+    """
+
+    theta: torch.Tensor
+    objective: list[float]
+    epochs: int
+    flat: bool
+
+
+def example_flops(model, x: torch.Tensor, y: torch.Tensor, latents: dict) -> float:
+    """The floating-point operations of one example's gradient of the log-likelihood, counted on
+    :data:`FLOP_ROWS` rows at weights of the model's shapes."""
+    rows = min(FLOP_ROWS, x.shape[0])
+    theta = join_sites(model.sites, {site.name: torch.zeros(site.shape, dtype=x.dtype) for site in model.sites})
+    theta.requires_grad_(True)
+    with FlopCounterMode(display=False) as counter:
+        log_likelihood(model, x[:rows], y[:rows], theta, latents).backward()
+    return counter.get_total_flops() / rows
+
+
+def full_batch_work(model, x: torch.Tensor, y: torch.Tensor, latents: dict, steps: int) -> float:
+    """The floating-point operations of a full-batch MAP fit of ``steps`` Adam steps and a typical polish (module
+    notes)."""
+    return (steps + FULL_BATCH_GRADIENTS) * x.shape[0] * example_flops(model, x, y, latents)
+
+
+def full_batch_affordable(model, x: torch.Tensor, y: torch.Tensor, latents: dict, steps: int) -> bool:
+    """Whether the full-batch MAP fit is cheap: its work at most :data:`FULL_BATCH_WORK` (module notes)."""
+    return full_batch_work(model, x, y, latents, steps) <= FULL_BATCH_WORK
+
+
+def minibatch_map(model, x: torch.Tensor, y: torch.Tensor, prior: ScaledPrior, theta: torch.Tensor, latents: dict,
+                  log_noise: dict, *, epochs: int, batch_size: int, lr: float, progress: bool) -> MinibatchFit:
+    """Adam on minibatches from ``theta`` for ``epochs`` epochs (module notes), the noise held at ``latents`` or fitted
+    as ``log_noise`` (updated in place); the global random state draws the batches.
+
+    Raises
+    ------
+    FloatingPointError
+        When the objective becomes non-finite, naming the step and what to lower.
+    """
+    rows, dtype = x.shape[0], x.dtype
+    work = torch.float32
+    x_work = x.to(work)
+    y_work = y.to(work) if y.is_floating_point() else y
+    weights = theta.detach().to(work).requires_grad_(True)
+    fitted = {name: value.detach().to(work).requires_grad_(True) for name, value in log_noise.items()}
+    adam = torch.optim.Adam([weights, *fitted.values()], lr=lr)
+    objective = []
+    factors = cosine_factors(epochs * math.ceil(rows / batch_size))
+    bar = progress_bar(range(len(factors)), desc="MAP (minibatch Adam)", enabled=progress, leave=False)
+    with bar:
+        for _ in range(epochs):
+            for index in torch.randperm(rows).split(batch_size):
+                for group in adam.param_groups:
+                    group["lr"] = lr * factors[len(objective)]
+                adam.zero_grad()
+                noise = {name: value.exp() for name, value in fitted.items()} or {
+                    name: value.to(work) for name, value in latents.items()}
+                scale = rows / index.shape[0]
+                loss = -(scale * log_likelihood(model, x_work[index], y_work[index], weights, noise)
+                         + prior.log_prob(weights)) / rows
+                if not math.isfinite(loss.item()):
+                    raise FloatingPointError(nonfinite_objective(model, x_work[index], weights.detach(), loss.item(),
+                                                                 len(objective), lr, "map_batch_lr"))
+                loss.backward()
+                adam.step()
+                objective.append(-loss.item())
+                bar.update()
+    for name, value in fitted.items():
+        log_noise[name].data.copy_(value.detach().to(log_noise[name].dtype))
+    return MinibatchFit(weights.detach().to(dtype), objective, epochs, flattened(objective, factors))
+
+
+def flattened(objective: list[float], factors: list[float]) -> bool:
+    """Whether the objective's rise over the last window is at most :data:`FLAT_SHARE` of its rise over the run
+    (module notes; ``False`` for a run too short to judge)."""
+    trend = objective_trend(objective, factors)
+    if trend is None:
+        return False
+    window, start = trend.later_steps, min(START_STEPS, len(objective))
+    rise = sum(objective[-window:]) / window - sum(objective[:start]) / start
+    return trend.gain <= FLAT_SHARE * rise
