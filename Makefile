@@ -35,12 +35,12 @@ demo: $(VENV)/.installed
 # the docs build, then every test but the slow statistical checks (pytest -m slow): notebooks, packaging, subprocesses
 # and benchmarks included; the 30 slowest tests are listed at the end (where the suite's time goes)
 test: import-contracts docs
-	$(PY) -m pytest -n $(TEST_WORKERS) -m "not slow and not serial" --durations=30
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal -m "not slow and not serial" --durations=30
 	$(PY) -m pytest -m "not slow and serial" || test $$? -eq 5  # 5: no serial test in the tier
 
 # the unit tier, before every commit (under 3 minutes on two cores): leaves out the tests marked as slow by nature
 test-fast: import-contracts
-	$(PY) -m pytest -n $(TEST_WORKERS) -m "$(FAST_TIER) and not serial"
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal -m "$(FAST_TIER) and not serial"
 	$(PY) -m pytest -m "$(FAST_TIER) and serial" || test $$? -eq 5  # 5: no serial test in the tier
 
 # the long statistical checks that make test leaves out (SBC at full size, long chains, full grids); each keeps a short

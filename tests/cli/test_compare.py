@@ -91,8 +91,9 @@ def test_a_report_with_a_reused_fit_equals_a_fresh_one(tmp_path, monkeypatch, ca
 
 
 @pytest.mark.long
-@pytest.mark.parametrize("change", [["--seed", "1"], ["--steps", "31"], ["--hidden", "4"],
-                                    ["--methods", "svi:meanfield,laplace"]])
+@pytest.mark.parametrize("change", [["--seed", "1"], pytest.param(["--steps", "31"], marks=pytest.mark.slow),
+                                    pytest.param(["--hidden", "4"], marks=pytest.mark.slow),
+                                    ["--methods", "svi:meanfield,laplace"]])  # make test: a seed and a method changed
 def test_another_command_never_reuses_the_kept_fits(tmp_path, monkeypatch, capsys, change):
     out = tmp_path / "report"
     sigterm_when_fitting(monkeypatch, "laplace")

@@ -73,7 +73,7 @@ def clean_error(err: str) -> str:
 
 
 @pytest.mark.long
-@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(options=OPTIONS, method=st.sampled_from(["svi", "svi", "laplace"]), out_is_file=st.booleans())
 @example(options={"--lr": "1e38"}, method="svi", out_is_file=False)
 @example(options={"--lr": "1e30"}, method="svi", out_is_file=False)

@@ -53,7 +53,7 @@ def test_mnist1d_is_the_published_benchmark_at_seed_0_and_another_draw_at_anothe
     assert other.x_train.shape == data.x_train.shape and not torch.equal(other.x_train, data.x_train)
 
 
-@pytest.mark.long  # about 12 s to generate
+@pytest.mark.slow  # seconds to generate; make test checks mnist1d's generator at its 4,000 signals
 def test_mnist1d_40k_is_the_same_generator_at_ten_times_the_signals(offline):
     data = load_dataset("mnist1d-40k")
     assert (data.name, data.task, data.input_shape, data.out_features) == ("mnist1d-40k", "multiclass", (40,), 10)

@@ -114,7 +114,8 @@ CHECKS = {
 
 @pytest.mark.long
 @pytest.mark.parametrize(
-    "method, engine", [(method, None) for method in sorted(set(CHECKS) - {"nuts"})] + [("nuts", "nutpie"), ("nuts", "pyro")]
+    "method, engine", [(method, None) for method in sorted(set(CHECKS) - {"nuts"})]
+    + [("nuts", "nutpie"), pytest.param("nuts", "pyro", marks=pytest.mark.slow)]  # make test: Pyro's in the tempered test
 )
 def test_method_matches_the_exact_posterior(problem, method, engine):
     options, check = CHECKS[method]

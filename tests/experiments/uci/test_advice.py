@@ -63,7 +63,8 @@ def test_members_are_named_as_counted_from_0_and_of_how_many():
 def test_a_cells_problems_say_each_thing_once_in_bnn_ucis_terms(tiny_uci):
     table = read_uci_table(tiny_uci, "tiny", [1])
     ensemble = run_cell(table, Cell("tiny", "ensemble", 1, 10, {"num_members": 3, "map_steps": 5, "map_max_iter": 2,
-                                                                "progress": False, "seed": 1}))
+                                                                "member_method": "sequential", "progress": False,
+                                                                "seed": 1}))
     assert ensemble["verdict"] == "not converged"
     problems = ensemble["problems"]
     assert problems.count("did not converge") == 1, problems  # the record's problem, not its warning again

@@ -60,6 +60,7 @@ def grow_by_50_mb(table, cell: Cell) -> dict:
     return {"dataset": cell.dataset, "method": cell.method, "split": cell.split, "status": "ok", "worker": os.getpid()}
 
 
+@pytest.mark.slow  # make test: the same restart of a grown worker in tests/inference/map_search/test_map_starts.py
 def test_a_worker_restarted_for_its_memory_is_not_reported_as_a_leak(monkeypatch, recwarn):
     for name, value in RECYCLE_AT_20_MB.items():  # the workers read it when they start
         monkeypatch.setenv(name, value)

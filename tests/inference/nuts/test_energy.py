@@ -28,7 +28,7 @@ def potential(conjugate, values: dict[str, torch.Tensor]) -> float:
 
 
 @pytest.mark.long
-@pytest.mark.parametrize("engine", ["nutpie", "pyro"])
+@pytest.mark.parametrize("engine", ["nutpie", pytest.param("pyro", marks=pytest.mark.slow)])  # make test: the default
 def test_energy_less_the_previous_potential_is_a_fresh_momentum(conjugate, engine):
     posterior = fit(conjugate.model, (conjugate.x, conjugate.y), "nuts", num_warmup=100, num_samples=NUM_SAMPLES,
                     num_chains=2, chain_method="sequential", init="prior", engine=engine, jit_compile=False,

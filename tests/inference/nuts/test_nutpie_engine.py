@@ -169,7 +169,7 @@ def shifted(conjugate):
 
 
 @pytest.mark.long
-@pytest.mark.parametrize("engine", ["nutpie", "pyro"])
+@pytest.mark.parametrize("engine", ["nutpie", pytest.param("pyro", marks=pytest.mark.slow)])  # make test: the default
 def test_a_program_the_model_does_not_describe_is_sampled_through_pyros_potential(conjugate, shifted, engine):
     model, mean, cov = shifted
     posterior = quick(conjugate, model=model, engine=engine, num_warmup=200, num_samples=200, seed=1)

@@ -299,6 +299,7 @@ def assert_same_draws(posterior, reference) -> None:
         assert torch.equal(posterior.samples[site], value), site
 
 
+@pytest.mark.slow  # make test keeps the script run as python script.py, the same spawn of a __main__ module
 @pytest.mark.subprocess
 def test_classes_defined_in_a_function_or_in_main_run_in_processes(problem, monkeypatch):
     """cloudpickle sends by value what a worker could not import: a class defined inside a function, and one of a
@@ -350,6 +351,7 @@ print(json.dumps({method: {"chain_method": run.record.chain_method,
 """
 
 
+@pytest.mark.slow  # make test keeps the script run as python script.py, the same spawn of a __main__ module
 @pytest.mark.subprocess
 def test_a_prior_defined_in_a_python_c_script_samples_in_processes():
     done = subprocess.run([sys.executable, "-c", MAIN_SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=300)

@@ -125,7 +125,8 @@ def test_sbc_short(engine):
 # does not depend on the start, and the default MAP start's 1,000 Adam steps were most of each fit's time
 @pytest.mark.long
 @pytest.mark.parametrize("sample", [prior_sampler, nuts_sampler("nutpie", 3 * SIGMA, init="prior"),
-                                    nuts_sampler("nutpie", SIGMA / 3, init="prior")], ids=["prior", "noise x3", "noise /3"])
+                                    pytest.param(nuts_sampler("nutpie", SIGMA / 3, init="prior"), marks=pytest.mark.slow)],
+                         ids=["prior", "noise x3", "noise /3"])  # make test: one wrong noise
 def test_sbc_rejects_wrong_posteriors(sample):
     p_values = sbc_p_values(sample, **SHORT)
     assert p_values.min() < P_VALUE / len(FUNCTIONS), dict(zip(FUNCTIONS, p_values))

@@ -86,7 +86,8 @@ def chain_law(conjugate, plan, first_step: float, dynamics: str, friction: float
 
 
 @pytest.mark.long
-@pytest.mark.parametrize("dynamics", sorted(OPTIONS))
+@pytest.mark.parametrize("dynamics", [pytest.param(dynamics, marks=pytest.mark.slow) if dynamics == "hamiltonian" else dynamics
+                                      for dynamics in sorted(OPTIONS)])  # make test: langevin's, the same cycle code
 def test_the_draws_follow_their_chains_exact_law_and_its_distance_from_the_posterior_is_bounded(conjugate, dynamics):
     options = OPTIONS[dynamics]
     with warnings.catch_warnings():  # each chain's cycles sample one mode: no convergence verdict is tested here
