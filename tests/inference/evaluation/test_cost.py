@@ -17,6 +17,10 @@ from bnn.models import BayesianMLP
 from bnn.runtime import workers
 from bnn.runtime.workers import free_cores
 
+QUIET_ENOUGH = 0.3
+"""The most cores other work may keep busy for the measure of other work to be tested against a spinning child, which
+adds most of a core: above it, a load that moves between two measures can hide the child or pass for it."""
+
 
 @pytest.fixture(scope="module")
 def problem():
@@ -49,13 +53,17 @@ def test_nuts_worst_case_bounds_the_gradients_of_a_short_run_and_times_them_to_a
 def test_svi_estimate_is_within_2x_of_a_measured_run_jit_or_not(problem, jit):
     # the step is timed as the fit takes it: a JIT step after the compilation, on the fit's torch threads (the
     # estimate timed steps without JIT before, and missed a 10,000-step JIT run by 4x)
+    # the step is estimated before and after the run, and the run's time per step must lie within 2x of the two: a
+    # load that changes while it runs (a suite beside this one) moves both, so the band is the machine's own speed
     model, data = problem
     options = dict(steps=1000, num_samples=10, progress=False, jit=jit)
-    estimate = _estimate("svi", options, model, data)
+    before = _estimate("svi", options, model, data)
     record = fit(model, data, "svi", **options).record
-    assert estimate.gradients == 1000
+    after = _estimate("svi", options, model, data)
+    assert before.gradients == 1000
     measured = (record.train_seconds - record.first_step_seconds) / 999  # the first step: set-up and compilation
-    assert 0.5 < measured / estimate.seconds_per_gradient < 2
+    estimates = (before.seconds_per_gradient, after.seconds_per_gradient)
+    assert 0.5 * min(estimates) < measured < 2 * max(estimates), (measured, estimates)
 
 
 def test_map_based_methods_count_adam_steps_and_polish_iterations(problem):
@@ -117,6 +125,8 @@ def test_free_cores_are_the_cores_less_the_other_work_running_now(monkeypatch):
 def test_other_work_is_measured_now_and_leaves_out_this_process(monkeypatch):
     monkeypatch.setattr(workers, "LOAD_MEMORY", 0.0)  # measure at every call
     baseline = workers.other_work()
+    if baseline > QUIET_ENOUGH:  # a spinner, or a core of this process's own, moves the measure by less than its noise
+        pytest.skip(f"other work keeps {baseline:.1f} cores busy: a spinning child cannot be told apart from it")
     spinner = subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 5\nwhile time.time() < end: pass"])
     try:
         time.sleep(0.5)
