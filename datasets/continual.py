@@ -23,8 +23,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-from sklearn.datasets import load_digits
-from sklearn.model_selection import train_test_split
 
 from bnn.registry import Registry
 
@@ -87,6 +85,9 @@ class ContinualBenchmark:
 
 
 def _digits_split(seed: int, test_fraction: float):
+    from sklearn.datasets import load_digits  # scikit-learn at the first load: seconds to import
+    from sklearn.model_selection import train_test_split
+
     x, y = load_digits(return_X_y=True)
     x_train, x_test, y_train, y_test = train_test_split(x / PIXEL_MAX, y, test_size=test_fraction, random_state=seed,
                                                         stratify=y)

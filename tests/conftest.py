@@ -9,8 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from bnn.runtime.lazy_arviz import load_arviz
 from tests.support.conjugate import conjugate_problem
 from tests.support.uci import write_uci_folder
+
+load_arviz()  # tests call arviz directly too: configured as the package configures it at its first use of arviz
 
 
 @contextlib.contextmanager

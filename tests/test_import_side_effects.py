@@ -28,7 +28,8 @@ MODULES = "bnn.inference, bnn.cli.main, bnn.inference.evaluation, bnn.guides, bn
 SCRIPT = textwrap.dedent(
     f"""
     import json, logging, signal, sys, warnings
-    import matplotlib, numpy, torch
+    # libraries that add warning filters of their own when first imported, whoever imports them
+    import matplotlib, numpy, scipy.stats, sklearn.metrics, torch
 
     def state():
         return {{

@@ -13,7 +13,6 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-import arviz as az
 import numpy as np
 import torch
 from bnn.inference.core.posterior_files import read_posterior, write_netcdf, write_posterior
@@ -26,6 +25,7 @@ from bnn.models.posterior_prior import PosteriorPrior
 
 from bnn.options import parse_option
 from bnn.runtime.atomic import atomic_directory
+from bnn.runtime.lazy_arviz import az
 from bnn.runtime.seeding import seeded
 
 VALUES_PER_BATCH = 2**24

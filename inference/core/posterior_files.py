@@ -24,7 +24,6 @@ import pickle
 from pathlib import Path
 from typing import Any
 
-import arviz as az
 import numpy as np
 import safetensors.torch
 import torch
@@ -33,6 +32,7 @@ from bnn.models.network import OBSERVED_SITE, BayesianNetwork, ModuleMismatchErr
 from torch import nn
 
 from bnn.runtime.atomic import MARKER, check_free_space, result_listing, write_json
+from bnn.runtime.lazy_arviz import az
 
 SCHEMA_VERSION = 3  # 3: the SHA-256 of every file under "files", the network's tensors as safetensors
 POSTERIOR_FILE = "posterior.nc"

@@ -37,9 +37,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import arviz as az
 import numpy as np
 import torch
+
+from bnn.runtime.lazy_arviz import az
 
 MAX_POINTS = 500
 R_HAT_THRESHOLD = 1.01

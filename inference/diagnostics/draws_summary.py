@@ -17,16 +17,16 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-import arviz as az
 import pandas as pd
 
+from bnn.runtime.lazy_arviz import az
+
 ONE_CHAIN_DIAGNOSTICS = {
-    "mean": {"mcse_mean": partial(az.mcse, method="mean"), "mcse_sd": partial(az.mcse, method="sd"),
-             "ess_bulk": partial(az.ess, method="bulk"), "ess_tail": partial(az.ess, method="tail")},
-    "median": {"mcse_median": partial(az.mcse, method="median"), "ess_median": partial(az.ess, method="median"),
-               "ess_tail": partial(az.ess, method="tail")},
+    "mean": {"mcse_mean": ("mcse", "mean"), "mcse_sd": ("mcse", "sd"), "ess_bulk": ("ess", "bulk"),
+             "ess_tail": ("ess", "tail")},
+    "median": {"mcse_median": ("mcse", "median"), "ess_median": ("ess", "median"), "ess_tail": ("ess", "tail")},
 }
-"""ArviZ's diagnostic columns but ``r_hat``, for each ``stat_focus``."""
+"""ArviZ's diagnostic columns but ``r_hat``, for each ``stat_focus``: column -> (arviz function, its ``method``)."""
 
 
 def draws_summary(idata: az.InferenceData, **kwargs: Any) -> pd.DataFrame:
@@ -43,5 +43,7 @@ def draws_summary(idata: az.InferenceData, **kwargs: Any) -> pd.DataFrame:
         raise ValueError(f"stat_focus must be one of {list(ONE_CHAIN_DIAGNOSTICS)}, got {focus!r}")
     own = kwargs.pop("stat_funcs", None) or {}
     own = own if isinstance(own, dict) else {function.__name__: function for function in own}
-    return az.summary(idata, kind="stats", stat_funcs={**ONE_CHAIN_DIAGNOSTICS[focus], **own},
+    diagnostics = {column: partial(getattr(az, function), method=method)
+                   for column, (function, method) in ONE_CHAIN_DIAGNOSTICS[focus].items()}
+    return az.summary(idata, kind="stats", stat_funcs={**diagnostics, **own},
                       extend=extend and kind == "all", **kwargs)

@@ -18,9 +18,10 @@ disagree there (which may still predict well, as an ensemble does, but is not ye
 
 from __future__ import annotations
 
-import arviz as az
 import numpy as np
 import torch
+
+from bnn.runtime.lazy_arviz import az
 
 THRESHOLDS = (1.1, 1.01)
 AGREEMENT_COLUMNS = ("test_r_hat_max", "test_r_hat_within_1_1", "test_r_hat_within_1_01")

@@ -40,7 +40,6 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import arviz as az
 import numpy as np
 import pandas as pd
 from bnn.datasets.dataset import Dataset
@@ -50,6 +49,7 @@ from bnn.inference.diagnostics.convergence import ChainDiagnostics
 from bnn.inference.evaluation.metrics import evaluate
 
 from bnn.runtime.arviz_quiet import quiet_arviz
+from bnn.runtime.lazy_arviz import az
 
 BAD_PARETO_K = 0.7
 

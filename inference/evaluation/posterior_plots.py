@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-import arviz as az
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
@@ -13,6 +12,7 @@ from bnn.inference.core.posterior import Posterior
 from bnn.inference.evaluation.figure_files import save_figure
 
 from bnn.runtime.arviz_quiet import quiet_arviz
+from bnn.runtime.lazy_arviz import az
 
 SHOWN_WEIGHTS = 4
 

@@ -18,10 +18,18 @@ from bnn.inference.nuts.engines import pyro as pyro_engine
 ENGINES: dict[Engine, Callable] = {Engine.PYRO: pyro_engine.run_chain}
 """The ``run_chain`` of each installed engine; the chain runner looks the engine up here at every chain."""
 
-if importlib.util.find_spec("nutpie") is not None:  # a pinned dependency, but the Pyro engine runs without it
+
+
+def nutpie_run_chain(*args, **kwargs) -> object:
+    """The nutpie engine's ``run_chain`` (:mod:`bnn.inference.nuts.engines.nutpie`), imported at the first chain: nutpie
+    imports arviz, which a process that runs no chain need not import (:mod:`bnn.runtime.lazy_arviz`)."""
     from bnn.inference.nuts.engines import nutpie as nutpie_engine
 
-    ENGINES[Engine.NUTPIE] = nutpie_engine.run_chain
+    return nutpie_engine.run_chain(*args, **kwargs)
+
+
+if importlib.util.find_spec("nutpie") is not None:  # a pinned dependency, but the Pyro engine runs without it
+    ENGINES[Engine.NUTPIE] = nutpie_run_chain
 
 DEFAULT_ENGINE = Engine.NUTPIE if Engine.NUTPIE in ENGINES else Engine.PYRO
 

@@ -32,9 +32,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
-import nutpie
 import torch
 from bnn.inference.nuts import numba_kernel
 from bnn.inference.nuts.chain import ChainDraws, ChainJob, sampler_stats
@@ -42,15 +43,28 @@ from bnn.inference.nuts.engines.pyro import initial_point
 from bnn.inference.nuts.numba_potential import NumbaLogDensity
 from bnn.inference.nuts.outcomes import ChainInterrupted
 from bnn.inference.nuts.potential import Backend, FlatLayout, FlatPotential, PotentialKind, TracePotential
-from nutpie.compile_pymc import CompiledPyMCModel
-from nutpie.compiled_pyfunc import from_pyfunc
 
+from bnn.runtime.lazy_arviz import load_arviz
 from bnn.runtime.seeding import seeded
+
+if TYPE_CHECKING:
+    from nutpie.compile_pymc import CompiledPyMCModel
 
 POLL_SECONDS = 0.25
 DRAWS = "z"  # nutpie's one "variable": the flat unconstrained draw
 ZERO_GRADIENT_NUDGE = 1e-6
 """How far (in unconstrained units) :func:`nudged_start` moves a start coordinate whose gradient is exactly 0."""
+
+
+def nutpie_module() -> ModuleType:
+    """nutpie, imported at the first chain after arviz is configured: nutpie imports arviz
+    (:mod:`bnn.runtime.lazy_arviz`)."""
+    load_arviz()
+    import nutpie
+    import nutpie.compile_pymc
+    import nutpie.compiled_pyfunc
+
+    return nutpie
 
 
 def nudged_start(value_and_grad: Callable[[np.ndarray], tuple], start: np.ndarray) -> np.ndarray:
@@ -94,7 +108,7 @@ def compiled_model(potential: FlatLayout, start: np.ndarray):
     if getattr(potential, "backend", None) is Backend.NUMBA:
         return numba_model(potential.evaluator, start)
     value_and_grad = on_one_torch_thread(potential.value_and_grad)
-    return from_pyfunc(
+    return nutpie_module().compiled_pyfunc.from_pyfunc(
         potential.dim,
         lambda: value_and_grad,
         lambda seed1, seed2, chain: lambda z: {DRAWS: np.array(z, dtype=np.float64)},
@@ -110,7 +124,7 @@ def numba_model(density: NumbaLogDensity, start: np.ndarray) -> CompiledPyMCMode
     ``nutpie_expand`` on ``density``'s buffer, as nutpie's own numba backend builds it: the sampler calls the
     kernel directly, with neither the GIL nor a Python call per leapfrog step."""
     dim = density.dim
-    return CompiledPyMCModel(
+    return nutpie_module().compile_pymc.CompiledPyMCModel(
         dims={}, compiled_logp_func=numba_kernel.nutpie_log_density, compiled_expand_func=numba_kernel.nutpie_expand,
         initial_point_func=lambda seed: start, shared_data={}, user_data=density.buffer, n_expanded=dim,
         shape_info=([DRAWS], [slice(0, dim)], [(dim,)]), logp_func=None, expand_func=None, _n_dim=dim,
@@ -148,7 +162,7 @@ def run_chain(model, x: torch.Tensor, y: torch.Tensor, job: ChainJob, report: Ca
     else:
         potential = TracePotential(potential_fn, transforms, params)
     start = nudged_start(potential.value_and_grad, potential.flatten(params).numpy())
-    sampler = nutpie.sample(
+    sampler = nutpie_module().sample(
         compiled_model(potential, start), draws=job.num_samples, tune=job.num_warmup, chains=1, cores=1,
         seed=job.seed, progress_bar=False, target_accept=job.target_accept, maxdepth=job.max_tree_depth,
         return_raw_trace=True, blocking=False,
