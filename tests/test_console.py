@@ -10,7 +10,6 @@ import subprocess
 import sys
 import time
 
-import psutil
 import pytest
 
 from bnn.console import INTERRUPTED
@@ -76,8 +75,9 @@ def test_an_interrupted_fit_exits_130_with_one_line_saying_what_was_kept(method,
 def test_a_signal_during_the_imports_exits_130_quietly(signum, tmp_path):
     process = start_bnn(*FIT, "--out", str(tmp_path / "run"))
     try:
-        time.sleep(0.5)  # the interpreter is up and bnn.console has run; torch takes seconds more
-        assert "torch" not in " ".join(m.path for m in psutil.Process(process.pid).memory_maps()), "imports done: too late"
+        # the interpreter is up and bnn.console has put in its handlers; the command line's imports take seconds
+        # more. The line asserted below is the imports' handler's own: a signal after them prints the fit's line
+        time.sleep(0.5)
         stdout, stderr = interrupt(process, signum)
     finally:
         kill_all(process)
