@@ -51,8 +51,6 @@ from dataclasses import dataclass
 import pyro
 import torch
 from bnn.guides.flat_weights import join_sites, split_flat
-from bnn.inference.core.cosine_schedule import cosine_factors
-from bnn.inference.core.objective_trend import objective_trend
 from bnn.inference.curvature.evidence_search import MAX_STEPS
 from bnn.inference.curvature.gauss_newton import uses_gauss_newton
 from bnn.inference.map_search.advice import COLLAPSE_FIX, NO_MAXIMUM_FIX, map_advice
@@ -359,7 +357,7 @@ def _minibatch_estimate(model, x, y, run: MinibatchFit, prior: ScaledPrior, late
         raise FloatingPointError("the MAP fit ended at non-finite values; lower map_batch_lr or raise map_epochs")
     polish = f"none: minibatch Adam, {run.epochs} epochs of {rows} rows"
     if not run.flat:
-        trend = objective_trend(run.objective, cosine_factors(len(run.objective)))
+        trend = run.trend
         said = ("too few steps to judge whether its objective flattened" if trend is None else
                 f"its objective rose by {trend.gain:.3g} per example over its last {trend.later_steps} steps (the last "
                 f"tenth of its learning rate), more than {FLAT_SHARE:.0%} of its rise over the run")

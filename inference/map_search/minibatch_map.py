@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import torch
 from bnn.guides.flat_weights import join_sites
 from bnn.inference.core.cosine_schedule import cosine_factors
-from bnn.inference.core.objective_trend import objective_trend
+from bnn.inference.core.objective_trend import ObjectiveTrend, objective_trend
 from bnn.inference.map_search.advice import nonfinite_objective
 from bnn.inference.map_search.log_joint import ScaledPrior, log_likelihood
 from torch.utils.flop_counter import FlopCounterMode
@@ -72,6 +72,8 @@ class MinibatchFit:
         The objective of every step (negated: higher is better).
     epochs : int
         The epochs run.
+    trend : ObjectiveTrend or None
+        The objective's trend over the last two windows (``None``: a run too short to judge).
     flat : bool
         Whether the objective had stopped rising at the end (module notes).
     """
@@ -79,6 +81,7 @@ class MinibatchFit:
     theta: torch.Tensor
     objective: list[float]
     epochs: int
+    trend: ObjectiveTrend | None
     flat: bool
 
 
@@ -144,13 +147,13 @@ def minibatch_map(model, x: torch.Tensor, y: torch.Tensor, prior: ScaledPrior, t
                 bar.update()
     for name, value in fitted.items():
         log_noise[name].data.copy_(value.detach().to(log_noise[name].dtype))
-    return MinibatchFit(weights.detach().to(dtype), objective, epochs, flattened(objective, factors))
-
-
-def flattened(objective: list[float], factors: list[float]) -> bool:
-    """Whether the objective's rise over the last window is at most :data:`FLAT_SHARE` of its rise over the run
-    (module notes; ``False`` for a run too short to judge)."""
     trend = objective_trend(objective, factors)
+    return MinibatchFit(weights.detach().to(dtype), objective, epochs, trend, flattened(objective, trend))
+
+
+def flattened(objective: list[float], trend: ObjectiveTrend | None) -> bool:
+    """Whether the objective's rise over the last window of ``trend`` is at most :data:`FLAT_SHARE` of its rise over
+    the run (module notes; ``False`` for a run too short to judge)."""
     if trend is None:
         return False
     window, start = trend.later_steps, min(START_STEPS, len(objective))
