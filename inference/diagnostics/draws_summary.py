@@ -15,11 +15,12 @@ way ArviZ computes them, and no ``r_hat`` column.
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from bnn.runtime.lazy_arviz import az
+
+if TYPE_CHECKING:  # pandas comes with arviz, at the first summary: importing the package does not load it
+    import pandas as pd
 
 ONE_CHAIN_DIAGNOSTICS = {
     "mean": {"mcse_mean": ("mcse", "mean"), "mcse_sd": ("mcse", "sd"), "ess_bulk": ("ess", "bulk"),

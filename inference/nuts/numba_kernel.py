@@ -39,20 +39,43 @@ import warnings
 
 import numba
 import numpy as np
+from bnn.inference.nuts.kernel_layout import (
+    A_AT,
+    ACTIVATION,
+    B_AT,
+    B_PRIOR,
+    B_PRIOR_AT,
+    BERNOULLI,
+    CATEGORICAL,
+    D_IN,
+    D_OUT,
+    DIM,
+    G2_AT,
+    G_AT,
+    GAUSSIAN,
+    GAUSSIAN_LEARNED_NOISE,
+    H_AT,
+    HALF_LOG_TWO_PI,
+    LAYER_FIELDS,
+    LAYER_TABLE,
+    LAYERS,
+    LIKELIHOOD,
+    LIKELIHOOD_AT,
+    N_INTS,
+    N_WORDS,
+    NOISE_AT,
+    PRIOR_LAPLACE,
+    PRIOR_NORMAL,
+    ROWS,
+    SCRATCH_AT,
+    TARGETS,
+    W_AT,
+    W_PRIOR,
+    W_PRIOR_AT,
+    X_AT,
+    Y_AT,
+)
 from numba import types
-
-HALF_LOG_TWO_PI = 0.5 * math.log(2.0 * math.pi)
-
-# The int64 table at the start of the buffer.
-N_INTS, N_WORDS, ROWS, LAYERS, ACTIVATION, LIKELIHOOD, X_AT, Y_AT, TARGETS, NOISE_AT, LIKELIHOOD_AT, G_AT, G2_AT, DIM = \
-    range(14)
-LAYER_TABLE = 14  # then LAYER_FIELDS words per layer:
-D_IN, D_OUT, W_AT, B_AT, A_AT, H_AT, SCRATCH_AT, W_PRIOR, W_PRIOR_AT, B_PRIOR, B_PRIOR_AT = range(11)
-LAYER_FIELDS = 11
-
-ACTIVATION_CODES = {"tanh": 0, "relu": 1, "sigmoid": 2, "softplus": 3, "elu": 4, "silu": 5, "gelu": 6}
-PRIOR_NORMAL, PRIOR_LAPLACE, PRIOR_SCALE_MIXTURE = range(3)
-GAUSSIAN, GAUSSIAN_LEARNED_NOISE, BERNOULLI, CATEGORICAL, HETEROSCEDASTIC = range(5)
 
 SOFTPLUS_THRESHOLD = 20.0  # torch's: softplus(a) = a above it
 LOG2E = 1.0 / math.log(2.0)

@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 from bnn.inference.core.temperature import UNTEMPERED
-from bnn.inference.nuts import numba_kernel as kernel
+from bnn.inference.nuts import kernel_layout as layout
 from bnn.inference.nuts.lowering import Unsupported, chain_inputs, dense_chain
 from bnn.inference.nuts.numpy_potential import is_exp
 from bnn.models.fast_forms import (
@@ -40,14 +40,14 @@ def prior_parameters(prior, site) -> tuple[int, np.ndarray]:
     form = prior.fast_form(site)
     if isinstance(form, NormalForm):
         loc, scale = (np.broadcast_to(value.double().reshape(-1).numpy(), (size,)) for value in (form.loc, form.scale))
-        constant = -float(np.log(scale).sum()) - size * kernel.HALF_LOG_TWO_PI
-        return kernel.PRIOR_NORMAL, np.concatenate([[constant], loc, 1.0 / scale**2])
+        constant = -float(np.log(scale).sum()) - size * layout.HALF_LOG_TWO_PI
+        return layout.PRIOR_NORMAL, np.concatenate([[constant], loc, 1.0 / scale**2])
     if isinstance(form, LaplaceForm):
-        return kernel.PRIOR_LAPLACE, np.array([-size * math.log(2.0 * form.scale), 1.0 / form.scale])
+        return layout.PRIOR_LAPLACE, np.array([-size * math.log(2.0 * form.scale), 1.0 / form.scale])
     if isinstance(form, ScaleMixtureForm):
-        return kernel.PRIOR_SCALE_MIXTURE, np.array([
-            math.log(form.pi) - math.log(form.sigma1) - kernel.HALF_LOG_TWO_PI,
-            math.log1p(-form.pi) - math.log(form.sigma2) - kernel.HALF_LOG_TWO_PI,
+        return layout.PRIOR_SCALE_MIXTURE, np.array([
+            math.log(form.pi) - math.log(form.sigma1) - layout.HALF_LOG_TWO_PI,
+            math.log1p(-form.pi) - math.log(form.sigma2) - layout.HALF_LOG_TWO_PI,
             1.0 / form.sigma1**2, 1.0 / form.sigma2**2])
     raise Unsupported(f"prior {type(prior).__name__} of site {site.name!r} states no fast form (Prior.fast_form)")
 
@@ -59,14 +59,14 @@ def likelihood_parameters(likelihood, y: np.ndarray, out_features: int) -> tuple
     rows = y.shape[0]
     form = likelihood.fast_form()
     if isinstance(form, GaussianForm):
-        code = kernel.GAUSSIAN if form.scale is not None else kernel.GAUSSIAN_LEARNED_NOISE
+        code = layout.GAUSSIAN if form.scale is not None else layout.GAUSSIAN_LEARNED_NOISE
         return code, np.array([form.scale or 0.0, form.noise_prior_scale, 0.0]), y.reshape(rows, -1)
     if isinstance(form, BernoulliForm):
-        return kernel.BERNOULLI, np.zeros(3), y.reshape(rows, 1)
+        return layout.BERNOULLI, np.zeros(3), y.reshape(rows, 1)
     if isinstance(form, CategoricalForm):
-        return kernel.CATEGORICAL, np.zeros(3), np.eye(out_features)[y.astype(np.int64)]
+        return layout.CATEGORICAL, np.zeros(3), np.eye(out_features)[y.astype(np.int64)]
     if isinstance(form, HeteroscedasticGaussianForm):
-        return kernel.HETEROSCEDASTIC, np.array([0.0, 0.0, form.min_scale]), y.reshape(rows, -1)
+        return layout.HETEROSCEDASTIC, np.array([0.0, 0.0, form.min_scale]), y.reshape(rows, -1)
     raise Unsupported(f"likelihood {type(likelihood).__name__} states no fast form (Likelihood.fast_form)")
 
 
@@ -81,7 +81,7 @@ def kernel_gap(model, temperature: float = UNTEMPERED) -> str | None:
         chain = dense_chain(model, "the kernel is compiled")
     except Unsupported as error:
         return str(error)
-    if chain.activation not in kernel.ACTIVATION_CODES:
+    if chain.activation not in layout.ACTIVATION_CODES:
         return f"activation {chain.activation!r} is not compiled"
     for site in model.sites:
         if model.prior[site.name].fast_form(site) is None:
@@ -127,7 +127,7 @@ class NumbaLogDensity:
         rows, sites = x.shape[0], list(model.sites)
         at = dict(zip(potential.names, np.cumsum([0, *potential.sizes]).tolist()))
         layers = len(sites) // 2
-        n_ints = kernel.LAYER_TABLE + layers * kernel.LAYER_FIELDS
+        n_ints = layout.LAYER_TABLE + layers * layout.LAYER_FIELDS
         ints = np.zeros(n_ints, dtype=np.int64)
         pieces: list[np.ndarray] = []
 
@@ -137,34 +137,37 @@ class NumbaLogDensity:
             pieces.append(np.ascontiguousarray(values, dtype=np.float64).reshape(-1))
             return offset
 
-        ints[kernel.ROWS], ints[kernel.LAYERS] = rows, layers
-        ints[kernel.ACTIVATION], ints[kernel.LIKELIHOOD] = kernel.ACTIVATION_CODES[chain.activation], code
-        ints[kernel.X_AT], ints[kernel.Y_AT], ints[kernel.TARGETS] = place(x), place(y), y.shape[1]
-        ints[kernel.LIKELIHOOD_AT] = place(parameters)
-        ints[kernel.NOISE_AT] = at.get("sigma", -1)
-        ints[kernel.DIM] = potential.dim
+        ints[layout.ROWS], ints[layout.LAYERS] = rows, layers
+        ints[layout.ACTIVATION], ints[layout.LIKELIHOOD] = layout.ACTIVATION_CODES[chain.activation], code
+        ints[layout.X_AT], ints[layout.Y_AT], ints[layout.TARGETS] = place(x), place(y), y.shape[1]
+        ints[layout.LIKELIHOOD_AT] = place(parameters)
+        ints[layout.NOISE_AT] = at.get("sigma", -1)
+        ints[layout.DIM] = potential.dim
         widest = max(site.shape[0] for site in sites)
-        ints[kernel.G_AT], ints[kernel.G2_AT] = place(np.zeros(rows * widest)), place(np.zeros(rows * widest))
+        ints[layout.G_AT], ints[layout.G2_AT] = place(np.zeros(rows * widest)), place(np.zeros(rows * widest))
         for layer in range(layers):
             weight, bias = sites[2 * layer], sites[2 * layer + 1]
             outputs, inputs = weight.shape
-            row = kernel.LAYER_TABLE + layer * kernel.LAYER_FIELDS
-            ints[row + kernel.D_IN], ints[row + kernel.D_OUT] = inputs, outputs
-            ints[row + kernel.W_AT], ints[row + kernel.B_AT] = at[weight.name], at[bias.name]
-            ints[row + kernel.A_AT], ints[row + kernel.H_AT] = place(np.zeros(rows * outputs)), place(np.zeros(rows * outputs))
-            ints[row + kernel.SCRATCH_AT] = place(np.zeros(outputs * inputs))
-            for site, kind_at, parameters_at in ((weight, kernel.W_PRIOR, kernel.W_PRIOR_AT),
-                                                 (bias, kernel.B_PRIOR, kernel.B_PRIOR_AT)):
+            row = layout.LAYER_TABLE + layer * layout.LAYER_FIELDS
+            ints[row + layout.D_IN], ints[row + layout.D_OUT] = inputs, outputs
+            ints[row + layout.W_AT], ints[row + layout.B_AT] = at[weight.name], at[bias.name]
+            ints[row + layout.A_AT], ints[row + layout.H_AT] = place(np.zeros(rows * outputs)), place(np.zeros(rows * outputs))
+            ints[row + layout.SCRATCH_AT] = place(np.zeros(outputs * inputs))
+            for site, kind_at, parameters_at in ((weight, layout.W_PRIOR, layout.W_PRIOR_AT),
+                                                 (bias, layout.B_PRIOR, layout.B_PRIOR_AT)):
                 ints[row + kind_at], site_parameters = prior_parameters(model.prior[site.name], site)
                 ints[row + parameters_at] = place(site_parameters)
-        ints[kernel.N_INTS] = n_ints
-        ints[kernel.N_WORDS] = n_ints + sum(piece.size for piece in pieces)
+        ints[layout.N_INTS] = n_ints
+        ints[layout.N_WORDS] = n_ints + sum(piece.size for piece in pieces)
         self.buffer = np.concatenate([ints.view(np.float64), *pieces])
         self.ints = self.buffer.view(np.int64)[:n_ints]
         self.floats = self.buffer
         self.dim = potential.dim
+        from bnn.inference.nuts.numba_kernel import log_density  # numba loads at the first compiled potential
+
+        self._log_density = log_density
 
     def __call__(self, z: np.ndarray) -> tuple[float, np.ndarray]:
         gradient = np.empty(self.dim)
-        value = kernel.log_density(np.ascontiguousarray(z, dtype=np.float64), gradient, self.ints, self.floats)
+        value = self._log_density(np.ascontiguousarray(z, dtype=np.float64), gradient, self.ints, self.floats)
         return value, gradient

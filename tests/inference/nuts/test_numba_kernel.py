@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 from bnn.inference.nuts import numba_kernel as kernel
+from bnn.inference.nuts.kernel_layout import ACTIVATION_CODES
 from bnn.inference.nuts.potential import Backend, FlatPotential
 from bnn.models import BayesianMLP
 
@@ -24,9 +25,9 @@ def test_expm1_to_a_few_ulp_down_to_the_smallest_normal_exponent():
 def test_tanh_and_sigmoid_to_a_few_ulp():
     a = np.concatenate([np.linspace(-40.0, 40.0, 4001), np.geomspace(1e-12, 1.0, 200), -np.geomspace(1e-12, 1.0, 200)])
     h = np.empty_like(a)
-    kernel.activate(kernel.ACTIVATION_CODES["tanh"], a, h)
+    kernel.activate(ACTIVATION_CODES["tanh"], a, h)
     np.testing.assert_allclose(h, np.tanh(a), rtol=4 * EPS, atol=0.0)
-    kernel.activate(kernel.ACTIVATION_CODES["sigmoid"], a, h)
+    kernel.activate(ACTIVATION_CODES["sigmoid"], a, h)
     np.testing.assert_allclose(h, torch.sigmoid(torch.from_numpy(a)).numpy(), rtol=4 * EPS, atol=0.0)
 
 
