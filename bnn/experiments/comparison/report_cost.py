@@ -11,9 +11,9 @@ the netCDF file), then draws its figures. Its time for fits :math:`f = 1, \dots,
 
 where :math:`a` is a fit's fixed cost, :math:`\alpha` a row's (PSIS fits a tail per row), :math:`\beta` a row's at
 each draw (the network's forward pass, the sorting), and :math:`u` the time of one small figure saved as the report
-saves its figures. They are measured here, on the model and data at hand, in two probes: the report's own evaluation
-(:func:`~bnn.inference.evaluation.compare.compare` and :meth:`~bnn.inference.core.posterior.Posterior.to_netcdf`) of a
-posterior of :data:`FEW_DRAWS` and of more prior draws (:data:`MORE_DRAWS`, :data:`PROBE_CELLS`) on every row (on at
+saves its figures (timed once in a process). The others are measured here, on the model and data at hand, in two
+probes: the report's own evaluation (:func:`~bnn.inference.evaluation.compare.compare` and
+:meth:`~bnn.inference.core.posterior.Posterior.to_netcdf`) of a posterior of :data:`FEW_DRAWS` and of more prior draws (:data:`MORE_DRAWS`, :data:`PROBE_CELLS`) on every row (on at
 most :data:`PROBE_ROWS` training rows and the same share of the test rows, their times scaled up by the rows), each
 timed :data:`PROBE_REPEATS` times in turn with the other and its shortest time kept: the first gives
 :math:`a + n(\alpha + \beta S_1)`, their difference :math:`n\beta`. :data:`FIGURES_FIXED` and :data:`FIGURES_PER_FIT`
@@ -23,6 +23,7 @@ Not counted: the out-of-distribution scores (``--ood``) and the conformal sets (
 
 from __future__ import annotations
 
+import functools
 import math
 import tempfile
 import time
@@ -144,14 +145,17 @@ def _evaluation_seconds(model, dataset: Dataset, draws: int, folder: Path) -> fl
     return time.perf_counter() - began
 
 
-def figure_seconds(folder: Path) -> float:
-    """The time of one small figure (a line of 100 points), saved as the report saves its figures."""
-    def one() -> None:
-        figure, axes = plt.subplots(figsize=(4, 3))
-        axes.plot(range(100), range(100))
-        save_figure(figure, folder / "unit.png")
+@functools.cache
+def figure_seconds() -> float:
+    """The time of one small figure (a line of 100 points), saved as the report saves its figures; measured once in a
+    process: it is the machine's and matplotlib's, whatever the model and the data."""
+    with tempfile.TemporaryDirectory() as name:
+        def one() -> None:
+            figure, axes = plt.subplots(figsize=(4, 3))
+            axes.plot(range(100), range(100))
+            save_figure(figure, Path(name) / "unit.png")
 
-    return median_seconds(one, repeats=FIGURE_REPEATS)
+        return median_seconds(one, repeats=FIGURE_REPEATS)
 
 
 def estimate_report(model, dataset: Dataset, draws: Sequence[int]) -> ReportEstimate:
@@ -166,6 +170,6 @@ def estimate_report(model, dataset: Dataset, draws: Sequence[int]) -> ReportEsti
         more = min(max(MORE_DRAWS, math.ceil(PROBE_CELLS / (len(probed.x_train) + len(probed.x_test)))), 1000)
         times = [(_evaluation_seconds(model, probed, FEW_DRAWS, folder), _evaluation_seconds(model, probed, more, folder))
                  for _ in range(PROBE_REPEATS)]
-        unit = figure_seconds(folder)
     at_few, at_more = (min(column) / share for column in zip(*times))
-    return ReportEstimate(tuple(draws), train + test, at_few, max(at_more - at_few, 0.0) / (more - FEW_DRAWS), unit)
+    return ReportEstimate(tuple(draws), train + test, at_few, max(at_more - at_few, 0.0) / (more - FEW_DRAWS),
+                          figure_seconds())

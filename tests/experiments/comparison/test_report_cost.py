@@ -75,7 +75,7 @@ def test_each_probe_keeps_its_shortest_time_and_a_share_of_the_rows_is_scaled_up
         return 0.1 + (draws - FEW_DRAWS) * 1e-3 + (next(slow_once) if len(calls) > 1 else 0.0)
 
     monkeypatch.setattr(report_cost, "_evaluation_seconds", seconds)
-    monkeypatch.setattr(report_cost, "figure_seconds", lambda folder: 0.125)
+    monkeypatch.setattr(report_cost, "figure_seconds", lambda: 0.125)
     report = estimate_report(model, data, [300])
     assert PROBE_CELLS / 12_500 < MORE_DRAWS  # the probes run on 10,000 training and 2,500 test rows: a quarter of each
     assert calls == [(10_000, 2_500, FEW_DRAWS)] + [(10_000, 2_500, FEW_DRAWS), (10_000, 2_500, MORE_DRAWS)] * PROBE_REPEATS
