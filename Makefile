@@ -15,7 +15,7 @@ TEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print(min(4, len(os.sched_getaf
 # docstring that is not valid reStructuredText fails `make test`; docs/api/ holds the generated API pages
 DOCS_OUT := build/docs
 
-.PHONY: demo test test-fast test-slow import-contracts docs lint
+.PHONY: demo test test-parallel-tier test-fast test-slow import-contracts docs lint
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, found " + sys.version'
@@ -32,11 +32,15 @@ $(VENV)/.installed: pyproject.toml
 demo: $(VENV)/.installed
 	$(VENV)/bin/bnn compare --dataset toy1d --methods svi,nuts,laplace --out $(OUT) --overwrite
 
-# the docs build, then every test but the slow statistical checks (pytest -m slow): notebooks, packaging, subprocesses
-# and benchmarks included; the 30 slowest tests are listed at the end (where the suite's time goes)
-test: import-contracts docs
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal -m "not slow and not serial" --durations=30
+# every test but the slow statistical checks (pytest -m slow): notebooks, packaging, subprocesses and benchmarks
+# included, the docs build beside them (one process, where the tests leave a core idle at times); the 30 slowest tests
+# are listed at the end (where the suite's time goes); then the serial tier, alone
+test: import-contracts
+	$(MAKE) --no-print-directory -j2 --output-sync=line docs test-parallel-tier
 	$(PY) -m pytest -m "not slow and serial" || test $$? -eq 5  # 5: no serial test in the tier
+
+test-parallel-tier: $(VENV)/.installed
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal -m "not slow and not serial" --durations=30
 
 # the unit tier, before every commit (under 3 minutes on two cores): leaves out the tests marked as slow by nature
 test-fast: import-contracts

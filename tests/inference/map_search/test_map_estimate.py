@@ -70,7 +70,7 @@ def test_under_a_gaussian_prior_the_noise_is_a_maximum_of_the_laplace_evidence()
                          noise=torch.tensor(noise * factor))
         return laplace_log_evidence(model, x, y, refit.theta, noise * factor)
 
-    evidence = {factor: evidence_at(factor) for factor in (0.5, 0.8, 0.9, 1.0, 1.1, 1.25, 2.0)}
+    evidence = {factor: evidence_at(factor) for factor in (0.5, 0.9, 1.0, 1.1, 2.0)}
     # the search compares evidences at refits within SEARCH_TOLERANCE = 1 posterior sd of their modes, each within
     # about 1/2 nat of its value at the mode: the noise chosen is a maximum to within 1 nat
     assert max(evidence.values()) - evidence[1.0] <= SEARCH_TOLERANCE**2
