@@ -13,12 +13,13 @@ where :math:`a` is a fit's fixed cost, :math:`\alpha` a row's (PSIS fits a tail 
 each draw (the network's forward pass, the sorting), and :math:`u` the time of one small figure saved as the report
 saves its figures (timed once in a process). The others are measured here, on the model and data at hand, in two
 probes: the report's own evaluation (:func:`~bnn.inference.evaluation.compare.compare` and
-:meth:`~bnn.inference.core.posterior.Posterior.to_netcdf`) of a posterior of :data:`FEW_DRAWS` and of more prior draws (:data:`MORE_DRAWS`, :data:`PROBE_CELLS`) on every row (on at
-most :data:`PROBE_ROWS` training rows and the same share of the test rows, their times scaled up by the rows), each
-timed :data:`PROBE_REPEATS` times in turn with the other and its shortest time kept: the first gives
-:math:`a + n(\alpha + \beta S_1)`, their difference :math:`n\beta`. :data:`FIGURES_FIXED` and :data:`FIGURES_PER_FIT`
-count the figures in units of :math:`u` (set on the main job's report: ``benchmarks/results/estimates.md``).
-Not counted: the out-of-distribution scores (``--ood``) and the conformal sets (``--conformal``).
+:meth:`~bnn.inference.core.posterior.Posterior.to_netcdf`) of a posterior of :data:`FEW_DRAWS` and of more prior
+draws (:data:`MORE_DRAWS`, :data:`PROBE_CELLS`) on every row (on at most :data:`PROBE_ROWS` training rows and the same
+share of the test rows, their times scaled up by the rows), each timed :data:`PROBE_REPEATS` times in turn with the
+other and its shortest time kept: the first gives :math:`a + n(\alpha + \beta S_1)`, their difference :math:`n\beta`.
+:data:`FIGURES_FIXED` and :data:`FIGURES_PER_FIT` count the figures in units of :math:`u` (set on the main job's
+report: ``benchmarks/results/estimates.md``). Not counted: the out-of-distribution scores (``--ood``) and the
+conformal sets (``--conformal``).
 """
 
 from __future__ import annotations
