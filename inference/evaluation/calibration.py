@@ -36,7 +36,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from sklearn.metrics import brier_score_loss
 
 CALIBRATION_BINS = 10
 QUANTILE_LEVELS = tuple(np.round(np.arange(0.05, 0.951, 0.05), 2))
@@ -99,6 +98,8 @@ def top_label_confidence(task: str, probs: torch.Tensor) -> tuple[torch.Tensor, 
 def brier_score(task: str, probs: torch.Tensor, y: torch.Tensor) -> float:
     """The Brier score of the module notes for ``probs`` (binary: of class 1, ``(n,)``; else ``(n, K)``), by
     scikit-learn's ``brier_score_loss``."""
+    from sklearn.metrics import brier_score_loss  # scikit-learn loads at the first score, not with the package
+
     probs = probs.double()
     if task != "binary":
         probs = probs / probs.sum(-1, keepdim=True)  # float32 rows can miss 1 by more than scikit-learn allows

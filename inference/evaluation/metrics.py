@@ -32,7 +32,6 @@ from bnn.inference.evaluation.calibration import (
     top_label_confidence,
 )
 from bnn.inference.evaluation.selective import area_under_risk_coverage, uncertainty_and_loss
-from sklearn.metrics import roc_auc_score
 
 from bnn.options import parse_option
 
@@ -97,6 +96,8 @@ def evaluate(posterior: Posterior, dataset: Dataset, num_samples: int | None = N
         "aurc": area_under_risk_coverage(*uncertainty_and_loss(dataset.task, prediction, y)),
     }
     if dataset.task == "binary":
+        from sklearn.metrics import roc_auc_score  # scikit-learn loads at the first score, not with the package
+
         metrics["roc_auc"] = float(roc_auc_score(y.numpy(), prediction.probs.numpy()))
     return metrics
 

@@ -24,7 +24,6 @@ import torch
 from bnn.inference.core.method import METHODS
 from bnn.inference.core.posterior import Posterior
 from bnn.inference.evaluation.shift_sets import ShiftSplit
-from sklearn.metrics import average_precision_score, roc_auc_score, roc_curve
 
 UNCERTAINTIES = {"regression": ("std", "epistemic_std"), "binary": ("entropy", "mutual_information"),
                  "multiclass": ("entropy", "mutual_information")}
@@ -37,6 +36,8 @@ def detection_scores(uncertainty_in: torch.Tensor, uncertainty_out: torch.Tensor
     inputs, by scikit-learn."""
     labels = np.concatenate([np.zeros(len(uncertainty_in)), np.ones(len(uncertainty_out))])
     scores = torch.cat([uncertainty_in, uncertainty_out]).double().numpy()
+    from sklearn.metrics import average_precision_score, roc_auc_score, roc_curve  # at the first score, not with the package
+
     false_positive, true_positive, _ = roc_curve(labels, scores)
     return {"auroc": float(roc_auc_score(labels, scores)), "aupr": float(average_precision_score(labels, scores)),
             "fpr_at_95_tpr": float(false_positive[np.searchsorted(true_positive, DETECTION_TPR)])}
