@@ -207,9 +207,9 @@ def test_nuts_samples_the_exact_posterior_of_a_linear_models_scale():
     model = BayesianMLP(3, 1, hidden=(), prior={"layers.0.weight": "layer-scale", "layers.0.bias": "gaussian"},
                         likelihood={"name": "gaussian", "scale": 0.3})
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)  # 3 divergences of 2000 draws at this seed: the check is
-        posterior = fit(model, (x, y), "nuts", init="prior", num_warmup=500, num_samples=1000, num_chains=2, seed=0,
-                        progress=False)  # the quadrature below
+        warnings.simplefilter("ignore", ConvergenceWarning)  # a few divergences at this seed: the check is
+        posterior = fit(model, (x, y), "nuts", init="prior", num_warmup=300, num_samples=600, num_chains=2, seed=0,
+                        chain_method="sequential", progress=False)  # the quadrature below
 
     assert posterior.record.potential == "flat"
     log_tau = posterior.samples["layers.0.scale"].double().log().numpy()
