@@ -13,6 +13,7 @@ from typing import Any
 import torch
 from bnn.datasets.dataset import Dataset
 from bnn.inference import ensemble, ivon, laplace, mc_dropout, nuts, point_estimate, sgmcmc, svi, swag
+from bnn.inference.core.loader_data import batch_options, is_loader, read_loader, with_loader_batches
 from bnn.inference.core.method import METHODS, Method, register_method
 from bnn.inference.core.model_data import check_model, checked_data
 from bnn.inference.core.point_parameters import fit_point_parameters, needs_point_fit
@@ -32,7 +33,7 @@ def prepare_data(model, data) -> tuple[torch.Tensor, torch.Tensor]:
         x, y = data
     else:
         check_model(model)
-        raise ValueError(f"data must be a Dataset or a pair (x, y), got {type(data).__name__}")
+        raise ValueError(f"data must be a Dataset, a pair (x, y) or a DataLoader, got {type(data).__name__}")
     return checked_data(model, x, y)
 
 
@@ -44,8 +45,12 @@ def fit(model, data, method: str = "svi", *, map_options: Mapping[str, Any] | No
     model : BayesianNetwork
         The Pyro model: a :class:`~bnn.models.BayesianMLP`, or any network written on the model interface
         (:class:`~bnn.models.network.BayesianNetwork`).
-    data : Dataset or (x, y)
-        Training data; a :class:`~bnn.datasets.Dataset` also names the run in reports.
+    data : Dataset, (x, y) or DataLoader
+        Training data; a :class:`~bnn.datasets.Dataset` also names the run in reports. A
+        :class:`torch.utils.data.DataLoader` (or any iterable of ``(x, y)`` batches whose ``dataset`` has a length) is
+        read once into tensors, and its batch size sets the method's ``batch_size`` and ``map_batch_size`` where they
+        are left out; a method that computes on every row at each step (NUTS) refuses it
+        (:mod:`bnn.inference.core.loader_data`).
     method : str
         A name in :data:`METHODS`.
     **options
@@ -74,10 +79,15 @@ def fit(model, data, method: str = "svi", *, map_options: Mapping[str, Any] | No
         For a ``model`` that is not a :class:`~bnn.models.network.BayesianNetwork`, before any work starts.
     ValueError
         For bad data, data or a model not on the CPU, an unknown method or option, a fit that needs more memory
-        than the machine has available (:mod:`bnn.runtime.memory`), or a model that cannot be copied, before any
-        work starts.
+        than the machine has available (:mod:`bnn.runtime.memory`), a model that cannot be copied, or a loader given
+        to a method that takes no minibatches, before any work starts.
     """
     chosen: Method = METHODS.get(method)
+    if is_loader(data):
+        check_model(model)
+        batch_options(chosen)  # a method that computes on every row refuses a loader before it is read
+        x, y, batch_rows = read_loader(data, chosen.name)
+        options, data = with_loader_batches(chosen, options, batch_rows), (x, y)
     x, y = prepare_data(model, data)
     if map_options is not None and not needs_point_fit(model):
         raise ValueError("map_options set the MAP fit of a partly Bayesian network's point parameters, and this "

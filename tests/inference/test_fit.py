@@ -28,7 +28,7 @@ Y = torch.randn(10)
         (BayesianMLP(2, 1), (X, torch.full((10,), 3.5)), "nuts",
          r"the regression target is constant \(3.5 in every training row\): nothing to learn"),
         (BayesianMLP(2, 1), (X, Y), "magic", "unknown method 'magic'; choose from"),
-        (BayesianMLP(2, 1), X, "svi", "data must be a Dataset or a pair"),
+        (BayesianMLP(2, 1), X, "svi", "data must be a Dataset, a pair"),
     ],
 )
 def test_bad_data_and_names(model, data, method, message):
