@@ -384,7 +384,7 @@ from bnn.models import BayesianMLP
 
 model = BayesianMLP(1, 1, hidden=(2,), likelihood={"name": "gaussian", "scale": 0.3})
 posterior = fit(model, load_toy1d(n_train=20, n_test=5), "nuts", num_warmup=10, num_samples=5, num_chains=2,
-                chain_method="parallel", max_tree_depth=3, progress=False, seed=0)
+                chain_method="parallel", max_tree_depth=3, init="prior", progress=False, seed=0)
 print(json.dumps(posterior.record.chain_method), flush=True)
 """
 
