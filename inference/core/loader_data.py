@@ -5,7 +5,8 @@ A method that works on minibatches takes a loader: :func:`read_loader` reads it 
 tensors every method fits, and the loader's batch size sets the method's batch options (:data:`BATCH_OPTIONS`) that
 the caller left out, so that a loader and its tensors with the same batch size give the same posterior for the same
 seed. The method draws its own batches from those rows, with its seed, as it does from tensors: a loader that
-shuffles gives the same fit up to the order of its rows. A method with no batch option computes on every row at each
+shuffles hands over the same rows in another order, whose batches differ, so its fit agrees with the tensors' within
+Monte Carlo error. A method with no batch option computes on every row at each
 step (NUTS: each leapfrog step's gradient is the whole data's) and refuses a loader before any work.
 
 The data are read into memory: the dataset's length and the first batch's rows give their size, checked against the
