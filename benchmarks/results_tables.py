@@ -109,6 +109,7 @@ SOURCES: dict[str, Source] = {
     "svi_speed": made_by("benchmarks.svi_speed", "tables_from_csv", "svi_speed/step_times.csv"),
     "swag_rate/results": written("benchmarks.swag_rate", "swag_rate"),
     "test_suite": printed((*CELLS, "test_suite/tables.csv")),
+    "training_cost": made_by("benchmarks.training_cost", "tables_from_csv", "training_cost/results.csv"),
     "threads": printed(("benchmarks.thread_contention", "tables_from_csv", "threads/contention.csv"),
                        (*CELLS, "threads/main_jobs.csv")),
     "uci": Source((Part("benchmarks.uci_tables", "headline_tables", ("uci/results.csv",)),
