@@ -85,9 +85,9 @@ def fit(model, data, method: str = "svi", *, map_options: Mapping[str, Any] | No
     chosen: Method = METHODS.get(method)
     if is_loader(data):
         check_model(model)
-        batch_options(chosen)  # a method that computes on every row refuses a loader before it is read
+        names = batch_options(chosen)  # a method that computes on every row refuses a loader before it is read
         x, y, batch_rows = read_loader(data, chosen.name)
-        options, data = with_loader_batches(chosen, options, batch_rows), (x, y)
+        options, data = with_loader_batches(names, options, batch_rows), (x, y)
     x, y = prepare_data(model, data)
     if map_options is not None and not needs_point_fit(model):
         raise ValueError("map_options set the MAP fit of a partly Bayesian network's point parameters, and this "

@@ -6,8 +6,8 @@ tensors every method fits, and the loader's batch size sets the method's batch o
 the caller left out, so that a loader and its tensors with the same batch size give the same posterior for the same
 seed. The method draws its own batches from those rows, with its seed, as it does from tensors: a loader that
 shuffles hands over the same rows in another order, whose batches differ, so its fit agrees with the tensors' within
-Monte Carlo error. A method with no batch option computes on every row at each
-step (NUTS: each leapfrog step's gradient is the whole data's) and refuses a loader before any work.
+Monte Carlo error. A method with no batch option computes on every row at each step (NUTS: each leapfrog step's
+gradient is the whole data's) and refuses a loader before any work.
 
 The data are read into memory: the dataset's length and the first batch's rows give their size, checked against the
 memory available before the rest is read (:func:`~bnn.runtime.memory.check_memory`).
@@ -29,8 +29,8 @@ BATCH_OPTIONS = ("batch_size", "map_batch_size")
 
 
 def is_loader(data) -> bool:
-    """Whether ``data`` is a loader: a :class:`~torch.utils.data.DataLoader`, or an iterable with a ``dataset``."""
-    return isinstance(data, torch.utils.data.DataLoader) or (isinstance(data, Iterable) and hasattr(data, "dataset"))
+    """Whether ``data`` is a loader: an iterable with a ``dataset``, as a :class:`~torch.utils.data.DataLoader` is."""
+    return isinstance(data, Iterable) and hasattr(data, "dataset")
 
 
 def batch_options(method) -> list[str]:
@@ -50,15 +50,15 @@ def batch_options(method) -> list[str]:
     return names
 
 
-def with_loader_batches(method, options: Mapping[str, Any], batch_rows: int) -> dict[str, Any]:
-    """``options`` with each of ``method``'s batch options the caller left out set to the loader's ``batch_rows``.
+def with_loader_batches(names: list[str], options: Mapping[str, Any], batch_rows: int) -> dict[str, Any]:
+    """``options`` with each batch option of ``names`` (:func:`batch_options`) the caller left out set to the loader's
+    ``batch_rows``.
 
     Raises
     ------
     ValueError
-        For a batch option set to another size than the loader's (and as :func:`batch_options`).
+        For a batch option set to another size than the loader's.
     """
-    names = batch_options(method)
     for name in names:
         if options.get(name) is not None and options[name] != batch_rows:
             raise ValueError(f"{name}={options[name]} and a loader of batches of {batch_rows} rows: the loader's batches "
@@ -113,6 +113,6 @@ def read_loader(loader, method: str) -> tuple[torch.Tensor, torch.Tensor, int]:
         x, y = _batch_pair(batch, index)
         xs.append(x)
         ys.append(y)
-    batch_rows = loader.batch_size if isinstance(getattr(loader, "batch_size", None), int) else len(first[0])
+    batch_rows = loader.batch_size if isinstance(getattr(loader, "batch_size", None), int) else len(xs[0])
     return torch.cat(xs), torch.cat(ys), batch_rows
 

@@ -24,10 +24,10 @@ def test_seeds_read_as_ranges_and_lists():
 def test_prints_one_row_per_setting_and_seed_and_the_seeds_that_converged(capsys):
     # from the prior: the MAP start of each chain (the default) would be most of the time
     tiny = "num_warmup=10,num_samples=10,max_tree_depth=3,num_chains=2,chain_method=sequential,init=prior"
-    nuts_defaults.main(["--settings", f"{tiny};{tiny},target_accept=0.95", "--seeds", "0-1"])
+    other = f"{tiny},target_accept=0.95"
+    nuts_defaults.main(["--settings", f"{tiny};{other}", "--seeds", "0-1"])
     printed = capsys.readouterr().out.splitlines()
     rows = [line for line in printed if line.startswith(f"| {tiny}")]
-    other = f"{tiny},target_accept=0.95"
     assert [row.split(" | ")[:2] for row in rows] == [[f"| {tiny}", "0"], [f"| {tiny}", "1"], [f"| {other}", "0"],
                                                       [f"| {other}", "1"]]
     # weight R-hat, predictive R-hat, divergences, two ESS, tree depth (<= 3), gradients, seconds, verdict

@@ -100,7 +100,8 @@ def test_data_larger_than_the_memory_is_refused_from_the_first_batch(rows, monke
             read.append(index)
             return super().__getitem__(index)
 
-    monkeypatch.setattr(memory, "machine_memory", lambda: (4096, 1024))  # 1,280 bytes wanted: 40 rows x 2 values x 2
+    # 1,280 bytes wanted: 40 rows x 2 values (x and y) x 2 copies x 8 bytes
+    monkeypatch.setattr(memory, "machine_memory", lambda: (4096, 1024))
     with pytest.raises(ValueError, match=r"method 'svi' needs at least .* \(the loader's rows, read and joined 1.19e-06 "
                                          r"GiB\), but this machine has 9.54e-07 GiB available"):
         fit(BayesianMLP(1, 1, hidden=(2,)), DataLoader(Counted(*rows), batch_size=BATCH), "svi", steps=1, progress=False)
