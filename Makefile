@@ -11,6 +11,8 @@ FAST_TIER := not slow and not long and not notebooks and not subprocess and not 
 # pytest-xdist's worker processes: one per core this process may use, at most four (each holds torch in memory); the
 # tests marked serial (they measure the machine's load) run afterwards, alone
 TEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print(min(4, len(os.sched_getaffinity(0))))')
+# the files that hold tests marked serial: the serial tiers collect only these (the whole suite's collection is seconds)
+SERIAL_FILES = $(shell grep -rl --include='*.py' 'mark\.serial' tests)
 # the reference in docs/ (Sphinx), built from scratch each time: warnings are errors, so a broken reference or a
 # docstring that is not valid reStructuredText fails `make test`; docs/api/ holds the generated API pages
 DOCS_OUT := build/docs
@@ -37,7 +39,7 @@ demo: $(VENV)/.installed
 # are listed at the end (where the suite's time goes); then the serial tier, alone
 test: import-contracts
 	$(MAKE) --no-print-directory -j2 --output-sync=line docs test-parallel-tier
-	$(PY) -m pytest -m "not slow and serial" || test $$? -eq 5  # 5: no serial test in the tier
+	$(PY) -m pytest -m "not slow and serial" $(SERIAL_FILES) || test $$? -eq 5  # 5: no serial test in the tier
 
 test-parallel-tier: $(VENV)/.installed
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal -m "not slow and not serial" --durations=30
@@ -45,7 +47,7 @@ test-parallel-tier: $(VENV)/.installed
 # the unit tier, before every commit (under 3 minutes on two cores): leaves out the tests marked as slow by nature
 test-fast: import-contracts
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal -m "$(FAST_TIER) and not serial"
-	$(PY) -m pytest -m "$(FAST_TIER) and serial" || test $$? -eq 5  # 5: no serial test in the tier
+	$(PY) -m pytest -m "$(FAST_TIER) and serial" $(SERIAL_FILES) || test $$? -eq 5  # 5: no serial test in the tier
 
 # the long statistical checks that make test leaves out (SBC at full size, long chains, full grids); each keeps a short
 # version in make test

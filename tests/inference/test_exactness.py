@@ -61,7 +61,7 @@ NETWORKS = {
 }
 
 
-@pytest.fixture(scope="module", params=sorted(NETWORKS))
+@pytest.fixture(scope="module")
 def problem(request):
     """The conjugate problem on each of :data:`NETWORKS`, in float64 for the module."""
     with default_dtype(torch.float64):
@@ -112,11 +112,20 @@ CHECKS = {
 }
 
 
+FITS = [(method, None) for method in sorted(set(CHECKS) - {"nuts"})] + [("nuts", "nutpie"), ("nuts", "pyro")]
+"""Each method once, NUTS on each engine."""
+SLOW_FITS = {("mlp", "nuts", "pyro"), ("written-here", "nuts", "pyro"), ("torch-module", "nuts", "pyro"),
+             ("written-here", "svi", None), ("torch-module", "svi", None)}
+"""In the slow tier: Pyro's NUTS (make test runs it in the tempered test) and SVI on the two networks that are not the
+MLP (make test runs SVI's check on the MLP, tempered too; the network's log joint, all SVI sees of it, is what the MAP's
+and Laplace's checks test on every network)."""
+
+
 @pytest.mark.long
-@pytest.mark.parametrize(
-    "method, engine", [(method, None) for method in sorted(set(CHECKS) - {"nuts"})]
-    + [("nuts", "nutpie"), pytest.param("nuts", "pyro", marks=pytest.mark.slow)]  # make test: Pyro's in the tempered test
-)
+@pytest.mark.parametrize("problem, method, engine", [
+    pytest.param(network, method, engine, id=f"{network}-{method}-{engine}",
+                 marks=pytest.mark.slow if (network, method, engine) in SLOW_FITS else ())
+    for network in sorted(NETWORKS) for method, engine in FITS], indirect=["problem"])
 def test_method_matches_the_exact_posterior(problem, method, engine):
     options, check = CHECKS[method]
     options = options if engine is None else {**options, "engine": engine}
