@@ -35,10 +35,10 @@ demo: $(VENV)/.installed
 	$(VENV)/bin/bnn compare --dataset toy1d --methods svi,nuts,laplace --out $(OUT) --overwrite
 
 # every test but the slow statistical checks (pytest -m slow): notebooks, packaging, subprocesses and benchmarks
-# included, the docs build beside them (one process, where the tests leave a core idle at times); the 30 slowest tests
+# included, the import contracts and the docs build beside them (one process each); the 30 slowest tests
 # are listed at the end (where the suite's time goes); then the serial tier, alone
-test: import-contracts
-	$(MAKE) --no-print-directory -j2 --output-sync=line docs test-parallel-tier
+test: $(VENV)/.installed
+	$(MAKE) --no-print-directory -j3 --output-sync=line import-contracts docs test-parallel-tier
 	$(PY) -m pytest -m "not slow and serial" $(SERIAL_FILES) || test $$? -eq 5  # 5: no serial test in the tier
 
 test-parallel-tier: $(VENV)/.installed
