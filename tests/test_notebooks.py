@@ -49,9 +49,10 @@ matplotlib.rcdefaults()
 
 @pytest.fixture(scope="module")
 def kernel():
-    """The kernel this test process runs its notebooks in, started with the fast setting and the Agg backend."""
+    """The kernel this test process runs its notebooks in, started with the fast setting, the Agg backend and one
+    OpenMP thread (beside the other test worker, as each worker computes: tests/conftest.py)."""
     manager = KernelManager(kernel_name="python3")
-    manager.start_kernel(env={**os.environ, "BNN_NOTEBOOK_FAST": "1", "MPLBACKEND": "Agg"})
+    manager.start_kernel(env={**os.environ, "BNN_NOTEBOOK_FAST": "1", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"})
     try:
         run_cells(manager, [KERNEL_START])
         yield manager

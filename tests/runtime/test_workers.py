@@ -12,6 +12,7 @@ from bnn.inference.core.method import Method
 from bnn.inference.point_estimate import MapOptions, MapRecord
 from bnn.models import BayesianMLP
 
+from bnn.runtime import workers
 from bnn.runtime.workers import THREAD_VARIABLES, available_cores, one_torch_thread
 from tests.support.processes import kill_all, loky_workers, start_bnn, still_running
 
@@ -39,31 +40,32 @@ def threads_inside_a_fit() -> int:
 
 
 @pytest.fixture
-def no_thread_variables(monkeypatch):
+def two_threads_by_default(monkeypatch):
+    """torch on two threads, taken for its default (a process started on two or more cores with no thread variable),
+    whatever this process started with (a test worker computes on one); the count put back after the test."""
     for name in THREAD_VARIABLES:
         monkeypatch.delenv(name, raising=False)
-
-
-def test_a_fit_runs_on_one_torch_thread_and_gives_the_count_back(no_thread_variables):
     before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    monkeypatch.setattr(workers, "STARTING_THREADS", 2)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_a_fit_runs_on_one_torch_thread_and_gives_the_count_back(two_threads_by_default):
     assert threads_inside_a_fit() == 1
-    assert torch.get_num_threads() == before
+    assert torch.get_num_threads() == 2
 
 
-@pytest.mark.skipif(torch.get_num_threads() < 2, reason="torch runs on one thread here whatever the fit does")
 @pytest.mark.parametrize("variable", THREAD_VARIABLES)
-def test_a_fit_keeps_the_threads_a_user_set_in_the_environment(no_thread_variables, monkeypatch, variable):
+def test_a_fit_keeps_the_threads_a_user_set_in_the_environment(two_threads_by_default, monkeypatch, variable):
     monkeypatch.setenv(variable, "3")
-    assert threads_inside_a_fit() == torch.get_num_threads()
+    assert threads_inside_a_fit() == 2
 
 
-def test_a_fit_keeps_the_threads_a_user_set_with_torch(no_thread_variables):
-    before = torch.get_num_threads()
-    torch.set_num_threads(before + 1)
-    try:
-        assert threads_inside_a_fit() == before + 1
-    finally:
-        torch.set_num_threads(before)
+def test_a_fit_keeps_the_threads_a_user_set_with_torch(two_threads_by_default):
+    torch.set_num_threads(3)
+    assert threads_inside_a_fit() == 3
 
 
 def test_available_cores_are_those_this_process_may_run_on():
