@@ -12,8 +12,8 @@ import torch
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # make test runs a worker per core: each computes on one torch thread, or the OpenMP threads of the work outside
-    # the fits (which run on one thread already) spin for cores the other worker holds, a fifth of the suite's CPU
-    # time here. Set before bnn is imported, so that bnn takes it for torch's default, not for a count a user chose
+    # the fits (which run on one thread already) spin for the core the other worker holds. Set before bnn is imported,
+    # so that bnn takes it for torch's default, not for a count a user chose
     torch.set_num_threads(1)
 
 from bnn.runtime.lazy_arviz import load_arviz  # noqa: E402

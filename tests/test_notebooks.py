@@ -31,7 +31,6 @@ get_ipython().fresh_state = (list(sys.path), list(warnings.filters), torch.get_d
 """Run once in the shared kernel as it starts: what a notebook may change, as a fresh kernel has it."""
 
 FRESH_STATE = """
-%reset -f
 import os, sys, warnings
 import matplotlib, matplotlib.pyplot
 import torch
@@ -101,7 +100,8 @@ def test_notebook_runs(path, tmp_path, kernel):
 def test_each_notebook_starts_from_a_fresh_kernels_state(tmp_path, kernel):
     """What one notebook changes (its names, dtype, threads, seed, filters, path, working folder) the next does not see."""
     first, second = tmp_path / "first", tmp_path / "second"
-    first.mkdir(), second.mkdir()
+    first.mkdir()
+    second.mkdir()
     changes = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
         "import sys, warnings, torch\nleft_behind = 1\ntorch.set_default_dtype(torch.float64)\n"
         "torch.set_num_threads(torch.get_num_threads() + 1)\nwarnings.simplefilter('error')\n"
