@@ -31,8 +31,38 @@ import torch
 from bnn.guides.flat_weights import num_weights, split_flat
 from bnn.guides.kron_covariance import KronCovariance, KronTransform
 from bnn.models.sites import WeightSite
+from torch.distributions import constraints
+from torch.distributions.transforms import Transform
 
 LATENT_SITE = "_laplace_latent"
+
+
+class TriangularTransform(Transform):
+    r"""The affine map :math:`z \mapsto \mu + S z` from standard normals ``(..., D)`` to :math:`\mathcal{N}(\mu, SS^\top)`,
+    :math:`S` lower triangular with a positive diagonal.
+
+    The draws are one matrix product ``z @ S.T`` over every batch dimension; ``MultivariateNormal(scale_tril=S)``
+    under a plate of draws multiplies the factor broadcast to each draw instead, which copies it per draw.
+    """
+
+    domain = constraints.independent(constraints.real, 1)
+    codomain = constraints.independent(constraints.real, 1)
+    bijective = True
+
+    def __init__(self, loc: torch.Tensor, scale_tril: torch.Tensor) -> None:
+        super().__init__(cache_size=1)
+        self.loc, self.scale_tril = loc, scale_tril
+
+    def _call(self, standard: torch.Tensor) -> torch.Tensor:
+        return self.loc + standard @ self.scale_tril.T
+
+    def _inverse(self, value: torch.Tensor) -> torch.Tensor:
+        centred = (value - self.loc).reshape(-1, self.loc.shape[-1]).T
+        return torch.linalg.solve_triangular(self.scale_tril, centred, upper=False).T.reshape(value.shape)
+
+    def log_abs_det_jacobian(self, standard: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+        r""":math:`\log|\det S| = \sum_i \log S_{ii}`, the same for every draw."""
+        return standard.new_full(standard.shape[:-1], float(self.scale_tril.diagonal().log().sum()))
 
 
 class LaplaceGuide:
@@ -100,7 +130,8 @@ class LaplaceGuide:
             return dist.TransformedDistribution(standard, KronTransform(loc, self.scale))
         if self.is_diagonal:
             return dist.Normal(loc, self.scale).to_event(1)
-        return dist.MultivariateNormal(loc, scale_tril=self.scale)
+        standard = dist.Normal(torch.zeros_like(loc), torch.ones_like(loc)).to_event(1)
+        return dist.TransformedDistribution(standard, TriangularTransform(loc, self.scale))
 
     def covariance(self) -> torch.Tensor:
         """:math:`\\Lambda_c^{-1} = S S^\\top`, shape ``(D_c, D_c)``."""

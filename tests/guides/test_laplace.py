@@ -68,6 +68,13 @@ def test_guide_log_density_is_the_gaussian_of_the_flat_draw():
     torch.testing.assert_close(total, expected)
 
 
+def test_full_factor_density_is_the_multivariate_normal_of_its_factor():
+    guide = random_guide(D, diagonal=False)
+    values = torch.randn(3, 2, D, generator=torch.Generator().manual_seed(4))
+    expected = torch.distributions.MultivariateNormal(guide.mean, scale_tril=guide.scale).log_prob(values)
+    torch.testing.assert_close(guide.covered_distribution().log_prob(values), expected)
+
+
 def test_predictive_runs_the_model_with_the_guide():
     guide = random_guide(LAST, diagonal=False)
     x = torch.randn(7, 2)
