@@ -14,8 +14,9 @@ material's :math:`\Lambda = J^\top J / \sigma_y^2 + I / \sigma_w^2`.
 Steps: (1) :math:`\theta_{MAP}` by Adam then a Levenberg-Marquardt polish (:mod:`bnn.inference.map_search.map_estimate`); by
 default, wherever the covered priors are Gaussian and the curvature is the GGN, the prior precision multiplier
 :math:`\alpha` (:math:`P \to \alpha P`) and a learned noise are those maximising the Laplace evidence, the MAP
-refitted at each candidate (:mod:`bnn.inference.curvature.evidence`), or, where the MAP was fitted on minibatches
-(large data, a costly network), the multiplier at the MAP held fixed (:mod:`bnn.inference.laplace.posthoc_precision`);
+refitted at each candidate (:mod:`bnn.inference.curvature.evidence`) where its polish is Levenberg-Marquardt, or
+elsewhere (an L-BFGS polish, or a MAP fitted on minibatches: each refit would cost a curvature or a training of its
+own) the multiplier at the MAP held fixed, from one curvature (:mod:`bnn.inference.laplace.posthoc_precision`);
 otherwise :math:`\alpha = 1` and a learned noise is
 still chosen by the evidence where the covered priors are Gaussian; a network with ``layer-scale`` or ``ard`` priors
 has their scales set to the evidence's type-II maximum instead, a prior precision per group, the MAP refitted at each
@@ -55,7 +56,7 @@ from bnn.inference.laplace.curvature import (
 from bnn.inference.laplace.default_structure import choose_structure
 from bnn.inference.laplace.linearized import Linearization, is_linearizable
 from bnn.inference.laplace.options import LaplaceOptions
-from bnn.inference.laplace.posthoc_precision import posthoc_multiplier
+from bnn.inference.laplace.posthoc_precision import posthoc_multiplier, refits_affordable
 from bnn.inference.laplace.prior_curvature import check_prior_curvature_possible, covered_sites, prior_curvature
 from bnn.inference.laplace.record import LaplaceRecord
 from bnn.inference.laplace.type2_scales import DESCRIPTION, check_type2_possible, type2_maximum
@@ -156,8 +157,10 @@ def _check_temperature(model, structure: Structure, temperature: float) -> None:
                          f"not tempered; with temperature={temperature:g} pass structure='diag' or 'last-layer'")
 
 
-def _approximate(model, x, y, estimate: MapEstimate, start: int, hessian_type, structure, tune: bool, progress: bool):
-    """Steps (2)-(3) of the module docstring: the covariance factor and the evidence, under the MAP's multiplier."""
+def _approximate(model, x, y, estimate: MapEstimate, start: int, hessian_type, structure, tune: bool, progress: bool,
+                 curvature: torch.Tensor | None = None):
+    """Steps (2)-(3) of the module docstring: the covariance factor and the evidence, under the MAP's multiplier;
+    ``curvature`` the likelihood's at the MAP where it was formed already (it becomes the precision, in place)."""
     prior_precision = estimate.multiplier * prior_curvature(model, estimate.theta, start)
     theta = estimate.theta[start:]
     log_prior = gaussian_log_prior(theta, prior_precision) if tune else _covered_log_prior(model, estimate.theta, start)
@@ -165,8 +168,9 @@ def _approximate(model, x, y, estimate: MapEstimate, start: int, hessian_type, s
         covariance = kron_posterior(model, x, estimate.theta, estimate.latents, prior_precision)
         logdet = covariance.logdet_precision()
         return covariance, laplace_log_marginal_likelihood(estimate.log_likelihood, log_prior, logdet, theta.numel())
-    curvature = likelihood_curvature(model, x, y, estimate.theta, estimate.latents, hessian_type=hessian_type,
-                                     structure=structure, progress=progress)
+    if curvature is None:
+        curvature = likelihood_curvature(model, x, y, estimate.theta, estimate.latents, hessian_type=hessian_type,
+                                         structure=structure, progress=progress)
     precision = curvature  # Lambda = H + P, formed in place
     (precision if precision.dim() == 1 else precision.diagonal()).add_(prior_precision)
     del curvature
@@ -220,20 +224,26 @@ def run_laplace(model, x: torch.Tensor, y: torch.Tensor, options: LaplaceOptions
             type2 = type2_maximum(model, x_work, y_work, options, start, lambda network, at: _approximate(
                 network, x_work, y_work, at, start, hessian_type, structure, False, False))
             estimate, scale, evidence, scales = type2.estimate, type2.scale, type2.log_marginal_likelihood, type2.scales
-            map_seconds = time.perf_counter() - began
+            map_seconds, refits = time.perf_counter() - began, None
         else:
+            refits = refits_affordable(model, x.shape[0], start) if tune_prior_precision else None
             estimate = find_map(model, x_work, y_work, **options.map_fit_arguments(), progress=progress,
-                                judged_from=start,
-                                multiplier=None if tune_prior_precision else options.temperature,
+                                judged_from=start, multiplier=None if refits else options.temperature,
                                 diagonal_evidence=structure is Structure.DIAG, kron_evidence=structure is Structure.KRON)
-            if estimate.minibatch and tune_prior_precision:  # no refits: the evidence at the MAP held fixed
-                choice = posthoc_multiplier(model, x_work, y_work, estimate, start, hessian_type, structure, progress)
+            if estimate.minibatch and refits:  # a MAP fitted on minibatches is not refitted either
+                refits = False
+            curvature = None
+            if tune_prior_precision and not refits:  # the evidence at the MAP held fixed, its curvature formed once
+                if structure is not Structure.KRON:
+                    curvature = likelihood_curvature(model, x_work, y_work, estimate.theta, estimate.latents,
+                                                     hessian_type=hessian_type, structure=structure, progress=progress)
+                choice = posthoc_multiplier(model, x_work, estimate, start, structure, curvature)
                 estimate = dataclasses.replace(estimate, multiplier=choice.multiplier,
                                                evidence_evaluations=choice.evaluations,
                                                evidence_bracketed=choice.bracketed)
             map_seconds = time.perf_counter() - began
             scale, evidence = _approximate(model, x_work, y_work, estimate, start, hessian_type, structure,
-                                           tune_prior_precision, progress)
+                                           tune_prior_precision, progress, curvature)
             if options.temperature != UNTEMPERED:  # (H + T P)^-1 at the mode of log p + T log prior, times T
                 scale, evidence = scale * math.sqrt(options.temperature), math.nan
             type2, scales = None, {}
@@ -253,6 +263,7 @@ def run_laplace(model, x: torch.Tensor, y: torch.Tensor, options: LaplaceOptions
         log_marginal_likelihood=evidence, prior_precision=_gaussian_precisions(model, start, multiplier),
         prior_precision_multiplier=multiplier, tune_prior_precision=tune_prior_precision,
         evidence_rounds=estimate.evidence_evaluations, evidence_converged=estimate.evidence_bracketed,
+        evidence_refits=refits,
         noise=estimate.latents["sigma"].item() if "sigma" in estimate.latents else None,
         hierarchical_scales=type2 and type2.group_scales,
         hierarchical_scales_method=DESCRIPTION if type2 else None, type2_rounds=type2 and type2.rounds,

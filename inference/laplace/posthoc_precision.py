@@ -1,6 +1,7 @@
 r"""The prior precision chosen by the Laplace evidence at a MAP held fixed: the post-hoc tuning of a Laplace fit whose
-MAP was fitted on minibatches (:mod:`bnn.inference.map_search.minibatch_map`), where refitting the MAP at each
-candidate, as the full-batch fit's evidence search does, would cost a training each.
+MAP was fitted on minibatches (:mod:`bnn.inference.map_search.minibatch_map`) or polished by L-BFGS, where refitting
+the MAP at each candidate, as the Levenberg-Marquardt fit's evidence search does, would cost a training, or a
+curvature its polish does not form, each.
 
 With the MAP :math:`\theta` (fitted at the model's own prior, :math:`\alpha = 1`), the likelihood's curvature
 :math:`H` there and the prior's diagonal base precision :math:`P`, the evidence of the multiplier :math:`\alpha` is
@@ -14,7 +15,8 @@ With the MAP :math:`\theta` (fitted at the model's own prior, :math:`\alpha = 1`
 :math:`\log\alpha` by the search of :mod:`bnn.inference.curvature.evidence_search`. The curvature is formed once:
 for a dense :math:`H`, :math:`\log\det(H + \alpha P) = \log\det P + \sum_i \log(\mu_i + \alpha)` with :math:`\mu_i`
 the eigenvalues of :math:`P^{-1/2} H P^{-1/2}`; for a diagonal one, :math:`\sum_k \log(h_k + \alpha p_k)`; the
-Kronecker-factored one is formed again at each candidate. A learned noise stays at its maximum-likelihood value.
+Kronecker-factored one is formed again at each candidate. A learned noise stays where the MAP fit put it (its
+maximum-likelihood value on minibatches, the evidence's at :math:`\alpha = 1` in full batch).
 """
 
 from __future__ import annotations
@@ -24,12 +26,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+from bnn.guides.flat_weights import num_weights
 from bnn.inference.curvature.evidence import gaussian_log_prior, laplace_log_marginal_likelihood
 from bnn.inference.curvature.evidence_search import maximize_on_log_scale
+from bnn.inference.curvature.gauss_newton import uses_gauss_newton
 from bnn.inference.curvature.kron_curvature import kron_posterior
-from bnn.inference.laplace.curvature import Structure, likelihood_curvature
+from bnn.inference.laplace.curvature import Structure
 from bnn.inference.laplace.prior_curvature import prior_curvature
 from bnn.inference.map_search.map_estimate import MapEstimate
+
+
+def refits_affordable(model, rows: int, start: int) -> bool:
+    """Whether the full-batch evidence search over the prior precision refits the MAP at each candidate rather than
+    holding it fixed (this module): where the MAP's polish is Levenberg-Marquardt
+    (:func:`~bnn.inference.curvature.gauss_newton.uses_gauss_newton` over the weights from ``start``), which forms
+    the curvature at every step anyway; an L-BFGS polish does not, and each refit would add one."""
+    return uses_gauss_newton(model, rows, num_weights(model.sites) - start)
 
 
 @dataclass(frozen=True)
@@ -41,9 +53,10 @@ class PosthocChoice:
     bracketed: bool
 
 
-def evidence_of_multiplier(model, x: torch.Tensor, y: torch.Tensor, estimate: MapEstimate, start: int, hessian_type,
-                           structure: Structure, progress: bool) -> Callable[[float], float]:
-    r""":math:`\alpha \mapsto \log Z(\alpha)` at the fixed MAP (module notes), its curvature formed once."""
+def evidence_of_multiplier(model, x: torch.Tensor, estimate: MapEstimate, start: int, structure: Structure,
+                           curvature: torch.Tensor | None) -> Callable[[float], float]:
+    r""":math:`\alpha \mapsto \log Z(\alpha)` at the fixed MAP (module notes), from the likelihood's ``curvature`` there
+    (dense or diagonal, left unchanged; ``None`` for the Kronecker-factored one, formed at each :math:`\alpha`)."""
     base = prior_curvature(model, estimate.theta, start)
     theta = estimate.theta[start:]
     dim = theta.numel()
@@ -55,8 +68,6 @@ def evidence_of_multiplier(model, x: torch.Tensor, y: torch.Tensor, estimate: Ma
     if structure is Structure.KRON:
         return lambda multiplier: evidence(multiplier, kron_posterior(
             model, x, estimate.theta, estimate.latents, multiplier * base).logdet_precision())
-    curvature = likelihood_curvature(model, x, y, estimate.theta, estimate.latents, hessian_type=hessian_type,
-                                     structure=structure, progress=progress)
     if curvature.dim() == 1:
         return lambda multiplier: evidence(multiplier, float((curvature + multiplier * base).log().sum()))
     root = base.rsqrt()
@@ -65,10 +76,11 @@ def evidence_of_multiplier(model, x: torch.Tensor, y: torch.Tensor, estimate: Ma
     return lambda multiplier: evidence(multiplier, log_base + float((whitened + multiplier).clamp_min(0).log().sum()))
 
 
-def posthoc_multiplier(model, x: torch.Tensor, y: torch.Tensor, estimate: MapEstimate, start: int, hessian_type,
-                       structure: Structure, progress: bool) -> PosthocChoice:
-    r"""The multiplier :math:`\alpha` of the prior precision that maximises the evidence at the fixed MAP."""
-    evidence = evidence_of_multiplier(model, x, y, estimate, start, hessian_type, structure, progress)
+def posthoc_multiplier(model, x: torch.Tensor, estimate: MapEstimate, start: int, structure: Structure,
+                       curvature: torch.Tensor | None) -> PosthocChoice:
+    r"""The multiplier :math:`\alpha` of the prior precision that maximises the evidence at the fixed MAP, from the
+    likelihood's ``curvature`` there (:func:`evidence_of_multiplier`)."""
+    evidence = evidence_of_multiplier(model, x, estimate, start, structure, curvature)
     result = maximize_on_log_scale(lambda log_multiplier: evidence(math.exp(log_multiplier)),
                                    math.log(estimate.multiplier))
     return PosthocChoice(math.exp(result.point), result.evaluations, result.bracketed)

@@ -44,10 +44,14 @@ class LaplaceRecord(MapFitRecord):
         Whether :math:`\alpha` (and a learned noise, ``noise``) maximised the evidence
         (:mod:`bnn.inference.curvature.evidence`).
     evidence_rounds : int, optional
-        MAP refits of the search for the evidence's maximum (:mod:`bnn.inference.curvature.evidence_search`), when the
-        evidence chose :math:`\alpha` or the noise.
+        Evaluations of the search for the evidence's maximum (:mod:`bnn.inference.curvature.evidence_search`), when
+        the evidence chose :math:`\alpha` or the noise: MAP refits, or evaluations at the MAP held fixed
+        (``evidence_refits``).
     evidence_converged : bool, optional
         Whether that search found a maximum.
+    evidence_refits : bool, optional
+        Whether the search over :math:`\alpha` refitted the MAP at each candidate (``True``) or held it fixed
+        (``False``: :mod:`bnn.inference.laplace.posthoc_precision`); ``None`` when :math:`\alpha` was not tuned.
     hierarchical_scales : dict, optional
         For a network with ``layer-scale`` or ``ard`` priors, the prior standard deviation of each group of weights at
         its type-II maximum: ``{"layers.1": 0.8}`` for a layer scale; ``{"layers.0.weight": [one per input column],
@@ -73,6 +77,7 @@ class LaplaceRecord(MapFitRecord):
     tune_prior_precision: bool
     evidence_rounds: int | None = None
     evidence_converged: bool | None = None
+    evidence_refits: bool | None = None
     hierarchical_scales: dict[str, float | list[float]] | None = None
     hierarchical_scales_method: str | None = None
     type2_rounds: int | None = None
