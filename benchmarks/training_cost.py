@@ -11,7 +11,7 @@ after the other. Each fit prints one line,
 
 (``rmse=`` for regression), the plain training first, and the rows are kept in ``training_cost/results.csv`` (a
 row per data set, model and method, replaced by a new run of the same) with the run's command, commit, machine and
-date; ``benchmarks/results/training_cost.md``'s tables are made from that CSV (:func:`tables_from_csv`).
+date, written after each fit; ``benchmarks/results/training_cost.md``'s tables are made from that CSV (:func:`tables_from_csv`).
 
 Usage::
 
@@ -41,6 +41,7 @@ from bnn.models.network import network_from_config
 from benchmarks.provenance import header_line, run_header
 from bnn.experiments.uci.grid import hidden_units
 from bnn.experiments.uci.protocol import uci_model
+from bnn.runtime.atomic import atomic_file
 
 RESULTS = Path(__file__).parent / "results" / "training_cost"
 CSV = RESULTS / "results.csv"
@@ -213,17 +214,25 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     model = build_network(dataset, architecture, args.uci_dir)
     header = run_header("benchmarks.training_cost", argv)
     plain, plain_seconds = plain_training(model, dataset, args.seed)
+    args.csv.parent.mkdir(parents=True, exist_ok=True)
     rows = [cost_row(dataset, architecture, PLAIN, plain, plain_seconds, plain_seconds, header)]
-    print(cost_line(rows[-1]), flush=True)
+    table = _written(rows, args.csv)
     for name in methods:
         began = time.perf_counter()
         posterior = fit(model, dataset, name, seed=args.seed, progress=False)
         rows.append(cost_row(dataset, architecture, name, posterior, time.perf_counter() - began, plain_seconds,
                              header))
-        print(cost_line(rows[-1]), flush=True)
-    args.csv.parent.mkdir(parents=True, exist_ok=True)
-    table = merged(rows, args.csv)
-    table.to_csv(args.csv, index=False)
+        table = _written(rows, args.csv)
+    return table
+
+
+def _written(rows: list[dict[str, Any]], path: Path) -> pd.DataFrame:
+    """Print the last row's line and merge the run's rows so far into the CSV at ``path`` (replaced whole, so that a
+    run stopped halfway keeps the fits it finished)."""
+    print(cost_line(rows[-1]), flush=True)
+    table = merged(rows, path)
+    with atomic_file(path) as handle:
+        table.to_csv(handle, index=False)
     return table
 
 

@@ -19,6 +19,7 @@ from bnn.cli.main import main
 from bnn.experiments.comparison import report
 from bnn.experiments.comparison import run as workflow
 from bnn.runtime.atomic import writing, writing_lock
+from tests.support.interrupts import interrupt_fit_of
 
 COMMAND = ["compare", "--dataset", "toy1d", "--methods", "svi,laplace", "--hidden", "3", "--steps", "30", "--map-steps", "30",
            "--num-samples", "20", "--quiet"]
@@ -115,14 +116,7 @@ def test_sigterm_while_writing_the_report_says_what_was_kept(tmp_path, monkeypat
 
 @pytest.mark.long
 def test_ctrl_c_during_a_fit_keeps_the_fits_before_it(tmp_path, monkeypatch, capsys):
-    original = workflow.fit
-
-    def fit(model, data, method, **options):
-        if method == "laplace":
-            raise KeyboardInterrupt
-        return original(model, data, method, **options)
-
-    monkeypatch.setattr(workflow, "fit", fit)
+    interrupt_fit_of(monkeypatch, workflow, "laplace")
     code, _, err = run([*COMMAND, "--out", str(tmp_path / "report")], capsys)
     assert code == 130 and "compare stopped (SIGINT); the finished fits 01-svi are kept" in err
 

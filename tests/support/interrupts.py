@@ -1,4 +1,5 @@
-"""Ctrl-C and signals delivered in this process at a chosen point of a fit: an SVI step, a NUTS progress report."""
+"""Ctrl-C and signals delivered in this process at a chosen point of a fit: an SVI step, a NUTS progress report, the
+start of a method's fit."""
 
 from __future__ import annotations
 
@@ -41,3 +42,15 @@ def interrupt_at_report(monkeypatch, report: int, when=lambda: True, stage: str 
 
     monkeypatch.setattr(chains._ProgressBars, "__call__", interrupting)
     return events
+
+
+def interrupt_fit_of(monkeypatch, module, method: str) -> None:
+    """Ctrl-C (``KeyboardInterrupt``) when ``module``'s ``fit`` is called for ``method``; other methods fit as before."""
+    original = module.fit
+
+    def fit(model, data, name, **options):
+        if name == method:
+            raise KeyboardInterrupt
+        return original(model, data, name, **options)
+
+    monkeypatch.setattr(module, "fit", fit)

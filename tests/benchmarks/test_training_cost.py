@@ -1,0 +1,37 @@
+"""The cost benchmark: a plain training, then each method at its defaults on the same data, a line and a CSV row per
+fit, and the tables made from the CSV."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from benchmarks import training_cost
+from tests.support.interrupts import interrupt_fit_of
+
+pytestmark = pytest.mark.benchmarks
+
+
+def test_prints_and_keeps_a_row_per_fit_the_plain_training_first(tmp_path, capsys):
+    csv = tmp_path / "results.csv"
+    training_cost.main(["--dataset", "toy1d", "--methods", "map,laplace", "--csv", str(csv)])
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("cost ")]
+    assert [line.split()[1] for line in lines] == ["method=plain", "method=map", "method=laplace"]
+    frame = pd.read_csv(csv)
+    assert list(frame["method"]) == ["plain", "map", "laplace"]
+    plain_seconds = frame["seconds"].iloc[0]
+    assert (frame["ratio"] - frame["seconds"] / plain_seconds).abs().max() < 1e-9
+    assert list(frame["target"]) == [1.0, training_cost.TARGETS["map"], training_cost.TARGETS["laplace"]]
+    assert frame["rmse"].notna().all() and frame["accuracy"].isna().all()
+    assert frame["command"].str.startswith("python -m benchmarks.training_cost").all()
+    tables = training_cost.tables_from_csv(csv)
+    assert "| method | seconds | ratio | target | met | rmse | test_ll | check |" in tables
+    assert tables.count("\n| map | ") == 1 and "Runs:" in tables
+
+
+def test_a_run_stopped_halfway_keeps_the_fits_it_finished(tmp_path, monkeypatch):
+    csv = tmp_path / "results.csv"
+    interrupt_fit_of(monkeypatch, training_cost, "laplace")
+    with pytest.raises(KeyboardInterrupt):
+        training_cost.main(["--dataset", "toy1d", "--methods", "map,laplace", "--csv", str(csv)])
+    assert list(pd.read_csv(csv)["method"]) == ["plain", "map"]
