@@ -5,7 +5,6 @@ refits where the prior precision is tuned by refitting them
 from __future__ import annotations
 
 from bnn.inference.core.cost_model import GradientCount
-from bnn.inference.laplace.curvature import covered_from
 from bnn.inference.laplace.options import LaplaceOptions
 from bnn.inference.laplace.posthoc_precision import refits_affordable
 from bnn.inference.map_search.map_cost import map_cost_model, map_fits_count
@@ -13,10 +12,7 @@ from bnn.inference.map_search.map_cost import map_cost_model, map_fits_count
 
 def count(options: LaplaceOptions, rows: int, model) -> GradientCount:
     """The expected and worst-case work of the MAP fit of ``options``."""
-    tuned = options.tune_prior_precision is not False
-    if tuned and model is not None:
-        start = 0 if options.structure is None else covered_from(model, options.structure)
-        tuned = refits_affordable(model, rows, start)
+    tuned = options.tune_prior_precision is not False and (model is None or refits_affordable(model, rows))
     return map_fits_count(options, model, rows, tuned=tuned)
 
 

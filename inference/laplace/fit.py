@@ -226,7 +226,7 @@ def run_laplace(model, x: torch.Tensor, y: torch.Tensor, options: LaplaceOptions
             estimate, scale, evidence, scales = type2.estimate, type2.scale, type2.log_marginal_likelihood, type2.scales
             map_seconds, refits = time.perf_counter() - began, None
         else:
-            refits = refits_affordable(model, x.shape[0], start) if tune_prior_precision else None
+            refits = refits_affordable(model, x.shape[0]) if tune_prior_precision else None
             estimate = find_map(model, x_work, y_work, **options.map_fit_arguments(), progress=progress,
                                 judged_from=start, multiplier=None if refits else options.temperature,
                                 diagonal_evidence=structure is Structure.DIAG, kron_evidence=structure is Structure.KRON)

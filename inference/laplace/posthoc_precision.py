@@ -36,12 +36,12 @@ from bnn.inference.laplace.prior_curvature import prior_curvature
 from bnn.inference.map_search.map_estimate import MapEstimate
 
 
-def refits_affordable(model, rows: int, start: int) -> bool:
+def refits_affordable(model, rows: int) -> bool:
     """Whether the full-batch evidence search over the prior precision refits the MAP at each candidate rather than
-    holding it fixed (this module): where the MAP's polish is Levenberg-Marquardt
-    (:func:`~bnn.inference.curvature.gauss_newton.uses_gauss_newton` over the weights from ``start``), which forms
-    the curvature at every step anyway; an L-BFGS polish does not, and each refit would add one."""
-    return uses_gauss_newton(model, rows, num_weights(model.sites) - start)
+    holding it fixed (this module): where the MAP's polish of all its weights is Levenberg-Marquardt
+    (:func:`~bnn.inference.curvature.gauss_newton.uses_gauss_newton`), which forms the curvature at every step anyway;
+    an L-BFGS polish does not, and each refit would add one to hundreds of its iterations."""
+    return uses_gauss_newton(model, rows, num_weights(model.sites))
 
 
 @dataclass(frozen=True)

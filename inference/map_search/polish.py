@@ -116,7 +116,7 @@ class MapProblem:
 
     def _polish_from(self, theta, begin, prior: ScaledPrior, latents_at, log_noise, tolerance) -> tuple[torch.Tensor, int]:
         model, x, y = self.model, self.x, self.y
-        dense = uses_gauss_newton(model, x.shape[0], theta.shape[0] - self.judged_from)
+        dense = uses_gauss_newton(model, x.shape[0], theta.shape[0] - begin)  # a step's precision covers these
         budget = self.budget = polish_budget(self.max_iter, dense, model.has_kinks())
 
         def joint(weights: torch.Tensor, latents: dict) -> torch.Tensor:

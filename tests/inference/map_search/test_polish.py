@@ -60,6 +60,23 @@ def test_without_a_budget_each_polish_takes_its_own_default(monkeypatch, dense_l
     assert estimate.polish == polish_name and estimate.lbfgs_iterations == 3
 
 
+def test_the_whole_network_pass_of_a_judged_polish_forms_no_precision_over_every_weight(monkeypatch):
+    """With judged_from at the last layer (a last-layer Laplace's MAP) and the dense limit between that layer's 60
+    weights and the network's 385, the polish of all weights is L-BFGS and only the last layer's pass is
+    Levenberg-Marquardt: no Gauss-Newton precision over all weights is formed (each costs the dense GGN of the whole
+    network, where a step over the last layer alone is what is affordable)."""
+    model, x, y = digits_subset()
+    start = 385 - 60
+    monkeypatch.setattr(gauss_newton, "GAUSS_NEWTON_MAX_WEIGHTS", 100)
+    formed, precision = [], MapProblem.precision
+    monkeypatch.setattr(MapProblem, "precision", lambda self, w, latents, prior, begin: formed.append(begin) or
+                        precision(self, w, latents, prior, begin))
+    torch.manual_seed(0)
+    estimate = find_map(model, x, y, steps=300, lr=0.01, tolerance=0.1, progress=False, judged_from=start)
+    assert formed and set(formed) == {start}
+    assert estimate.polish.startswith("levenberg-marquardt") and estimate.converged
+
+
 class LogOutput(torch.nn.Module):
     """The log of a linear layer's output, NaN wherever it is negative."""
 
