@@ -18,6 +18,8 @@ STALL_ADVICE = ("the polish stalled: at the rise of the log joint of its last st
                 "within map_max_iter (near the kinks of ReLU units or max-pooling the steps that raise it shrink toward "
                 "zero); raise map_max_iter far above the iterations taken, loosen map_tolerance, or use a smooth "
                 "activation (tanh, silu) and average pooling (BayesianCNN's pooling='avg')")
+MINIBATCH_FIX = "raise map_epochs (--map-epochs) or map_batch_lr"
+"""What to do about a MAP fitted on minibatches whose objective had not flattened."""
 NO_MAXIMUM_FIX = "give the noise (a fixed likelihood scale) or the prior precision (tune_prior_precision=False)"
 COLLAPSE_FIX = "use a Gaussian prior (the noise is then chosen by the Laplace evidence) or a fixed noise"
 

@@ -53,13 +53,14 @@ import torch
 from bnn.guides.flat_weights import join_sites, split_flat
 from bnn.inference.curvature.evidence_search import MAX_STEPS
 from bnn.inference.curvature.gauss_newton import uses_gauss_newton
-from bnn.inference.map_search.advice import COLLAPSE_FIX, NO_MAXIMUM_FIX, map_advice
+from bnn.inference.map_search.advice import COLLAPSE_FIX, MINIBATCH_FIX, NO_MAXIMUM_FIX, map_advice
 from bnn.inference.map_search.hyperparameter_search import EvidenceSearch, HyperparameterChoice
 from bnn.inference.map_search.log_joint import ScaledPrior, evidence_possible, log_likelihood, log_prior, most_likely_noise
 from bnn.inference.map_search.minibatch_map import (
     BATCH_SIZE,
     EPOCHS,
     FLAT_SHARE,
+    MINIBATCH_POLISH,
     MinibatchFit,
     full_batch_affordable,
     minibatch_map,
@@ -355,15 +356,15 @@ def _minibatch_estimate(model, x, y, run: MinibatchFit, prior: ScaledPrior, late
     gradient = gradient[judged_from:]
     if not torch.isfinite(gradient).all():
         raise FloatingPointError("the MAP fit ended at non-finite values; lower map_batch_lr or raise map_epochs")
-    polish = f"none: minibatch Adam, {run.epochs} epochs of {rows} rows"
+    polish = f"{MINIBATCH_POLISH}, {run.epochs} epochs of {rows} rows"
     if not run.flat:
         trend = run.trend
         said = ("too few steps to judge whether its objective flattened" if trend is None else
                 f"its objective rose by {trend.gain:.3g} per example over its last {trend.later_steps} steps (the last "
                 f"tenth of its learning rate), more than {FLAT_SHARE:.0%} of its rise over the run")
         warnings.warn(f"the MAP fit on minibatches stopped before its objective flattened: {said}; the MAP estimate "
-                      "(the Laplace approximation's centre, or a guide's start) is short of the mode; raise map_epochs "
-                      "(--map-epochs) or map_batch_lr", RuntimeWarning, stacklevel=user_stacklevel())
+                      f"(the Laplace approximation's centre, or a guide's start) is short of the mode; {MINIBATCH_FIX}",
+                      RuntimeWarning, stacklevel=user_stacklevel())
     log_prior_value = log_prior(model, theta.detach(), prior.distributions).item()
     return MapEstimate(run.theta, latents, likelihood_term, log_prior_value, gradient.norm().item(), math.nan,
                        polish, 0, run.flat, prior.weight, stalled=not run.flat, minibatch=True)

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bnn.inference.core.record import FitRecord
-from bnn.inference.map_search.advice import map_advice
+from bnn.inference.map_search.advice import MINIBATCH_FIX, map_advice
 from bnn.inference.map_search.map_options import MapFitOptions
+from bnn.inference.map_search.minibatch_map import MINIBATCH_POLISH
 
 
 @dataclass(kw_only=True)
@@ -58,6 +59,10 @@ class MapFitRecord(FitRecord):
     def problems(self) -> list[str]:
         if self.map_converged:
             return []
+        if self.map_polish is not None and self.map_polish.startswith(MINIBATCH_POLISH):
+            how = self.map_polish.removeprefix("none: ")
+            return [f"the MAP did not converge: fitted on minibatches ({how}), it stopped before its objective "
+                    f"flattened (gradient norm {self.map_grad_norm:.3g} over all rows); {MINIBATCH_FIX}"]
         off = "" if self.map_newton_decrement is None else f"{self.map_newton_decrement:.3g} posterior sd from the mode, "
         return [f"the MAP did not converge (gradient norm {self.map_grad_norm:.3g}, {off}after {self.options.map_steps} Adam "
                 f"steps and {self.map_lbfgs_iterations} {self.map_polish or 'polish'} iterations): "

@@ -46,6 +46,8 @@ from bnn.runtime.progress import progress_bar
 BATCH_SIZE, EPOCHS, LR = 128, 50, 0.01
 """The minibatch MAP's defaults: rows per step (the plain training's), epochs and Adam's peak rate (chosen on the
 built-in data: benchmarks/results/training_cost.md)."""
+MINIBATCH_POLISH = "none: minibatch Adam"
+"""How a MAP fit's record (``map_polish``) begins where it ran on minibatches, with no polish."""
 FULL_BATCH_WORK = 2e11
 """The most floating-point operations a full-batch MAP fit may take to be cheap (about half a minute on one core of
 the project's machine): above it the MAP is fitted on minibatches."""

@@ -97,3 +97,16 @@ def test_the_map_method_takes_the_minibatch_options_and_its_record_says_which_fi
     assert posterior.record.map_polish == "none: minibatch Adam, 200 epochs of 8 rows"
     full = fit(problem.model, (problem.x, problem.y), "map", seed=0, progress=False)
     assert full.record.map_polish == "levenberg-marquardt"
+
+
+def test_a_flagged_minibatch_map_s_record_names_the_minibatch_fit_and_its_options():
+    """The record's problem of a minibatch MAP too short to flatten says how it was fitted and what to raise, not the
+    polish's advice (it had none)."""
+    problem = conjugate_problem()
+    with pytest.warns(RuntimeWarning, match="stopped before its objective flattened"):
+        record = fit(problem.model, (problem.x, problem.y), "map", map_batch_size=8, map_epochs=2, map_batch_lr=0.05,
+                     seed=0, progress=False).record
+    assert record.problems() == [
+        f"the MAP did not converge: fitted on minibatches (minibatch Adam, 2 epochs of 8 rows), it stopped before its "
+        f"objective flattened (gradient norm {record.map_grad_norm:.3g} over all rows); raise map_epochs "
+        "(--map-epochs) or map_batch_lr"]
