@@ -154,7 +154,8 @@ def _check_temperature(model, structure: Structure, temperature: float) -> None:
                          f"temperature={temperature:g} out")
     if structure is Structure.KRON:
         raise ValueError(f"structure 'kron' (the default's choice here: the full curvature exceeds max_memory_gib) is "
-                         f"not tempered; with temperature={temperature:g} pass structure='diag' or 'last-layer'")
+                         f"not tempered; with temperature={temperature:g} pass structure='diag' or 'last-layer', or "
+                         "raise max_memory_gib")
 
 
 def _approximate(model, x, y, estimate: MapEstimate, start: int, hessian_type, structure, tune: bool, progress: bool,
@@ -198,7 +199,8 @@ def run_laplace(model, x: torch.Tensor, y: torch.Tensor, options: LaplaceOptions
     if hessian_type is HessianType.GGN:
         check_ggn_supported(model.likelihood)
     if options.structure is None:
-        structure, structure_reason = choose_structure(model, x, hessian_type, WORKING_DTYPE.itemsize, max_memory_gib)
+        structure, structure_reason = choose_structure(model, x, hessian_type, WORKING_DTYPE.itemsize, max_memory_gib,
+                                                       tempered=options.temperature != UNTEMPERED)
     else:
         structure, structure_reason = options.structure, "given"
         if structure is Structure.KRON:

@@ -30,9 +30,9 @@ class LaplaceOptions(MapFitOptions):
         The likelihood curvature, a :class:`~bnn.inference.laplace.curvature.HessianType`.
     structure : {"full", "diag", "last-layer", "kron"}, optional
         Which entries of :math:`\Lambda` are kept, a :class:`~bnn.inference.laplace.curvature.Structure`. ``None``
-        (the default): ``full`` where its curvature fits ``max_memory_gib``, else ``kron`` where every layer is
-        written with :mod:`bnn.models.layers` (:func:`~bnn.inference.laplace.default_structure.choose_structure`; the
-        record says which and why).
+        (the default): ``full`` where its curvature fits ``max_memory_gib`` and is cheap (the MAP's polish is
+        Levenberg-Marquardt, which forms it at every step), else ``kron`` where every layer has Kronecker factors
+        (:func:`~bnn.inference.laplace.default_structure.choose_structure`; the record says which and why).
     tune_prior_precision : bool, optional
         Scale a Gaussian prior's precision by the :math:`\alpha` maximising the Laplace
         log marginal likelihood at :math:`\theta_{MAP}` (GGN only). ``None`` (the default): wherever that is

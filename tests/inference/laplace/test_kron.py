@@ -14,6 +14,7 @@ from bnn.guides.flat_weights import join_sites, num_weights
 from bnn.guides.laplace import LaplaceGuide
 from bnn.inference import fit
 from bnn.inference.core.weight_gaussians import weight_gaussians
+from bnn.inference.curvature import gauss_newton
 from bnn.inference.curvature.kron_curvature import kron_factors, kron_posterior
 from bnn.inference.curvature.output_curvature import gauss_newton_matrix
 from bnn.inference.laplace.curvature import HessianType, Structure, required_bytes
@@ -173,6 +174,21 @@ def test_kron_refuses_a_torch_module_naming_the_layer_it_cannot_factor_before_an
         fit(model, (x, y), "laplace", structure="kron", **QUICK)
     structure, reason = choose_structure(model, x, HessianType.GGN, 8, max_memory_gib=1e-6)  # below the full GGN's
     assert structure is Structure.FULL and f"'{site}' is in layer" in reason
+
+
+def test_default_structure_is_kron_where_the_full_ggn_fits_but_costs_more_than_a_polish_step(monkeypatch):
+    """Where the full GGN fits in memory but a Levenberg-Marquardt step over every weight is not affordable (here made
+    so: no network qualifies), the default takes kron and says why; a tempered fit, which has no kron, and a network
+    that cannot take it keep full."""
+    x, _ = data()
+    monkeypatch.setattr(gauss_newton, "GAUSS_NEWTON_MAX_WEIGHTS", 0)
+    model = BayesianMLP(3, 1, hidden=(3,), prior=GaussianPrior(1.0), likelihood={"name": "gaussian", "scale": 0.3})
+    structure, reason = choose_structure(model, x, HessianType.GGN, 8, max_memory_gib=2.0)
+    assert structure is Structure.KRON
+    assert "within max_memory_gib=2 but costs" in reason and "Kronecker-factored" in reason
+    assert choose_structure(model, x, HessianType.GGN, 8, max_memory_gib=2.0, tempered=True)[0] is Structure.FULL
+    skip = choose_structure(SkipNet(1), x[:, :1], HessianType.GGN, 8, max_memory_gib=2.0)
+    assert skip[0] is Structure.FULL and "cannot take 'kron'" in skip[1]
 
 
 def test_kron_refuses_the_exact_hessian():

@@ -107,7 +107,8 @@ def test_a_laplace_fit_whose_polish_is_lbfgs_tunes_the_multiplier_at_its_map(mon
     refitted = fit(problem.model, (problem.x, problem.y), "laplace", seed=0, progress=False, num_samples=10).record
     assert refitted.evidence_refits is True and refitted.map_polish == "levenberg-marquardt"
     monkeypatch.setattr(gauss_newton, "GAUSS_NEWTON_MAX_WEIGHTS", 0)
-    posterior = fit(problem.model, (problem.x, problem.y), "laplace", seed=0, progress=False, num_samples=10)
+    posterior = fit(problem.model, (problem.x, problem.y), "laplace", structure="full", seed=0, progress=False,
+                    num_samples=10)
     record, theta = posterior.record, posterior.extras["guide"].mean
     assert record.evidence_refits is False and record.map_polish.startswith("lbfgs") and record.map_converged
     grid = torch.linspace(-10, 10, 4001)
