@@ -16,6 +16,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     # so that bnn takes it for torch's default, not for a count a user chose
     torch.set_num_threads(1)
 
+from bnn.runtime import workers  # noqa: E402
 from bnn.runtime.lazy_arviz import load_arviz  # noqa: E402
 from tests.support.conjugate import conjugate_problem  # noqa: E402
 from tests.support.uci import write_uci_folder  # noqa: E402
@@ -53,6 +54,19 @@ def float32():
     """The library's usual default dtype, for a test in a module whose ``conjugate`` sets float64 while it lives."""
     with default_dtype(torch.float32):
         yield
+
+
+@pytest.fixture
+def two_threads_by_default(monkeypatch):
+    """torch on two threads, taken for its default (a process started on two or more cores with no thread variable),
+    whatever this process started with (a test worker computes on one); the count put back after the test."""
+    for name in workers.THREAD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    monkeypatch.setattr(workers, "STARTING_THREADS", 2)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture

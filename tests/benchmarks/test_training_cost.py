@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+import torch
 
 from benchmarks import training_cost
 from tests.support.interrupts import interrupt_fit_of
@@ -35,3 +36,17 @@ def test_a_run_stopped_halfway_keeps_the_fits_it_finished(tmp_path, monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         training_cost.main(["--dataset", "toy1d", "--methods", "map,laplace", "--csv", str(csv)])
     assert list(pd.read_csv(csv)["method"]) == ["plain", "map"]
+
+
+def test_the_plain_training_computes_on_the_threads_a_fit_does(tmp_path, monkeypatch, two_threads_by_default):
+    """With torch at two threads by default, the plain training runs on one, as every fit does, so that the ratio
+    times both alike."""
+    seen, plain_training = [], training_cost.plain_training
+
+    def counted(*args):
+        seen.append(torch.get_num_threads())
+        return plain_training(*args)
+
+    monkeypatch.setattr(training_cost, "plain_training", counted)
+    training_cost.main(["--dataset", "toy1d", "--methods", "", "--csv", str(tmp_path / "results.csv")])
+    assert seen == [1] and torch.get_num_threads() == 2

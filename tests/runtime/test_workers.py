@@ -12,7 +12,6 @@ from bnn.inference.core.method import Method
 from bnn.inference.point_estimate import MapOptions, MapRecord
 from bnn.models import BayesianMLP
 
-from bnn.runtime import workers
 from bnn.runtime.workers import THREAD_VARIABLES, available_cores, one_torch_thread
 from tests.support.processes import kill_all, loky_workers, start_bnn, still_running
 
@@ -37,19 +36,6 @@ def threads_inside_a_fit() -> int:
     probe = Method("probe", MapOptions, run, MapRecord)
     probe(BayesianMLP(1, hidden=[2]), torch.zeros(4, 1), torch.zeros(4))
     return seen[0]
-
-
-@pytest.fixture
-def two_threads_by_default(monkeypatch):
-    """torch on two threads, taken for its default (a process started on two or more cores with no thread variable),
-    whatever this process started with (a test worker computes on one); the count put back after the test."""
-    for name in THREAD_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    monkeypatch.setattr(workers, "STARTING_THREADS", 2)
-    yield
-    torch.set_num_threads(before)
 
 
 def test_a_fit_runs_on_one_torch_thread_and_gives_the_count_back(two_threads_by_default):
