@@ -21,6 +21,12 @@ from bnn.options import (
 from bnn.runtime.memory import parameter_count, value_bytes
 
 
+BATCH_SIZE = 128
+"""The default examples per step: the paper's code's (Gal and Ghahramani 2016), and the plain training's of the cost
+benchmark. Full-batch steps cost the same number of steps over every row: 3.5x to 10x the time on the built-in data
+for about the same test log-likelihood (benchmarks/results/training_cost.md)."""
+
+
 class DropoutInit(str, Enum):
     """Where the trained weights start: a draw from the prior, or Keras's default initialisation (Glorot-uniform
     weights, zero biases), which the paper's code used."""
@@ -46,7 +52,8 @@ class MCDropoutOptions(Options):
     lr : float
         Adam's learning rate.
     batch_size : int, optional
-        Examples per step (default: all, full-batch steps); each gets its own dropout masks.
+        Examples per step (default :data:`BATCH_SIZE`, the paper's; ``None``: all, full-batch steps); each gets its
+        own dropout masks.
     weight_init : {"prior", "glorot"}
         The trained weights' start: a prior draw, or Glorot-uniform weights
         :math:`\mathcal{U}(\pm\sqrt{6 / (\text{fan\_in} + \text{fan\_out})})` with one-dimensional sites (biases) at
@@ -63,7 +70,7 @@ class MCDropoutOptions(Options):
     dropout_rate: float = option(0.01, probability)
     steps: int = option(3000, positive_int)
     lr: float = option(0.01, positive_number)
-    batch_size: int | None = option(None, optional(integer(minimum=1)))
+    batch_size: int | None = option(BATCH_SIZE, optional(integer(minimum=1)))
     epochs: int | None = option(None, optional(integer(minimum=1)))
     weight_init: DropoutInit = option("prior", choice(DropoutInit))
     num_samples: int = option(1000, positive_int)
