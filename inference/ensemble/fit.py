@@ -30,7 +30,7 @@ from bnn.guides.flat_weights import split_flat
 from bnn.inference.core.posterior import Posterior
 from bnn.inference.ensemble.options import EnsembleOptions
 from bnn.inference.ensemble.record import EnsembleRecord
-from bnn.inference.map_search.advice import NOT_CONVERGED, RAISE_BUDGET
+from bnn.inference.map_search.advice import members_not_converged
 from bnn.inference.map_search.map_estimate import working_data
 from bnn.inference.map_search.map_starts import MemberJob, MemberOutcomes, member_seeds, run_members
 
@@ -94,9 +94,8 @@ def run_ensemble(model, x: torch.Tensor, y: torch.Tensor, options: EnsembleOptio
     fits = [outcomes.fits[member] for member in kept]
     if not all(fit.converged for fit in fits):
         stalled = [member for member, fit in zip(kept, fits) if not fit.converged]
-        why = NOT_CONVERGED.format(options.map_tolerance)
-        warnings.warn(f"the MAP fits of ensemble members {stalled} did not converge ({why}): {RAISE_BUDGET}",
-                      RuntimeWarning, stacklevel=4)
+        warnings.warn(members_not_converged("the MAP fits of ensemble", stalled, fits[0].minibatch,
+                                            options.map_tolerance), RuntimeWarning, stacklevel=4)
 
     draws = split_flat(model.sites, torch.stack([fit.theta for fit in fits]).to(x.dtype))
     draws.update({name: torch.stack([fit.latents[name] for fit in fits]).to(x.dtype)
@@ -106,6 +105,7 @@ def run_ensemble(model, x: torch.Tensor, y: torch.Tensor, options: EnsembleOptio
         member_method="parallel" if workers > 1 else "sequential", member_seeds=seeds, members_kept=kept,
         member_seconds=[fit.seconds for fit in fits], map_lbfgs_iterations=[fit.lbfgs_iterations for fit in fits],
         map_grad_norms=[fit.grad_norm for fit in fits], map_converged=[fit.converged for fit in fits],
+        map_minibatch=fits[0].minibatch,
         noise=[fit.latents["sigma"].item() for fit in fits] if "sigma" in fits[0].latents else None, **faults,
     )
     return Posterior(model, {name: value.unsqueeze(0) for name, value in draws.items()}, x, y, record)

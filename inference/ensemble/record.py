@@ -7,7 +7,7 @@ from typing import Any
 
 from bnn.inference.core.record import FitRecord
 from bnn.inference.ensemble.options import EnsembleOptions
-from bnn.inference.map_search.advice import NOT_CONVERGED, RAISE_BUDGET
+from bnn.inference.map_search.advice import members_not_converged
 
 
 @dataclass(kw_only=True)
@@ -25,8 +25,10 @@ class EnsembleRecord(FitRecord):
     members_kept : list of int
         The members whose MAP weights the posterior holds, one draw each.
     member_seconds, map_lbfgs_iterations, map_grad_norms, map_converged : list
-        Per member kept: its wall time, polish iterations, gradient norm at its MAP and whether its Newton
-        decrement fell below ``map_tolerance``.
+        Per member kept: its wall time, polish iterations, gradient norm at its MAP and whether its MAP fit converged
+        (its Newton decrement below ``map_tolerance``, or on minibatches its objective flat).
+    map_minibatch : bool
+        Whether the members' MAPs were fitted on minibatches (:mod:`bnn.inference.map_search.minibatch_map`).
     noise : list of float, optional
         Per member kept, the noise scale of a learned Gaussian noise (:mod:`bnn.inference.map_search.map_estimate`).
     failed_members : dict of str to str, optional
@@ -43,6 +45,7 @@ class EnsembleRecord(FitRecord):
     map_lbfgs_iterations: list[int]
     map_grad_norms: list[float]
     map_converged: list[bool]
+    map_minibatch: bool = False
     noise: list[float] | None = None
     failed_members: dict[str, str] | None = None
     incomplete: bool = False
@@ -57,8 +60,7 @@ class EnsembleRecord(FitRecord):
         found = []
         stalled = [member for member, done in zip(self.members_kept, self.map_converged) if not done]
         if stalled:
-            found.append(f"the MAP fits of members {stalled} did not converge "
-                         f"({NOT_CONVERGED.format(self.options.map_tolerance)}): {RAISE_BUDGET}")
+            found.append(members_not_converged("the MAP fits of", stalled, self.map_minibatch, self.options.map_tolerance))
         if self.failed_members:
             found.append(f"members failed: {self.failed_members}")
         if self.incomplete:

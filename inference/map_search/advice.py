@@ -24,6 +24,16 @@ NO_MAXIMUM_FIX = "give the noise (a fixed likelihood scale) or the prior precisi
 COLLAPSE_FIX = "use a Gaussian prior (the noise is then chosen by the Laplace evidence) or a fixed noise"
 
 
+def members_not_converged(what: str, stalled: list[int], minibatch: bool, tolerance: float) -> str:
+    """Why the MAP fits of members ``stalled`` are not converged and what to do (``what`` comes before "members": "the
+    MAP fits of", "the MAP starts of"): on minibatches, an objective that had not flattened; in full batch, the
+    polish's tolerance."""
+    if minibatch:
+        return (f"{what} members {stalled} did not converge: fitted on minibatches, they stopped before their "
+                f"objective flattened; {MINIBATCH_FIX}")
+    return f"{what} members {stalled} did not converge ({NOT_CONVERGED.format(tolerance)}): {RAISE_BUDGET}"
+
+
 def map_advice(at_kink: bool, stalled: bool) -> str:
     """What to do about a MAP that did not converge: nothing helps at a kink; a stalled polish needs far more."""
     return KINK_ADVICE if at_kink else STALL_ADVICE if stalled else RAISE_BUDGET

@@ -65,7 +65,8 @@ class MemberJob:
 
 @dataclass(frozen=True)
 class MemberFit:
-    """One member: its MAP weights ``theta`` ``(D,)`` and likelihood latents (float64), and how the fit went."""
+    """One member: its MAP weights ``theta`` ``(D,)`` and likelihood latents (float64), and how the fit went
+    (``minibatch``: fitted on minibatches, :mod:`bnn.inference.map_search.minibatch_map`)."""
 
     theta: torch.Tensor
     latents: dict[str, torch.Tensor]
@@ -73,6 +74,7 @@ class MemberFit:
     lbfgs_iterations: int
     converged: bool
     seconds: float
+    minibatch: bool = False
 
 
 def fit_member(model, x: torch.Tensor, y: torch.Tensor, job: MemberJob) -> MemberFit:
@@ -83,7 +85,7 @@ def fit_member(model, x: torch.Tensor, y: torch.Tensor, job: MemberJob) -> Membe
         warnings.filterwarnings("ignore", message="the MAP polish", category=RuntimeWarning)
         estimate = find_map(model, x, y, **job.map_arguments, progress=False)
     return MemberFit(estimate.theta, estimate.latents, estimate.grad_norm, estimate.lbfgs_iterations, estimate.converged,
-                     time.perf_counter() - began)
+                     time.perf_counter() - began, estimate.minibatch)
 
 
 # ------------------------------------------------------------------ running the members

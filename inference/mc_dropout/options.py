@@ -20,7 +20,6 @@ from bnn.options import (
 )
 from bnn.runtime.memory import parameter_count, value_bytes
 
-
 BATCH_SIZE = 128
 """The default examples per step: the paper's code's (Gal and Ghahramani 2016), and the plain training's of the cost
 benchmark. Full-batch steps cost the same number of steps over every row: 3.5x to 10x the time on the built-in data

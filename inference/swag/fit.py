@@ -81,7 +81,8 @@ def run_swag(model, x: torch.Tensor, y: torch.Tensor, options: SWAGOptions) -> P
     noise = [estimate.latents["sigma"].item() for estimate in estimates] if "sigma" in estimates[0].latents else None
     record = kind(seed=options.seed, train_seconds=time.perf_counter() - began, options=options,
                   map_converged=[estimate.converged for estimate in estimates],
-                  map_grad_norms=[estimate.grad_norm for estimate in estimates], noise=noise,
+                  map_grad_norms=[estimate.grad_norm for estimate in estimates],
+                  map_minibatch=estimates[0].minibatch, noise=noise,
                   member_method="parallel" if options.workers() > 1 else "sequential",
                   batch_size=batch, sgd_steps=steps, collected=moments.count,
                   curvature=curvature.tolist(), sgd_rates=rates.tolist())

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bnn.inference.core.record import FitRecord
-from bnn.inference.map_search.advice import NOT_CONVERGED, RAISE_BUDGET
+from bnn.inference.map_search.advice import members_not_converged
 from bnn.inference.swag.options import MultiSWAGOptions, SWAGOptions
 
 
@@ -19,7 +19,10 @@ class SWAGRecord(FitRecord):
     options : SWAGOptions
         The options it ran with.
     map_converged, map_grad_norms : list
-        Per member, whether its MAP start's Newton decrement fell below ``map_tolerance``, and its gradient norm.
+        Per member, whether its MAP start converged (its Newton decrement below ``map_tolerance``, or on minibatches
+        its objective flat), and its gradient norm.
+    map_minibatch : bool
+        Whether the MAP starts were fitted on minibatches (:mod:`bnn.inference.map_search.minibatch_map`).
     noise : list of float, optional
         Per member, the MAP's noise scale of a learned Gaussian noise.
     member_method : str
@@ -39,6 +42,7 @@ class SWAGRecord(FitRecord):
     options: SWAGOptions
     map_converged: list[bool]
     map_grad_norms: list[float]
+    map_minibatch: bool = False
     noise: list[float] | None = None
     member_method: str
     batch_size: int
@@ -56,8 +60,7 @@ class SWAGRecord(FitRecord):
         stalled = [member for member, done in enumerate(self.map_converged) if not done]
         if not stalled:
             return []
-        return [f"the MAP starts of members {stalled} did not converge "
-                f"({NOT_CONVERGED.format(self.options.map_tolerance)}): {RAISE_BUDGET}"]
+        return [members_not_converged("the MAP starts of", stalled, self.map_minibatch, self.options.map_tolerance)]
 
     def metrics(self) -> dict[str, Any]:
         return {"members": len(self.map_converged), "map_converged": self.converged,

@@ -268,3 +268,15 @@ def test_the_command_line_takes_the_method_and_its_options(tmp_path):
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["method"] == "ensemble" and metrics["members"] == 2 and metrics["test_ll"] == metrics["test_ll"]
     assert Posterior.load(out).record.member_method == "sequential"
+
+
+def test_members_whose_minibatch_map_did_not_flatten_are_named_with_the_minibatch_advice(conjugate):
+    """Members fitted on minibatches too short to flatten: the warning and the record name the minibatch fit and what
+    to raise, not the polish's tolerance (they had no polish)."""
+    with pytest.warns(RuntimeWarning, match=r"the MAP fits of ensemble members \[0, 1\] did not converge: fitted on "
+                                            r"minibatches.*raise map_epochs"):
+        record = fit(conjugate.model, (conjugate.x, conjugate.y), "ensemble", num_members=2, member_method="sequential",
+                     map_batch_size=8, map_epochs=2, map_batch_lr=0.05, seed=0, progress=False).record
+    assert record.map_minibatch and record.problems() == [
+        "the MAP fits of members [0, 1] did not converge: fitted on minibatches, they stopped before their objective "
+        "flattened; raise map_epochs (--map-epochs) or map_batch_lr"]

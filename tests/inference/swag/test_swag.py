@@ -148,3 +148,12 @@ def test_a_diverging_swag_on_the_command_line_prints_its_own_message(tmp_path, c
     error = capsys.readouterr().err
     assert exit_.value.code == 2 and error.startswith("error: SWAG's SGD overflowed"), error
     assert "lower swag_lr" in error and "Expected parameter" not in error
+
+
+def test_a_start_whose_minibatch_map_did_not_flatten_is_named_with_the_minibatch_advice(conjugate):
+    with pytest.warns(RuntimeWarning, match="stopped before"):
+        record = fit(conjugate.model, (conjugate.x, conjugate.y), "swag", batch_size=8, map_batch_size=8, map_epochs=2,
+                     map_batch_lr=0.05, swag_epochs=3, rank=2, num_samples=4, seed=0, progress=False).record
+    assert record.map_minibatch and record.problems() == [
+        "the MAP starts of members [0] did not converge: fitted on minibatches, they stopped before their objective "
+        "flattened; raise map_epochs (--map-epochs) or map_batch_lr"]
