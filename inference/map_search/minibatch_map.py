@@ -45,8 +45,7 @@ from bnn.runtime.progress import progress_bar
 
 BATCH_SIZE, EPOCHS, LR = 128, 200, 0.01
 """The minibatch MAP's defaults: rows per step (the plain training's), epochs and Adam's peak rate, chosen on the
-built-in data so that the fit's own check passes (benchmarks/results/training_cost.md: MNIST-1D's CNN needs more
-than 100 epochs)."""
+built-in data so that the fit's own check passes there (benchmarks/results/training_cost.md runs them)."""
 MINIBATCH_POLISH = "none: minibatch Adam"
 """How a MAP fit's record (``map_polish``) begins where it ran on minibatches, with no polish."""
 FULL_BATCH_WORK = 2e11

@@ -22,8 +22,7 @@ from bnn.runtime.memory import parameter_count, value_bytes
 
 BATCH_SIZE = 128
 """The default examples per step: the paper's code's (Gal and Ghahramani 2016), and the plain training's of the cost
-benchmark. Full-batch steps cost the same number of steps over every row: 3.5x to 10x the time on the built-in data
-for about the same test log-likelihood (benchmarks/results/training_cost.md)."""
+benchmark (benchmarks/results/training_cost.md); a full-batch step costs the same step over every row."""
 
 
 class DropoutInit(str, Enum):
