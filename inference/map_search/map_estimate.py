@@ -51,18 +51,18 @@ from dataclasses import dataclass
 import pyro
 import torch
 from bnn.guides.flat_weights import join_sites, split_flat
+from bnn.inference.core.full_batch_work import regime_rows
 from bnn.inference.curvature.evidence_search import MAX_STEPS
 from bnn.inference.curvature.gauss_newton import uses_gauss_newton
 from bnn.inference.map_search.advice import COLLAPSE_FIX, MINIBATCH_FIX, NO_MAXIMUM_FIX, map_advice
 from bnn.inference.map_search.hyperparameter_search import EvidenceSearch, HyperparameterChoice
 from bnn.inference.map_search.log_joint import ScaledPrior, evidence_possible, log_likelihood, log_prior, most_likely_noise
 from bnn.inference.map_search.minibatch_map import (
-    BATCH_SIZE,
     EPOCHS,
     FLAT_SHARE,
+    FULL_BATCH_GRADIENTS,
     MINIBATCH_POLISH,
     MinibatchFit,
-    full_batch_affordable,
     minibatch_map,
 )
 from bnn.inference.map_search.minibatch_map import (
@@ -214,8 +214,8 @@ def find_map(
         evidence search); fewer for the minibatch fit of :mod:`bnn.inference.map_search.minibatch_map` (``epochs``
         epochs at most at rate ``batch_lr``; no polish, :math:`\alpha` held at 1 where ``multiplier=None``, a learned
         noise at its maximum-likelihood value). ``None``: the full batch where that fit is cheap
-        (:func:`~bnn.inference.map_search.minibatch_map.full_batch_affordable`), else
-        :data:`~bnn.inference.map_search.minibatch_map.BATCH_SIZE`; a network with hierarchical priors, whose scales
+        (:func:`~bnn.inference.core.full_batch_work.full_batch_affordable`), else
+        :data:`~bnn.inference.core.full_batch_work.BATCH_SIZE`; a network with hierarchical priors, whose scales
         a MAP fit does not cover, keeps the full batch.
     epochs, batch_lr : int, float
         The minibatch fit's epochs at most and Adam's rate.
@@ -247,10 +247,9 @@ def map_batch_rows(model, x: torch.Tensor, y: torch.Tensor, steps: int, batch_si
     is cheap or the network has hierarchical priors, else the minibatch fit's default."""
     if batch_size is not None:
         return min(batch_size, x.shape[0])
-    latents = {name: torch.ones((), dtype=x.dtype) for name in model.likelihood.latent_priors()}
-    if model.hierarchical_sites or full_batch_affordable(model, x, y, latents, steps):
+    if model.hierarchical_sites:
         return x.shape[0]
-    return min(BATCH_SIZE, x.shape[0])
+    return regime_rows(model, x.shape[0], steps + FULL_BATCH_GRADIENTS)
 
 
 def _find_map(model, x, y, steps: int, lr: float, tolerance: float, progress: bool, max_iter: int | None,

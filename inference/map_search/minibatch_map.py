@@ -12,11 +12,10 @@ without its prior) and set at the end to its maximum-likelihood value given the 
 residual over all rows.
 
 **The regime.** :func:`~bnn.inference.map_search.map_estimate.find_map` runs this instead of full-batch Adam and its
-polish wherever the full-batch fit is not cheap (:func:`full_batch_affordable`): its work, the full-batch
-gradients of Adam's steps and of a typical polish (:data:`FULL_BATCH_GRADIENTS` beyond the steps) over all :math:`N`
-rows at :math:`F` floating-point operations per example's gradient (counted by ``torch.utils.flop_counter``), above
-:data:`FULL_BATCH_WORK`. The count depends on the network and the data's size only, so the same fit takes the same
-regime on every machine and at every load.
+polish wherever the full-batch fit is not cheap (:func:`~bnn.inference.core.full_batch_work.full_batch_affordable`:
+the full-batch gradients of Adam's steps and of a typical polish, :data:`FULL_BATCH_GRADIENTS` beyond the steps, over
+all :math:`N` rows, counted in floating-point operations). The count depends on the network and the data's size only,
+so the same fit takes the same regime on every machine and at every load.
 
 **Its own check.** The objective, one minibatch estimate a step, must have flattened by the end: its rise between the
 last two windows of a tenth of the run's learning rate each (:mod:`bnn.inference.core.objective_trend`) at most
@@ -34,32 +33,26 @@ import math
 from dataclasses import dataclass
 
 import torch
-from bnn.guides.flat_weights import join_sites
 from bnn.inference.core.cosine_schedule import cosine_factors
 from bnn.inference.core.objective_trend import ObjectiveTrend, objective_trend
 from bnn.inference.map_search.advice import nonfinite_objective
 from bnn.inference.map_search.log_joint import ScaledPrior, log_likelihood
-from torch.utils.flop_counter import FlopCounterMode
 
 from bnn.runtime.progress import progress_bar
 
-BATCH_SIZE, EPOCHS, LR = 128, 200, 0.01
-"""The minibatch MAP's defaults: rows per step (the plain training's), epochs and Adam's peak rate, chosen on the
-built-in data so that the fit's own check passes there (benchmarks/results/training_cost.md runs them)."""
+EPOCHS, LR = 200, 0.01
+"""The minibatch MAP's defaults (on :data:`~bnn.inference.core.full_batch_work.BATCH_SIZE` rows a step): epochs and
+Adam's peak rate, chosen on the built-in data so that the fit's own check passes there
+(benchmarks/results/training_cost.md runs them)."""
 MINIBATCH_POLISH = "none: minibatch Adam"
 """How a MAP fit's record (``map_polish``) begins where it ran on minibatches, with no polish."""
-FULL_BATCH_WORK = 2e11
-"""The most floating-point operations a full-batch MAP fit may take to be cheap (about half a minute on one core of
-the project's machine): above it the MAP is fitted on minibatches."""
 FULL_BATCH_GRADIENTS = 2000
 """The full-batch gradients a typical polish costs beyond Adam's steps (its iterations times their several
-gradients each), for :func:`full_batch_affordable`."""
+gradients each), for :func:`~bnn.inference.core.full_batch_work.full_batch_affordable`."""
 FLAT_SHARE = 0.02
 """The largest share of the run's rise the last window may add for the fit to count as converged (module notes)."""
 START_STEPS = 10
 """The first steps whose mean objective is the run's start, for :func:`flattened`."""
-FLOP_ROWS = 16
-"""The rows the gradient's operations are counted on."""
 
 
 @dataclass(frozen=True)
@@ -85,28 +78,6 @@ class MinibatchFit:
     epochs: int
     trend: ObjectiveTrend | None
     flat: bool
-
-
-def example_flops(model, x: torch.Tensor, y: torch.Tensor, latents: dict) -> float:
-    """The floating-point operations of one example's gradient of the log-likelihood, counted on
-    :data:`FLOP_ROWS` rows at weights of the model's shapes."""
-    rows = min(FLOP_ROWS, x.shape[0])
-    theta = join_sites(model.sites, {site.name: torch.zeros(site.shape, dtype=x.dtype) for site in model.sites})
-    theta.requires_grad_(True)
-    with FlopCounterMode(display=False) as counter:
-        log_likelihood(model, x[:rows], y[:rows], theta, latents).backward()
-    return counter.get_total_flops() / rows
-
-
-def full_batch_work(model, x: torch.Tensor, y: torch.Tensor, latents: dict, steps: int) -> float:
-    """The floating-point operations of a full-batch MAP fit of ``steps`` Adam steps and a typical polish (module
-    notes)."""
-    return (steps + FULL_BATCH_GRADIENTS) * x.shape[0] * example_flops(model, x, y, latents)
-
-
-def full_batch_affordable(model, x: torch.Tensor, y: torch.Tensor, latents: dict, steps: int) -> bool:
-    """Whether the full-batch MAP fit is cheap: its work at most :data:`FULL_BATCH_WORK` (module notes)."""
-    return full_batch_work(model, x, y, latents, steps) <= FULL_BATCH_WORK
 
 
 def minibatch_map(model, x: torch.Tensor, y: torch.Tensor, prior: ScaledPrior, theta: torch.Tensor, latents: dict,

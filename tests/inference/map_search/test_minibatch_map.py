@@ -9,8 +9,8 @@ import warnings
 import pytest
 import torch
 from bnn.inference import fit
+from bnn.inference.core.full_batch_work import BATCH_SIZE, FULL_BATCH_WORK, full_batch_work
 from bnn.inference.map_search.map_estimate import find_map, map_batch_rows
-from bnn.inference.map_search.minibatch_map import BATCH_SIZE, FULL_BATCH_WORK, full_batch_work
 from bnn.models import BayesianMLP
 
 from bnn.runtime.seeding import seeded
@@ -32,7 +32,7 @@ def test_a_cheap_fit_takes_the_full_batch_and_a_costly_one_minibatches():
     assert map_batch_rows(problem.model, problem.x, problem.y, 1000, None) == problem.x.shape[0]
     model = BayesianMLP(784, 10, hidden=(512, 512), likelihood="categorical")
     x, y = random_classification(2000, 784, 10)
-    assert full_batch_work(model, x, y, {}, 1000) > FULL_BATCH_WORK
+    assert full_batch_work(model, x.shape[0], 1000) > FULL_BATCH_WORK
     assert map_batch_rows(model, x, y, 1000, None) == BATCH_SIZE
     assert map_batch_rows(model, x, y, 1000, 5000) == 2000
     assert map_batch_rows(problem.model, problem.x, problem.y, 1000, 8) == 8
