@@ -65,6 +65,9 @@ class CostModel:
     minibatch : bool
         The unit is timed on one minibatch (``options.batch_size`` rows, all of them when it is ``None``), not on the
         full data.
+    batch_rows : callable, optional
+        ``batch_rows(model, rows, options) -> int``: the minibatch's rows where the method chooses them for the
+        network when ``options.batch_size`` is ``None`` (SVI's regime); ``None``: the option's.
     unit : str
         What ``count`` counts, for messages: ``"gradients"`` or ``"steps"``.
     polish_seconds : callable, optional
@@ -83,8 +86,12 @@ class CostModel:
     unit: str = "gradients"
     polish_seconds: Callable[[Any, torch.Tensor, torch.Tensor, Options], float] | None = None
     draws: Callable[[Any], int] = NUM_SAMPLES
+    batch_rows: Callable[[Any, int, Options], int] | None = None
 
-    def rows(self, options: Options, n: int) -> int:
-        """The rows one unit is timed on: ``n``, or one minibatch of them."""
-        batch_size = getattr(options, "batch_size", None) if self.minibatch else None
+    def rows(self, options: Options, n: int, model=None) -> int:
+        """The rows one unit of a fit of ``model`` is timed on: ``n``, or one minibatch of them."""
+        if not self.minibatch:
+            return n
+        batch_size = (self.batch_rows(model, n, options) if self.batch_rows is not None
+                      else getattr(options, "batch_size", None))
         return n if batch_size is None else min(batch_size, n)

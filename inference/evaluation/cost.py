@@ -108,7 +108,7 @@ def estimate_cost(method: str, options: Options, model, x: torch.Tensor, y: torc
     if cost is None:
         return None
     count = cost.count(options, x.shape[0], model)
-    rows = cost.rows(options, x.shape[0])
+    rows = cost.rows(options, x.shape[0], model)
     timings = {} if timings is None else timings
 
     def timed(key: str, unit_seconds) -> float:

@@ -16,7 +16,7 @@ from bnn.inference.core.cost_model import CostModel, GradientCount
 from bnn.inference.core.model_snapshot import snapshot_model
 from bnn.inference.svi.guide import build_svi_guide
 from bnn.inference.svi.loop import SVILoop
-from bnn.inference.svi.minibatches import StepPlan
+from bnn.inference.svi.minibatches import StepPlan, batch_rows
 from bnn.inference.svi.options import SVIOptions
 
 from bnn.runtime.jit_deprecation import torch_jit_deprecation_ignored
@@ -31,7 +31,7 @@ TIMED_RUNS = 5
 
 def count(options: SVIOptions, rows: int, model) -> GradientCount:
     """The steps of a fit of ``options`` on ``rows`` examples."""
-    steps = StepPlan.of(rows, options).total_steps
+    steps = StepPlan.of(model, rows, options).total_steps
     return GradientCount(steps, 1, "measured steps", f"{steps} steps")
 
 
@@ -42,7 +42,7 @@ def step_seconds(model, x: torch.Tensor, y: torch.Tensor, options: SVIOptions) -
     total = WARM_STEPS + TIMED_RUNS * TIMED_STEPS
     short = replace(options, steps=total, epochs=None, num_samples=1, progress=False,
                     checkpoint_dir=None, checkpoint_every=None, resume=None)
-    plan, model = StepPlan.of(x.shape[0], short), snapshot_model(model)
+    plan, model = StepPlan.of(model, x.shape[0], short), snapshot_model(model)
     with seeded(short.seed), pyro.get_param_store().scope(), torch_jit_deprecation_ignored():  # as SVILoop.run
         guide, name = build_svi_guide(model, x, y, short)
         loop = SVILoop(model, x, y, guide, name, short, plan, None)
@@ -57,4 +57,4 @@ def step_seconds(model, x: torch.Tensor, y: torch.Tensor, options: SVIOptions) -
         return statistics.median(means)
 
 
-COST = CostModel(count, step_seconds, "svi step", minibatch=True, unit="steps")
+COST = CostModel(count, step_seconds, "svi step", minibatch=True, unit="steps", batch_rows=batch_rows)

@@ -89,7 +89,7 @@ def run_svi(model, x: torch.Tensor, y: torch.Tensor, options: SVIOptions) -> Pos
         fit's, or final draws that are not finite.
     """
     check_hierarchical_guide(model, options)
-    plan = StepPlan.of(x.shape[0], options)
+    plan = StepPlan.of(model, x.shape[0], options)
     checkpoint_dir = checkpoint_target(options.checkpoint_dir, options.resume)
     with seeded(options.seed), pyro.get_param_store().scope(), deferred_stop_signals(checkpoint_dir is not None) as stop:
         guide, guide_name = build_svi_guide(model, x, y, options)

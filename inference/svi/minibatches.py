@@ -1,5 +1,12 @@
 r"""How an SVI run walks through the data: its length in steps, and the minibatch of each step.
 
+**The regime.** Without a ``batch_size`` a step takes the full batch where the run's full-batch gradients (its steps
+times its particles, over all :math:`N` rows) are cheap by their counted operations
+(:func:`~bnn.inference.core.full_batch_work.regime_rows`), else minibatches of a plain training's 128 rows, for
+:data:`~bnn.inference.svi.options.MINIBATCH_STEPS` steps by default (their gradient noise slows the ELBO's climb) in
+place of :data:`~bnn.inference.svi.options.DEFAULT_STEPS`: on large data each step is cheaper and an epoch several
+steps. The record's ``batch_size`` says which ran.
+
 With :math:`N` training examples and batch size :math:`|B|`, an epoch is
 :math:`M = \lfloor N/|B| \rfloor` steps on equal batches of a fresh shuffle (equal sizes keep a
 JIT-compiled loss valid; the :math:`N - M|B|` examples left over change with each shuffle).
@@ -13,8 +20,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from bnn.inference.core.full_batch_work import regime_rows
 from bnn.inference.svi.kl_weights import KLWeighting
-from bnn.inference.svi.options import DEFAULT_STEPS, SVIOptions
+from bnn.inference.svi.options import DEFAULT_STEPS, MINIBATCH_STEPS, SVIOptions
+
+
+def batch_rows(model, n: int, options: SVIOptions) -> int:
+    """:math:`|B|`: ``options.batch_size``, else the regime's for ``model`` on ``n`` rows (module notes)."""
+    if options.batch_size is not None:
+        return options.batch_size
+    return regime_rows(model, n, (options.epochs or options.steps or DEFAULT_STEPS) * options.num_particles)
 
 
 @dataclass(frozen=True)
@@ -24,9 +39,11 @@ class StepPlan:
     Attributes
     ----------
     total_steps : int
-        :math:`T`: ``epochs`` times :math:`M` with ``epochs``, else ``steps`` (default 2000).
+        :math:`T`: ``epochs`` times :math:`M` with ``epochs``, else ``steps`` (default
+        :data:`~bnn.inference.svi.options.DEFAULT_STEPS` on the full batch,
+        :data:`~bnn.inference.svi.options.MINIBATCH_STEPS` on minibatches).
     batch_size : int
-        :math:`|B|` (the full data without ``batch_size``).
+        :math:`|B|` (:func:`batch_rows`).
     warmup_steps : int
         :math:`W = \max(1, \lceil f T \rceil)` for the KL warm-up fraction :math:`f`
         (:class:`~bnn.inference.svi.kl_weights.KLWeighting`).
@@ -37,21 +54,24 @@ class StepPlan:
     warmup_steps: int
 
     @classmethod
-    def of(cls, n: int, options: SVIOptions) -> StepPlan:
-        """The plan of ``options`` on ``n`` training examples.
+    def of(cls, model, n: int, options: SVIOptions) -> StepPlan:
+        """The plan of ``options`` for ``model`` on ``n`` training examples (``model`` ``None``: the full batch
+        unless ``options`` say otherwise).
 
         Raises
         ------
         ValueError
             For a ``batch_size`` above ``n``.
         """
-        batch_size = n if options.batch_size is None else options.batch_size
+        batch_size = batch_rows(model, n, options)
         if batch_size > n:
             raise ValueError(f"batch_size {batch_size} exceeds the {n} training examples")
         if options.epochs is not None:
             total_steps = options.epochs * (n // batch_size)
+        elif options.steps is not None:
+            total_steps = options.steps
         else:
-            total_steps = DEFAULT_STEPS if options.steps is None else options.steps
+            total_steps = DEFAULT_STEPS if batch_size == n else MINIBATCH_STEPS
         return cls(total_steps, batch_size, max(1, math.ceil(options.warmup_fraction * total_steps)))
 
 

@@ -29,6 +29,10 @@ from bnn.options import (
 from bnn.runtime.memory import parameter_count, value_bytes
 
 DEFAULT_STEPS = 10000
+MINIBATCH_STEPS = 20000
+"""The default length where the regime of :mod:`bnn.inference.svi.minibatches` takes minibatches: their gradient noise
+slows the ELBO's climb (chosen on the built-in data so that SVI's own check passes there:
+benchmarks/results/training_cost.md runs the defaults)."""
 DEFAULT_KL_WARMUP_FRACTION = 0.25
 
 
@@ -46,9 +50,11 @@ class SVIOptions(Options):
         Options for a guide given by name or factory. ``init_loc="map"`` starts the guide at the
         MAP weights of the full training data (:mod:`bnn.inference.svi.guide`).
     steps, epochs : int, optional
-        Length of the run, in optimiser steps or in passes over the data (default 10,000 steps).
+        Length of the run, in optimiser steps or in passes over the data (default 10,000 steps on the full batch,
+        :data:`MINIBATCH_STEPS` on minibatches).
     batch_size : int, optional
-        Minibatch size (default: the full data).
+        Minibatch size (default: the full data where its work is cheap, else 128 rows: the regime of
+        :mod:`bnn.inference.svi.minibatches`).
     lr, lr_schedule, final_lr_fraction
         Adam's base rate and its :class:`~bnn.inference.svi.schedules.LRSchedule` (default 0.01, cosine down to
         1% of it). The defaults (guide, steps, schedule) reach the highest ELBO within 10,000 steps (chosen on

@@ -1,0 +1,47 @@
+"""SVI's regime (bnn.inference.svi.minibatches): the full batch where its work is cheap, minibatches of a plain
+training's size elsewhere, for longer by default; the fit, its record and its cost estimate agree on it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from bnn.inference import METHODS, fit
+from bnn.inference.core.full_batch_work import BATCH_SIZE, FULL_BATCH_WORK, full_batch_work
+from bnn.inference.svi.minibatches import StepPlan
+from bnn.inference.svi.options import DEFAULT_STEPS, MINIBATCH_STEPS, SVIOptions
+from bnn.models import BayesianMLP
+
+from tests.support.conjugate import conjugate_problem
+
+COSTLY = BayesianMLP(784, 10, hidden=(64,), likelihood="categorical")
+"""An MNIST-size network: 100 full-batch steps over 20,000 rows of it are not cheap (about 4e11 operations)."""
+ROWS = 20000
+
+
+def random_digits() -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(0)
+    return torch.randn(ROWS, 784, generator=generator), torch.randint(10, (ROWS,), generator=generator)
+
+
+def test_a_cheap_fit_keeps_the_full_batch_a_costly_one_takes_minibatches_for_longer():
+    problem = conjugate_problem()
+    defaults = SVIOptions.parse("svi", {})
+    assert StepPlan.of(problem.model, problem.x.shape[0], defaults) == StepPlan.of(None, problem.x.shape[0], defaults)
+    assert StepPlan.of(problem.model, problem.x.shape[0], defaults).batch_size == problem.x.shape[0]
+    assert full_batch_work(COSTLY, ROWS, DEFAULT_STEPS) > FULL_BATCH_WORK
+    plan = StepPlan.of(COSTLY, ROWS, defaults)
+    assert (plan.batch_size, plan.total_steps) == (BATCH_SIZE, MINIBATCH_STEPS)
+    assert StepPlan.of(COSTLY, ROWS, SVIOptions.parse("svi", {"steps": 20})).total_steps == 20
+    # epochs count passes over the data in the regime that runs them; an explicit batch size wins
+    assert StepPlan.of(COSTLY, ROWS, SVIOptions.parse("svi", {"epochs": 100})).total_steps == 100 * (ROWS // BATCH_SIZE)
+    assert StepPlan.of(COSTLY, ROWS, SVIOptions.parse("svi", {"epochs": 3})).total_steps == 3  # three full-batch steps are cheap
+    assert StepPlan.of(COSTLY, ROWS, SVIOptions.parse("svi", {"batch_size": ROWS})).batch_size == ROWS
+    assert METHODS.get("svi").cost.rows(defaults, ROWS, COSTLY) == BATCH_SIZE
+    assert METHODS.get("svi").cost.rows(defaults, problem.x.shape[0], problem.model) == problem.x.shape[0]
+
+
+@pytest.mark.filterwarnings("ignore::bnn.inference.diagnostics.convergence.ConvergenceWarning")  # a short run
+def test_a_costly_fit_runs_on_minibatches_and_its_record_says_so():
+    x, y = random_digits()
+    posterior = fit(COSTLY, (x, y), "svi", steps=100, num_samples=2, jit=False, progress=False)
+    assert posterior.record.batch_size == BATCH_SIZE and posterior.record.steps == 100
