@@ -36,4 +36,5 @@ def count(options: SGMCMCOptions, rows: int, model) -> GradientCount:
 
 
 COST = CostModel(count, log_joint_gradient_seconds, "log joint", minibatch=True, polish_seconds=polish_iteration_seconds,
-                 draws=lambda options: options.num_chains * options.plan().num_samples)
+                 draws=lambda options: options.num_chains * options.plan().num_samples,
+                 batch_rows=lambda model, rows, options: options.batch_rows(model, rows))

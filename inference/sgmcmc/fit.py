@@ -204,7 +204,7 @@ def _run(name: str, model, x: torch.Tensor, y: torch.Tensor, options: SGMCMCOpti
         fits = map_starts(model, x, y, options, options.seed, options.num_chains, options.workers(), options.progress)
     with one_torch_thread(), seeded(options.seed), pyro.validation_enabled(False), sigterm_as_keyboard_interrupt():
         # its distributions skip argument checks
-        log_joint = MinibatchLogJoint(model, x, y, options.batch_size, options.temperature)
+        log_joint = MinibatchLogJoint(model, x, y, options.batch_rows(model, x.shape[0]), options.temperature)
         kernel = _kernel(options, log_joint.num_data)
         z = log_joint.start(options.num_chains) if fits is None else log_joint.start_at(stacked_sites(model, fits))
         starts = _first_steps(options, log_joint, z, fits)

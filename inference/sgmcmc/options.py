@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import ClassVar
 
+from bnn.inference.core.full_batch_work import regime_rows
 from bnn.inference.core.temperature import UNTEMPERED, parse_temperature
 from bnn.inference.map_search.map_options import MapFitOptions
 from bnn.inference.map_search.map_starts import MemberMethod, member_workers
@@ -110,7 +111,8 @@ class SGMCMCOptions(MapFitOptions):
     num_chains : int
         Independent chains, run side by side in one process (>= 1; R-hat needs 2).
     batch_size : int, optional
-        Data points per gradient; ``None`` (or one at least the data size) uses all of them.
+        Data points per gradient (one at least the data size: all of them); ``None``: all of them where the chains'
+        full-batch gradients are cheap, else a plain training's 128 (:meth:`batch_rows`).
     temperature : float
         The likelihood temperature :math:`T`, 1 (Bayes' posterior) by default. The chains sample
         :math:`p(\mathcal{D} \mid W)^{1/T} p(W)`, :mod:`bnn.inference.core.temperature`.
@@ -133,6 +135,14 @@ class SGMCMCOptions(MapFitOptions):
 
     longer_run: ClassVar[str] = ""
     """What makes the chains longer, in option names (the convergence warning says it)."""
+
+    def batch_rows(self, model, rows: int) -> int | None:
+        """The rows of a gradient on ``rows`` training rows (``None``: all of them): ``batch_size``, else the regime
+        of :func:`~bnn.inference.core.full_batch_work.regime_rows` for every chain's steps (``model`` ``None``: all
+        of them)."""
+        if self.batch_size is not None:
+            return self.batch_size
+        return regime_rows(model, rows, self.num_chains * self.plan().total)
 
     def plan(self) -> BurnInPlan | CyclicalPlan:
         """What each step does (:mod:`bnn.inference.sgmcmc.step_plans`)."""

@@ -10,7 +10,8 @@ import signal
 import pyro
 import pytest
 import torch
-from bnn.inference import Posterior, fit
+from bnn.inference import METHODS, Posterior, fit
+from bnn.inference.core.full_batch_work import BATCH_SIZE
 from bnn.inference.core.record import read_record
 from bnn.inference.evaluation.compare import compare
 from bnn.inference.fit import prepare_data
@@ -334,3 +335,18 @@ def test_command_line_options_reach_the_samplers(tmp_path):
     options = record["options"]
     assert (record["method"], options["num_cycles"], options["cycle_length"], options["exploration"], options["thin"],
             options["dynamics"], options["friction"]) == ("csgld", 2, 40, 0.5, 4, "hamiltonian", 0.1)
+
+
+@pytest.mark.parametrize("method", ["sgld", "sghmc", "csgld"])
+def test_gradients_take_all_the_rows_where_the_chains_are_cheap_and_a_plain_trainings_batch_elsewhere(toy, method):
+    """The regime of bnn.inference.core.full_batch_work over every chain's steps: toy1d's chains take all their rows,
+    an MNIST-size network's take 128 (a short run of it is cheap again), an explicit batch size wins; the cost model
+    times its gradient on the same rows."""
+    costly = BayesianMLP(784, 10, hidden=(64,), likelihood="categorical")
+    options = METHODS.get(method).parse({})
+    assert options.batch_rows(BayesianMLP(1, 1, hidden=(10,)), toy.x_train.shape[0]) == toy.x_train.shape[0]
+    assert options.batch_rows(costly, 20000) == BATCH_SIZE
+    assert METHODS.get(method).cost.rows(options, 20000, costly) == BATCH_SIZE
+    short = {"num_cycles": 1, "cycle_length": 20, "thin": 1} if method == "csgld" else {"num_warmup": 1, "num_samples": 4, "thin": 1}
+    assert METHODS.get(method).parse(short).batch_rows(costly, 20000) == 20000
+    assert METHODS.get(method).parse({"batch_size": 50}).batch_rows(costly, 20000) == 50
