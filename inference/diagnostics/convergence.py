@@ -10,7 +10,8 @@ the predictive mean :math:`f(x_i; W)` over the chains,
 
     \hat{R}_{\text{pred}} = \max_i \hat{R}\big(\{f(x_i; W_{c,d})\}_{c,d}\big),
 
-ArviZ's rank-normalised split :math:`\hat{R}` of each output at each input :math:`x_i`, the
+ArviZ's rank-normalised split :math:`\hat{R}` (:mod:`~bnn.inference.diagnostics.rank_diagnostics`) of each output
+at each input :math:`x_i`, the
 maximum over inputs and outputs (at most ``MAX_POINTS`` inputs, evenly spaced, so that the
 cost stays bounded on large data sets) and over the likelihood's latents (the noise scale
 :math:`\sigma`, identifiable): together they fix the predictive distribution
@@ -33,14 +34,13 @@ chains settle in different permutations of the same function, which is no fault 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
-
-from bnn.runtime.lazy_arviz import az
+from bnn.inference.diagnostics.rank_diagnostics import ess_bulk, ess_tail, split_r_hat
 
 MAX_POINTS = 500
 R_HAT_THRESHOLD = 1.01
@@ -51,19 +51,15 @@ MIN_ESS_PER_CHAIN = 100
 def weight_diagnostics(samples: Mapping[str, np.ndarray], diverging: np.ndarray) -> dict[str, Any]:
     """Max split R-hat (``None`` for one chain), min bulk and tail ESS over all scalar
     parameters, and the number of divergent draws; draws are ``(chains, draws, ...)``."""
-    dataset = az.convert_to_dataset(dict(samples))
-    num_chains = diverging.shape[0]
-
-    def extreme(values: Any, pick: Callable) -> float:
-        return float(pick([pick(array.values) for array in values.data_vars.values()]))  # NaN propagates
-
-    with np.errstate(invalid="ignore", divide="ignore"):  # constant draws give NaN, judged below
-        return {
-            "r_hat_max": extreme(az.rhat(dataset), np.max) if num_chains > 1 else None,
-            "ess_bulk_min": extreme(az.ess(dataset, method="bulk"), np.min),
-            "ess_tail_min": extreme(az.ess(dataset, method="tail"), np.min),
-            "divergences": int(diverging.sum()),
-        }
+    num_chains, num_draws = diverging.shape
+    scalars = np.concatenate([np.asarray(value, dtype=np.float64).reshape(num_chains, num_draws, -1)
+                              for value in samples.values()], axis=2)
+    return {
+        "r_hat_max": float(np.max(split_r_hat(scalars))) if num_chains > 1 else None,  # NaN propagates
+        "ess_bulk_min": float(np.min(ess_bulk(scalars))),
+        "ess_tail_min": float(np.min(ess_tail(scalars))),
+        "divergences": int(diverging.sum()),
+    }
 
 
 def chain_diagnostics(model, samples: Mapping[str, torch.Tensor], x: torch.Tensor, diverging: np.ndarray,
@@ -75,9 +71,7 @@ def chain_diagnostics(model, samples: Mapping[str, torch.Tensor], x: torch.Tenso
     num_chains = diverging.shape[0]
     predictive = predictive_draws(model, samples, x)
     r_hat_predictive = r_hat_over_points(predictive) if num_chains > 1 else None
-    with np.errstate(invalid="ignore", divide="ignore"):  # constant draws give NaN, which fails below
-        ess = az.ess(az.convert_to_dataset({"f": predictive}), method="bulk")["f"].values
-    ess_predictive_min = float(np.min(ess))
+    ess_predictive_min = float(np.min(ess_bulk(predictive)))  # constant draws give NaN, which fails below
     converged = (num_chains > 1 and failed_chains == 0 and found["divergences"] == 0
                  and r_hat_predictive <= R_HAT_THRESHOLD and ess_predictive_min >= MIN_ESS_PER_CHAIN * num_chains)
     return ChainDiagnostics(**found, r_hat_predictive=r_hat_predictive, ess_predictive_min=ess_predictive_min,
@@ -89,9 +83,7 @@ def r_hat_over_points(f: np.ndarray) -> float:
     NaN when some point's draws are constant."""
     if f.ndim < 2 or f.shape[0] < 2:
         raise ValueError(f"R-hat needs draws of shape (chains >= 2, draws, ...), got {f.shape}; run two or more chains")
-    with np.errstate(invalid="ignore", divide="ignore"):
-        r_hat = az.rhat(az.convert_to_dataset({"f": f.reshape(*f.shape[:2], -1)}))["f"].values
-    return float(np.max(r_hat))  # a NaN propagates
+    return float(np.max(split_r_hat(f.reshape(*f.shape[:2], -1))))  # a NaN propagates
 
 
 def predictive_draws(model, samples: Mapping[str, torch.Tensor], x: torch.Tensor) -> np.ndarray:

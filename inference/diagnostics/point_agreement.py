@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-
-from bnn.runtime.lazy_arviz import az
+from bnn.inference.diagnostics.rank_diagnostics import split_r_hat
 
 THRESHOLDS = (1.1, 1.01)
 AGREEMENT_COLUMNS = ("test_r_hat_max", "test_r_hat_within_1_1", "test_r_hat_within_1_01")
@@ -42,8 +41,7 @@ def point_r_hats(posterior, x: torch.Tensor) -> np.ndarray:
         raise ValueError(f"the R-hat at each input needs two or more chains, the posterior has {posterior.num_chains}; "
                          "run more chains")
     f = posterior.network_outputs(x, "mc").to(torch.float64).numpy()  # (chains, draws, n, outputs)
-    with np.errstate(invalid="ignore", divide="ignore"):  # constant draws give NaN
-        r_hat = az.rhat(az.convert_to_dataset({"f": f}))["f"].values  # (n, outputs)
+    r_hat = split_r_hat(f.reshape(*f.shape[:2], -1)).reshape(f.shape[2:])  # constant draws give NaN
     return np.max(r_hat, axis=-1)
 
 
