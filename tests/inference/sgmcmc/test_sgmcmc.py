@@ -347,6 +347,7 @@ def test_gradients_take_all_the_rows_where_the_chains_are_cheap_and_a_plain_trai
     assert options.batch_rows(BayesianMLP(1, 1, hidden=(10,)), toy.x_train.shape[0]) == toy.x_train.shape[0]
     assert options.batch_rows(costly, 20000) == BATCH_SIZE
     assert METHODS.get(method).cost.rows(options, 20000, costly) == BATCH_SIZE
-    short = {"num_cycles": 1, "cycle_length": 20, "thin": 1} if method == "csgld" else {"num_warmup": 1, "num_samples": 4, "thin": 1}
+    short = ({"num_cycles": 1, "cycle_length": 20, "thin": 1} if method == "csgld"
+             else {"num_warmup": 1, "num_samples": 4, "thin": 1})
     assert METHODS.get(method).parse(short).batch_rows(costly, 20000) == 20000
     assert METHODS.get(method).parse({"batch_size": 50}).batch_rows(costly, 20000) == 50
