@@ -181,7 +181,8 @@ def tables_from_csv(path: Path) -> str:
     rows = frame.to_dict("records")
     blocks, runs = [], []
     for (dataset, model) in dict.fromkeys((row["dataset"], row["model"]) for row in rows):
-        group = [row for row in rows if (row["dataset"], row["model"]) == (dataset, model)]
+        group = sorted((row for row in rows if (row["dataset"], row["model"]) == (dataset, model)),
+                       key=lambda row: row["method"] != PLAIN)  # the plain training first, the fits in the CSV's order
         regression = all(math.isnan(row["accuracy"]) for row in group)
         score = "rmse" if regression else "accuracy"
         lines = [f"{dataset}, {model}", "", f"| method | seconds | ratio | target | met | {score} | test_ll | check |",
