@@ -74,6 +74,6 @@ def test_a_cells_problems_say_each_thing_once_in_bnn_ucis_terms(tiny_uci):
     assert svi["verdict"] == "not converged" and svi["problems"].count("--set svi.steps=") == 1, svi["problems"]
     assert "--steps" not in svi["problems"]
     sgld = run_cell(table, Cell("tiny", "sgld", 1, 10, {"num_chains": 2, "num_warmup": 50, "num_samples": 40,
-                                                        "progress": False, "seed": 1}))
+                                                        "map_method": "sequential", "progress": False, "seed": 1}))
     assert sgld["verdict"] == "not converged" and "two or more chains" not in sgld["problems"]
     assert "run more chains than the 2 this cell ran (--set sgld.num_chains=)" in sgld["problems"]

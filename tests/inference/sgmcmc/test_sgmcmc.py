@@ -312,8 +312,10 @@ def test_a_cyclical_run_that_does_not_converge_says_what_to_lengthen(toy, model)
 
 @pytest.mark.long
 def test_command_line_options_reach_the_samplers(tmp_path):
-    # the chains' MAP starts in this process: worker processes would take most of the test's time to start
-    base = ["fit", "--dataset", "toy1d", "--hidden", "2", "--quiet", "--map-method", "sequential"]
+    # the chains' MAP starts in this process (worker processes would take most of the test's time to start) and cut
+    # short: the options' way to the samplers is the point, not the starts
+    base = ["fit", "--dataset", "toy1d", "--hidden", "2", "--quiet", "--map-method", "sequential", "--map-steps", "50",
+            "--map-max-iter", "10"]
     short = ["--num-warmup", "10", "--num-samples", "5"]
     main([*base, *short, "--method", "sghmc", "--step-size", "2e-5", "--friction", "0.2", "--thin", "3", "--batch-size", "25",
           "--num-chains", "3", "--out", str(tmp_path / "sghmc")])
