@@ -1,4 +1,4 @@
-r"""Whether a gradient method can afford the full batch: the rule that sends the MAP and SVI onto minibatches.
+r"""Whether a gradient method can afford the full batch: the rule that sends the MAP, SVI and SG-MCMC onto minibatches.
 
 A full-batch fit of :math:`G` gradients over :math:`N` rows does :math:`W = G\,N\,F` floating-point operations, with
 :math:`F` those of one example's gradient of the log-likelihood, counted by ``torch.utils.flop_counter`` on

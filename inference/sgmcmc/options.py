@@ -136,10 +136,10 @@ class SGMCMCOptions(MapFitOptions):
     longer_run: ClassVar[str] = ""
     """What makes the chains longer, in option names (the convergence warning says it)."""
 
-    def batch_rows(self, model, rows: int) -> int | None:
-        """The rows of a gradient on ``rows`` training rows (``None``: all of them): ``batch_size``, else the regime
-        of :func:`~bnn.inference.core.full_batch_work.regime_rows` for every chain's steps (``model`` ``None``: all
-        of them)."""
+    def batch_rows(self, model, rows: int) -> int:
+        """The rows of a gradient on ``rows`` training rows: ``batch_size``, else the regime of
+        :func:`~bnn.inference.core.full_batch_work.regime_rows` for every chain's steps (``model`` ``None``: all of
+        them)."""
         if self.batch_size is not None:
             return self.batch_size
         return regime_rows(model, rows, self.num_chains * self.plan().total)
