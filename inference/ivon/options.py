@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+
+from bnn.inference.core.training_length import default_epochs, steps_per_epoch
 
 from bnn.options import Options, flag, integer, option, optional, positive_int, positive_number, probability, seed
 from bnn.runtime.memory import parameter_count, value_bytes
 
-MIN_EPOCHS, MIN_STEPS, BATCH_SIZE = 50, 3000, 128
-"""The default training: at least this many passes over the data and steps, and the examples per step (chosen on the
-built-in data: benchmarks/results/training_cost.md)."""
+BATCH_SIZE = 128
+"""The default examples per step (chosen on the built-in data: benchmarks/results/training_cost.md)."""
 
 
 @dataclass(frozen=True)
@@ -33,8 +33,8 @@ class IVONOptions(Options):
     mc_samples : int
         Weight draws per step, their gradients averaged.
     epochs : int, optional
-        Passes over the :math:`N` training rows, :math:`\lceil N / B \rceil` steps each (default: the fewest that give
-        :data:`MIN_EPOCHS` passes and :data:`MIN_STEPS` steps).
+        Passes over the :math:`N` training rows, :math:`\lceil N / B \rceil` steps each (default:
+        :func:`~bnn.inference.core.training_length.default_epochs`, the fewest that give 50 passes and 3,000 steps).
     batch_size : int, optional
         :math:`B`, examples per step (default 128; ``None``: all, full-batch steps).
     clip_radius : float, optional
@@ -65,12 +65,11 @@ class IVONOptions(Options):
 
     def training_epochs(self, rows: int) -> int:
         """The passes over ``rows`` training rows: ``epochs``, or the default (attribute notes)."""
-        per_epoch = math.ceil(rows / self.batch_rows(rows))
-        return self.epochs if self.epochs is not None else max(MIN_EPOCHS, math.ceil(MIN_STEPS / per_epoch))
+        return self.epochs if self.epochs is not None else default_epochs(rows, self.batch_rows(rows))
 
     def training_steps(self, rows: int) -> int:
         """IVON's steps on ``rows`` training rows."""
-        return self.training_epochs(rows) * math.ceil(rows / self.batch_rows(rows))
+        return self.training_epochs(rows) * steps_per_epoch(rows, self.batch_rows(rows))
 
     def memory_needs(self, model) -> dict[str, int]:
         parameters = parameter_count(model)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from enum import Enum
+
+from bnn.inference.core.training_length import default_epochs, steps_per_epoch
 
 from bnn.options import (
     Options,
@@ -41,12 +42,13 @@ class MCDropoutOptions(Options):
     ----------
     dropout_rate : float
         :math:`p`, the probability that an input of a layer is dropped, in (0, 1).
-    steps : int
-        Adam steps (one minibatch each), unless ``epochs`` is given.
+    steps : int, optional
+        Adam steps (one minibatch each).
     epochs : int, optional
         The length of the training in passes over the :math:`N` training rows instead, :math:`\lceil N / B \rceil`
-        steps each (the last minibatch of an epoch holds the rest; the unit of the paper's code). It replaces
-        ``steps``, which a time budget then cannot lower.
+        steps each (the last minibatch of an epoch holds the rest; the unit of the paper's code). With neither
+        given, :func:`~bnn.inference.core.training_length.default_epochs`: the fewest passes that give 50 passes and
+        3,000 steps (a time budget lowers ``steps`` only).
     lr : float
         Adam's learning rate.
     batch_size : int, optional
@@ -66,7 +68,7 @@ class MCDropoutOptions(Options):
     """
 
     dropout_rate: float = option(0.01, probability)
-    steps: int = option(3000, positive_int)
+    steps: int | None = option(None, optional(positive_int))
     lr: float = option(0.01, positive_number)
     batch_size: int | None = option(BATCH_SIZE, optional(integer(minimum=1)))
     epochs: int | None = option(None, optional(integer(minimum=1)))
@@ -75,13 +77,20 @@ class MCDropoutOptions(Options):
     seed: int = option(0, seed)
     progress: bool = option(True, flag)
 
+    def check(self) -> None:
+        if self.steps is not None and self.epochs is not None:
+            raise ValueError("give steps or epochs, not both")
+
     def batch_rows(self, rows: int) -> int:
         """Examples per step on ``rows`` training rows (all of them for full-batch steps)."""
         return rows if self.batch_size is None else min(self.batch_size, rows)
 
     def training_steps(self, rows: int) -> int:
-        """The Adam steps on ``rows`` training rows: ``epochs`` passes when given, else ``steps``."""
-        return self.steps if self.epochs is None else self.epochs * math.ceil(rows / self.batch_rows(rows))
+        """The Adam steps on ``rows`` training rows: ``steps``, ``epochs`` passes, or the default passes."""
+        if self.steps is not None:
+            return self.steps
+        per_epoch = steps_per_epoch(rows, self.batch_rows(rows))
+        return per_epoch * (self.epochs if self.epochs is not None else default_epochs(rows, self.batch_rows(rows)))
 
     def memory_needs(self, model) -> dict[str, int]:
         parameters = parameter_count(model)

@@ -8,7 +8,8 @@ network); methods whose length is a number of draws or steps (NUTS, SVI, MC drop
 what is left, each scaled by the same factor :math:`f = \text{left} / \sum \text{cost}` when :math:`f < 1`, but never
 below each method's floors (:attr:`~bnn.inference.core.method.Method.budget_floors`), nor below what the user asked
 for: NUTS keeps two chains and at least 100 warm-up and 100 kept draws per chain, so that split R-hat and bulk ESS
-still mean something; SVI at least 1,000 steps. A method whose smallest run does not fit is left out, most expensive
+still mean something; SVI at least 1,000 steps. A length left to its data-dependent default (SVI's and MC dropout's
+``steps`` unset) counts as fixed. A method whose smallest run does not fit is left out, most expensive
 first, with the reason. The NUTS estimate counts every tree at full depth (the most gradients) but not the sampler's
 work between them: on a network as small as toy1d's, whose trees do reach full depth, that work is of the order of the
 gradients' own time, so a NUTS run chosen here can overrun its share; leave that margin in the budget."""

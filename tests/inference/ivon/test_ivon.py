@@ -109,9 +109,10 @@ def test_a_run_stopped_while_its_objective_still_rises_says_so():
     assert "give it more epochs (epochs=, --epochs)" in posterior.record.problems()[0]
 
 
-def test_the_default_training_is_at_least_fifty_epochs_and_three_thousand_steps():
+def test_the_default_training_is_the_default_epochs():
     from bnn.inference.ivon import IVONOptions
 
     options = IVONOptions.parse("ivon", {})
     assert options.training_epochs(100) == 3000 and options.training_steps(100) == 3000  # one batch an epoch
     assert options.training_epochs(40_000) == 50 and options.training_steps(40_000) == 50 * math.ceil(40_000 / 128)
+    assert IVONOptions.parse("ivon", {"epochs": 7}).training_steps(40_000) == 7 * math.ceil(40_000 / 128)

@@ -13,6 +13,7 @@ from bnn.inference.core.record import read_record
 from bnn.inference.map_search.log_joint import prior_distributions
 from bnn.inference.mc_dropout import (
     IncompleteTrainingWarning,
+    MCDropoutOptions,
     MCDropoutRecord,
     dropout_forward,
     expected_log_prior,
@@ -102,11 +103,20 @@ def test_a_learned_noise_is_fitted_and_every_draw_holds_it():
 
 
 def test_epochs_count_passes_over_the_rows_in_minibatches_and_the_cost_counts_them():
-    posterior = fit(small_model(), (X, Y), "mc-dropout", epochs=3, batch_size=8, steps=999, num_samples=2, progress=False)
+    posterior = fit(small_model(), (X, Y), "mc-dropout", epochs=3, batch_size=8, num_samples=2, progress=False)
     assert posterior.record.steps_done == len(posterior.record.loss_history) == 3 * 4  # 30 rows: 4 minibatches of 8
     assert COST.count(posterior.record.options, 30, posterior.model).gradients == 12
     assert COST.count(posterior.record.options, 33, posterior.model).gradients == 15  # the last minibatch holds 1
     assert fit(small_model(), (X, Y), "mc-dropout", epochs=2, num_samples=2, progress=False).record.steps_done == 2
+    with pytest.raises(ValueError, match="give steps or epochs, not both"):
+        fit(small_model(), (X, Y), "mc-dropout", epochs=3, steps=999, progress=False)
+
+
+def test_the_default_training_is_the_default_epochs_steps_when_given_are_kept():
+    options = MCDropoutOptions.parse("mc-dropout", {})
+    assert options.training_steps(1437) == 3000  # digits: 250 epochs of 12 minibatches
+    assert options.training_steps(41_157) == 50 * math.ceil(41_157 / 128)  # protein: 50 epochs, not 9
+    assert MCDropoutOptions.parse("mc-dropout", {"steps": 700}).training_steps(41_157) == 700
 
 
 def test_glorot_init_draws_uniform_weights_within_the_glorot_bound_and_zero_biases_and_prior_init_draws_the_prior():
