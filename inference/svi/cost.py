@@ -40,7 +40,8 @@ def step_seconds(model, x: torch.Tensor, y: torch.Tensor, options: SVIOptions) -
     of :data:`TIMED_RUNS` means of :data:`TIMED_STEPS` steps after :data:`WARM_STEPS`, in the fit's own seed and an
     isolated parameter store."""
     total = WARM_STEPS + TIMED_RUNS * TIMED_STEPS
-    short = replace(options, steps=total, epochs=None, num_samples=1, progress=False,
+    jit = StepPlan.of(model, x.shape[0], options).jit  # the fit's own choice, not the short run's
+    short = replace(options, steps=total, epochs=None, num_samples=1, progress=False, jit=jit,
                     checkpoint_dir=None, checkpoint_every=None, resume=None)
     plan, model = StepPlan.of(model, x.shape[0], short), snapshot_model(model)
     with seeded(short.seed), pyro.get_param_store().scope(), torch_jit_deprecation_ignored():  # as SVILoop.run

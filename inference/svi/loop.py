@@ -53,7 +53,7 @@ def trajectory(options: SVIOptions, plan: StepPlan) -> dict[str, Any]:
     """The options that shape a run's numbers, as its checkpoints' fingerprint records them."""
     return {"steps": plan.total_steps, "batch_size": plan.batch_size, "lr": options.lr,
             "lr_schedule": options.lr_schedule.value, "final_lr_fraction": options.final_lr_fraction,
-            "num_particles": options.num_particles, "jit": options.jit, "kl_weighting": options.kl_weighting.value,
+            "num_particles": options.num_particles, "jit": plan.jit, "kl_weighting": options.kl_weighting.value,
             "kl_warmup_steps": plan.warmup_steps, "temperature": options.temperature, "seed": options.seed}
 
 
@@ -92,7 +92,7 @@ class SVILoop:
         self.options, self.plan = options, plan
         self.fingerprint = fit_fingerprint(model, x, y, guide_name, options.guide_options or {}, trajectory(options, plan))
         self.checkpoints = None if checkpoint_dir is None else CheckpointFolder(checkpoint_dir, self.fingerprint)
-        self.loss = elbo_loss(options.num_particles, options.jit)
+        self.loss = elbo_loss(options.num_particles, plan.jit)
         self.optimiser = make_optimiser(options.lr, options.lr_schedule, plan.total_steps, options.final_lr_fraction)
         self.svi_model, self.svi_guide = svi_pair(model, guide, options.kl_weighting, options.temperature)
         self.batches = MiniBatches(x, y, plan.batch_size, options.kl_weighting, plan.warmup_steps)
@@ -154,7 +154,7 @@ class SVILoop:
             if stopped is None:
                 raise  # a ValueError that no non-finite number explains
             raise stopped from error
-        if self.options.jit:
+        if self.plan.jit:
             self.params = params, len(pyro.get_param_store())
         if isinstance(self.optimiser, PyroLRScheduler):
             self.optimiser.step()  # the schedule's next rate

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from bnn.inference.core.full_batch_work import regime_rows
 from bnn.inference.svi.kl_weights import KLWeighting
-from bnn.inference.svi.options import DEFAULT_STEPS, MINIBATCH_STEPS, SVIOptions
+from bnn.inference.svi.options import DEFAULT_STEPS, JIT_MIN_STEPS, MINIBATCH_STEPS, SVIOptions
 
 
 def batch_rows(model, n: int, options: SVIOptions) -> int:
@@ -47,11 +47,14 @@ class StepPlan:
     warmup_steps : int
         :math:`W = \max(1, \lceil f T \rceil)` for the KL warm-up fraction :math:`f`
         (:class:`~bnn.inference.svi.kl_weights.KLWeighting`).
+    jit : bool
+        Compile the loss: ``options.jit``, else :math:`T \ge` :data:`~bnn.inference.svi.options.JIT_MIN_STEPS`.
     """
 
     total_steps: int
     batch_size: int
     warmup_steps: int
+    jit: bool
 
     @classmethod
     def of(cls, model, n: int, options: SVIOptions) -> StepPlan:
@@ -72,7 +75,8 @@ class StepPlan:
             total_steps = options.steps
         else:
             total_steps = DEFAULT_STEPS if batch_size == n else MINIBATCH_STEPS
-        return cls(total_steps, batch_size, max(1, math.ceil(options.warmup_fraction * total_steps)))
+        jit = options.jit if options.jit is not None else total_steps >= JIT_MIN_STEPS
+        return cls(total_steps, batch_size, max(1, math.ceil(options.warmup_fraction * total_steps)), jit)
 
 
 class MiniBatches:

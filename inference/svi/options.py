@@ -29,6 +29,9 @@ from bnn.options import (
 from bnn.runtime.memory import parameter_count, value_bytes
 
 DEFAULT_STEPS = 10000
+JIT_MIN_STEPS = 100
+"""The shortest run that ``jit`` left unset compiles: compiling takes about as long as this many steps save
+(benchmarks/results/svi_jit.md)."""
 MINIBATCH_STEPS = 20000
 """The default length where the regime of :mod:`bnn.inference.svi.minibatches` takes minibatches: their gradient noise
 slows the ELBO's climb (chosen on the built-in data so that SVI's own check passes there:
@@ -61,8 +64,10 @@ class SVIOptions(Options):
         toy1d: ``benchmarks/results/svi_defaults.md``).
     num_particles : int
         Draws per ELBO estimate, vectorised.
-    jit : bool
-        Use ``JitTrace_ELBO`` (faster per step, compiles on the first step; default ``True``).
+    jit : bool, optional
+        Use ``JitTrace_ELBO``: faster per step, after compiling the loss on the first step (default: for runs of
+        :data:`JIT_MIN_STEPS` steps or more, which repay the compilation; the plan's
+        :attr:`~bnn.inference.svi.minibatches.StepPlan.jit`).
     kl_weighting : KLWeighting or str
         The KL's weight :math:`\pi_i` in minibatch :math:`i` of :math:`M`: ``"uniform"``
         (:math:`1/M`, plain SVI), ``"blundell"`` (:math:`2^{M-i}/(2^M-1)`) or ``"warmup"``
@@ -103,7 +108,7 @@ class SVIOptions(Options):
     lr_schedule: LRSchedule = option("cosine", choice(LRSchedule))
     final_lr_fraction: float = option(0.01, fraction)
     num_particles: int = option(1, positive_int)
-    jit: bool = option(True, flag)
+    jit: bool | None = option(None, optional(flag))
     kl_weighting: KLWeighting = option("uniform", choice(KLWeighting))
     kl_warmup_fraction: float | None = option(None, optional(fraction))
     temperature: float = option(UNTEMPERED, parse_temperature)

@@ -8,7 +8,7 @@ import torch
 from bnn.inference import METHODS, fit
 from bnn.inference.core.full_batch_work import BATCH_SIZE, FULL_BATCH_WORK, full_batch_work
 from bnn.inference.svi.minibatches import StepPlan
-from bnn.inference.svi.options import DEFAULT_STEPS, MINIBATCH_STEPS, SVIOptions
+from bnn.inference.svi.options import DEFAULT_STEPS, JIT_MIN_STEPS, MINIBATCH_STEPS, SVIOptions
 from bnn.models import BayesianMLP
 
 from tests.support.conjugate import conjugate_problem
@@ -45,3 +45,15 @@ def test_a_costly_fit_runs_on_minibatches_and_its_record_says_so():
     x, y = random_digits()
     posterior = fit(COSTLY, (x, y), "svi", steps=100, num_samples=2, jit=False, progress=False)
     assert posterior.record.batch_size == BATCH_SIZE and posterior.record.steps == 100
+
+
+def test_the_loss_is_compiled_for_runs_that_repay_it_unless_jit_is_given():
+    model = BayesianMLP(1, 1, hidden=(3,))
+
+    def plan(**options):
+        return StepPlan.of(model, 20, SVIOptions.parse("svi", options))
+
+    assert [plan(steps=steps).jit for steps in (JIT_MIN_STEPS - 1, JIT_MIN_STEPS)] == [False, True]
+    assert plan().jit  # the default 10,000 steps
+    assert plan(steps=5, jit=True).jit and not plan(steps=10_000, jit=False).jit
+    assert not plan(epochs=JIT_MIN_STEPS - 1, batch_size=20).jit and plan(epochs=5, batch_size=1).jit  # 99 and 100 steps
