@@ -106,6 +106,7 @@ SOURCES: dict[str, Source] = {
     "svi_defaults": Source((Part("benchmarks.svi_defaults", "tables_from_csv",
                                  ("svi_defaults/settings.csv", "svi_defaults/reference.csv")),
                             Part(*CELLS, ("svi_defaults/yacht.csv",)))),
+    "svi_jit": made_by("benchmarks.svi_jit", "tables_from_csv", "svi_jit/times.csv"),
     "svi_speed": made_by("benchmarks.svi_speed", "tables_from_csv", "svi_speed/step_times.csv"),
     "swag_rate/results": written("benchmarks.swag_rate", "swag_rate"),
     "test_suite": printed((*CELLS, "test_suite/tables.csv")),
