@@ -34,7 +34,7 @@ def run_compare(args: argparse.Namespace) -> pd.DataFrame:
     table = run_comparison(loaded, args.methods, model=lambda dataset: build_model(args, dataset), out=args.out,
                            options=options, time_budget=args.time_budget, ood=args.ood, conformal=args.conformal,
                            seed=args.seed, overwrite=args.overwrite, progress=not args.quiet,
-                           command=command_line(args))
+                           command=command_line(args), reference=args.reference)
     with pd.option_context("display.width", 200, "display.max_columns", 12):
         print(table.T.to_string())
     print("\n".join(line.replace("**", "") for line in table.attrs["warnings"]))
@@ -66,4 +66,8 @@ def add_compare_parser(commands) -> None:
     parser.add_argument("--conformal", type=float, metavar="SHARE",
                         help="hold this share of the training rows out of every fit (seeded by --seed; 0.2 is usual) "
                         "and calibrate each fit's conformal 90%% sets on them, reported beside its own 90%% sets")
+    parser.add_argument("--reference", metavar="METHOD_OR_FOLDER",
+                        help="measure every other fit's predictive against this one's: a method of --methods (nuts), "
+                        "or the folder of a saved fit of the same model and data (bnn fit --out); it must pass its own "
+                        "check (R-hat of f(x) <= 1.01, bulk ESS >= 400, no divergences)")
     parser.set_defaults(run=run_compare)

@@ -1,5 +1,6 @@
 """Evaluating fits: test metrics, the comparison table and ranking, calibration, conformal sets, OOD detection,
-fidelity to a reference posterior and plots. The comparison workflow that writes them into a report is :mod:`bnn.experiments.comparison`."""
+fidelity to a reference posterior and plots. The comparison workflow that writes them into a report is
+:mod:`bnn.experiments.comparison`."""
 
 from bnn.inference.evaluation.compare import compare, rank
 from bnn.inference.evaluation.conformal import ConformalPredictor, conformalize

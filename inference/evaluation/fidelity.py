@@ -62,13 +62,16 @@ def reference_problems(reference: Posterior, x: torch.Tensor) -> list[str]:
     f = reference.function_draws(x, values).reshape(reference.num_chains, reference.num_draws, -1)
     f = f.to(torch.float64).numpy()
     problems = []
-    r_hat, ess = np.nanmax(split_r_hat(f), initial=-np.inf), np.nanmin(ess_bulk(f), initial=np.inf)
-    if not r_hat <= MAX_R_HAT:
-        problems.append(f"the split R-hat of f(x) reaches {r_hat:.4g}, above {MAX_R_HAT}" if np.isfinite(r_hat)
-                        else f"the split R-hat of f(x) cannot be computed from {reference.num_draws} draws a chain")
-    if not ess >= MIN_ESS:
-        problems.append(f"the bulk ESS of f(x) falls to {ess:.0f}, below {MIN_ESS}" if np.isfinite(ess)
-                        else f"the bulk ESS of f(x) cannot be computed from {reference.num_draws} draws a chain")
+    chains = f"{reference.num_chains} chain(s) of {reference.num_draws} draws"
+    r_hat, ess = split_r_hat(f), ess_bulk(f)
+    if np.isnan(r_hat).any():
+        problems.append(f"the split R-hat of f(x) cannot be computed from {chains} (it needs two chains or more)")
+    elif r_hat.max() > MAX_R_HAT:
+        problems.append(f"the split R-hat of f(x) reaches {r_hat.max():.4g}, above {MAX_R_HAT}")
+    if np.isnan(ess).any():
+        problems.append(f"the bulk ESS of f(x) cannot be computed from {chains}")
+    elif ess.min() < MIN_ESS:
+        problems.append(f"the bulk ESS of f(x) falls to {ess.min():.0f}, below {MIN_ESS}")
     divergences = getattr(getattr(reference.record, "diagnostics", None), "divergences", 0)
     if divergences:
         problems.append(f"{divergences} divergent transitions")

@@ -139,6 +139,12 @@ def test_an_unwritable_out_is_refused_before_any_fit(out, monkeypatch, capsys):
     assert code == 2 and "error: cannot write into /" in err
 
 
+def test_a_reference_of_no_chosen_method_is_refused_before_any_fit(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(workflow, "fit", lambda *args, **kwargs: pytest.fail("a fit started"))
+    code, _, err = run([*COMMAND, "--reference", "nuts", "--out", str(tmp_path / "report")], capsys)
+    assert code == 2 and "error: --reference 'nuts' names no fit of this comparison (svi, laplace)" in err
+
+
 def test_the_report_may_not_go_into_the_uci_folder(tmp_path, monkeypatch, capsys):
     (tmp_path / "uci" / "yacht").mkdir(parents=True)
     monkeypatch.setattr(workflow, "fit", lambda *args, **kwargs: pytest.fail("a fit started"))

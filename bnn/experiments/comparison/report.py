@@ -15,6 +15,7 @@ import pandas as pd
 import torch
 
 from bnn.datasets.dataset import Dataset
+from bnn.experiments.comparison.reference import reference_distances
 from bnn.inference.core.posterior import Posterior
 from bnn.inference.diagnostics.convergence import R_HAT_THRESHOLD
 from bnn.inference.evaluation.calibration_plots import plot_pit, plot_selective
@@ -178,8 +179,8 @@ def set_coverage_section(table: pd.DataFrame, task: str, calibration_rows: int) 
 
 def write_comparison(posteriors: Mapping[str, Posterior], dataset: Dataset, out: str | Path, *, command: str,
                      overwrite: bool = False, progress: bool = True, cost_notes: Sequence[str] = (),
-                     ood: ShiftSplit | None = None, calibration: tuple[torch.Tensor, torch.Tensor] | None = None
-                     ) -> pd.DataFrame:
+                     ood: ShiftSplit | None = None, calibration: tuple[torch.Tensor, torch.Tensor] | None = None,
+                     reference: tuple[str, Posterior] | None = None) -> pd.DataFrame:
     """Write ``report.md``, ``comparison.csv``, ``ranking.csv``, PNGs and ``posterior-<fit>.nc`` into ``out``.
 
     Parameters
@@ -210,6 +211,11 @@ def write_comparison(posteriors: Mapping[str, Posterior], dataset: Dataset, out:
         fit's conformal 90% sets are calibrated on them and set beside its own
         (:func:`~bnn.inference.evaluation.set_coverage.set_coverage`), in a section and in the table's
         ``credible_*`` and ``conformal_*`` columns.
+    reference : (label, Posterior), optional
+        A trusted posterior of the same network and data (one of ``posteriors``, or a saved fit): each other fit's
+        distance from its predictive at the test inputs (:func:`~bnn.inference.evaluation.fidelity.fidelity`), in a
+        section and in the table's distance columns; a reference that fails its own check gets a warning in their
+        place.
 
     Returns
     -------
@@ -245,6 +251,13 @@ def write_comparison(posteriors: Mapping[str, Posterior], dataset: Dataset, out:
             for label in posteriors:
                 rows[label].update(auroc_columns(detection, label, dataset.task))
         table = pd.DataFrame.from_dict(rows, orient="index")
+        closeness = []
+        if reference is not None:
+            start(f"distances from the reference ({reference[0]})")
+            distances, closeness = reference_distances(posteriors, reference[1], reference[0], dataset)
+            if distances is not None:
+                table = table.join(distances)
+                closeness.append(markdown_table(distances))
         start("ranking (az.compare)")
         ranking = rank(posteriors)
         ranking = ranking.assign(loo_bad_k=table.loc[ranking.index, "loo_bad_k"], test_ll=table.loc[ranking.index, "test_ll"])
@@ -285,7 +298,7 @@ def write_comparison(posteriors: Mapping[str, Posterior], dataset: Dataset, out:
             *units_lines(scale),
             *(["## Cost", "\n".join(cost_notes)] if cost_notes else []),
             "## Comparison", *warnings, markdown_table(table[shown]),
-            *calibration_sections(table, dataset, calibration_figures), *conformal, *shifted,
+            *calibration_sections(table, dataset, calibration_figures), *conformal, *shifted, *closeness,
             "## ArviZ ranking (az.compare, PSIS-LOO)", *verdict,
             markdown_table(ranking) if len(ranking) else NO_RANKING,
             *([warning_column_line(min(draws))] if draws else []),
@@ -293,5 +306,5 @@ def write_comparison(posteriors: Mapping[str, Posterior], dataset: Dataset, out:
             "## Environment", *environment_lines(),
         ]
         (staging / "report.md").write_text("\n\n".join(sections) + "\n")
-    table.attrs["warnings"] = [*warnings, *verdict]
+    table.attrs["warnings"] = [*warnings, *verdict, *(line for line in closeness if line.startswith("**Warning"))]
     return table

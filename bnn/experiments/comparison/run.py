@@ -25,6 +25,7 @@ import pandas as pd
 
 from bnn.datasets.dataset import Dataset
 from bnn.experiments.comparison.finished_fits import FinishedFits, run_fingerprint
+from bnn.experiments.comparison.reference import saved_reference
 from bnn.experiments.comparison.report import write_comparison
 from bnn.experiments.comparison.time_budget import choose_fits, cost_lines, parse_duration
 from bnn.guides import GUIDES
@@ -134,11 +135,28 @@ def comparison_interrupted(reason: str, kept: FinishedFits, command: str) -> str
             f"command again to reuse them: {command}")
 
 
+def is_saved(reference: str | Path | None) -> bool:
+    """Whether ``reference`` names a folder (a saved fit) rather than a method."""
+    return reference is not None and (isinstance(reference, Path) or Path(reference).is_dir())
+
+
+def referenced_fit(specs: Sequence[MethodSpec], reference: str) -> int:
+    """The index of the one fit of ``specs`` whose method is ``reference`` (``ValueError`` for none or several)."""
+    matches = [index for index, spec in enumerate(specs) if spec.method == reference]
+    if len(matches) != 1:
+        found = "no fit" if not matches else f"{len(matches)} fits"
+        raise ValueError(f"--reference {reference!r} names {found} of this comparison "
+                         f"({', '.join(spec.method for spec in specs)}): name one method of --methods, or give the "
+                         "folder of a saved fit")
+    return matches[0]
+
+
 def run_comparison(data: Dataset, methods: str | Sequence[str | MethodSpec] = DEFAULT_METHODS, *,
                    model: BayesianNetwork | Callable[[Dataset], BayesianNetwork], out: str | Path,
                    options: Mapping[str, Any] | None = None, time_budget: float | str | None = None,
                    ood: str | None = None, conformal: float | None = None, seed: int = 0, overwrite: bool = False,
-                   progress: bool = True, command: str | None = None) -> pd.DataFrame:
+                   progress: bool = True, command: str | None = None, reference: str | Path | None = None
+                   ) -> pd.DataFrame:
     """Fit every method in ``methods`` on the same model and data, and write the comparison report into ``out``.
 
     Parameters
@@ -172,6 +190,10 @@ def run_comparison(data: Dataset, methods: str | Sequence[str | MethodSpec] = DE
     command : str, optional
         How to run this comparison again, for the report and the message of an interrupted run (default: a call of
         this function).
+    reference : str or Path, optional
+        The posterior every other fit is measured against (:mod:`bnn.experiments.comparison.reference`): the name of
+        one method of ``methods`` (``"nuts"``), or the folder of a fit of the same network and data saved by
+        :meth:`~bnn.inference.core.posterior.Posterior.save` (read, and its own check made, before any fit).
 
     Returns
     -------
@@ -186,7 +208,9 @@ def run_comparison(data: Dataset, methods: str | Sequence[str | MethodSpec] = DE
         Before any fit: an unknown method, guide, option or shift set, an option no chosen method takes, a network a
         method cannot fit, an ``out`` that cannot be written or holds a result without ``overwrite``, an ``out``
         another process writes now (:func:`~bnn.runtime.atomic.writing`: the run holds ``out``'s lock from here to
-        its report's swap), a budget in which no method fits.
+        its report's swap), a budget in which no method fits, a ``reference`` that names no single method of
+        ``methods`` (or one the budget leaves out), a saved reference of another network or data or that fails its
+        own check.
     KeyboardInterrupt
         On Ctrl-C or SIGTERM, saying which finished fits are kept and what reuses them.
     """
@@ -210,22 +234,37 @@ def run_comparison(data: Dataset, methods: str | Sequence[str | MethodSpec] = DE
             calibration_rank(len(calibration[0]), SET_LEVEL_ALPHA)
         network = model(dataset) if callable(model) and not isinstance(model, BayesianNetwork) else model
         check_methods_fit(network, specs, routed)
+        saved = saved_reference(Path(reference), network, dataset) if is_saved(reference) else None
+        referenced = referenced_fit(specs, reference) if reference is not None and saved is None else None
         plan = choose_fits(network, dataset, [spec.method for spec in specs], routed, budget)
         cost_notes = cost_lines(plan, budget)
         print("\n".join(cost_notes))
         if all(choice.skipped for choice in plan.fits):
             raise ValueError(f"no method fits in the time budget {format_seconds(budget)}: raise it, or ask for fewer "
                              "draws or steps (see the estimates above)")
+        if referenced is not None and plan.fits[referenced].skipped:
+            raise ValueError(f"the time budget leaves out {specs[referenced].method}, the --reference: raise "
+                             "--time-budget, or give a saved reference's folder")
+        if referenced is not None:
+            referenced -= sum(choice.skipped for choice in plan.fits[:referenced])
         specs = [spec for spec, choice in zip(specs, plan.fits) if not choice.skipped]
         routed = [choice.options for choice in plan.fits if not choice.skipped]
         kept = FinishedFits(Path(out), run_fingerprint(network, dataset, [(spec.method, options) for spec, options
                                                                           in zip(specs, routed)]),
                             module=network.state_module())
-        posteriors = label_fits(fit_or_reuse(network, dataset, specs, routed, kept, command))
+        fitted = fit_or_reuse(network, dataset, specs, routed, kept, command)
+        posteriors = label_fits(fitted)
+        if saved is not None:
+            compared_with = (f"saved {saved.record.label}", saved)
+        elif referenced is not None:
+            compared_with = next((label, p) for label, p in posteriors.items() if p is fitted[referenced])
+        else:
+            compared_with = None
         try:
             began = time.perf_counter()
             table = write_comparison(posteriors, dataset, out, command=command, overwrite=overwrite, progress=progress,
-                                     cost_notes=cost_notes, ood=shift, calibration=calibration)
+                                     cost_notes=cost_notes, ood=shift, calibration=calibration,
+                                     reference=compared_with)
             table.attrs["report_seconds"] = time.perf_counter() - began
             table.attrs["report_estimate"] = plan.report.seconds
         except KeyboardInterrupt as error:
