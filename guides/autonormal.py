@@ -44,18 +44,26 @@ def autonormal(model, *, init_scale: float = 0.1, init_loc: str | Mapping[str, t
         For a non-positive ``init_scale``, an unknown ``init_loc`` name, or a mapping with a name that
         is not a latent site of ``model`` or a value that is not a finite tensor of that site's shape.
     """
+    return AutoNormal(model, init_loc_fn=init_location(model, init_loc), init_scale=checked_init_scale(init_scale))
+
+
+def checked_init_scale(init_scale: float) -> float:
+    """``init_scale`` as a float, after checking it is a positive number (``ValueError`` otherwise)."""
     if isinstance(init_scale, bool) or not (isinstance(init_scale, (int, float)) and 0 < init_scale < float("inf")):
         raise ValueError(f"init_scale must be a positive number, got {init_scale!r}")
+    return float(init_scale)
+
+
+def init_location(model, init_loc: str | Mapping[str, torch.Tensor]):
+    """The ``init_loc_fn`` of a Pyro autoguide for ``init_loc`` (:func:`autonormal`'s notes: ``"prior"``, ``"median"``
+    or a mapping of site values); ``ValueError`` for an unknown name or a bad mapping."""
     if isinstance(init_loc, Mapping):
-        init_loc_fn = init_to_value(values={**latent_medians(model), **_checked_values(model, init_loc)},
-                                    fallback=init_to_sample)
-    elif init_loc == "prior":
-        init_loc_fn = init_to_value(values=latent_medians(model), fallback=init_to_sample)
-    elif init_loc == "median":
-        init_loc_fn = init_to_median
-    else:
-        raise ValueError(f"init_loc must be one of {sorted(INIT_LOCATIONS)} or a mapping of site values, got {init_loc!r}")
-    return AutoNormal(model, init_loc_fn=init_loc_fn, init_scale=float(init_scale))
+        return init_to_value(values={**latent_medians(model), **_checked_values(model, init_loc)}, fallback=init_to_sample)
+    if init_loc == "prior":
+        return init_to_value(values=latent_medians(model), fallback=init_to_sample)
+    if init_loc == "median":
+        return init_to_median
+    raise ValueError(f"init_loc must be one of {sorted(INIT_LOCATIONS)} or a mapping of site values, got {init_loc!r}")
 
 
 def latent_medians(model) -> dict[str, torch.Tensor]:

@@ -18,9 +18,10 @@ from bnn.registry import Registry
 class GuideFactory:
     """Marks ``build(model, **options) -> guide`` as a factory (not itself a guide)."""
 
-    def __init__(self, build: Callable[..., Callable], *, description: str) -> None:
+    def __init__(self, build: Callable[..., Callable], *, description: str, compiles: bool = True) -> None:
         self.build = build
         self.description = description
+        self.compiles = compiles
         self.__doc__ = build.__doc__
 
     def options(self) -> list[str]:
@@ -42,11 +43,12 @@ class GuideFactory:
 GUIDES: Registry[GuideFactory] = Registry("guide")
 
 
-def register_guide(name: str, *, description: str):
-    """Decorator registering ``build(model, **options)`` as the guide factory ``name``."""
+def register_guide(name: str, *, description: str, compiles: bool = True):
+    """Decorator registering ``build(model, **options)`` as the guide factory ``name``; ``compiles=False`` for a guide
+    Pyro's compiled ELBO (``JitTrace_ELBO``) cannot run, which SVI then runs without JIT."""
 
     def decorate(build):
-        GUIDES.register(name, GuideFactory(build, description=description))
+        GUIDES.register(name, GuideFactory(build, description=description, compiles=compiles))
         return build
 
     return decorate

@@ -46,10 +46,11 @@ def starting_guide_options(model, x: torch.Tensor, y: torch.Tensor, options: SVI
     return guide_options
 
 
-HIERARCHICAL_GUIDES = ("autonormal", "meanfield")
+HIERARCHICAL_GUIDES = ("autonormal", "meanfield", "full", "lowrank")
 """The registered guides that cover the latent scales of hierarchical priors: every latent site of the program, the
 scales log-normal (mean-field in their unconstrained, log, space) and the standardised weights Gaussian (Pyro's
-AutoNormal, and Bayes by Backprop, :mod:`bnn.guides.flat_normal`)."""
+AutoNormal, and Bayes by Backprop, :mod:`bnn.guides.flat_normal`), or every latent jointly in that space
+(:mod:`bnn.guides.correlated`)."""
 
 
 def check_hierarchical_guide(model, options: SVIOptions) -> None:

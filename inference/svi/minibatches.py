@@ -48,7 +48,8 @@ class StepPlan:
         :math:`W = \max(1, \lceil f T \rceil)` for the KL warm-up fraction :math:`f`
         (:class:`~bnn.inference.svi.kl_weights.KLWeighting`).
     jit : bool
-        Compile the loss: ``options.jit``, else :math:`T \ge` :data:`~bnn.inference.svi.options.JIT_MIN_STEPS`.
+        Compile the loss: ``options.jit``, else :math:`T \ge` :data:`~bnn.inference.svi.options.JIT_MIN_STEPS` with a
+        guide that compiles (:meth:`~bnn.inference.svi.options.SVIOptions.guide_compiles`).
     """
 
     total_steps: int
@@ -75,7 +76,7 @@ class StepPlan:
             total_steps = options.steps
         else:
             total_steps = DEFAULT_STEPS if batch_size == n else MINIBATCH_STEPS
-        jit = options.jit if options.jit is not None else total_steps >= JIT_MIN_STEPS
+        jit = options.jit if options.jit is not None else total_steps >= JIT_MIN_STEPS and options.guide_compiles()
         return cls(total_steps, batch_size, max(1, math.ceil(options.warmup_fraction * total_steps)), jit)
 
 

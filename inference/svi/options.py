@@ -66,7 +66,7 @@ class SVIOptions(Options):
         Draws per ELBO estimate, vectorised.
     jit : bool, optional
         Use ``JitTrace_ELBO``: faster per step, after compiling the loss on the first step (default: for runs of
-        :data:`JIT_MIN_STEPS` steps or more, which repay the compilation; the plan's
+        :data:`JIT_MIN_STEPS` steps or more, which repay the compilation, with a guide JIT can run: the plan's
         :attr:`~bnn.inference.svi.minibatches.StepPlan.jit`).
     kl_weighting : KLWeighting or str
         The KL's weight :math:`\pi_i` in minibatch :math:`i` of :math:`M`: ``"uniform"``
@@ -122,6 +122,9 @@ class SVIOptions(Options):
     def check(self) -> None:
         if self.steps is not None and self.epochs is not None:
             raise ValueError("give steps or epochs, not both")
+        if self.jit and not self.guide_compiles():
+            raise ValueError(f"guide {self.guide!r} runs without JIT (Pyro's compiled ELBO can fail on its parameters): "
+                             "leave jit unset, or jit=False")
         if self.kl_warmup_fraction is not None and self.kl_weighting is not KLWeighting.WARMUP:
             raise ValueError(f"kl_warmup_fraction applies to kl_weighting='warmup' only, not {self.kl_weighting.value!r}")
         if self.checkpoint_every is not None and self.checkpoint_dir is None and self.resume is None:
@@ -133,9 +136,15 @@ class SVIOptions(Options):
         """The KL warm-up fraction in force (its default where none was given)."""
         return DEFAULT_KL_WARMUP_FRACTION if self.kl_warmup_fraction is None else self.kl_warmup_fraction
 
+    def guide_compiles(self) -> bool:
+        """Whether ``JitTrace_ELBO`` can run the guide (a guide by name says so; any other is assumed to)."""
+        return not isinstance(self.guide, str) or GUIDES.get(self.guide).compiles
+
     def memory_needs(self, model) -> dict[str, int]:
         parameters = parameter_count(model)
-        return {"guide, its gradients and Adam's moments (8 D)": value_bytes(8 * parameters),
+        covariance = ({"the full covariance's Cholesky factor, its gradients and Adam's moments (4 D^2)":
+                       value_bytes(4 * parameters**2)} if self.guide == "full" else {})
+        return {**covariance, "guide, its gradients and Adam's moments (8 D)": value_bytes(8 * parameters),
                 f"{self.num_particles} particle draws": value_bytes(self.num_particles * parameters),
                 f"{self.num_samples} posterior draws": value_bytes(self.num_samples * parameters)}
 

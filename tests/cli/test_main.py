@@ -87,7 +87,7 @@ def test_module_entry_point_runs(tmp_path):
 def test_compare_budget_reaches_only_its_methods_and_yields_to_given_options():
     specs = method_specs("svi,nuts,laplace")
     svi, nuts, laplace = options_per_method(specs, {})
-    assert svi == {"jit": True, "steps": 15000} and nuts == {} and laplace == {}
+    assert svi == {"steps": 15000} and nuts == {} and laplace == {}
     svi, nuts, laplace = options_per_method(specs, {"max_tree_depth": 8, "jit": False, "steps": 50, "seed": 3})
     assert svi == {"jit": False, "steps": 50, "seed": 3} and nuts == {"max_tree_depth": 8, "seed": 3} and laplace == {"seed": 3}
     assert options_per_method(method_specs("laplace"), {}) == [{}]  # a budget of absent methods is no unused option

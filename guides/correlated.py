@@ -1,0 +1,43 @@
+r"""Pyro's Gaussian guides over all latents at once, by name: ``full`` and ``lowrank``.
+
+Each flattens the latents into one unconstrained vector :math:`z \in \mathbb{R}^D` and fits a joint law:
+
+- ``full``: :class:`~pyro.infer.autoguide.AutoMultivariateNormal`, :math:`q(z) = \mathcal{N}(\mu, LL^\top)` with a
+  lower-triangular :math:`L`: every correlation, :math:`D(D+3)/2` parameters, so its memory grows as :math:`D^2` (a fit
+  that would not fit in memory is refused before any work, with the numbers);
+- ``lowrank``: :class:`~pyro.infer.autoguide.AutoLowRankMultivariateNormal`,
+  :math:`q(z) = \mathcal{N}(\mu, WW^\top + \operatorname{diag}(d^2))` with :math:`W \in \mathbb{R}^{D \times r}`:
+  the :math:`r` strongest directions of correlation, :math:`D(r + 2)` parameters (``rank``, by default
+  :math:`\sqrt D` rounded, Pyro's).
+
+Where the posterior is Gaussian (the conjugate linear regression), ``full`` and ``lowrank`` with :math:`r \ge D`
+contain it; the mean-field guides do not, and underestimate its variances. They start at :func:`~bnn.guides.autonormal`'s
+locations (``init_loc``). Pyro's compiled ELBO can fail on these guides' parameters (an assertion in ``pyro.ops.jit``),
+so SVI runs them without JIT.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+from bnn.guides.autonormal import checked_init_scale, init_location
+from bnn.guides.registry import register_guide
+from pyro.infer.autoguide import AutoLowRankMultivariateNormal, AutoMultivariateNormal
+
+
+@register_guide("full", description="Pyro AutoMultivariateNormal, a full-covariance Gaussian", compiles=False)
+def full(model, *, init_scale: float = 0.1, init_loc: str | Mapping[str, torch.Tensor] = "prior") -> AutoMultivariateNormal:
+    """A full-covariance Gaussian over all latents (module notes); ``init_scale`` is :math:`L`'s starting diagonal."""
+    return AutoMultivariateNormal(model, init_loc_fn=init_location(model, init_loc), init_scale=checked_init_scale(init_scale))
+
+
+@register_guide("lowrank", description="Pyro AutoLowRankMultivariateNormal, a diagonal plus low-rank Gaussian",
+                compiles=False)
+def lowrank(model, *, rank: int | None = None, init_scale: float = 0.1,
+            init_loc: str | Mapping[str, torch.Tensor] = "prior") -> AutoLowRankMultivariateNormal:
+    """A Gaussian with a diagonal plus rank-``rank`` covariance (module notes)."""
+    if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or rank < 1):
+        raise ValueError(f"rank must be a positive integer, got {rank!r}")
+    return AutoLowRankMultivariateNormal(model, init_loc_fn=init_location(model, init_loc),
+                                         init_scale=checked_init_scale(init_scale), rank=rank)
