@@ -55,7 +55,7 @@ from bnn.inference.laplace.curvature import (
 )
 from bnn.inference.laplace.default_structure import choose_structure
 from bnn.inference.laplace.linearized import Linearization, is_linearizable
-from bnn.inference.laplace.options import LaplaceOptions
+from bnn.inference.laplace.options import LaplaceOptions, LinkApprox
 from bnn.inference.laplace.posthoc_precision import posthoc_multiplier, refits_affordable
 from bnn.inference.laplace.prior_curvature import check_prior_curvature_possible, covered_sites, prior_curvature
 from bnn.inference.laplace.record import LaplaceRecord
@@ -196,6 +196,9 @@ def run_laplace(model, x: torch.Tensor, y: torch.Tensor, options: LaplaceOptions
     hessian_type, tune_prior_precision = options.hessian, options.tune_prior_precision
     max_memory_gib = options.max_memory_gib
     num_samples, seed, progress = options.num_samples, options.seed, options.progress
+    if options.link_approx is LinkApprox.BRIDGE and model.likelihood.task != "multiclass":
+        raise ValueError(f"link_approx='bridge' maps the logits of two or more classes; this network's likelihood is "
+                         f"{model.likelihood.task}: use link_approx='probit'")
     if hessian_type is HessianType.GGN:
         check_ggn_supported(model.likelihood)
     if options.structure is None:
@@ -273,6 +276,6 @@ def run_laplace(model, x: torch.Tensor, y: torch.Tensor, options: LaplaceOptions
     )
     samples = {name: value.unsqueeze(0) for name, value in draws.items()}
     # a likelihood without the closed form (the heteroscedastic Gaussian) predicts by Monte Carlo from the draws
-    linearization = Linearization(guide) if is_linearizable(model.likelihood) else None
+    linearization = Linearization(guide, options.link_approx.value) if is_linearizable(model.likelihood) else None
     return Posterior(model, samples, x, y, record, extras={"guide": guide}, linearization=linearization,
                      constants=scales)

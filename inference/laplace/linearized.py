@@ -14,9 +14,22 @@ with :math:`J` over the weights the approximation covers. The predictive then is
 * regression: :math:`y^* \sim \mathcal{N}(\mu^*, \sigma^2 + \mathrm{diag}\,\Sigma^*)`, in closed form;
 * binary: the probit approximation
   :math:`p(y^* = 1) \approx \mathrm{sigmoid}\big(\mu^* / \sqrt{1 + \tfrac{\pi}{8} \Sigma^*}\big)`;
-* K classes: the multi-class probit approximation (Gibbs 1997; laplace-torch's ``probit`` link)
+* K classes, ``link_approx="probit"`` (the default): the multi-class probit approximation (Gibbs 1997;
+  laplace-torch's ``probit`` link)
   :math:`p(y^* = k) \approx \mathrm{softmax}_k\big(\mu^*_k / \sqrt{1 + \tfrac{\pi}{8} \Sigma^*_{kk}}\big)`,
-  which ignores the correlations between the logits.
+  which ignores the correlations between the logits;
+* K classes, ``link_approx="bridge"``: the Laplace bridge (Hobbhahn, Kristiadi and Hennig 2022; laplace-torch's
+  ``bridge`` link), the Dirichlet whose logistic-normal approximation matches the logits' Gaussian, after the
+  Gaussian is moved to zero-sum logits (the softmax ignores a common shift),
+
+  .. math::
+
+      \tilde\mu = \mu^* - \frac{\Sigma^*\mathbf 1\, \mathbf 1^\top\mu^*}{\mathbf 1^\top\Sigma^*\mathbf 1},\quad
+      \tilde\Sigma = \Sigma^* - \frac{\Sigma^*\mathbf 1\, \mathbf 1^\top\Sigma^*}{\mathbf 1^\top\Sigma^*\mathbf 1},\quad
+      \alpha_k = \frac{1}{\tilde\Sigma_{kk}}\Big(1 - \frac2K + \frac{e^{\tilde\mu_k}}{K^2}
+      \sum_l e^{-\tilde\mu_l}\Big),\quad p(y^* = k) \approx \frac{\alpha_k}{\sum_l \alpha_l},
+
+  the Dirichlet's mean.
 
 The draws of a :class:`~bnn.inference.core.prediction.Prediction` are exact draws of :math:`f^*` from
 the Gaussian above and of :math:`y^*` given them (regression) or from the probit
@@ -54,6 +67,19 @@ def _label_moments(probs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     labels = torch.arange(probs.shape[-1], dtype=probs.dtype)
     mean = (probs * labels).sum(-1)
     return mean, (probs * labels**2).sum(-1) - mean**2
+
+
+def laplace_bridge(mean: torch.Tensor, cov: torch.Tensor) -> torch.Tensor:
+    """The Laplace bridge's class probabilities (module notes) from the logits' means ``(n, K)`` and covariances
+    ``(n, K, K)``; an input whose logits have no variance left after the zero-sum move gets equal probabilities
+    (laplace-torch's ``nan_to_num``)."""
+    row_sums, total = cov.sum(-1), cov.sum(dim=(-2, -1))
+    mean = mean - row_sums * mean.sum(-1, keepdim=True) / total[:, None]
+    cov = cov - torch.einsum("bi,bj->bij", row_sums, cov.sum(-2)) / total[:, None, None]
+    classes = mean.shape[-1]
+    variance = torch.diagonal(cov, dim1=-2, dim2=-1)
+    alpha = (1 - 2 / classes + mean.exp() / classes**2 * torch.exp(-mean).sum(-1, keepdim=True)) / variance
+    return torch.nan_to_num(alpha / alpha.sum(-1, keepdim=True), nan=1.0)
 
 
 JITTERS = (1e-8, 1e-6, 1e-4)
@@ -95,8 +121,8 @@ def psd_cholesky(cov: torch.Tensor) -> torch.Tensor:
 class Linearization:
     """The GLM predictive of the Gaussian over weights held by a :class:`~bnn.guides.laplace.LaplaceGuide`."""
 
-    def __init__(self, guide: LaplaceGuide) -> None:
-        self.guide = guide
+    def __init__(self, guide: LaplaceGuide, link_approx: str = "probit") -> None:
+        self.guide, self.link_approx = guide, link_approx
 
     def _row_chunks(self, model, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """``x`` in chunks of rows whose Jacobians fit the memory budget (:func:`rows_per_chunk`): the predictive's
@@ -157,7 +183,8 @@ class Linearization:
                 per_draw = torch.sigmoid(f[..., 0])
                 per_draw = torch.stack([1 - per_draw, per_draw], dim=-1)
             else:
-                probs = class_probs = torch.softmax(probit, dim=-1)
+                probs = class_probs = (laplace_bridge(mean, cov) if self.link_approx == "bridge"
+                                       else torch.softmax(probit, dim=-1))
                 draws = dist.Categorical(probs).sample((num_samples,))
                 per_draw = torch.softmax(f, dim=-1)
             label_mean, label_variance = _label_moments(class_probs)
@@ -175,8 +202,8 @@ class Linearization:
         torch.save(self.guide.state(), path)
 
     @classmethod
-    def load(cls, path: str | Path, model) -> Linearization:
-        """Read what :meth:`save` wrote, for ``model``, in the default dtype.
+    def load(cls, path: str | Path, model, link_approx: str = "probit") -> Linearization:
+        """Read what :meth:`save` wrote, for ``model``, in the default dtype, predicting through ``link_approx``.
 
         Raises
         ------
@@ -195,7 +222,7 @@ class Linearization:
             scale = KronCovariance.from_state(scale) if isinstance(scale, dict) else scale
             state["mean"], state["scale"] = state["mean"].to(dtype), scale.to(dtype)
             state["constants"] = {name: value.to(dtype) for name, value in state["constants"].items()}
-            return cls(LaplaceGuide.from_state(model.sites, state))
+            return cls(LaplaceGuide.from_state(model.sites, state), link_approx)
         except (AttributeError, KeyError, TypeError, ValueError) as error:
             raise ValueError(f"{path} does not hold a linearisation for this model ({type(error).__name__}: {error}); "
                              f"{fix}") from None

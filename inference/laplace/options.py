@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 from bnn.inference.core.temperature import UNTEMPERED, parse_temperature
 from bnn.inference.laplace.curvature import (
@@ -17,6 +18,13 @@ from bnn.inference.map_search.map_options import MapFitOptions
 
 from bnn.options import choice, flag, option, optional, positive_int, positive_number, seed
 from bnn.runtime.memory import parameter_count, peak_stage, value_bytes
+
+
+class LinkApprox(str, Enum):
+    """How a classifier's linearised predictive turns the logits' Gaussian into class probabilities."""
+
+    PROBIT = "probit"
+    BRIDGE = "bridge"
 
 
 @dataclass(frozen=True)
@@ -48,6 +56,10 @@ class LaplaceOptions(MapFitOptions):
         linearised predictive uses it. The prior precision stays as the prior gives it
         (a tempered likelihood has no evidence to tune it by), so :math:`T \ne 1` refuses ``tune_prior_precision=True``,
         ``structure="kron"``, hierarchical priors and a learned noise.
+    link_approx : {"probit", "bridge"}
+        How a classifier's linearised predictive turns the logits' Gaussian into class probabilities, laplace-torch's
+        names (:mod:`bnn.inference.laplace.linearized`): the multi-class probit approximation, or the Laplace bridge
+        (ten classes or any :math:`K \ge 2`; a binary network has one logit, and refuses it).
     num_samples : int
         Draws from :math:`q` kept in the :class:`~bnn.inference.core.posterior.Posterior` (the MC predictive and ArviZ
         use them).
@@ -62,6 +74,7 @@ class LaplaceOptions(MapFitOptions):
     tune_prior_precision: bool | None = option(None, optional(flag))
     max_memory_gib: float = option(2.0, positive_number)
     temperature: float = option(UNTEMPERED, parse_temperature)
+    link_approx: LinkApprox = option("probit", choice(LinkApprox))
     num_samples: int = option(1000, positive_int)
     seed: int = option(0, seed)
     progress: bool = option(True, flag)

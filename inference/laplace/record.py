@@ -115,4 +115,4 @@ class LaplaceRecord(MapFitRecord):
         if not path.is_file():
             raise ValueError(f"{path} is missing: this Laplace fit predicts through its linearised predictive, which the "
                              "file holds; the folder is damaged: fit and save the posterior again")
-        return Linearization.load(path, model)
+        return Linearization.load(path, model, self.options.link_approx.value)

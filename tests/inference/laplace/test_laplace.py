@@ -17,6 +17,7 @@ import torch
 from bnn.guides.flat_weights import join_sites, split_flat
 from bnn.inference import Posterior, fit
 from bnn.inference.laplace import fit as laplace_module
+from bnn.inference.laplace.linearized import laplace_bridge
 from bnn.inference.map_search.map_estimate import MapEstimate
 from bnn.models import BayesianMLP, GaussianPrior, LaplacePrior
 from scipy.optimize import minimize, minimize_scalar
@@ -324,6 +325,24 @@ def test_an_evidence_without_a_maximum_in_range_is_reported_loudly(conjugate):
         posterior = fit(conjugate.model, (conjugate.x, y), "laplace", **{**FAST, "tune_prior_precision": True})
     assert posterior.record.evidence_converged is False
     assert "the evidence search found no maximum" in posterior.record.problems()[0]
+
+
+def test_the_bridge_link_predicts_through_the_laplace_bridge_and_keeps_it_when_loaded(tmp_path):
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(60, 2, generator=generator)
+    y = (x[:, 0] > 0).long() + (x[:, 1] > 0).long()  # three classes
+    model = BayesianMLP(2, 3, hidden=(4,), likelihood="categorical")
+    posterior = fit(model, (x, y), "laplace", link_approx="bridge", map_steps=200, num_samples=4, progress=False)
+    mean, covariance = posterior.linearization.output_moments(posterior.model, x[:5])
+    expected = laplace_bridge(mean, covariance)
+    torch.testing.assert_close(posterior.predict(x[:5]).probs, expected)
+    assert not torch.allclose(expected, torch.softmax(mean / (1 + math.pi / 8 * covariance.diagonal(0, -2, -1)).sqrt(), -1))
+    posterior.save(tmp_path / "fit")
+    torch.testing.assert_close(Posterior.load(tmp_path / "fit").predict(x[:5]).probs, expected)
+    with pytest.raises(ValueError, match="link_approx='bridge' maps the logits of two or more classes; this network's "
+                                         "likelihood is binary: use link_approx='probit'"):
+        fit(BayesianMLP(2, 1, hidden=(4,), likelihood="bernoulli"), (x, (y > 0).float()), "laplace", link_approx="bridge",
+            progress=False)
 
 
 def test_the_predictives_cholesky_jitters_only_the_covariances_that_rounding_left_below_zero():

@@ -17,6 +17,7 @@ import torch
 from bnn.guides.flat_weights import split_flat
 from bnn.inference import fit
 from bnn.inference.curvature.kron_curvature import kron_factors
+from bnn.inference.laplace.linearized import Linearization, laplace_bridge
 from bnn.inference.laplace.precision import posterior_precision
 from bnn.models import BayesianMLP, GaussianPrior, from_module
 from bnn.models.layers import conv, linear
@@ -162,9 +163,23 @@ def test_precision_covariance_evidence_and_glm_predictive_match_laplace_torch(ta
     peer_mean, peer_covariance = peer._glm_predictive_distribution(x_test)
     torch.testing.assert_close(mean, peer_mean, **ROUND_OFF)
     torch.testing.assert_close(covariance, peer_covariance, rtol=1e-8, atol=1e-11)
-    if task == "classification":  # the multi-class probit link of both
+    if task == "classification":  # the multi-class probit link of both, and the Laplace bridge
         ours_probs = posterior.predict(x_test, num_samples=2, predictive="linearized").probs
         torch.testing.assert_close(ours_probs, peer(x_test, pred_type="glm", link_approx="probit"), rtol=1e-8, atol=1e-11)
+        bridge = Linearization(guide, "bridge").predict(model, x_test, 2).probs
+        torch.testing.assert_close(bridge, peer(x_test, pred_type="glm", link_approx="bridge"), rtol=1e-8, atol=1e-11)
+
+
+def test_the_laplace_bridge_is_laplace_torchs_at_the_same_logit_moments():
+    # laplace-torch's link applied to given moments of the logits (its GLM moments are checked against ours above)
+    generator = torch.Generator().manual_seed(0)
+    mean = 2 * torch.randn(6, 4, generator=generator, dtype=torch.float64)
+    factor = torch.randn(6, 4, 4, generator=generator, dtype=torch.float64)
+    covariance = factor @ factor.transpose(-1, -2) + 0.1 * torch.eye(4, dtype=torch.float64)
+    peer = Laplace(torch.nn.Linear(3, 4), "classification", subset_of_weights="all", hessian_structure="full")
+    peer._glm_predictive_distribution = lambda x, joint=False: (mean.clone(), covariance.clone())
+    theirs = peer(torch.zeros(6, 3), pred_type="glm", link_approx="bridge")
+    torch.testing.assert_close(laplace_bridge(mean, covariance), theirs, rtol=1e-12, atol=1e-15)
 
 
 KRON_CASES = [("regression", "mlp"), ("regression", "module-mlp"), ("classification", "module-conv"),
