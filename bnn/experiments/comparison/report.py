@@ -211,11 +211,11 @@ def write_comparison(posteriors: Mapping[str, Posterior], dataset: Dataset, out:
         fit's conformal 90% sets are calibrated on them and set beside its own
         (:func:`~bnn.inference.evaluation.set_coverage.set_coverage`), in a section and in the table's
         ``credible_*`` and ``conformal_*`` columns.
-    reference : (label, Posterior), optional
-        A trusted posterior of the same network and data (one of ``posteriors``, or a saved fit): each other fit's
-        distance from its predictive at the test inputs (:func:`~bnn.inference.evaluation.fidelity.fidelity`), in a
-        section and in the table's distance columns; a reference that fails its own check gets a warning in their
-        place.
+    reference : tuple of str and Posterior, optional
+        A trusted posterior, with its label, of the same network and data (one of ``posteriors``, or a saved fit):
+        each other fit's distance from its predictive at the test inputs
+        (:func:`~bnn.inference.evaluation.fidelity.fidelity`), in a section and in the table's distance columns; a
+        reference that fails its own check gets a warning in their place.
 
     Returns
     -------
