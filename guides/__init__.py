@@ -1,7 +1,7 @@
 """Variational posteriors (guides) for the collection's models, by name."""
 
 from bnn.guides.autonormal import autonormal
-from bnn.guides.correlated import full, lowrank
+from bnn.guides.correlated import flow, full, lowrank
 from bnn.guides.empirical_bayes import EmpiricalBayesGuide
 from bnn.guides.kl import KLEstimator
 from bnn.guides.laplace import LaplaceGuide
@@ -10,5 +10,5 @@ from bnn.guides.registry import GUIDES, GuideFactory, build_guide, register_guid
 
 __all__ = [
     "GUIDES", "EmpiricalBayesGuide", "GuideFactory", "KLEstimator", "LaplaceGuide", "MeanFieldGuide", "autonormal", "build_guide",
-    "full", "lowrank", "register_guide",
+    "flow", "full", "lowrank", "register_guide",
 ]

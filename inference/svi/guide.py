@@ -46,7 +46,7 @@ def starting_guide_options(model, x: torch.Tensor, y: torch.Tensor, options: SVI
     return guide_options
 
 
-HIERARCHICAL_GUIDES = ("autonormal", "meanfield", "full", "lowrank")
+HIERARCHICAL_GUIDES = ("autonormal", "meanfield", "full", "lowrank", "flow")
 """The registered guides that cover the latent scales of hierarchical priors: every latent site of the program, the
 scales log-normal (mean-field in their unconstrained, log, space) and the standardised weights Gaussian (Pyro's
 AutoNormal, and Bayes by Backprop, :mod:`bnn.guides.flat_normal`), or every latent jointly in that space

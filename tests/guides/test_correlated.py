@@ -27,11 +27,12 @@ def problem():
 
 
 @pytest.mark.long
-@pytest.mark.parametrize("guide, guide_options", [("full", {}), ("lowrank", {"rank": 3})], ids=["full", "lowrank"])
+@pytest.mark.parametrize("guide, guide_options", [("full", {}), ("lowrank", {"rank": 3}), ("flow", {})],
+                         ids=["full", "lowrank", "flow"])
 def test_the_guide_holds_the_exact_posterior_of_the_conjugate_model(problem, guide, guide_options):
-    # the exact posterior is a correlated Gaussian, in the family of both guides (rank 3 = D): the draws' mean, variances
-    # and covariances lie within 4 Monte Carlo standard errors of m and S (the optimiser's own error, after a cosine
-    # rate down to 1%, is part of what the tolerance must cover)
+    # the exact posterior is a correlated Gaussian, in the family of each guide (rank 3 = D; two affine flows): the
+    # draws' mean, variances and covariances lie within 4 Monte Carlo standard errors of m and S (the optimiser's own
+    # error, after a cosine rate down to 1%, is part of what the tolerance must cover)
     with default_dtype(torch.float64):
         posterior = fit(problem.model, (problem.x, problem.y), "svi", guide=guide, guide_options=guide_options,
                         steps=2000, num_particles=8, num_samples=DRAWS, seed=1, progress=False)
@@ -51,9 +52,9 @@ def test_the_guide_holds_the_exact_posterior_of_the_conjugate_model(problem, gui
 def test_through_compare_and_save_and_load(tmp_path):
     data = load_toy1d(n_train=30, n_test=10)
     model = BayesianMLP(1, 1, hidden=(3,), likelihood={"name": "gaussian", "scale": 0.3})
-    table = run_comparison(data, "svi:full,svi:lowrank", model=model, out=tmp_path / "report",
+    table = run_comparison(data, "svi:full,svi:lowrank,svi:flow", model=model, out=tmp_path / "report",
                            options={"steps": 50, "num_samples": 20}, progress=False)
-    assert list(table.index) == ["svi (full)", "svi (lowrank)"] and table["test_ll"].notna().all()
+    assert list(table.index) == ["svi (full)", "svi (lowrank)", "svi (flow)"] and table["test_ll"].notna().all()
     posterior = fit(model, data, "svi", guide="lowrank", guide_options={"rank": 2}, steps=50, num_samples=20,
                     progress=False)
     posterior.save(tmp_path / "fit")
@@ -64,7 +65,7 @@ def test_through_compare_and_save_and_load(tmp_path):
 
 def test_they_run_without_jit_and_a_full_covariance_too_big_for_memory_is_refused_before_any_work():
     data = load_toy1d(n_train=30, n_test=10)
-    for guide in ("full", "lowrank"):
+    for guide in ("full", "lowrank", "flow"):
         assert not StepPlan.of(None, 30, SVIOptions.parse("svi", {"guide": guide, "steps": 10_000})).jit
     with pytest.raises(ValueError, match=r"guide 'full' runs without JIT .* leave jit unset, or jit=False"):
         fit(BayesianMLP(1, 1, hidden=(3,)), data, "svi", guide="full", jit=True, progress=False)

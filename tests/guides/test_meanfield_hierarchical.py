@@ -98,7 +98,7 @@ def test_local_reparameterisation_is_refused_under_a_hierarchical_prior():
 
 @pytest.mark.parametrize("guide, options, reason", [
     ("empirical-bayes", {}, r"its guide 'empirical-bayes' does not cover their latent scales \(the guides that do: "
-                            r"'autonormal', 'meanfield', 'full', 'lowrank'\)"),
+                            r"'autonormal', 'meanfield', 'full', 'lowrank', 'flow'\)"),
     ("meanfield", {"init_loc": "map"}, "init_loc='map' starts from a joint MAP over weights and scales"),
 ])
 def test_svi_refuses_the_guides_that_cannot_cover_the_scales_naming_those_that_can(guide, options, reason, monkeypatch):
