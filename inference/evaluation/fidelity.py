@@ -58,9 +58,8 @@ REGRESSION_COLUMNS = ["wasserstein", "wasserstein_se", "std_ratio", "std_ratio_s
 
 def reference_problems(reference: Posterior, x: torch.Tensor) -> list[str]:
     """What keeps ``reference`` from being a reference at ``x`` (module notes); empty when it passes."""
-    values = reference.draws()
-    f = reference.function_draws(x, values).reshape(reference.num_chains, reference.num_draws, -1)
-    f = f.to(torch.float64).numpy()
+    f = reference.predict(x).f  # every draw, chain after chain, computed a batch of draws at a time
+    f = f.reshape(reference.num_chains, reference.num_draws, -1).to(torch.float64).numpy()
     problems = []
     chains = f"{reference.num_chains} chain(s) of {reference.num_draws} draws"
     r_hat, ess = split_r_hat(f), ess_bulk(f)
