@@ -27,8 +27,9 @@ def problem():
 
 
 @pytest.mark.long
-@pytest.mark.parametrize("guide, guide_options", [("full", {}), ("lowrank", {"rank": 3}), ("flow", {})],
-                         ids=["full", "lowrank", "flow"])
+@pytest.mark.parametrize("guide, guide_options", [
+    ("full", {}), *(pytest.param(guide, options, marks=pytest.mark.slow) for guide, options in
+                    [("lowrank", {"rank": 3}), ("flow", {})])], ids=["full", "lowrank", "flow"])  # 7-12 s each
 def test_the_guide_holds_the_exact_posterior_of_the_conjugate_model(problem, guide, guide_options):
     # the exact posterior is a correlated Gaussian, in the family of each guide (rank 3 = D; two affine flows): the
     # draws' mean, variances and covariances lie within 4 Monte Carlo standard errors of m and S (the optimiser's own

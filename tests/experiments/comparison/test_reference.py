@@ -12,7 +12,7 @@ from bnn.experiments.comparison import run as workflow
 from bnn.experiments.comparison.run import run_comparison
 
 DATA = load_toy1d(n_train=40, n_test=20)
-NUTS = {"num_chains": 4, "num_warmup": 150, "num_samples": 250, "chain_method": "sequential", "map_steps": 30}
+NUTS = {"num_chains": 4, "num_warmup": 100, "num_samples": 200, "chain_method": "sequential", "map_steps": 30}
 
 
 def tiny_mlp(hidden=(3,)):
