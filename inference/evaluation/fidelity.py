@@ -46,6 +46,7 @@ import numpy as np
 import pandas as pd
 import torch
 from bnn.inference.core.posterior import Posterior
+from bnn.inference.core.prediction import Prediction
 from bnn.inference.diagnostics.rank_diagnostics import ess_bulk, split_r_hat
 
 BLOCKS = 10
@@ -56,9 +57,9 @@ CLASSIFIER_COLUMNS = ["agreement", "agreement_se", "total_variation", "total_var
 REGRESSION_COLUMNS = ["wasserstein", "wasserstein_se", "std_ratio", "std_ratio_se"]
 
 
-def reference_problems(reference: Posterior, x: torch.Tensor) -> list[str]:
-    """What keeps ``reference`` from being a reference at ``x`` (module notes); empty when it passes."""
-    f = reference.predict(x).f  # every draw, chain after chain, computed a batch of draws at a time
+def reference_problems(reference: Posterior, f: torch.Tensor) -> list[str]:
+    """What keeps ``reference`` from being a reference at the inputs where ``f`` ``(S, n, K)`` are its draws of the
+    network's outputs, chain after chain (``reference.predict(x).f``; module notes); empty when it passes."""
     f = f.reshape(reference.num_chains, reference.num_draws, -1).to(torch.float64).numpy()
     problems = []
     chains = f"{reference.num_chains} chain(s) of {reference.num_draws} draws"
@@ -90,7 +91,7 @@ def fidelity(reference: Posterior, posteriors: Mapping[str, Posterior], x: torch
     x : torch.Tensor
         The inputs ``(n, in_features)`` the predictives are compared at (a test split).
     seed : int
-        Seeds the draws of :math:`y^*` of a regression predictive.
+        Seeds each predictive's draws (of :math:`y^*`, and of a linearised predictive's outputs).
 
     Returns
     -------
@@ -108,34 +109,31 @@ def fidelity(reference: Posterior, posteriors: Mapping[str, Posterior], x: torch
         if posterior.model.likelihood.task != task:
             raise ValueError(f"posterior {name!r} predicts a {posterior.model.likelihood.task} target and the "
                              f"reference a {task} one: compare posteriors of the same model")
-    problems = reference_problems(reference, x)
+    reference_prediction = reference.predict(x, seed=seed)
+    problems = reference_problems(reference, reference_prediction.f)
     if problems:
         raise ValueError(f"the {reference.method} posterior is refused as a reference: {'; '.join(problems)}; run "
                          "more chains or longer ones (num_warmup, num_samples), or a higher target_accept")
-    if task == "regression":
-        measure, columns = _regression_distances, REGRESSION_COLUMNS
-        reference_draws = _outcome_draws(reference, x, seed)
-        rows = {name: measure(reference_draws, _outcome_draws(posterior, x, seed)) for name, posterior in posteriors.items()}
-    else:
-        measure, columns = _classifier_distances, CLASSIFIER_COLUMNS
-        reference_draws = _class_probabilities(reference, x)
-        rows = {name: measure(reference_draws, _class_probabilities(posterior, x)) for name, posterior in posteriors.items()}
+    draws, measure, columns = ((_outcome_draws, _regression_distances, REGRESSION_COLUMNS) if task == "regression"
+                               else (_class_probabilities, _classifier_distances, CLASSIFIER_COLUMNS))
+    reference_draws = draws(reference, reference_prediction)
+    rows = {name: measure(reference_draws, draws(posterior, posterior.predict(x, seed=seed)))
+            for name, posterior in posteriors.items()}
     return pd.DataFrame.from_dict(rows, orient="index", columns=columns)
 
 
-def _class_probabilities(posterior: Posterior, x: torch.Tensor) -> torch.Tensor:
-    """The class probabilities of each weight draw at ``x``, ``(S, n, K)`` (a binary classifier's two classes)."""
-    f = posterior.predict(x).f
-    observation = posterior.model.likelihood.distribution(f, {})
+def _class_probabilities(posterior: Posterior, prediction: Prediction) -> torch.Tensor:
+    """The class probabilities of each weight draw of ``prediction``, ``(S, n, K)`` (a binary classifier's two
+    classes)."""
+    observation = posterior.model.likelihood.distribution(prediction.f, {})
     if posterior.model.likelihood.task == "binary":
         return torch.stack([1 - observation.mean, observation.mean], -1).to(torch.float64)
     return observation.probs.to(torch.float64)
 
 
-def _outcome_draws(posterior: Posterior, x: torch.Tensor, seed: int) -> torch.Tensor:
-    """Draws of :math:`y^*` at ``x`` grouped by weight draw, ``(S, R, n')``: ``R`` draws for each of the ``S`` weight
-    draws, ``n'`` the inputs times the outputs."""
-    prediction = posterior.predict(x, seed=seed)
+def _outcome_draws(posterior: Posterior, prediction: Prediction) -> torch.Tensor:
+    """``prediction``'s draws of :math:`y^*` grouped by weight draw, ``(S, R, n')``: ``R`` draws for each of the ``S``
+    weight draws, ``n'`` the inputs times the outputs."""
     weights = prediction.f.shape[0]
     draws = prediction.draws.reshape(-1, weights, *prediction.draws.shape[1:])  # (R, S, n, ...): R per weight draw
     return draws.transpose(0, 1).reshape(weights, draws.shape[0], -1).to(torch.float64)
@@ -182,7 +180,8 @@ def wasserstein_2(draws_a: torch.Tensor, draws_b: torch.Tensor) -> torch.Tensor:
     r"""The 2-Wasserstein distance between the empirical distributions of ``draws_a`` ``(A, n)`` and ``draws_b``
     ``(B, n)``, column by column, ``(n,)``: their quantile functions compared at :math:`M = \max(A, B)` midpoints
     (module notes)."""
-    levels = (torch.arange(max(len(draws_a), len(draws_b)), dtype=torch.float64) + 0.5) / max(len(draws_a), len(draws_b))
+    count = max(len(draws_a), len(draws_b))
+    levels = (torch.arange(count, dtype=torch.float64) + 0.5) / count
     quantiles_a = torch.quantile(draws_a.to(torch.float64), levels, dim=0)
     quantiles_b = torch.quantile(draws_b.to(torch.float64), levels, dim=0)
     return ((quantiles_a - quantiles_b) ** 2).mean(0).sqrt()

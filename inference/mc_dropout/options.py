@@ -89,8 +89,8 @@ class MCDropoutOptions(Options):
         """The Adam steps on ``rows`` training rows: ``steps``, ``epochs`` passes, or the default passes."""
         if self.steps is not None:
             return self.steps
-        per_epoch = steps_per_epoch(rows, self.batch_rows(rows))
-        return per_epoch * (self.epochs if self.epochs is not None else default_epochs(rows, self.batch_rows(rows)))
+        batch = self.batch_rows(rows)
+        return steps_per_epoch(rows, batch) * (self.epochs if self.epochs is not None else default_epochs(rows, batch))
 
     def memory_needs(self, model) -> dict[str, int]:
         parameters = parameter_count(model)

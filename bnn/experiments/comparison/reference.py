@@ -32,7 +32,7 @@ def saved_reference(path: Path, network, dataset: Dataset) -> Posterior:
     if reference.x.shape != dataset.x_train.shape or not torch.equal(reference.x, dataset.x_train.to(reference.x.dtype)):
         raise ValueError(f"the reference in {path} was fitted to other training data than {dataset.name}'s training "
                          "split: fit it with the same --dataset, --split and --seed")
-    problems = reference_problems(reference, dataset.x_test)
+    problems = reference_problems(reference, reference.predict(dataset.x_test).f)
     if problems:
         raise ValueError(f"the {reference.method} posterior in {path} is refused as a reference: {'; '.join(problems)}")
     return reference

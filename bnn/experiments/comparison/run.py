@@ -140,9 +140,9 @@ def is_saved(reference: str | Path | None) -> bool:
     return reference is not None and (isinstance(reference, Path) or Path(reference).is_dir())
 
 
-def referenced_fit(specs: Sequence[MethodSpec], reference: str) -> int:
-    """The index of the one fit of ``specs`` whose method is ``reference`` (``ValueError`` for none or several)."""
-    matches = [index for index, spec in enumerate(specs) if spec.method == reference]
+def referenced_spec(specs: Sequence[MethodSpec], reference: str) -> MethodSpec:
+    """The one fit of ``specs`` whose method is ``reference`` (``ValueError`` for none or several)."""
+    matches = [spec for spec in specs if spec.method == reference]
     if len(matches) != 1:
         found = "no fit" if not matches else f"{len(matches)} fits"
         raise ValueError(f"--reference {reference!r} names {found} of this comparison "
@@ -235,29 +235,26 @@ def run_comparison(data: Dataset, methods: str | Sequence[str | MethodSpec] = DE
         network = model(dataset) if callable(model) and not isinstance(model, BayesianNetwork) else model
         check_methods_fit(network, specs, routed)
         saved = saved_reference(Path(reference), network, dataset) if is_saved(reference) else None
-        referenced = referenced_fit(specs, reference) if reference is not None and saved is None else None
+        reference_spec = referenced_spec(specs, reference) if reference is not None and saved is None else None
         plan = choose_fits(network, dataset, [spec.method for spec in specs], routed, budget)
         cost_notes = cost_lines(plan, budget)
         print("\n".join(cost_notes))
         if all(choice.skipped for choice in plan.fits):
             raise ValueError(f"no method fits in the time budget {format_seconds(budget)}: raise it, or ask for fewer "
                              "draws or steps (see the estimates above)")
-        if referenced is not None and plan.fits[referenced].skipped:
-            raise ValueError(f"the time budget leaves out {specs[referenced].method}, the --reference: raise "
-                             "--time-budget, or give a saved reference's folder")
-        if referenced is not None:
-            referenced -= sum(choice.skipped for choice in plan.fits[:referenced])
         specs = [spec for spec, choice in zip(specs, plan.fits) if not choice.skipped]
+        if reference_spec is not None and reference_spec not in specs:
+            raise ValueError(f"the time budget leaves out {reference_spec.method}, the --reference: raise "
+                             "--time-budget, or give a saved reference's folder")
         routed = [choice.options for choice in plan.fits if not choice.skipped]
         kept = FinishedFits(Path(out), run_fingerprint(network, dataset, [(spec.method, options) for spec, options
                                                                           in zip(specs, routed)]),
                             module=network.state_module())
-        fitted = fit_or_reuse(network, dataset, specs, routed, kept, command)
-        posteriors = label_fits(fitted)
+        posteriors = label_fits(fit_or_reuse(network, dataset, specs, routed, kept, command))
         if saved is not None:
             compared_with = (f"saved {saved.record.label}", saved)
-        elif referenced is not None:
-            compared_with = next((label, p) for label, p in posteriors.items() if p is fitted[referenced])
+        elif reference_spec is not None:  # the labels keep the fits' order
+            compared_with = list(posteriors.items())[specs.index(reference_spec)]
         else:
             compared_with = None
         try:
