@@ -8,9 +8,10 @@ With :math:`\theta \in \mathbb{R}^D` the model's weights as one vector (see
     q(\theta) = \mathcal{N}\big(\theta_{MAP},\ \Lambda^{-1}\big),\qquad
     \Lambda = -\nabla^2_\theta \log p(\mathcal{D}, \theta)\big|_{\theta_{MAP}} \ \text{(or its GGN)}.
 
-Only the trailing :math:`D_c` entries may be random (``covered_from = D - D_c``): the
-whole vector for the ``full`` and ``diag`` structures, the last layer's weights and bias
-for ``last-layer``, the rest staying at :math:`\theta_{MAP}`. The covariance is given by a
+Only :math:`D_c` entries may be random, the rest staying at :math:`\theta_{MAP}`: the trailing ones
+(``covered_from = D - D_c``), the whole vector for the ``full`` and ``diag`` structures, the last layer's weights
+and bias for ``last-layer``; or those at given ``indices`` for ``subnetwork``
+(:mod:`bnn.inference.laplace.subnetwork`). The covariance is given by a
 factor :math:`S` with :math:`\Lambda_c^{-1} = S S^\top`: a lower-triangular matrix, a
 vector of standard deviations for a diagonal :math:`\Lambda_c`, or a
 :class:`~bnn.guides.kron_covariance.KronCovariance` for a precision Kronecker-factored per layer.
@@ -65,6 +66,18 @@ class TriangularTransform(Transform):
         return standard.new_full(standard.shape[:-1], float(self.scale_tril.diagonal().log().sum()))
 
 
+def _check_indices(indices: torch.Tensor, total: int, covered_from: int) -> None:
+    """Refuse subnetwork ``indices`` that are not increasing integer positions in ``0..total - 1``, or that come with a
+    ``covered_from``."""
+    if covered_from != 0:
+        raise ValueError(f"indices and covered_from={covered_from} both choose the covered weights; pass one of them")
+    if indices.dtype != torch.long or indices.dim() != 1 or indices.numel() == 0:
+        raise ValueError(f"indices must be a non-empty 1-D long tensor, got dtype {indices.dtype}, shape "
+                         f"{tuple(indices.shape)}")
+    if bool((indices.diff() <= 0).any()) or int(indices[0]) < 0 or int(indices[-1]) >= total:
+        raise ValueError(f"indices must be increasing positions in 0..{total - 1}")
+
+
 class LaplaceGuide:
     r"""Draws :math:`\theta \sim \mathcal{N}(\theta_{MAP}, \Lambda^{-1})` and splits it into the model's sites.
 
@@ -79,6 +92,9 @@ class LaplaceGuide:
         ``(D_c,)`` standard deviations, or the per-layer Kronecker factors.
     covered_from : int
         Index of the first random entry of :math:`\theta`; 0 makes every weight random.
+    indices : torch.Tensor, optional
+        Instead, the positions in :math:`\theta` of the random entries, increasing (a subnetwork); ``covered_from``
+        is then 0.
     constants : mapping of str to torch.Tensor, optional
         Latent sites of the likelihood held at a fixed value (``{"sigma": ...}``).
     """
@@ -90,6 +106,7 @@ class LaplaceGuide:
         scale: torch.Tensor | KronCovariance,
         *,
         covered_from: int = 0,
+        indices: torch.Tensor | None = None,
         constants: Mapping[str, torch.Tensor] | None = None,
     ) -> None:
         total = num_weights(sites)
@@ -97,7 +114,9 @@ class LaplaceGuide:
             raise ValueError(f"mean must have shape ({total},) for these sites, got {tuple(mean.shape)}")
         if not 0 <= covered_from < total:
             raise ValueError(f"covered_from must lie in 0..{total - 1}, got {covered_from}")
-        covered = total - covered_from
+        if indices is not None:
+            _check_indices(indices, total, covered_from)
+        covered = total - covered_from if indices is None else indices.numel()
         if isinstance(scale, KronCovariance):
             if scale.size != covered:
                 raise ValueError(f"the Kronecker-factored scale covers {scale.size} weights, not the {covered} covered")
@@ -110,6 +129,7 @@ class LaplaceGuide:
         self.mean = mean.detach()
         self.scale = scale if isinstance(scale, KronCovariance) else scale.detach()
         self.covered_from = covered_from
+        self.indices = indices
         self.constants = {name: torch.as_tensor(value).detach() for name, value in (constants or {}).items()}
 
     @property
@@ -122,9 +142,19 @@ class LaplaceGuide:
         """Whether the covered precision is Kronecker-factored per layer (``scale`` a :class:`KronCovariance`)."""
         return isinstance(self.scale, KronCovariance)
 
+    @property
+    def cover(self) -> slice | torch.Tensor:
+        """The covered positions of :math:`\\theta`, to index its last dimension with: ``indices``, or the slice from
+        ``covered_from`` on."""
+        return slice(self.covered_from, None) if self.indices is None else self.indices
+
+    def covered_part(self, flat: torch.Tensor) -> torch.Tensor:
+        """The covered entries of ``flat`` ``(..., D)`` (weights, or a Jacobian's columns), shape ``(..., D_c)``."""
+        return flat[..., self.cover]
+
     def covered_distribution(self) -> dist.Distribution:
         """:math:`\\mathcal{N}(\\theta_{MAP,c}, S S^\\top)` over the covered entries, event shape ``(D_c,)``."""
-        loc = self.mean[self.covered_from :]
+        loc = self.covered_part(self.mean)
         if self.is_kron:
             standard = dist.Normal(torch.zeros_like(loc), torch.ones_like(loc)).to_event(1)
             return dist.TransformedDistribution(standard, KronTransform(loc, self.scale))
@@ -148,8 +178,9 @@ class LaplaceGuide:
     def __call__(self, x: torch.Tensor | None = None, y: torch.Tensor | None = None, num_data: int | None = None):
         """Sample every latent site of the model; the arguments mirror the model's and are unused."""
         covered = pyro.sample(LATENT_SITE, self.covered_distribution(), infer={"is_auxiliary": True})
-        fixed = self.mean[: self.covered_from].expand(*covered.shape[:-1], self.covered_from)
-        values = split_flat(self.sites, torch.cat([fixed, covered], dim=-1))
+        flat = self.mean.expand(*covered.shape[:-1], self.mean.shape[0]).clone()
+        flat[..., self.cover] = covered
+        values = split_flat(self.sites, flat)
         for site in self.sites:
             values[site.name] = pyro.sample(site.name, dist.Delta(values[site.name], event_dim=len(site.shape)))
         for name, value in self.constants.items():
@@ -160,16 +191,18 @@ class LaplaceGuide:
     def state(self) -> dict[str, object]:
         """Tensors and plain values that :meth:`from_state` rebuilds the guide from (``torch.save``-able)."""
         scale = self.scale.state() if self.is_kron else self.scale
-        return {"mean": self.mean, "scale": scale, "covered_from": self.covered_from, "constants": self.constants}
+        return {"mean": self.mean, "scale": scale, "covered_from": self.covered_from, "indices": self.indices,
+                "constants": self.constants}
 
     @classmethod
     def from_state(cls, sites: Sequence[WeightSite], state: Mapping[str, object]) -> LaplaceGuide:
         """Inverse of :meth:`state` for a model with weight sites ``sites``."""
         scale = state["scale"]
         scale = KronCovariance.from_state(scale) if isinstance(scale, Mapping) else scale
-        return cls(sites, state["mean"], scale, covered_from=state["covered_from"], constants=state["constants"])
+        return cls(sites, state["mean"], scale, covered_from=state["covered_from"], indices=state.get("indices"),
+                   constants=state["constants"])
 
     def __repr__(self) -> str:
         kind = "Kronecker-factored" if self.is_kron else "diagonal" if self.is_diagonal else "full"
-        covered = self.mean.shape[0] - self.covered_from
+        covered = self.covered_part(self.mean).shape[0]
         return f"LaplaceGuide({kind} Gaussian over {covered} of {self.mean.shape[0]} weights)"

@@ -33,8 +33,9 @@ from pyro.infer.autoguide import AutoNormal
 
 
 def _laplace_gaussians(guide: LaplaceGuide) -> tuple[dict, dict]:
-    if guide.covered_from > 0:
-        raise ValueError("a Laplace posterior with structure='last-layer' holds the other layers at their MAP with no "
+    if guide.covered_from > 0 or guide.indices is not None:
+        structure = "last-layer" if guide.indices is None else "subnetwork"
+        raise ValueError(f"a Laplace posterior with structure={structure!r} holds the other weights at their MAP with no "
                          "spread, so it is no Gaussian prior for them: fit with structure='diag' (online Laplace) or 'full'")
     if guide.is_kron:
         std = guide.scale.precision_diagonal().rsqrt()
@@ -55,7 +56,7 @@ def weight_gaussians(posterior, *, moment_matching: bool = False) -> PosteriorPr
     ValueError
         For a posterior without a Gaussian guide (loaded from disk, or a sampler or ensemble), or a variational
         posterior of a network with hierarchical priors (its guide is over the scales and standardised weights),
-        unless ``moment_matching`` is set; for a last-layer Laplace posterior; for draws with no spread.
+        unless ``moment_matching`` is set; for a last-layer or subnetwork Laplace posterior; for draws with no spread.
     """
     if not isinstance(moment_matching, bool):
         raise ValueError(f"moment_matching must be True or False, got {moment_matching!r}")

@@ -106,8 +106,10 @@ def rows_per_chunk(model, covered: int, itemsize: int) -> int:
 
 
 def gauss_newton_matrix(model, x: torch.Tensor, theta: torch.Tensor, latents: dict[str, torch.Tensor], *, start: int = 0,
-                        diagonal: bool = False, progress: bool = False) -> torch.Tensor:
-    r""":math:`G(\theta)` over the entries of :math:`\theta` from ``start`` on (the rest held fixed).
+                        diagonal: bool = False, subset: torch.Tensor | None = None,
+                        progress: bool = False) -> torch.Tensor:
+    r""":math:`G(\theta)` over the entries of :math:`\theta` from ``start`` on (the rest held fixed), or its block
+    :math:`G_{SS} = \sum_i J_{i,S}^\top H_i J_{i,S}` over the entries ``subset`` of those.
 
     Parameters
     ----------
@@ -117,21 +119,26 @@ def gauss_newton_matrix(model, x: torch.Tensor, theta: torch.Tensor, latents: di
         Values of the likelihood's latent sites (``{"sigma": ...}`` or ``{}``).
     diagonal : bool
         Return the diagonal ``(D - start,)`` only (never forming the matrix).
+    subset : torch.Tensor, optional
+        Positions, counted from ``start``, of the entries whose block is formed (a subnetwork): each chunk's Jacobian
+        is taken over every entry from ``start`` on, then cut to these columns.
 
     Returns
     -------
     torch.Tensor
-        ``(D - start, D - start)``, or its diagonal.
+        ``(D - start, D - start)``, its diagonal, or ``(len(subset), len(subset))``.
     """
     check_ggn_supported(model.likelihood)
-    covered = theta.shape[0] - start
+    width = theta.shape[0] - start
+    covered = width if subset is None else subset.numel()
     total = theta.new_zeros(covered if diagonal else (covered, covered))
-    rows = rows_per_chunk(model, covered, theta.element_size())
+    rows = rows_per_chunk(model, width, theta.element_size())
     values = split_flat(model.sites, theta.detach())
     chunks = range(0, x.shape[0], rows)
     for begin in progress_bar(chunks, desc="ggn curvature", enabled=progress, leave=False):
         x_chunk = x[begin : begin + rows]
         jacobian = output_jacobian(model, x_chunk, theta, start)
+        jacobian = jacobian if subset is None else jacobian[..., subset]
         with torch.no_grad():
             h_jacobian = output_hessian(model.likelihood, model.forward(x_chunk, values), latents) @ jacobian
         if diagonal:

@@ -39,7 +39,7 @@ from torch.func import hessian
 from bnn.runtime.progress import progress_bar
 
 FULL_MATRICES_AT_PEAK = 5
-"""D x D matrices the memory check charges a full or last-layer structure. Four are alive at once in
+"""D x D matrices the memory check charges a full, last-layer or subnetwork structure. Four are alive at once in
 :func:`bnn.inference.laplace.fit.covariance_factor`'s triangular solve: the precision (formed in place of the curvature),
 its flipped Cholesky factor, the identity and the covariance factor; the fifth covers the allocator's and LAPACK's
 slack (a test checks that the factorisation adds at most four to the precision's own:
@@ -72,6 +72,10 @@ class Structure(str, Enum):
     per layer. Needs every layer written with :func:`bnn.models.layers.linear` or :func:`~bnn.models.layers.conv`, or,
     for a module's network (:func:`bnn.models.from_module`), its ``nn.Linear`` and ``nn.Conv2d`` layers
     (:mod:`bnn.inference.curvature.module_layers`)."""
+    SUBNETWORK = "subnetwork"
+    r"""Dense over the ``subnetwork_size`` weights of largest marginal variance under the diagonal Laplace
+    approximation; every other weight stays at its MAP value (Daxberger et al. 2021,
+    :mod:`bnn.inference.laplace.subnetwork`). GGN only; :math:`O(D_S^2)` memory."""
 
 
 def check_combination(hessian_type: HessianType, structure: Structure) -> None:
@@ -79,6 +83,10 @@ def check_combination(hessian_type: HessianType, structure: Structure) -> None:
     if hessian_type is HessianType.EXACT and structure is Structure.KRON:
         raise ValueError("hessian='exact' with structure='kron' is not offered (KFAC factors the GGN); use hessian='ggn' "
                          "with structure='kron', or hessian='exact' with structure='full' or 'last-layer'")
+    if hessian_type is HessianType.EXACT and structure is Structure.SUBNETWORK:
+        raise ValueError("hessian='exact' with structure='subnetwork' is not offered (the weights are chosen by the "
+                         "GGN's diagonal); use hessian='ggn' with structure='subnetwork', or hessian='exact' with "
+                         "structure='full' or 'last-layer'")
     if hessian_type is HessianType.EXACT and structure is Structure.DIAG:
         raise ValueError(
             "hessian='exact' with structure='diag' is not offered (the exact Hessian's diagonal costs D "
@@ -110,20 +118,22 @@ def required_bytes(structure: Structure, covered: int, itemsize: int, model=None
     return FULL_MATRICES_AT_PEAK * covered**2 * itemsize
 
 
-def check_memory(model, structure: Structure, itemsize: int, max_memory_gib: float) -> None:
-    """Raise ``ValueError`` with the numbers when ``structure`` needs more than ``max_memory_gib``."""
-    covered = num_weights(model.sites) - covered_from(model, structure)
+def check_memory(model, structure: Structure, itemsize: int, max_memory_gib: float, covered: int | None = None) -> None:
+    """Raise ``ValueError`` with the numbers when ``structure`` over ``covered`` weights (by default those from
+    :func:`covered_from` on; a subnetwork's size) needs more than ``max_memory_gib``."""
+    covered = num_weights(model.sites) - covered_from(model, structure) if covered is None else covered
     needed = required_bytes(structure, covered, itemsize, model) / GIB
     if needed <= max_memory_gib:
         return
     total = num_weights(model.sites)
     last = total - covered_from(model, Structure.LAST_LAYER)
-    how = (f"{FULL_MATRICES_AT_PEAK} x {covered:,}^2 x {itemsize} bytes = " if structure in (Structure.FULL,
-                                                                                    Structure.LAST_LAYER) else "")
+    dense = structure in (Structure.FULL, Structure.LAST_LAYER, Structure.SUBNETWORK)
+    how = f"{FULL_MATRICES_AT_PEAK} x {covered:,}^2 x {itemsize} bytes = " if dense else ""
+    smaller = "a smaller subnetwork_size, " if structure is Structure.SUBNETWORK else ""
     raise ValueError(
         f"structure {structure.value!r} over {covered:,} weights needs about {how}{needed:.3g} GiB, above "
         f"max_memory_gib={max_memory_gib:g}; "
-        f"use structure='kron' (about {required_bytes(Structure.KRON, total, itemsize, model) / GIB:.3g} GiB, for a "
+        f"use {smaller}structure='kron' (about {required_bytes(Structure.KRON, total, itemsize, model) / GIB:.3g} GiB, for a "
         f"network of linear and convolutional layers), "
         f"'diag' (about {required_bytes(Structure.DIAG, total, itemsize) / GIB:.3g} GiB) or "
         f"'last-layer' ({last:,} weights, about {required_bytes(Structure.LAST_LAYER, last, itemsize) / GIB:.3g} "

@@ -20,9 +20,10 @@ own) the multiplier at the MAP held fixed, from one curvature (:mod:`bnn.inferen
 otherwise :math:`\alpha = 1` and a learned noise is
 still chosen by the evidence where the covered priors are Gaussian; a network with ``layer-scale`` or ``ard`` priors
 has their scales set to the evidence's type-II maximum instead, a prior precision per group, the MAP refitted at each
-round (:mod:`bnn.inference.laplace.type2_scales`); (2) :math:`H` and :math:`P` over the
-structure's weights; (3) the covariance factor of :math:`\Lambda^{-1}` and the evidence; (4) draws from the
-:class:`~bnn.guides.laplace.LaplaceGuide`.
+round (:mod:`bnn.inference.laplace.type2_scales`); for ``structure="subnetwork"`` the evidence that tunes
+:math:`\alpha` is the diagonal Laplace's over every weight, whose diagonal then chooses the subnetwork
+(:mod:`bnn.inference.laplace.subnetwork`); (2) :math:`H` and :math:`P` over the structure's weights; (3) the
+covariance factor of :math:`\Lambda^{-1}` and the evidence; (4) draws from the :class:`~bnn.guides.laplace.LaplaceGuide`.
 
 At a likelihood temperature :math:`T \ne 1` (:mod:`bnn.inference.core.temperature`) the Gaussian is that of the
 tempered log joint, :math:`\tfrac{1}{T}\log p(y \mid x, \theta) + \log p(\theta)`: its mode is the MAP of the
@@ -59,6 +60,7 @@ from bnn.inference.laplace.options import LaplaceOptions, LinkApprox
 from bnn.inference.laplace.posthoc_precision import posthoc_multiplier, refits_affordable
 from bnn.inference.laplace.prior_curvature import check_prior_curvature_possible, covered_sites, prior_curvature
 from bnn.inference.laplace.record import LaplaceRecord
+from bnn.inference.laplace.subnetwork import subnetwork_curvature
 from bnn.inference.laplace.type2_scales import DESCRIPTION, check_type2_possible, type2_maximum
 from bnn.inference.map_search.map_estimate import WORKING_DTYPE, MapEstimate, find_map, working_data
 from bnn.models.priors import GaussianPrior
@@ -124,9 +126,12 @@ def _tunable_problem(model, start: int, hessian_type: HessianType) -> str | None
     return None
 
 
-def _covered_log_prior(model, theta: torch.Tensor, start: int) -> float:
+def _covered_log_prior(model, theta: torch.Tensor, start: int, indices: torch.Tensor | None) -> float:
+    r""":math:`\log p` of the covered weights: those from ``start`` on, or the subnetwork's ``indices`` among them."""
     values = split_flat(model.sites, theta)
-    return float(sum(model.prior[s.name].distribution(s).log_prob(values[s.name]).sum() for s in covered_sites(model, start)))
+    per_weight = torch.cat([model.prior[s.name].distribution(s).log_prob(values[s.name]).reshape(-1)
+                            for s in covered_sites(model, start)])
+    return float((per_weight if indices is None else per_weight[indices]).sum())
 
 
 def _gaussian_precisions(model, start: int, multiplier: float) -> dict[str, float] | None:
@@ -159,12 +164,16 @@ def _check_temperature(model, structure: Structure, temperature: float) -> None:
 
 
 def _approximate(model, x, y, estimate: MapEstimate, start: int, hessian_type, structure, tune: bool, progress: bool,
-                 curvature: torch.Tensor | None = None):
+                 curvature: torch.Tensor | None = None, indices: torch.Tensor | None = None):
     """Steps (2)-(3) of the module docstring: the covariance factor and the evidence, under the MAP's multiplier;
-    ``curvature`` the likelihood's at the MAP where it was formed already (it becomes the precision, in place)."""
+    ``curvature`` the likelihood's at the MAP where it was formed already (it becomes the precision, in place), over
+    the subnetwork ``indices`` for ``structure="subnetwork"``."""
     prior_precision = estimate.multiplier * prior_curvature(model, estimate.theta, start)
     theta = estimate.theta[start:]
-    log_prior = gaussian_log_prior(theta, prior_precision) if tune else _covered_log_prior(model, estimate.theta, start)
+    if indices is not None:
+        prior_precision, theta = prior_precision[indices], theta[indices]
+    log_prior = (gaussian_log_prior(theta, prior_precision) if tune
+                 else _covered_log_prior(model, estimate.theta, start, indices))
     if structure is Structure.KRON:
         covariance = kron_posterior(model, x, estimate.theta, estimate.latents, prior_precision)
         logdet = covariance.logdet_precision()
@@ -218,7 +227,9 @@ def run_laplace(model, x: torch.Tensor, y: torch.Tensor, options: LaplaceOptions
         tune_prior_precision = options.temperature == UNTEMPERED and _tunable_problem(model, start, hessian_type) is None
     if tune_prior_precision and (problem := _tunable_problem(model, start, hessian_type)):
         raise ValueError(problem)
-    check_memory(model, structure, WORKING_DTYPE.itemsize, max_memory_gib)
+    subnetwork_size = options.subnetwork_weights(model) if structure is Structure.SUBNETWORK else None
+    check_memory(model, structure, WORKING_DTYPE.itemsize, max_memory_gib, subnetwork_size)
+    evidence_structure = Structure.DIAG if structure is Structure.SUBNETWORK else structure  # module notes
     x_work, y_work = working_data(x, y)
 
     with seeded(seed):  # apart, so that the structure does not change the MAP's initial draw
@@ -229,26 +240,31 @@ def run_laplace(model, x: torch.Tensor, y: torch.Tensor, options: LaplaceOptions
             type2 = type2_maximum(model, x_work, y_work, options, start, lambda network, at: _approximate(
                 network, x_work, y_work, at, start, hessian_type, structure, False, False))
             estimate, scale, evidence, scales = type2.estimate, type2.scale, type2.log_marginal_likelihood, type2.scales
-            map_seconds, refits = time.perf_counter() - began, None
+            map_seconds, refits, indices = time.perf_counter() - began, None, None
         else:
             refits = refits_affordable(model, x.shape[0]) if tune_prior_precision else None
             estimate = find_map(model, x_work, y_work, **options.map_fit_arguments(), progress=progress,
                                 judged_from=start, multiplier=None if refits else options.temperature,
-                                diagonal_evidence=structure is Structure.DIAG, kron_evidence=structure is Structure.KRON)
+                                diagonal_evidence=evidence_structure is Structure.DIAG, kron_evidence=structure is Structure.KRON)
             if estimate.minibatch and refits:  # a MAP fitted on minibatches is not refitted either
                 refits = False
             curvature = None
             if tune_prior_precision and not refits:  # the evidence at the MAP held fixed, its curvature formed once
                 if structure is not Structure.KRON:
                     curvature = likelihood_curvature(model, x_work, y_work, estimate.theta, estimate.latents,
-                                                     hessian_type=hessian_type, structure=structure, progress=progress)
-                choice = posthoc_multiplier(model, x_work, estimate, start, structure, curvature)
+                                                     hessian_type=hessian_type, structure=evidence_structure,
+                                                     progress=progress)
+                choice = posthoc_multiplier(model, x_work, estimate, start, evidence_structure, curvature)
                 estimate = dataclasses.replace(estimate, multiplier=choice.multiplier,
                                                evidence_evaluations=choice.evaluations,
                                                evidence_bracketed=choice.bracketed)
             map_seconds = time.perf_counter() - began
+            indices = None
+            if structure is Structure.SUBNETWORK:
+                indices, curvature = subnetwork_curvature(model, x_work, estimate, subnetwork_size, diagonal=curvature,
+                                                          progress=progress)
             scale, evidence = _approximate(model, x_work, y_work, estimate, start, hessian_type, structure,
-                                           tune_prior_precision, progress, curvature)
+                                           tune_prior_precision, progress, curvature, indices)
             if options.temperature != UNTEMPERED:  # (H + T P)^-1 at the mode of log p + T log prior, times T
                 scale, evidence = scale * math.sqrt(options.temperature), math.nan
             type2, scales = None, {}
@@ -256,11 +272,13 @@ def run_laplace(model, x: torch.Tensor, y: torch.Tensor, options: LaplaceOptions
         multiplier = estimate.multiplier / options.temperature  # the prior's, alpha (the MAP ran at alpha T)
         constants = {name: value.to(x.dtype) for name, value in {**estimate.latents, **scales}.items()}
         guide = LaplaceGuide(model.sites, estimate.theta.to(x.dtype), scale.to(x.dtype), covered_from=start,
-                             constants=constants)
+                             indices=indices, constants=constants)
         draws = sample_guide(guide, num_samples, model.latent_shapes, x, y)
     record = LaplaceRecord(
         guide="laplace", seed=seed, train_seconds=train_seconds, options=options, map_seconds=map_seconds,
-        num_weights_covered=guide.mean.shape[0] - start, structure=structure.value, structure_reason=structure_reason,
+        num_weights_covered=guide.covered_part(guide.mean).shape[0],
+        subnetwork_indices=None if indices is None else indices.tolist(), structure=structure.value,
+        structure_reason=structure_reason,
         map_lbfgs_iterations=estimate.lbfgs_iterations, map_grad_norm=estimate.grad_norm,
         map_converged=estimate.converged, map_at_kink=estimate.at_kink, map_stalled=estimate.stalled,
         map_last_rise=estimate.last_rise,

@@ -131,8 +131,10 @@ class Linearization:
         return x.split(rows_per_chunk(model, theta.shape[0] - start, theta.element_size()))
 
     def _jacobian(self, model, x: torch.Tensor) -> torch.Tensor:
-        """:math:`J(x)` over the covered weights, ``(n, K, covered)``, for one chunk of rows."""
-        return output_jacobian(model, x, self.guide.mean, self.guide.covered_from)
+        """:math:`J(x)` over the covered weights, ``(n, K, covered)``, for one chunk of rows: the Jacobian over the
+        weights from ``covered_from`` on, cut to a subnetwork's ``indices``."""
+        jacobian = output_jacobian(model, x, self.guide.mean, self.guide.covered_from)
+        return jacobian if self.guide.indices is None else jacobian[..., self.guide.indices]
 
     def map_output(self, model, x: torch.Tensor) -> torch.Tensor:
         r""":math:`\mu^* = f(x; \theta_{MAP})` of shape ``(n, K)``, a chunk of rows at a time."""
@@ -154,8 +156,7 @@ class Linearization:
 
         ``values`` maps each weight site to its draws ``(S, *site.shape)``.
         """
-        theta, start = self.guide.mean, self.guide.covered_from
-        offset = join_sites(model.sites, values)[:, start:] - theta[start:]
+        offset = self.guide.covered_part(join_sites(model.sites, values) - self.guide.mean)
         with torch.no_grad():
             moved = [torch.einsum("nkp,sp->snk", self._jacobian(model, chunk), offset)
                      for chunk in self._row_chunks(model, x)]

@@ -39,14 +39,23 @@ def posterior_precision(model, x: torch.Tensor, y: torch.Tensor, values: Mapping
         A value of every weight site, shaped like the site (one draw of a posterior, such as the MAP of
         ``fit(model, data, "map")``: ``{name: value[0, 0]}``), and of the likelihood's latent sites (``sigma``).
     hessian, structure : str
-        As the Laplace fit's options.
+        As the Laplace fit's options, but for ``structure="subnetwork"``, refused.
 
     Returns
     -------
     torch.Tensor
         ``(D_c, D_c)`` for ``full`` and ``last-layer``, the diagonal ``(D_c,)`` for ``diag``.
+
+    Raises
+    ------
+    ValueError
+        For ``structure="subnetwork"``: its precision is the block of the ``full`` one over the subnetwork's weights.
     """
     hessian, structure = parse_option(HessianType, hessian, "hessian"), parse_option(Structure, structure, "structure")
+    if structure is Structure.SUBNETWORK:
+        raise ValueError("posterior_precision does not choose a subnetwork (the fit does, by the diagonal Laplace "
+                         "approximation's variances): take structure='full' and its block over the fit's "
+                         "record.subnetwork_indices, which is the subnetwork's precision")
     theta = join_sites(model.sites, values).to(WORKING_DTYPE)
     latents = {name: torch.as_tensor(values[name], dtype=WORKING_DTYPE) for name in model.likelihood.latent_priors()}
     x_work, y_work = working_data(x, y)

@@ -25,7 +25,12 @@ class LaplaceRecord(MapFitRecord):
         Wall time of the MAP fit (Adam, then the polish; with the evidence search's refits when tuned, or with the
         rounds that set the type-II scales of hierarchical priors).
     num_weights_covered : int
-        Weights with a Gaussian posterior (the rest, outside ``structure``, are held at the MAP).
+        Weights with a Gaussian posterior (the rest, outside ``structure``, are held at the MAP); for ``subnetwork``
+        the subnetwork's size :math:`D_S`.
+    subnetwork_indices : list of int, optional
+        For ``structure="subnetwork"``, the positions in the flat weight vector
+        (:mod:`bnn.guides.flat_weights`) of the subnetwork's weights, increasing
+        (:mod:`bnn.inference.laplace.subnetwork`); ``None`` otherwise.
     structure : str
         The structure of :math:`\Lambda` used: the one chosen when ``options.structure`` is ``None``, else (and when
         left out) ``options.structure``.
@@ -35,7 +40,8 @@ class LaplaceRecord(MapFitRecord):
     map_lbfgs_iterations, map_grad_norm, map_converged, noise
         How the MAP fit ended (:class:`~bnn.inference.map_search.map_record.MapFitRecord`).
     log_marginal_likelihood : float
-        The Laplace estimate of :math:`\log p(\mathcal{D})`.
+        The Laplace estimate of :math:`\log p(\mathcal{D})` (for ``subnetwork``, with the other weights held at the
+        MAP: the subnetwork's alone, as laplace-torch's ``SubnetLaplace`` reports it).
     prior_precision : dict of str to float, optional
         The prior precision per covered site with a Gaussian prior, after the multiplier.
     prior_precision_multiplier : float
@@ -69,6 +75,7 @@ class LaplaceRecord(MapFitRecord):
     map_seconds: float
     options: LaplaceOptions
     num_weights_covered: int
+    subnetwork_indices: list[int] | None = None
     structure: str | None = None
     structure_reason: str = "given"
     log_marginal_likelihood: float

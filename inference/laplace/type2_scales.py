@@ -193,6 +193,9 @@ def check_type2_possible(model, hessian_type: HessianType, structure: Structure,
     if hessian_type is HessianType.EXACT:
         raise ValueError("the type-II scales of hierarchical priors need a positive semi-definite curvature for the "
                          "evidence's fixed point; use hessian='ggn'")
+    if structure is Structure.SUBNETWORK:
+        raise ValueError("structure='subnetwork' holds the weights outside it at their MAP, and the evidence that sets "
+                         "the hierarchical priors' scales needs them all; use structure='full' or 'diag'")
     offsets = _offsets(model.sites)
     outside = sorted({site.group for site in model.sites if site.name in model.hierarchical_sites
                       and offsets[site.name] < start})

@@ -106,3 +106,39 @@ def test_state_round_trip():
 def test_bad_shapes_are_refused(mean, scale, covered_from, message):
     with pytest.raises(ValueError, match=message):
         LaplaceGuide(MODEL.sites, mean, scale, covered_from=covered_from)
+
+
+SUBNETWORK = torch.tensor([1, 4, 5, 11])
+
+
+def test_a_subnetwork_guide_draws_the_factor_at_its_indices_and_the_mean_elsewhere():
+    generator = torch.Generator().manual_seed(5)
+    mean = torch.randn(D, generator=generator)
+    scale = torch.tril(torch.randn(4, 4, generator=generator) * 0.3) + torch.eye(4)
+    guide = LaplaceGuide(MODEL.sites, mean, scale, indices=SUBNETWORK)
+    with seeded(3), pyro.plate("draws", 6, dim=-2):
+        trace = poutine.trace(guide).get_trace(torch.zeros(4, 2))
+    flat = join_sites(MODEL.sites, {s.name: trace.nodes[s.name]["value"].reshape(6, *s.shape) for s in MODEL.sites})
+    covered = trace.nodes[LATENT_SITE]["value"].reshape(6, 4)  # the covered entries' draws, mean + S z
+    torch.testing.assert_close(flat[:, SUBNETWORK], covered)
+    outside = torch.ones(D, dtype=torch.bool)
+    outside[SUBNETWORK] = False
+    assert torch.equal(flat[:, outside], mean[outside].expand(6, -1))
+    assert torch.equal(guide.covered_part(mean), mean[SUBNETWORK])
+    again = LaplaceGuide.from_state(MODEL.sites, guide.state())
+    assert torch.equal(again.indices, SUBNETWORK) and torch.equal(again.scale, scale)
+    assert repr(again) == f"LaplaceGuide(full Gaussian over 4 of {D} weights)"
+
+
+@pytest.mark.parametrize(
+    "indices, covered_from, message",
+    [
+        (torch.tensor([3, 1]), 0, "indices must be increasing positions in 0..12"),
+        (torch.tensor([1, D]), 0, "indices must be increasing positions in 0..12"),
+        (torch.tensor([1.0, 2.0]), 0, "indices must be a non-empty 1-D long tensor"),
+        (torch.tensor([1, 2]), 3, "indices and covered_from=3 both choose"),
+    ],
+)
+def test_bad_subnetwork_indices_are_refused(indices, covered_from, message):
+    with pytest.raises(ValueError, match=message):
+        LaplaceGuide(MODEL.sites, torch.zeros(D), torch.ones(2), covered_from=covered_from, indices=indices)

@@ -156,6 +156,8 @@ def test_the_horseshoe_is_refused_naming_the_methods_that_fit_it(monkeypatch):
                             r"ARDPrior on 'layers.0.bias'.*: use a Gaussian prior, or structure 'full' or 'diag'"),
     ({"structure": "last-layer"}, r"structure='last-layer' leaves out the layers \['layers.0'\], .*; use "
                                   "structure='full' or 'diag'"),
+    ({"structure": "subnetwork"}, "structure='subnetwork' holds the weights outside it at their MAP, .*; use "
+                                  "structure='full' or 'diag'"),
     ({"tune_prior_precision": True}, "a precision per group instead .*: leave tune_prior_precision unset"),
 ])
 def test_what_the_type2_scales_cannot_serve_is_refused_before_any_work(options, message, monkeypatch):

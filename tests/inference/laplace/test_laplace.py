@@ -225,7 +225,8 @@ def test_an_indefinite_exact_hessian_is_refused_clearly_and_the_ggn_is_not(monke
     [
         (dict(hessian="exact", structure="diag"), "hessian='exact' with structure='diag' is not offered"),
         (dict(hessian="hesse"), r"unknown hessian 'hesse'; choose from \['ggn', 'exact'\]"),
-        (dict(structure="blocks"), r"unknown structure 'blocks'; choose from \['full', 'diag', 'last-layer', 'kron'\]"),
+        (dict(structure="blocks"),
+         r"unknown structure 'blocks'; choose from \['full', 'diag', 'last-layer', 'kron', 'subnetwork'\]"),
         (dict(tune_prior_precision=True, hessian="exact"), "tune_prior_precision needs a positive semi-definite"),
         (dict(map_steps=0), "map_steps must be a positive integer"),
         (dict(max_memory_gib=1e-9), "structure 'full' over 3 weights needs about"),

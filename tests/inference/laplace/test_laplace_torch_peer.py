@@ -2,7 +2,9 @@
 
 On the same network, weights (the collection's MAP, copied into a ``torch.nn.Sequential``), noise and prior
 precision, both compute the posterior precision, its inverse, the Laplace log marginal likelihood and the linearised
-(GLM) predictive's mean and variance of the network output. Everything is float64 and exact up to round-off (no Monte
+(GLM) predictive's mean and variance of the network output; for the subnetwork Laplace also the subnetwork, chosen
+by laplace-torch's ``LargestVarianceDiagLaplaceSubnetMask`` from its own diagonal Laplace at the same noise and prior
+precision. Everything is float64 and exact up to round-off (no Monte
 Carlo anywhere), so the tolerances are round-off tolerances. laplace-torch runs with its curvlinops backend (the
 backpack and asdl backends do not work with torch 2.13's ``torch.func`` and hooks: "Cannot use both regular backward
 hooks and full backward hooks on a single Module").
@@ -26,10 +28,11 @@ from bnn.models.sites import WeightSite
 from bnn.models.torch_module import TorchModuleNetwork
 from laplace import Laplace
 from laplace.curvature import CurvlinopsGGN
+from laplace.utils.subnetmask import LargestVarianceDiagLaplaceSubnetMask
 
 NOISE, PRIOR_SCALE, HIDDEN, INPUTS, CLASSES = 0.3, 0.8, 6, 3, 3
 PEER_NAMES = {"full": ("all", "full"), "diag": ("all", "diag"), "last-layer": ("last_layer", "full"),
-              "kron": ("all", "kron")}
+              "kron": ("all", "kron"), "subnetwork": ("subnetwork", "full")}
 """The collection's structure -> laplace-torch's (subset_of_weights, hessian_structure)."""
 ROUND_OFF = dict(rtol=1e-9, atol=1e-11)
 
@@ -91,9 +94,9 @@ def torch_module(network: str, outputs: int) -> torch.nn.Sequential:
     return torch.nn.Sequential(torch.nn.Linear(INPUTS, HIDDEN), torch.nn.Tanh(), torch.nn.Linear(HIDDEN, outputs))
 
 
-def collection_fit(task: str, structure: str, network: str = "mlp"):
+def collection_fit(task: str, structure: str, network: str = "mlp", **options):
     """A short fit of the MLP or the conv net, written with the layers (``"mlp"``, ``"conv"``) or made from a torch
-    module (``"module-mlp"``, ``"module-conv"``: :func:`bnn.models.from_module`)."""
+    module (``"module-mlp"``, ``"module-conv"``: :func:`bnn.models.from_module`), with the Laplace ``options``."""
     x, y, x_test = data(task)
     if network.endswith("conv"):
         x, x_test = conv_inputs(x), conv_inputs(x_test)
@@ -107,7 +110,7 @@ def collection_fit(task: str, structure: str, network: str = "mlp"):
         model = from_module(torch_module(network, outputs), prior=prior, likelihood=likelihood, in_features=x.shape[1])
     # both sides work at the same weights, which need not be the mode: a short MAP fit is enough
     posterior = fit(model, (x, y), "laplace", structure=structure, tune_prior_precision=False, map_steps=300,
-                    map_tolerance=10.0, num_samples=2, seed=0, progress=False)
+                    map_tolerance=10.0, num_samples=2, seed=0, progress=False, **options)
     return model, posterior, x, y, x_test
 
 
@@ -126,14 +129,45 @@ def peer_network(model, theta: torch.Tensor) -> torch.nn.Module:
     return network
 
 
-def peer_fit(task: str, structure: str, network, x, y):
-    subset, hessian = PEER_NAMES[structure]
+def peer_settings(task: str, x, y) -> tuple[str, dict, torch.utils.data.DataLoader]:
+    """laplace-torch's likelihood, its backend, noise and prior precision as the collection's fit has them, and the
+    training data as one batch."""
     likelihood = "regression" if task == "regression" else "classification"
-    peer = Laplace(network, likelihood, subset_of_weights=subset, hessian_structure=hessian, backend=CurvlinopsGGN,
-                   sigma_noise=NOISE if task == "regression" else 1.0, prior_precision=PRIOR_SCALE**-2)
+    settings = dict(backend=CurvlinopsGGN, sigma_noise=NOISE if task == "regression" else 1.0,
+                    prior_precision=PRIOR_SCALE**-2)
     targets = y.unsqueeze(-1) if task == "regression" else y
-    peer.fit(torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, targets), batch_size=len(x)))
+    return likelihood, settings, torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, targets),
+                                                             batch_size=len(x))
+
+
+def peer_fit(task: str, structure: str, network, x, y, **subnetwork):
+    subset, hessian = PEER_NAMES[structure]
+    likelihood, settings, loader = peer_settings(task, x, y)
+    peer = Laplace(network, likelihood, subset_of_weights=subset, hessian_structure=hessian, **settings, **subnetwork)
+    peer.fit(loader)
     return peer
+
+
+def peer_subnetwork_fit(task: str, network, x, y, size: int):
+    """laplace-torch's ``SubnetLaplace`` over the ``size`` weights its ``LargestVarianceDiagLaplaceSubnetMask`` picks
+    by the variances of its own diagonal Laplace approximation."""
+    likelihood, settings, loader = peer_settings(task, x, y)
+    diagonal = Laplace(network, likelihood, subset_of_weights="all", hessian_structure="diag", **settings)
+    indices = LargestVarianceDiagLaplaceSubnetMask(network, size, diagonal).select(loader)
+    return peer_fit(task, "subnetwork", network, x, y, subnetwork_indices=indices)
+
+
+def assert_glm_predictive_matches(task: str, model, posterior, peer, x_test) -> None:
+    """The GLM predictive's mean and covariance of the network output; for a classifier, both links' probabilities."""
+    mean, covariance = posterior.linearization.output_moments(model, x_test)
+    peer_mean, peer_covariance = peer._glm_predictive_distribution(x_test)
+    torch.testing.assert_close(mean, peer_mean, **ROUND_OFF)
+    torch.testing.assert_close(covariance, peer_covariance, rtol=1e-8, atol=1e-11)
+    if task == "classification":  # the multi-class probit link of both, and the Laplace bridge
+        ours_probs = posterior.predict(x_test, num_samples=2, predictive="linearized").probs
+        torch.testing.assert_close(ours_probs, peer(x_test, pred_type="glm", link_approx="probit"), rtol=1e-8, atol=1e-11)
+        bridge = Linearization(posterior.linearization.guide, "bridge").predict(model, x_test, 2).probs
+        torch.testing.assert_close(bridge, peer(x_test, pred_type="glm", link_approx="bridge"), rtol=1e-8, atol=1e-11)
 
 
 CASES = [("regression", "full"), *(pytest.param(task, structure, marks=pytest.mark.slow) for task, structure in
@@ -158,16 +192,28 @@ def test_precision_covariance_evidence_and_glm_predictive_match_laplace_torch(ta
     ours_covariance = guide.covariance() if structure != "diag" else guide.scale**2
     torch.testing.assert_close(ours_covariance, theirs_covariance, rtol=1e-8, atol=1e-11)  # an inverse: cond x eps
     assert posterior.record.log_marginal_likelihood == pytest.approx(peer.log_marginal_likelihood().item(), rel=1e-10)
+    assert_glm_predictive_matches(task, model, posterior, peer, x_test)
 
-    mean, covariance = posterior.linearization.output_moments(model, x_test)
-    peer_mean, peer_covariance = peer._glm_predictive_distribution(x_test)
-    torch.testing.assert_close(mean, peer_mean, **ROUND_OFF)
-    torch.testing.assert_close(covariance, peer_covariance, rtol=1e-8, atol=1e-11)
-    if task == "classification":  # the multi-class probit link of both, and the Laplace bridge
-        ours_probs = posterior.predict(x_test, num_samples=2, predictive="linearized").probs
-        torch.testing.assert_close(ours_probs, peer(x_test, pred_type="glm", link_approx="probit"), rtol=1e-8, atol=1e-11)
-        bridge = Linearization(guide, "bridge").predict(model, x_test, 2).probs
-        torch.testing.assert_close(bridge, peer(x_test, pred_type="glm", link_approx="bridge"), rtol=1e-8, atol=1e-11)
+
+SUBNETWORK_SIZE = 12
+"""Of the MLP's 31 (regression) or 45 (three classes) weights."""
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("task", ["regression", pytest.param("classification", marks=pytest.mark.slow)])
+def test_subnetwork_choice_precision_evidence_and_glm_predictive_match_laplace_torch(task):
+    """laplace-torch's SubnetLaplace over the weights of its LargestVarianceDiagLaplaceSubnetMask: the same weights,
+    the full precision's block over them, its inverse, the subnetwork's evidence and the GLM predictive."""
+    model, posterior, x, y, x_test = collection_fit(task, "subnetwork", subnetwork_size=SUBNETWORK_SIZE)
+    guide = posterior.linearization.guide
+    network = peer_network(model, guide.mean)
+    peer = peer_subnetwork_fit(task, network, x, y, SUBNETWORK_SIZE)
+    assert posterior.record.subnetwork_indices == peer.backend.subnetwork_indices.tolist()
+    full = posterior_precision(model, x, y, split_flat(model.sites, guide.mean))
+    torch.testing.assert_close(full[guide.indices][:, guide.indices], peer.posterior_precision, **ROUND_OFF)
+    torch.testing.assert_close(guide.covariance(), peer.posterior_covariance, rtol=1e-8, atol=1e-11)
+    assert posterior.record.log_marginal_likelihood == pytest.approx(peer.log_marginal_likelihood().item(), rel=1e-10)
+    assert_glm_predictive_matches(task, model, posterior, peer, x_test)
 
 
 def test_the_laplace_bridge_is_laplace_torchs_at_the_same_logit_moments():
@@ -214,8 +260,4 @@ def test_kron_factors_evidence_and_glm_predictive_match_laplace_torch(task, netw
     torch.testing.assert_close(guide.covariance(), peer.posterior_precision.to_matrix(exponent=-1), rtol=1e-8,
                                atol=1e-11)
     assert posterior.record.log_marginal_likelihood == pytest.approx(peer.log_marginal_likelihood().item(), rel=1e-10)
-
-    mean, covariance = posterior.linearization.output_moments(model, x_test)
-    peer_mean, peer_covariance = peer._glm_predictive_distribution(x_test)
-    torch.testing.assert_close(mean, peer_mean, **ROUND_OFF)
-    torch.testing.assert_close(covariance, peer_covariance, rtol=1e-8, atol=1e-11)
+    assert_glm_predictive_matches(task, model, posterior, peer, x_test)
