@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 from bnn.datasets.dataset import Dataset
-from bnn.inference import ensemble, ivon, laplace, mc_dropout, nuts, point_estimate, sgmcmc, svi, swag
+from bnn.inference import ensemble, ivon, laplace, mc_dropout, nuts, point_estimate, sgmcmc, svgd, svi, swag
 from bnn.inference.core.loader_data import batch_options, is_loader, read_loader, with_loader_batches
 from bnn.inference.core.method import METHODS, Method, register_method
 from bnn.inference.core.model_data import check_model, checked_data
@@ -20,7 +20,7 @@ from bnn.inference.core.point_parameters import fit_point_parameters, needs_poin
 from bnn.inference.core.posterior import Posterior
 
 for _method in (svi.METHOD, nuts.METHOD, laplace.METHOD, point_estimate.METHOD, mc_dropout.METHOD, ensemble.METHOD,
-                sgmcmc.SGLD, sgmcmc.SGHMC, sgmcmc.CSGLD, swag.SWAG, swag.MULTISWAG, ivon.METHOD):
+                sgmcmc.SGLD, sgmcmc.SGHMC, sgmcmc.CSGLD, swag.SWAG, swag.MULTISWAG, ivon.METHOD, svgd.METHOD):
     register_method(_method)
 
 

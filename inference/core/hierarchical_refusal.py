@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-HIERARCHICAL_METHODS = "svi with guide='autonormal' or 'meanfield', or nuts with init='prior'"
+HIERARCHICAL_METHODS = "svi with guide='autonormal' or 'meanfield', or nuts with init='prior' (or svgd)"
 """The methods that fit a network with hierarchical priors, named in every refusal."""
 
 

@@ -96,16 +96,18 @@ class ObjectiveTrend:
                 f"alone would give a converged fit); {fix}")
 
 
-def objective_trend(values: Sequence[float], rates: Sequence[float] | None = None) -> ObjectiveTrend | None:
+def objective_trend(values: Sequence[float], rates: Sequence[float] | None = None,
+                    min_window: int = MIN_WINDOW) -> ObjectiveTrend | None:
     """The :class:`ObjectiveTrend` of the objective's estimates ``values``, one a step, of a run whose steps had the
-    learning-rate factors ``rates`` (``None``: a constant rate); ``None`` when the run is too short to judge (fewer
-    than ``2 * MIN_WINDOW`` steps) or its windows hold a non-finite estimate."""
+    learning-rate factors ``rates`` (``None``: a constant rate), each window at least ``min_window`` steps (at least 3,
+    for the noise about its line); ``None`` when the run is too short to judge (fewer than ``2 * min_window`` steps)
+    or its windows hold a non-finite estimate."""
     values = np.asarray(values, dtype=np.float64)
     share = np.ones(len(values)) if rates is None else np.asarray(rates, dtype=np.float64)
-    if len(values) < 2 * MIN_WINDOW:
+    if len(values) < 2 * min_window:
         return None
-    later = _window_start(share, len(values))
-    earlier = None if later is None else _window_start(share, later)
+    later = _window_start(share, len(values), min_window)
+    earlier = None if later is None else _window_start(share, later, min_window)
     if earlier is None:
         return None
     a, b = values[earlier:later], values[later:]
@@ -117,12 +119,12 @@ def objective_trend(values: Sequence[float], rates: Sequence[float] | None = Non
                           math.sqrt(noise_a**2 / len(a) + noise_b**2 / len(b)), noise_b, rate_drop)
 
 
-def _window_start(share: np.ndarray, end: int) -> int | None:
+def _window_start(share: np.ndarray, end: int, min_window: int) -> int | None:
     """The latest start of a window ending before step ``end`` that holds :data:`WINDOW_FRACTION` of the run's total
-    rate and :data:`MIN_WINDOW` steps; ``None`` when the steps before ``end`` cannot."""
+    rate and ``min_window`` steps; ``None`` when the steps before ``end`` cannot."""
     behind = np.cumsum(share[:end][::-1])  # the rate of the last k + 1 steps before end
     steps = int(np.searchsorted(behind, WINDOW_FRACTION * share.sum())) + 1
-    start = end - max(steps, MIN_WINDOW)
+    start = end - max(steps, min_window)
     return start if start >= 0 else None
 
 

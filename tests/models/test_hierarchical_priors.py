@@ -116,7 +116,7 @@ def test_the_config_round_trips():
     assert rebuilt.latent_shapes == model.latent_shapes
 
 
-FITS_LAYER_AND_ARD_SCALES = {"svi", "nuts", "laplace"}
+FITS_LAYER_AND_ARD_SCALES = {"svi", "nuts", "laplace", "svgd"}
 """The methods that fit the latent scales of ``layer-scale`` and ``ard`` priors; every other method refuses them."""
 REASONS = {POINT_ESTIMATE: "collapses the scales to zero", FIXED_PRIOR_POTENTIAL: "fixed log prior",
            WEIGHT_DECAY_PRIOR: "its prior is a weight decay"}
@@ -217,6 +217,24 @@ def test_nuts_samples_the_exact_posterior_of_a_linear_models_scale():
     mcse = float(az.mcse(az.convert_to_dataset(log_tau))["x"])
     assert abs(log_tau.mean() - mean) < 4 * mcse, (log_tau.mean(), mean, mcse)
     assert math.isclose(np.std(log_tau), sd, rel_tol=0.15), (np.std(log_tau), sd)
+
+
+@pytest.mark.slow
+def test_svgd_particles_hold_the_exact_posterior_of_a_linear_models_scale():  # about a minute
+    r"""The model of the NUTS test above, by SVGD at its default for hierarchical priors, the IMQ kernel: its particles'
+    mean of :math:`\log\tau` within a quarter of the exact standard deviation (measured: 0.14; the RBF kernel misses by
+    1.1), their spread within 40% of it (measured: 30% over; SVGD's particles are not independent draws, and the IMQ
+    kernel's heavy tails spread them)."""
+    x = torch.randn(8, 3, generator=torch.Generator().manual_seed(2))
+    y = 0.3 * x[:, 0] + 0.3 * torch.randn(8, generator=torch.Generator().manual_seed(3))
+    model = BayesianMLP(3, 1, hidden=(), prior={"layers.0.weight": "layer-scale", "layers.0.bias": "gaussian"},
+                        likelihood={"name": "gaussian", "scale": 0.3})
+    posterior = fit(model, (x, y), "svgd", seed=0, progress=False)
+    assert posterior.record.options.kernel == "imq" and posterior.record.converged
+    log_tau = posterior.samples["layers.0.scale"].double().log().numpy()
+    mean, sd = exact_log_scale_moments(x, y, 0.3, 1.0, 1.0)
+    assert abs(log_tau.mean() - mean) < 0.25 * sd, (log_tau.mean(), mean, sd)
+    assert 0.6 < np.std(log_tau) / sd < 1.4, (np.std(log_tau), sd)
 
 
 def test_prior_function_draws_draw_the_scales_then_the_weights():

@@ -23,6 +23,7 @@ QUICK: dict[str, dict[str, object]] = {
     "multiswag": {"map_steps": 50, "swag_epochs": 4, "rank": 2, "batch_size": 8, "num_samples": 5, "num_members": 2,
                   "member_method": "sequential"},
     "ivon": {"epochs": 3, "batch_size": 8, "num_samples": 10},
+    "svgd": {"steps": 30, "num_samples": 10},
 }
 """A few steps of each method, by name."""
 
