@@ -74,10 +74,7 @@ def run_svgd(model, x: torch.Tensor, y: torch.Tensor, options: SVGDOptions) -> P
     began = time.perf_counter()
     latents = FlatLatents.of(model, x, y)
     with seeded(options.seed), pyro.get_param_store().scope():
-        pyro.param(PARTICLES, latents.prior_particles(x, y, options.num_samples))  # SVGD's guide starts from these
-        adam = Adam({"lr": options.lr})
-        svgd = SVGD(latents.program(), options.stein_kernel(latents.dim), adam, num_particles=options.num_samples,
-                    max_plate_nesting=MAX_PLATE_NESTING, mode="multivariate")
+        svgd, adam = stein_steps(latents, x, y, options)
         svgd.loss = _recording(svgd.loss, history, options.num_samples)
         bar = progress_bar(range(options.steps), desc="SVGD", enabled=options.progress, leave=False)
         with bar:
@@ -103,6 +100,16 @@ def run_svgd(model, x: torch.Tensor, y: torch.Tensor, options: SVGDOptions) -> P
     if problems:
         warnings.warn(problems[0], ConvergenceWarning, stacklevel=user_stacklevel())
     return Posterior(model, {name: value.unsqueeze(0) for name, value in draws.items()}, x, y, record)
+
+
+def stein_steps(latents: FlatLatents, x: torch.Tensor, y: torch.Tensor, options: SVGDOptions) -> tuple[SVGD, Adam]:
+    """Pyro's SVGD on ``latents``' program with ``options``' particles, kernel and Adam, its particles drawn from the
+    prior into the current param store (the caller's own scope), and the Adam whose rate the caller schedules."""
+    pyro.param(PARTICLES, latents.prior_particles(x, y, options.num_samples))  # SVGD's guide starts from these
+    adam = Adam({"lr": options.lr})
+    svgd = SVGD(latents.program(), options.stein_kernel(latents.dim), adam, num_particles=options.num_samples,
+                max_plate_nesting=MAX_PLATE_NESTING, mode="multivariate")
+    return svgd, adam
 
 
 def _recording(loss, history: list[float], particles: int):

@@ -167,3 +167,13 @@ def test_a_fit_at_the_defaults_on_toy1d_passes_its_own_check():  # one to two mi
         warnings.simplefilter("error", ConvergenceWarning)
         posterior = fit(model, data, "svgd", progress=False)
     assert posterior.record.converged and posterior.record.problems() == []
+
+
+def test_the_cost_counts_full_batch_steps_and_says_when_the_full_batch_is_not_cheap():
+    from bnn.inference.svgd.cost import count
+    from bnn.inference.svgd.options import SVGDOptions
+
+    model, options = BayesianMLP(1, 1, hidden=(50,)), SVGDOptions.parse("svgd", {"steps": 200, "num_samples": 10})
+    small, large = count(options, 100, model), count(options, 10**7, model)
+    assert small.gradients == large.gradients == 200 and "on all 100 rows" in small.how
+    assert "takes no minibatches" not in small.how and "SVGD takes no minibatches" in large.how
