@@ -29,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import numpy as np
 import pandas as pd
 import torch
 from bnn.datasets import load_dataset
@@ -57,10 +58,12 @@ FITS: dict[str, tuple[str, dict[str, Any]]] = {
     "laplace:diag": ("laplace", {"structure": "diag"}),
     "laplace:kron": ("laplace", {"structure": "kron"}),
     "laplace:bridge": ("laplace", {"link_approx": "bridge"}),
+    "laplace:subnetwork-50": ("laplace", {"structure": "subnetwork", "subnetwork_size": 50}),
     "svi": ("svi", {}),
     "svi:lowrank": ("svi", {"guide": "lowrank"}),
     "svi:full": ("svi", {"guide": "full"}),
     "svi:flow": ("svi", {"guide": "flow"}),
+    "svgd": ("svgd", {}),
     "ivon": ("ivon", {}),
     "swag": ("swag", {}),
     "ensemble": ("ensemble", {}),
@@ -72,6 +75,7 @@ FITS: dict[str, tuple[str, dict[str, Any]]] = {
 COLUMNS = ["case", "fit", "seconds", "test_ll", "check", *REGRESSION_COLUMNS, *CLASSIFIER_COLUMNS,
            "command", "commit", "machine", "date"]
 REFERENCE = "nuts (reference)"
+REFUSED = "refused as a reference"
 
 
 class Case(NamedTuple):
@@ -82,6 +86,9 @@ class Case(NamedTuple):
     network: Callable[[Dataset], BayesianNetwork]
     reference_options: dict[str, Any] = {}
     """Over :data:`REFERENCE_OPTIONS`."""
+    saved_every: int = 2
+    """The saved reference keeps every this many draws of each chain (the file's size), or half as many where those
+    fail the check; the distances of the run that fits it are from all of its draws."""
 
 
 def _uci(name: str) -> Callable[[Path | None], Dataset]:
@@ -110,7 +117,8 @@ def _digits_cnn_last_layer(dataset: Dataset) -> BayesianNetwork:
     module = nn.Sequential(nn.Unflatten(1, (1, 8, 8)), nn.Conv2d(1, 8, 3, padding=1), nn.SiLU(), nn.AvgPool2d(2),
                            nn.Conv2d(8, 16, 3, padding=1), nn.SiLU(), nn.AvgPool2d(2), nn.Flatten(),
                            nn.Linear(64, dataset.out_features))
-    return from_module(module, likelihood=dataset.likelihood_name, bayesian="last-layer")
+    return from_module(module, likelihood=dataset.likelihood_name, bayesian="last-layer",
+                       in_features=dataset.in_features)
 
 
 def _breast_cancer_last_layer(dataset: Dataset) -> BayesianNetwork:
@@ -127,7 +135,7 @@ def _built_in(name: str) -> Callable[[Path | None], Dataset]:
 
 CASES: dict[str, Case] = {
     "toy1d": Case("toy1d, the main job's 1-50-1 tanh network", _built_in("toy1d"),
-                  lambda dataset: build_network(dataset, "mlp", None)),
+                  lambda dataset: build_network(dataset, "mlp", None), saved_every=1),
     "yacht": Case("yacht split 0, the UCI grid's network (50 ReLU units, learned noise)", _uci("yacht"),
                   lambda dataset: uci_model(dataset.in_features, 50)),
     "yacht-last-layer": Case("yacht split 0, the UCI grid's network Bayesian in its output layer", _uci("yacht"),
@@ -141,8 +149,7 @@ CASES: dict[str, Case] = {
     "breast_cancer-last-layer": Case("breast cancer, a 30-50-1 tanh network Bayesian in its output layer",
                                      _built_in("breast_cancer"), _breast_cancer_last_layer),
     "digits-cnn-last-layer": Case("digits, a CNN (8 and 16 channels, 64 features) Bayesian in its read-out",
-                                  _built_in("digits"), _digits_cnn_last_layer,
-                                  {"num_samples": 250}),  # 650 weights: 1,000 draws keep the saved folder at 5 MB
+                                  _built_in("digits"), _digits_cnn_last_layer, saved_every=4),
 }
 
 
@@ -159,8 +166,20 @@ def reference_posterior(case: Case, dataset: Dataset, folder: Path, seed: int) -
     seconds = time.perf_counter() - began
     problems = reference_problems(reference, reference.predict(dataset.x_test).f)
     if not problems:
-        reference.save(folder)
+        every = case.saved_every
+        while every > 1 and reference_problems(kept := thinned(reference, every), kept.predict(dataset.x_test).f):
+            every //= 2
+        thinned(reference, every).save(folder)
     return reference, seconds, problems
+
+
+def thinned(posterior: Posterior, every: int) -> Posterior:
+    """``posterior`` with every ``every``-th draw of each chain (its sampler statistics alike)."""
+    if every == 1:
+        return posterior
+    return Posterior(posterior.model, {name: draws[:, ::every] for name, draws in posterior.samples.items()},
+                     posterior.x, posterior.y, posterior.record,
+                     {name: np.asarray(stat)[:, ::every] for name, stat in posterior.sample_stats.items()})
 
 
 def fit_row(case: str, name: str, posterior: Posterior, seconds: float, dataset: Dataset,
@@ -201,6 +220,15 @@ def _estimate(row: dict[str, Any], column: str) -> str:
     return f"{value:.4f} ± {error:.4f}" if not math.isnan(error) else f"{value:.4f}"
 
 
+def _short(check: str) -> str:
+    """A check's first clause (the CSV keeps it whole): what failed, and for a fit with no posterior or a refused
+    reference, why."""
+    head, _, rest = check.partition(": ")
+    if head in ("no posterior", REFUSED):
+        return f"{head}: {rest.split(': ')[0].split('; ')[0]}"
+    return head
+
+
 def tables_from_csv(path: Path) -> str:
     """``fidelity.md``'s tables from the CSV alone: per case each fit's distance from the reference with its standard
     error, its test LL, own check and seconds (the reference first), and the run lines."""
@@ -211,14 +239,15 @@ def tables_from_csv(path: Path) -> str:
     blocks, runs = [], []
     for case in dict.fromkeys(row["case"] for row in rows):
         group = sorted((row for row in rows if row["case"] == case), key=lambda row: row["fit"] != REFERENCE)
-        regression = any(not math.isnan(row["wasserstein"]) for row in group)
-        measures = ["wasserstein", "std_ratio"] if regression else ["agreement", "total_variation"]
+        measures = (["wasserstein", "std_ratio"] if any(not math.isnan(row["wasserstein"]) for row in group) else
+                    ["agreement", "total_variation"] if any(not math.isnan(row["agreement"]) for row in group) else [])
         lines = [f"{CASES[case].description if case in CASES else case}", "",
-                 f"| fit | {' | '.join(measures)} | test_ll | check | seconds |", "|---|---|---|---|---|---|"]
+                 "| " + " | ".join(["fit", *measures, "test_ll", "check", "seconds"]) + " |",
+                 "|" + "---|" * (len(measures) + 4)]
         for row in group:
-            cells = [_estimate(row, column) for column in measures]
-            lines.append(f"| {row['fit']} | {' | '.join(cells)} | {row['test_ll']:.4f} | {row['check']} "
-                         f"| {row['seconds']:.1f} |")
+            cells = [row["fit"], *(_estimate(row, column) for column in measures), f"{row['test_ll']:.4f}",
+                     _short(row["check"]), f"{row['seconds']:.1f}"]
+            lines.append("| " + " | ".join(cells) + " |")
         blocks.append(f"### {case}\n\n" + "\n".join(lines))
         for row in group:
             line = header_line(row)
@@ -249,7 +278,7 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     if not math.isnan(seconds):
         rows.append(fit_row(args.case, REFERENCE, reference, seconds, dataset, None, header))
         if problems:
-            rows[-1]["check"] = f"refused as a reference: {'; '.join(problems)}"
+            rows[-1]["check"] = f"{REFUSED}: {'; '.join(problems)}"
         _written(rows, csv)
     if problems:
         return merged(rows, csv)
@@ -259,9 +288,9 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
         began = time.perf_counter()
         try:
             posterior = fit(reference.model, dataset, method, seed=args.seed, progress=False, **options)
-        except ValueError as refusal:  # refused before any work: the row says why
+        except ValueError as error:  # refused before any work, or stopped by a fit that broke: the row says why
             rows.append({"case": args.case, "fit": name, "seconds": math.nan, "test_ll": math.nan,
-                         "check": f"refused: {refusal}", **header})
+                         "check": f"no posterior: {error}", **header})
             _written(rows, csv)
             continue
         seconds = time.perf_counter() - began

@@ -78,6 +78,7 @@ SOURCES: dict[str, Source] = {
                     (*CELLS, "demo/memory.csv"),
                     ("benchmarks.provenance", "comparison_tables", "baselines/toy1d/comparison.csv"),
                     ("benchmarks.provenance", "comparison_tables", "baselines/yacht/comparison.csv")),
+    "fidelity": made_by("benchmarks.fidelity", "tables_from_csv", "fidelity/results.csv"),
     "estimates": printed(("benchmarks.estimates", "tables_from_csv", "estimates/fits.csv"),
                          *((*CELLS, f"estimates/{name}.csv") for name in ("units", "time_budget", "main_job", "report",
                                                                           "report_stage"))),
