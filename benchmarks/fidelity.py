@@ -40,7 +40,7 @@ from bnn.inference.evaluation.metrics import evaluate
 from bnn.models import BayesianNetwork, from_module
 from torch import nn
 
-from benchmarks.provenance import header_line, run_header
+from benchmarks.provenance import run_header, run_lines
 from benchmarks.training_cost import build_network, check
 from bnn.experiments.comparison.reference import saved_reference
 from bnn.experiments.uci.protocol import LEARNED_NOISE, uci_model
@@ -236,7 +236,7 @@ def tables_from_csv(path: Path) -> str:
     frame = pd.read_csv(path, dtype={column: str for column in text})
     frame[text] = frame[text].fillna("")
     rows = frame.to_dict("records")
-    blocks, runs = [], []
+    blocks, shown = [], []
     for case in dict.fromkeys(row["case"] for row in rows):
         group = sorted((row for row in rows if row["case"] == case), key=lambda row: row["fit"] != REFERENCE)
         measures = (["wasserstein", "std_ratio"] if any(not math.isnan(row["wasserstein"]) for row in group) else
@@ -248,12 +248,9 @@ def tables_from_csv(path: Path) -> str:
             cells = [row["fit"], *(_estimate(row, column) for column in measures), f"{row['test_ll']:.4f}",
                      _short(row["check"]), f"{row['seconds']:.1f}"]
             lines.append("| " + " | ".join(cells) + " |")
+        shown.extend(group)
         blocks.append(f"### {case}\n\n" + "\n".join(lines))
-        for row in group:
-            line = header_line(row)
-            if line not in runs:
-                runs.append(line)
-    return "\n\n".join(blocks) + "\n\nRuns:\n\n" + "\n".join(runs) + "\n"
+    return "\n\n".join(blocks) + "\n\nRuns:\n\n" + "\n".join(run_lines(shown)) + "\n"
 
 
 def main(argv: list[str] | None = None) -> pd.DataFrame:

@@ -52,6 +52,11 @@ def write_results(out: Path, results: dict, markdown: str) -> None:
     (out / "results.md").write_text(markdown)
 
 
+def run_lines(rows: Iterable[dict[str, str]]) -> list[str]:
+    """The distinct :func:`header_line` of ``rows``, in their order: a results file's list of its runs."""
+    return list(dict.fromkeys(header_line(row) for row in rows))
+
+
 def header_line(header: dict[str, str]) -> str:
     """One run's line in a results file: ``- run: `COMMAND` at COMMIT on MACHINE, DATE`` (``unknown`` where a field
     is missing)."""

@@ -39,7 +39,7 @@ from bnn.inference.evaluation.metrics import evaluate
 from bnn.models import ARCHITECTURES, BayesianNetwork, get_likelihood
 from bnn.models.network import network_from_config
 
-from benchmarks.provenance import header_line, run_header
+from benchmarks.provenance import run_header, run_lines
 from bnn.experiments.uci.grid import hidden_units
 from bnn.experiments.uci.protocol import uci_model
 from bnn.runtime.atomic import atomic_file
@@ -179,7 +179,7 @@ def tables_from_csv(path: Path) -> str:
     frame = pd.read_csv(path, dtype={column: str for column in text})
     frame[text] = frame[text].fillna("")
     rows = frame.to_dict("records")
-    blocks, runs = [], []
+    blocks, shown = [], []
     for (dataset, model) in dict.fromkeys((row["dataset"], row["model"]) for row in rows):
         group = sorted((row for row in rows if (row["dataset"], row["model"]) == (dataset, model)),
                        key=lambda row: row["method"] != PLAIN)  # the plain training first, the fits in the CSV's order
@@ -191,12 +191,9 @@ def tables_from_csv(path: Path) -> str:
             met = "" if row["method"] == PLAIN else ("yes" if row["ratio"] <= row["target"] else "no")
             lines.append(f"| {row['method']} | {row['seconds']:.1f} | {row['ratio']:.2f} | {row['target']:g} | {met} "
                          f"| {row[score]:.4f} | {row['test_ll']:.4f} | {row['check']} |")
+        shown.extend(group)
         blocks.append("\n".join(lines))
-        for row in group:
-            line = header_line(row)
-            if line not in runs:
-                runs.append(line)
-    return "\n\n".join(blocks) + "\n\nRuns:\n\n" + "\n".join(runs) + "\n"
+    return "\n\n".join(blocks) + "\n\nRuns:\n\n" + "\n".join(run_lines(shown)) + "\n"
 
 
 def main(argv: list[str] | None = None) -> pd.DataFrame:
