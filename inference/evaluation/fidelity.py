@@ -13,6 +13,10 @@ probabilities at :math:`x_i` (the means of the draws' probabilities),
     \text{agreement} = \frac1n \sum_i \mathbb{1}\big[\arg\max_k p_{ik} = \arg\max_k q_{ik}\big], \qquad
     \text{TV} = \frac1n \sum_i \tfrac12 \sum_k \lvert p_{ik} - q_{ik} \rvert .
 
+A linearised predictive (Laplace's) gives :math:`q_i` in closed form, by its link approximation (the probit
+approximation or the Laplace bridge), not as a mean over draws: its :math:`q_i` are those probabilities, the same at
+every draw, so they add no Monte Carlo error.
+
 **Regression.** With :math:`F_i` and :math:`G_i` the two predictive distributions of :math:`y` at :math:`x_i` (the
 draws of :math:`y^*`, observation noise included), the 2-Wasserstein distance of the two, by their quantile
 functions, and the ratio of their standard deviations,
@@ -46,7 +50,7 @@ import numpy as np
 import pandas as pd
 import torch
 from bnn.inference.core.posterior import Posterior
-from bnn.inference.core.prediction import Prediction
+from bnn.inference.core.prediction import Prediction, PredictiveType
 from bnn.inference.diagnostics.rank_diagnostics import ess_bulk, split_r_hat
 
 BLOCKS = 10
@@ -124,9 +128,13 @@ def fidelity(reference: Posterior, posteriors: Mapping[str, Posterior], x: torch
 
 def _class_probabilities(posterior: Posterior, prediction: Prediction) -> torch.Tensor:
     """The class probabilities of each weight draw of ``prediction``, ``(S, n, K)`` (a binary classifier's two
-    classes)."""
+    classes); for a linearised predictive, its own probabilities at every draw (module notes)."""
+    binary = posterior.model.likelihood.task == "binary"
+    if posterior.default_predictive is PredictiveType.LINEARIZED:
+        probs = torch.stack([1 - prediction.probs, prediction.probs], -1) if binary else prediction.probs
+        return probs.to(torch.float64).expand(prediction.f.shape[0], *probs.shape)
     observation = posterior.model.likelihood.distribution(prediction.f, {})
-    if posterior.model.likelihood.task == "binary":
+    if binary:
         return torch.stack([1 - observation.mean, observation.mean], -1).to(torch.float64)
     return observation.probs.to(torch.float64)
 

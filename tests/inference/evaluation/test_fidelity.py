@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from bnn.inference import fit
 from bnn.inference.diagnostics.convergence import chain_diagnostics
 from bnn.inference.evaluation.fidelity import (
     MIN_ESS,
@@ -92,3 +93,23 @@ def test_a_reference_that_fails_its_own_check_is_refused_naming_the_check():
 def test_posteriors_of_another_task_are_refused():
     with pytest.raises(ValueError, match="predicts a binary target and the reference a regression one"):
         fidelity(linear_posterior(), {"classifier": linear_posterior(likelihood="bernoulli")}, X)
+
+
+@pytest.mark.parametrize("link_approx", ["probit", "bridge"])
+def test_a_linearised_classifier_is_measured_by_its_link_approximations_probabilities(link_approx):
+    """Laplace's class probabilities come from its link approximation, not from the mean of its draws' softmax: the
+    total variation and agreement are those of the probabilities it predicts, and its draws add no error."""
+    generator = torch.Generator().manual_seed(3)
+    x = torch.randn(40, 2, generator=generator)
+    y = (x[:, 0] > 0).long() + (x[:, 1] > 0.5).long()
+    model = BayesianMLP(2, 3, hidden=(4,), likelihood="categorical")
+    laplace = fit(model, (x, y), "laplace", seed=0, progress=False, link_approx=link_approx, num_samples=2000)
+    draws = {name: value.reshape(4, 500, *value.shape[2:]) for name, value in laplace.samples.items()}
+    reference = chains_posterior(laplace.model, draws, x, y)  # its weight draws, pushed through the network
+    inputs = 2 * torch.randn(9, 2, generator=generator)
+    [row] = fidelity(reference, {"laplace": laplace}, inputs).to_dict("records")
+    p = reference.predict(inputs).probs.double()
+    q = laplace.predict(inputs).probs.double()
+    assert not torch.allclose(q, laplace.predict(inputs, predictive="mc").probs.double(), atol=1e-3)
+    assert row["total_variation"] == pytest.approx(float((p - q).abs().sum(-1).mean() / 2), rel=1e-6)  # float32
+    assert row["agreement"] == float((p.argmax(-1) == q.argmax(-1)).double().mean())
