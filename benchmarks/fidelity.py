@@ -121,14 +121,6 @@ def _digits_cnn_last_layer(dataset: Dataset) -> BayesianNetwork:
                        in_features=dataset.in_features)
 
 
-def _breast_cancer_last_layer(dataset: Dataset) -> BayesianNetwork:
-    """A 30-50-1 tanh network as a torch module, Bayesian in its output layer (a logistic regression on the 50
-    features of the MAP network)."""
-    torch.manual_seed(0)
-    module = nn.Sequential(nn.Linear(dataset.in_features, 50), nn.Tanh(), nn.Linear(50, 1))
-    return from_module(module, likelihood=dataset.likelihood_name, bayesian="last-layer")
-
-
 def _built_in(name: str) -> Callable[[Path | None], Dataset]:
     return lambda uci_dir: load_dataset(name)
 
@@ -146,8 +138,6 @@ CASES: dict[str, Case] = {
                                      _uci("bostonHousing"), _uci_last_layer("bostonHousing")),
     "breast_cancer": Case("breast cancer, a 30-50-1 tanh network", _built_in("breast_cancer"),
                           lambda dataset: build_network(dataset, "mlp", None)),
-    "breast_cancer-last-layer": Case("breast cancer, a 30-50-1 tanh network Bayesian in its output layer",
-                                     _built_in("breast_cancer"), _breast_cancer_last_layer),
     "digits-cnn-last-layer": Case("digits, a CNN (8 and 16 channels, 64 features) Bayesian in its read-out",
                                   _built_in("digits"), _digits_cnn_last_layer, saved_every=4),
 }
@@ -229,16 +219,23 @@ def _short(check: str) -> str:
     return head
 
 
+def _fit_order(row: dict[str, Any]) -> tuple[bool, int]:
+    """The reference first, then the fits in :data:`FITS`'s order (a fit no longer in it last)."""
+    order = list(FITS)
+    return row["fit"] != REFERENCE, order.index(row["fit"]) if row["fit"] in order else len(order)
+
+
 def tables_from_csv(path: Path) -> str:
     """``fidelity.md``'s tables from the CSV alone: per case each fit's distance from the reference with its standard
-    error, its test LL, own check and seconds (the reference first), and the run lines."""
+    error, its test LL, own check and seconds (the reference first, then the fits in :data:`FITS`'s order), and the
+    run lines."""
     text = ["case", "fit", "check", "command", "commit", "machine", "date"]
     frame = pd.read_csv(path, dtype={column: str for column in text})
     frame[text] = frame[text].fillna("")
     rows = frame.to_dict("records")
     blocks, shown = [], []
     for case in dict.fromkeys(row["case"] for row in rows):
-        group = sorted((row for row in rows if row["case"] == case), key=lambda row: row["fit"] != REFERENCE)
+        group = sorted((row for row in rows if row["case"] == case), key=_fit_order)
         measures = (["wasserstein", "std_ratio"] if any(not math.isnan(row["wasserstein"]) for row in group) else
                     ["agreement", "total_variation"] if any(not math.isnan(row["agreement"]) for row in group) else [])
         lines = [f"{CASES[case].description if case in CASES else case}", "",
