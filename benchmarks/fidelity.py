@@ -84,8 +84,6 @@ class Case(NamedTuple):
     description: str
     dataset: Callable[[Path | None], Dataset]
     network: Callable[[Dataset], BayesianNetwork]
-    reference_options: dict[str, Any] = {}
-    """Over :data:`REFERENCE_OPTIONS`."""
     saved_every: int = 2
     """The saved reference keeps every this many draws of each chain (the file's size), or half as many where those
     fail the check; the distances of the run that fits it are from all of its draws."""
@@ -152,7 +150,7 @@ def reference_posterior(case: Case, dataset: Dataset, folder: Path, seed: int) -
         return saved_reference(folder, network, dataset), math.nan, []
     began = time.perf_counter()
     reference = fit(network, dataset, "nuts", seed=seed, progress=False,
-                    **{**REFERENCE_OPTIONS, **case.reference_options})
+                    **REFERENCE_OPTIONS)
     seconds = time.perf_counter() - began
     problems = reference_problems(reference, reference.predict(dataset.x_test).f)
     if not problems:
