@@ -49,8 +49,11 @@ from bnn.runtime.atomic import atomic_file
 RESULTS = Path(__file__).parent / "results" / "fidelity"
 CSV = RESULTS / "results.csv"
 REFERENCE_OPTIONS = {"num_chains": 4}
-"""The reference's NUTS options over its defaults (300 warmup and 700 kept draws a chain, target acceptance 0.9,
-chains started at their own MAP points)."""
+"""The reference's NUTS options over its defaults (300 warmup draws a chain, target acceptance 0.9, chains started at
+their own MAP points); its kept draws a chain are the case's :attr:`Case.draws`."""
+SAVED_BYTES = 4_000_000
+"""The most bytes of draws a saved reference holds (the repository keeps files under 5 MB): every k-th draw of each
+chain, the smallest k that fits; its log-likelihood is not saved (:meth:`Posterior.load` remakes it)."""
 FITS: dict[str, tuple[str, dict[str, Any]]] = {
     "map": ("map", {}),
     "laplace": ("laplace", {}),
@@ -84,9 +87,9 @@ class Case(NamedTuple):
     description: str
     dataset: Callable[[Path | None], Dataset]
     network: Callable[[Dataset], BayesianNetwork]
-    saved_every: int = 2
-    """The saved reference keeps every this many draws of each chain (the file's size), or half as many where those
-    fail the check; the distances of the run that fits it are from all of its draws."""
+    draws: int = 700
+    """The reference's kept draws a chain (NUTS's default): more where the draws that fit in :data:`SAVED_BYTES`
+    fail the check."""
 
 
 def _uci(name: str) -> Callable[[Path | None], Dataset]:
@@ -125,7 +128,7 @@ def _built_in(name: str) -> Callable[[Path | None], Dataset]:
 
 CASES: dict[str, Case] = {
     "toy1d": Case("toy1d, the main job's 1-50-1 tanh network", _built_in("toy1d"),
-                  lambda dataset: build_network(dataset, "mlp", None), saved_every=1),
+                  lambda dataset: build_network(dataset, "mlp", None)),
     "yacht": Case("yacht split 0, the UCI grid's network (50 ReLU units, learned noise)", _uci("yacht"),
                   lambda dataset: uci_model(dataset.in_features, 50)),
     "yacht-last-layer": Case("yacht split 0, the UCI grid's network Bayesian in its output layer", _uci("yacht"),
@@ -137,7 +140,7 @@ CASES: dict[str, Case] = {
     "breast_cancer": Case("breast cancer, a 30-50-1 tanh network", _built_in("breast_cancer"),
                           lambda dataset: build_network(dataset, "mlp", None)),
     "digits-cnn-last-layer": Case("digits, a CNN (8 and 16 channels, 64 features) Bayesian in its read-out",
-                                  _built_in("digits"), _digits_cnn_last_layer, saved_every=4),
+                                  _built_in("digits"), _digits_cnn_last_layer, draws=1400),
 }
 
 
@@ -149,15 +152,18 @@ def reference_posterior(case: Case, dataset: Dataset, folder: Path, seed: int) -
     if (folder / "fit.json").is_file():
         return saved_reference(folder, network, dataset), math.nan, []
     began = time.perf_counter()
-    reference = fit(network, dataset, "nuts", seed=seed, progress=False,
-                    **REFERENCE_OPTIONS)
+    reference = fit(network, dataset, "nuts", seed=seed, progress=False, num_samples=case.draws, **REFERENCE_OPTIONS)
     seconds = time.perf_counter() - began
     problems = reference_problems(reference, reference.predict(dataset.x_test).f)
     if not problems:
-        every = case.saved_every
-        while every > 1 and reference_problems(kept := thinned(reference, every), kept.predict(dataset.x_test).f):
-            every //= 2
-        thinned(reference, every).save(folder)
+        every = math.ceil(sum(draws.nbytes for draws in reference.samples.values()) / SAVED_BYTES)
+        kept = thinned(reference, every)
+        kept_problems = reference_problems(kept, kept.predict(dataset.x_test).f)
+        if kept_problems:
+            print(f"the reference passes its check but is not saved: one draw in {every} (what fits in {SAVED_BYTES} "
+                  f"bytes) fails it ({'; '.join(kept_problems)}); give the case more draws (Case.draws)", flush=True)
+        else:
+            kept.save(folder, log_likelihood=False)
     return reference, seconds, problems
 
 

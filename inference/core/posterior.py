@@ -286,10 +286,14 @@ class Posterior:
         return draws_summary(self.to_inference_data(), **kwargs)
 
     # -------------------------------------------------------------- save/load
-    def save(self, directory: str | Path, *, overwrite: bool = False) -> Path:
-        """Write ``posterior.nc`` and ``fit.json`` into ``directory`` atomically."""
+    def save(self, directory: str | Path, *, overwrite: bool = False, log_likelihood: bool = True) -> Path:
+        """Write ``posterior.nc`` and ``fit.json`` into ``directory`` atomically.
+
+        ``log_likelihood=False`` leaves the pointwise log-likelihood (draws x training rows, often the largest part of
+        the file) out of ``posterior.nc``; :meth:`load` remakes it from the draws, as it does the posterior
+        predictive."""
         with atomic_directory(directory, writer="Posterior.save", overwrite=overwrite) as staging:
-            self.write_into(staging)
+            self.write_into(staging, log_likelihood=log_likelihood)
         return Path(directory)
 
     def to_netcdf(self, path: str | Path) -> None:
@@ -300,9 +304,9 @@ class Posterior:
         by zero)."""
         write_netcdf(self.to_inference_data(), path)
 
-    def write_into(self, folder: Path) -> None:
+    def write_into(self, folder: Path, *, log_likelihood: bool = True) -> None:
         """Write the files of :meth:`save` into an existing ``folder`` (used inside atomic writes)."""
-        write_posterior(self, folder)
+        write_posterior(self, folder, log_likelihood)
 
     @classmethod
     def load(cls, directory: str | Path, *, module: torch.nn.Module | None = None, trust: bool = False) -> Posterior:

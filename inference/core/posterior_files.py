@@ -46,19 +46,27 @@ holding one that ``fit.json`` does not list is refused."""
 FIT_ENTRIES = {"schema_version", "model", "record", "files"}  # the entries of fit.json
 
 
-def write_netcdf(idata: az.InferenceData, path: str | Path) -> None:
+def _written_groups(idata: az.InferenceData, log_likelihood: bool) -> list[str]:
+    """The groups of ``idata`` that :func:`write_netcdf` writes."""
+    left_out = {"posterior_predictive"} | (set() if log_likelihood else {"log_likelihood"})
+    return [group for group in idata.groups() if group not in left_out]
+
+
+def write_netcdf(idata: az.InferenceData, path: str | Path, log_likelihood: bool = True) -> None:
     """Write ``idata`` to the netCDF file ``path`` without what can be remade from the draws: not the
-    ``posterior_predictive`` group, and the pointwise log-likelihood in float32."""
-    kept = {group: getattr(idata, group) for group in idata.groups() if group != "posterior_predictive"}
-    kept["log_likelihood"] = kept["log_likelihood"].astype(np.float32)
+    ``posterior_predictive`` group, and the pointwise log-likelihood in float32 (or, with ``log_likelihood=False``,
+    not at all)."""
+    kept = {group: getattr(idata, group) for group in _written_groups(idata, log_likelihood)}
+    if log_likelihood:
+        kept["log_likelihood"] = kept["log_likelihood"].astype(np.float32)
     az.InferenceData(**kept).to_netcdf(str(path))
 
 
-def netcdf_bytes(idata: az.InferenceData) -> int:
+def netcdf_bytes(idata: az.InferenceData, log_likelihood: bool = True) -> int:
     """About the bytes :func:`write_netcdf` writes for ``idata``: its arrays, the log-likelihood in float32."""
-    groups = [group for group in idata.groups() if group != "posterior_predictive"]
     return sum(array.nbytes // (2 if group == "log_likelihood" and array.dtype.itemsize == 8 else 1)
-               for group in groups for array in getattr(idata, group).data_vars.values())
+               for group in _written_groups(idata, log_likelihood)
+               for array in getattr(idata, group).data_vars.values())
 
 
 def sha256(path: Path) -> str:
@@ -67,17 +75,18 @@ def sha256(path: Path) -> str:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
-def write_posterior(posterior, folder: Path) -> None:
+def write_posterior(posterior, folder: Path, log_likelihood: bool = True) -> None:
     """Write the files of ``posterior`` into the existing ``folder`` (inside an atomic write), after checking that its
     file system has room for them (:func:`~bnn.runtime.atomic.check_free_space`); ``fit.json`` last, listing the
-    SHA-256 of the others."""
+    SHA-256 of the others. ``log_likelihood=False`` leaves the pointwise log-likelihood out of ``posterior.nc``."""
     idata = posterior.to_inference_data()
     linearization = 0 if posterior.linearization is None else posterior.linearization.nbytes()
     tensors = posterior.model.state()
     state_bytes = 0 if tensors is None else sum(value.nbytes for value in tensors.values())
-    check_free_space(folder, netcdf_bytes(idata) + linearization + state_bytes, f"the posterior ({POSTERIOR_FILE})")
+    check_free_space(folder, netcdf_bytes(idata, log_likelihood) + linearization + state_bytes,
+                     f"the posterior ({POSTERIOR_FILE})")
     written = [POSTERIOR_FILE]
-    write_netcdf(idata, folder / POSTERIOR_FILE)
+    write_netcdf(idata, folder / POSTERIOR_FILE, log_likelihood)
     if posterior.linearization is not None:
         posterior.linearization.save(folder / LINEARIZATION_FILE)
         written.append(LINEARIZATION_FILE)

@@ -272,6 +272,20 @@ def test_the_saved_file_keeps_the_draws_and_a_float32_log_likelihood_and_no_pred
                                posterior.pointwise_log_likelihood(posterior.x, posterior.y))
 
 
+def test_a_save_without_the_log_likelihood_leaves_it_out_and_the_loaded_posterior_remakes_it(posterior, tmp_path):
+    posterior.save(tmp_path / "whole")
+    posterior.save(tmp_path / "draws", log_likelihood=False)
+    saved = az.from_netcdf(str(tmp_path / "draws" / "posterior.nc"))
+    assert "log_likelihood" not in saved.groups() and "posterior" in saved.groups()
+    rows, draws = posterior.x.shape[0], posterior.num_chains * posterior.num_draws
+    smaller = (tmp_path / "whole" / "posterior.nc").stat().st_size - (tmp_path / "draws" / "posterior.nc").stat().st_size
+    assert smaller >= 0.8 * 4 * rows * draws  # the float32 log-likelihood's bytes, less what compression saves
+    loaded = Posterior.load(tmp_path / "draws")
+    assert all(torch.equal(loaded.samples[k], posterior.samples[k]) for k in posterior.samples)
+    torch.testing.assert_close(loaded.to_inference_data().log_likelihood["obs"].values,
+                               posterior.to_inference_data().log_likelihood["obs"].values)
+
+
 @pytest.mark.long
 def test_each_saved_draw_costs_its_weights_and_one_float32_log_likelihood_per_row(tmp_path):
     data = load_toy1d(n_train=200, n_test=10)
