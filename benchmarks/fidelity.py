@@ -139,6 +139,8 @@ CASES: dict[str, Case] = {
                                      _uci("bostonHousing"), _uci_last_layer("bostonHousing")),
     "breast_cancer": Case("breast cancer, a 30-50-1 tanh network", _built_in("breast_cancer"),
                           lambda dataset: build_network(dataset, "mlp", None)),
+    "breast_cancer-narrow": Case("breast cancer, a 30-10-1 tanh network", _built_in("breast_cancer"),
+                                 lambda dataset: build_network(dataset, "mlp", None, hidden=(10,))),
     "digits-cnn-last-layer": Case("digits, a CNN (8 and 16 channels, 64 features) Bayesian in its read-out",
                                   _built_in("digits"), _digits_cnn_last_layer, draws=1400),
 }

@@ -123,15 +123,15 @@ def plain_training(model: BayesianNetwork, dataset: Dataset, seed: int) -> tuple
     return Posterior(fixed, samples, x, y, record), seconds
 
 
-def build_network(dataset: Dataset, architecture: str, uci_dir: Path | None) -> BayesianNetwork:
+def build_network(dataset: Dataset, architecture: str, uci_dir: Path | None, **flags: Any) -> BayesianNetwork:
     """The network a fit of ``dataset`` uses: the UCI grid's MLP on a UCI set, else ``architecture`` at its
-    command-line defaults for the data set's shape."""
+    command-line defaults for the data set's shape, or at ``flags`` where given (``hidden=(10,)``)."""
     if uci_dir is not None:
         return uci_model(dataset.in_features, hidden_units(uci_dir / dataset.name))
     likelihood = {"name": dataset.likelihood_name, **({"scale": None} if dataset.task == "regression" else {})}
     chosen = ARCHITECTURES.get(architecture)
     outputs = get_likelihood(likelihood).network_outputs(dataset.out_features)
-    defaults = {flag.name: flag.default for flag in chosen.command_line.flags}
+    defaults = {flag.name: flag.default for flag in chosen.command_line.flags} | flags
     return chosen.for_data(dataset.in_features, outputs, dataset.input_shape, prior={"name": "gaussian"},
                            likelihood=likelihood, **defaults)
 
