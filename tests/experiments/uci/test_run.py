@@ -29,7 +29,7 @@ def test_an_unseen_data_set_with_a_constant_column_runs_without_nan_says_what_it
     with pytest.warns(UserWarning, match=r"unseen: inputs constant on the training rows \(split 0: column 2; split 1: "
                                          r"column 2 of data.txt, counted from 0 as index_features.txt counts them\) are "
                                          "set to 0"):
-        results = run_uci(unseen, "all", ["svi"], [0, 1], out, workers=2, overrides=FAST_SVI, progress=False)
+        results = run_uci(unseen, "all", ["svi"], [0, 1], out, workers=1, overrides=FAST_SVI, progress=False)
     assert list(results["status"]) == ["ok", "ok"]
     assert results[["rmse", "test_ll", "seconds"]].map(math.isfinite).all().all()
     assert (results["selection"] == "ELBO: weights and noise scale by the ELBO; prior N(0, 1) fixed; except these, set "
