@@ -15,7 +15,7 @@ from bnn.inference.evaluation.conformal import adaptive_set_scores, calibration_
 from bnn.models import BayesianMLP
 
 NOISE = 0.3
-REPEATS, CALIBRATION, TEST = 100, 100, 300
+REPEATS, CALIBRATION, TEST = 100, 100, 100
 
 
 def regression_data(generator: torch.Generator, n: int) -> tuple[torch.Tensor, torch.Tensor]:
