@@ -117,12 +117,14 @@ def test_sample_stats_have_one_value_per_draw(problem):
 
 @pytest.mark.subprocess
 def test_same_seed_same_draws_in_processes_and_in_sequence(float64):
+    """On the default engine, nutpie (test_nutpie_engine.py runs no chains in processes: this test is its own)."""
     runs = {
         name: quick(float64, seed=seed, chain_method=method)
         for name, seed, method in [("a", 5, "sequential"), ("b", 5, "sequential"), ("processes", 5, "parallel"),
                                    ("other seed", 6, "sequential")]
     }
     reference = runs["a"]
+    assert reference.record.options.engine == runs["processes"].record.options.engine == "nutpie"
     assert reference.samples["layers.0.bias"].dtype == torch.float64
     for name in ("b", "processes"):
         for site, value in reference.samples.items():

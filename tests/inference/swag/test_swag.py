@@ -10,6 +10,7 @@ import pytest
 import torch
 from bnn.inference import Posterior, fit
 from bnn.inference.core.record import read_record
+from bnn.inference.map_search import map_starts
 from bnn.inference.swag import MultiSWAGOptions, MultiSWAGRecord, SWAGOptions, SWAGRecord
 from bnn.inference.swag import cost as swag_cost
 from bnn.inference.swag import fit as swag_fit
@@ -118,6 +119,23 @@ def test_the_default_rate_is_the_step_share_over_the_exact_curvature_and_stable_
         fit(conjugate.model, data, "swag", swag_lr=rows * 4 / exact, **options)
 
 
+def test_multiswag_with_parallel_members_asks_the_member_runner_for_one_worker_a_member(toy, model, monkeypatch):
+    """The short version of the test below, without starting processes: MultiSWAG's ``member_method="parallel"`` reaches
+    :func:`~bnn.inference.map_search.map_starts.run_members` as two workers and the record says so; that the runner's
+    workers give the members of the sequence is tested on the deep ensemble (tests/inference/ensemble), whose members go
+    through the same runner."""
+    asked, run_members = [], map_starts.run_members
+
+    def in_sequence(model, x, y, jobs, workers, progress):
+        asked.append(workers)
+        return run_members(model, x, y, jobs, 1, progress)
+
+    monkeypatch.setattr(map_starts, "run_members", in_sequence)
+    posterior = fit(model, toy, "multiswag", seed=2, num_members=2, **{**SHORT, "member_method": "parallel"})
+    assert asked == [2] and posterior.record.member_method == "parallel"
+
+
+@pytest.mark.slow  # starts worker processes; make test keeps the test above and the ensemble's processes test
 @pytest.mark.subprocess
 def test_multiswag_fits_its_members_maps_in_processes_with_the_draws_of_the_sequence(toy, model):
     sequence = fit(model, toy, "multiswag", seed=2, num_members=2, **SHORT)
