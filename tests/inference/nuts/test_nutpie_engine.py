@@ -167,12 +167,13 @@ def shifted(conjugate):
 @pytest.mark.parametrize("engine", ["nutpie", pytest.param("pyro", marks=pytest.mark.slow)])  # make test: the default
 def test_a_program_the_model_does_not_describe_is_sampled_through_pyros_potential(conjugate, shifted, engine):
     model, mean, cov = shifted
-    posterior = quick(conjugate, model=model, engine=engine, num_warmup=200, num_samples=200, seed=1)
+    # 2 x 100 draws: the tolerance below follows from their ESS (at seeds 1-5 the means were within 1.7 standard errors)
+    posterior = quick(conjugate, model=model, engine=engine, num_warmup=100, num_samples=100, seed=1)
     assert posterior.record.potential == "trace"
     if engine == "nutpie":  # the flat potential would drop `c` and the bias would absorb the shift
         assert "'c'" in posterior.record.potential_reason
     draws = {"c": posterior.extras["other_sites"]["c"], "bias": posterior.samples["layers.0.bias"][..., 0]}
-    assert draws["c"].shape == (2, 200)
+    assert draws["c"].shape == (2, 100)
     for index, name in [(-1, "c"), (-2, "bias")]:  # both within 4 Monte Carlo standard errors of the exact mean
         value = draws[name].numpy()
         standard_error = cov[index, index].sqrt().item() / np.sqrt(az.ess(value))
