@@ -27,8 +27,6 @@ chain.
 from __future__ import annotations
 
 import numpy as np
-from scipy import special, stats
-from scipy.fft import next_fast_len
 
 MIN_DRAWS = 4
 BLOM = 3 / 8
@@ -82,6 +80,8 @@ def _split(values: np.ndarray) -> np.ndarray:
 
 def _normal_scores(values: np.ndarray) -> np.ndarray:
     """The normal scores of the ranks of each quantity's draws among all of its draws (module notes)."""
+    from scipy import special, stats  # here, not with the package: scipy.stats takes a second to import, in every worker
+
     flat = values.reshape(values.shape[0], -1)
     ranks = stats.rankdata(flat, method="average", axis=1)
     return special.ndtri((ranks - BLOM) / (flat.shape[1] - 2 * BLOM + 1)).reshape(values.shape)  # as norm.ppf
@@ -98,6 +98,8 @@ def _r_hat(values: np.ndarray) -> np.ndarray:
 
 def _ess(values: np.ndarray) -> np.ndarray:
     """The effective sample size of each quantity of ``values`` ``(K, chains, N)`` (module notes)."""
+    from scipy.fft import next_fast_len  # here, not with the package, as scipy.stats above
+
     k, chains, n = values.shape
     centred = values - values.mean(axis=2, keepdims=True)
     size = next_fast_len(2 * n)
