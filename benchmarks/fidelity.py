@@ -160,7 +160,7 @@ def reference_posterior(case: Case, dataset: Dataset, folder: Path, seed: int) -
     if not problems:
         every = math.ceil(sum(draws.nbytes for draws in reference.samples.values()) / SAVED_BYTES)
         kept = thinned(reference, every)
-        kept_problems = reference_problems(kept, kept.predict(dataset.x_test).f)
+        kept_problems = reference_problems(kept, kept.predict(dataset.x_test).f) if every > 1 else []
         if kept_problems:
             print(f"the reference passes its check but is not saved: one draw in {every} (what fits in {SAVED_BYTES} "
                   f"bytes) fails it ({'; '.join(kept_problems)}); give the case more draws (Case.draws)", flush=True)
