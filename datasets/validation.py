@@ -18,8 +18,9 @@ def as_float_tensor(array, what: str, dtype: torch.dtype | None = None) -> torch
     """
     if isinstance(array, torch.Tensor):
         if array.device.type != "cpu":
-            raise ValueError(f"{what} is on the {array.device.type!r} device; the collection runs on the CPU (there is no "
-                             "device option yet): move it there first, for example x.cpu()")
+            raise ValueError(f"{what} is on the {array.device.type!r} device; the collection takes data on the CPU: "
+                             "move it there first, for example x.cpu(), and choose where a fit computes with its "
+                             "device option (device='cuda')")
         array = array.detach().numpy()
     try:
         values = np.asarray(array)

@@ -59,10 +59,12 @@ def fit(model, data, method: str = "svi", *, map_options: Mapping[str, Any] | No
     map_options : mapping, optional
         For a partly Bayesian network (:func:`~bnn.models.torch_module.from_module` with ``bayesian=``) whose point
         parameters are not set yet: the options of the MAP fit that sets them first
-        (:class:`~bnn.inference.point_estimate.MapOptions`; by default its defaults, with the method's ``seed`` and
-        ``progress``), :mod:`bnn.inference.core.point_parameters`. The posterior's model holds the point values found.
+        (:class:`~bnn.inference.point_estimate.MapOptions`; by default its defaults, with the method's ``seed``,
+        ``progress`` and ``device``), :mod:`bnn.inference.core.point_parameters`. The posterior's model holds the point values found.
 
-    The fit computes on one torch thread, where a second thread gains nothing at this collection's sizes and costs
+    The fit computes where the option ``device`` says (``"cpu"``, the default; ``"cuda"``, refused before any work
+    where torch sees no GPU; ``"auto"``: the GPU where there is one), and returns its posterior on the CPU
+    (:mod:`bnn.inference.core.device`). On the CPU it computes on one torch thread, where a second thread gains nothing at this collection's sizes and costs
     much when another process wants the core, unless you chose a count (``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``, or
     ``torch.set_num_threads`` after importing ``bnn``): see :func:`~bnn.runtime.workers.fit_threads`.
 
@@ -78,7 +80,8 @@ def fit(model, data, method: str = "svi", *, map_options: Mapping[str, Any] | No
     TypeError
         For a ``model`` that is not a :class:`~bnn.models.network.BayesianNetwork`, before any work starts.
     ValueError
-        For bad data, data or a model not on the CPU, an unknown method or option, a fit that needs more memory
+        For bad data, data or a model not on the CPU (give CPU tensors and ``device="cuda"``), an unknown method or
+        option, ``device="cuda"`` without a GPU or for a method that computes on the CPU, a fit that needs more memory
         than the machine has available (:mod:`bnn.runtime.memory`), a model that cannot be copied, or a loader given
         to a method that takes no minibatches, before any work starts.
     """
@@ -96,7 +99,7 @@ def fit(model, data, method: str = "svi", *, map_options: Mapping[str, Any] | No
         parsed = chosen.parse(options, model)  # every option and requirement checked before the MAP stage starts
         chosen.check_model(model, point_values_set=False)
         point_options = {"seed": getattr(parsed, "seed", 0), "progress": getattr(parsed, "progress", True),
-                         **(map_options or {})}
+                         "device": parsed.device, **(map_options or {})}
         METHODS.get("map").parse(point_options)
         model = fit_point_parameters(model, x, y, METHODS.get("map"), point_options)
     posterior = chosen(model, x, y, **options)

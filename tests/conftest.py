@@ -24,6 +24,16 @@ from tests.support.uci import write_uci_folder  # noqa: E402
 load_arviz()  # tests call arviz directly too: configured as the package configures it at its first use of arviz
 
 
+def pytest_collection_modifyitems(config, items) -> None:
+    """Skip the tests marked ``gpu`` where torch sees no CUDA device (they run where one is)."""
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device (torch.cuda.is_available() is False)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
 @contextlib.contextmanager
 def default_dtype(dtype: torch.dtype):
     """``dtype`` as torch's default dtype inside the block, the previous one restored after it."""

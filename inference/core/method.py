@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 from bnn.inference.core.cost_model import CostModel
+from bnn.inference.core.device import Device, computing_on, moved, resolved_device
 from bnn.inference.core.hierarchical_refusal import HierarchicalRefusal
 from bnn.inference.core.model_requirement import ModelRequirement
 from bnn.inference.core.model_snapshot import snapshot_model
@@ -63,6 +64,9 @@ class Method:
     model_defaults : callable, optional
         ``model_defaults(model) -> dict``: defaults that depend on the network, under any option the user gives (SVI's
         guide is ``autonormal`` for a network with hierarchical priors).
+    cpu_only : str, optional
+        Why it computes on the CPU whatever ``device`` says (``device="cuda"`` is refused with this reason, ``"auto"``
+        is the CPU); ``None``: it computes on the device chosen (:mod:`bnn.inference.core.device`).
     """
 
     name: str
@@ -78,12 +82,18 @@ class Method:
     compare_options: Mapping[str, Any] = field(default_factory=dict)
     model_defaults: Callable[[Any], dict[str, Any]] | None = None
     point_estimate: bool = False
+    cpu_only: str | None = None
 
     def parse(self, options: Mapping[str, Any], model=None) -> Options:
-        """The parsed option set (``ValueError`` for unknown or bad options); with ``model``, its
-        :attr:`model_defaults` fill the options the user left out."""
+        """The parsed option set (``ValueError`` for unknown or bad options, and for ``device="cuda"`` where the method
+        computes on the CPU: :attr:`cpu_only`); with ``model``, its :attr:`model_defaults` fill the options the user
+        left out."""
         defaults = self.model_defaults(model) if model is not None and self.model_defaults is not None else {}
-        return self.options.parse(self.name, {**defaults, **options})
+        parsed = self.options.parse(self.name, {**defaults, **options})
+        if self.cpu_only is not None and parsed.device is Device.CUDA:
+            raise ValueError(f"{self.name} computes on the CPU ({self.cpu_only}): use device='cpu' or 'auto', or a "
+                             "method that computes on the GPU")
+        return parsed
 
     def check_model(self, model, *, point_values_set: bool = True) -> None:
         """Refuse, with a ``ValueError`` naming the network (or its hierarchical priors) and methods that work, a
@@ -101,14 +111,20 @@ class Method:
         (:attr:`requires`) and that the machine has the memory the fit needs (:mod:`bnn.runtime.memory`; ``ValueError``
         with the numbers), then run on a copy of ``model`` (:func:`~bnn.inference.core.model_snapshot.snapshot_model`:
         changing ``model`` later leaves the fit alone), on one torch thread unless the user chose a count
-        (:func:`~bnn.runtime.workers.fit_threads`). The record lists the parameters a partly Bayesian network holds
-        fixed (``held_at_map``)."""
+        (:func:`~bnn.runtime.workers.fit_threads`), on the device the options name (the copy and the data moved there,
+        the posterior brought back to the CPU: :mod:`bnn.inference.core.device`). The record lists the parameters a
+        partly Bayesian network holds fixed (``held_at_map``) and the device (``device``)."""
         parsed = self.parse(options, model)
         self.check_model(model)
         check_memory(self.name, {**network_needs(model, x.shape[0]), **parsed.memory_needs(model)})
-        with fit_threads():
-            posterior = self.run(snapshot_model(model), x, y, parsed)
+        device = resolved_device(parsed.device, gpu=self.cpu_only is None)
+        copy = snapshot_model(model) if device.type == "cpu" else moved(model, device)
+        with fit_threads(), computing_on(device):
+            posterior = self.run(copy, x.to(device), y.to(device), parsed)
+        if device.type != "cpu":
+            posterior = moved(posterior, torch.device("cpu"))
         posterior.record.held_at_map = held_fixed(model)
+        posterior.record.device = device.type
         return posterior
 
 

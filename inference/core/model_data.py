@@ -16,8 +16,8 @@ def check_model(model) -> None:
         for name, value in vars(part).items():
             if isinstance(value, torch.Tensor) and value.device.type != "cpu":
                 raise ValueError(f"the model's {type(part).__name__} holds {name} on the {value.device.type!r} device; "
-                                 "the collection runs on the CPU (there is no device option yet): build it from CPU "
-                                 f"tensors, for example {name}.cpu()")
+                                 f"build it from CPU tensors (for example {name}.cpu()) and choose where the fit "
+                                 "computes with device='cuda'")
 
 
 def checked_data(model, x, y) -> tuple[torch.Tensor, torch.Tensor]:

@@ -43,6 +43,8 @@ class FitRecord:
         The parameters of a partly Bayesian network held fixed at a point while the method fitted the others: the MAP
         of the wholly Bayesian network when ``fit`` set them (:mod:`bnn.inference.core.point_parameters`, not counted
         in ``train_seconds``), else the values the network was built with; empty for a wholly Bayesian one.
+    device : str
+        Where the fit computed: ``"cpu"`` or ``"cuda"`` (:mod:`bnn.inference.core.device`).
     """
 
     method: ClassVar[str] = ""
@@ -51,6 +53,7 @@ class FitRecord:
     guide: str | None = None
     dataset: str | None = None
     held_at_map: list[str] = dataclasses.field(default_factory=list)
+    device: str = "cpu"
 
     @property
     def label(self) -> str:

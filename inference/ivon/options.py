@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bnn.inference.core.device import DeviceOptions
 from bnn.inference.core.training_length import default_epochs, steps_per_epoch
 
-from bnn.options import Options, flag, integer, option, optional, positive_int, positive_number, probability, seed
+from bnn.options import flag, integer, option, optional, positive_int, positive_number, probability, seed
 from bnn.runtime.memory import parameter_count, value_bytes
 
 BATCH_SIZE = 128
@@ -14,7 +15,7 @@ BATCH_SIZE = 128
 
 
 @dataclass(frozen=True)
-class IVONOptions(Options):
+class IVONOptions(DeviceOptions):
     r"""Options of :func:`~bnn.inference.ivon.fit_ivon` (Shen et al. 2024, ``ivon-opt``'s ``IVON`` optimiser).
 
     Attributes

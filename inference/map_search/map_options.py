@@ -5,17 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from bnn.inference.core.device import DeviceOptions
 from bnn.inference.curvature.gauss_newton import GAUSS_NEWTON_MAX_WEIGHTS
 from bnn.inference.map_search.map_estimate import MAP_LR, MAP_STEPS, MAP_TOLERANCE
 from bnn.inference.map_search.minibatch_map import EPOCHS, LR
 from bnn.inference.map_search.polish import LBFGS_HISTORY
 
-from bnn.options import Options, option, optional, positive_int, positive_number
+from bnn.options import option, optional, positive_int, positive_number
 from bnn.runtime.memory import parameter_count, value_bytes
 
 
 @dataclass(frozen=True)
-class MapFitOptions(Options):
+class MapFitOptions(DeviceOptions):
     r"""The MAP fit's options (:func:`~bnn.inference.map_search.map_estimate.find_map`).
 
     Attributes

@@ -19,6 +19,7 @@ from enum import Enum
 import numpy as np
 import torch
 from bnn.guides.flat_weights import split_flat
+from bnn.inference.core.device import on_gpu
 from bnn.inference.map_search.map_estimate import find_map, working_data
 from bnn.inference.map_search.map_options import MapFitOptions
 from loky import ProcessPoolExecutor
@@ -151,13 +152,14 @@ def _in_processes(model, x, y, jobs: list[MemberJob], outcomes: MemberOutcomes, 
 
 def run_members(model, x: torch.Tensor, y: torch.Tensor, jobs: list[MemberJob], workers: int,
                 progress: bool) -> MemberOutcomes:
-    """Every member's outcome, in ``workers`` processes (``workers > 1``) or in sequence; Ctrl-C and SIGTERM
-    keep the members finished and go into :attr:`MemberOutcomes.interrupt`."""
+    """Every member's outcome, in ``workers`` processes (``workers > 1``) or in sequence (a fit on a GPU too: the
+    workers compute on the CPU, :mod:`bnn.inference.core.device`); Ctrl-C and SIGTERM keep the members finished and
+    go into :attr:`MemberOutcomes.interrupt`."""
     outcomes = MemberOutcomes()
     done = progress_bar(total=len(jobs), desc="ensemble members", unit="member", enabled=progress, leave=False)
     try:
         with sigterm_as_keyboard_interrupt():
-            if workers > 1:
+            if workers > 1 and not on_gpu():
                 with recycled_worker_notice_ignored():  # a worker that grew on a large data set is no fault
                     _in_processes(model, x, y, jobs, outcomes, done, workers)
             else:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from bnn.inference.core.device import DeviceOptions
 from bnn.inference.core.training_length import default_epochs, steps_per_epoch
 
 from bnn.options import (
-    Options,
     choice,
     flag,
     integer,
@@ -35,7 +35,7 @@ class DropoutInit(str, Enum):
 
 
 @dataclass(frozen=True)
-class MCDropoutOptions(Options):
+class MCDropoutOptions(DeviceOptions):
     r"""Options of :func:`~bnn.inference.mc_dropout.fit_mc_dropout`.
 
     Attributes

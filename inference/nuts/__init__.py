@@ -46,6 +46,7 @@ METHOD = Method(
                     cores=lambda options: options.get("num_chains") or UCI_CHAINS),
     # a joint MAP over weights and their latent scales collapses the scales: those chains start from the prior
     model_defaults=for_hierarchical({"init": "prior"}),
+    cpu_only="its chains run in CPU worker processes, on a compiled CPU kernel where the network has one",
 )
 
 

@@ -7,12 +7,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from bnn.inference.core.device import DeviceOptions
 from bnn.inference.core.temperature import UNTEMPERED, parse_temperature
 from bnn.inference.nuts.chain import Engine, InitStrategy
 from bnn.inference.nuts.chains import ChainMethod
 from bnn.inference.nuts.engines import DEFAULT_ENGINE
 
-from bnn.options import Options, choice, flag, integer, option, optional, probability, seed
+from bnn.options import choice, flag, integer, option, optional, probability, seed
 from bnn.runtime import workers
 from bnn.runtime.memory import parameter_count, value_bytes
 
@@ -34,7 +35,7 @@ def initial_values(option_name: str, value: Any) -> InitStrategy | dict[str, Any
 
 
 @dataclass(frozen=True)
-class NUTSOptions(Options):
+class NUTSOptions(DeviceOptions):
     r"""Options of :func:`~bnn.inference.nuts.fit_nuts`.
 
     The defaults (300 warmup + 700 draws per chain, target acceptance 0.9, chains started at their own MAP points)

@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from bnn.inference.core.device import DeviceOptions
 from pyro.infer import IMQSteinKernel, RBFSteinKernel
 from pyro.infer.svgd import SteinKernel
 
-from bnn.options import Options, choice, flag, integer, option, optional, positive_number, seed
+from bnn.options import choice, flag, integer, option, optional, positive_number, seed
 from bnn.runtime.memory import parameter_count, value_bytes
 
 
@@ -29,7 +30,7 @@ makes each coordinate's factor :math:`\sqrt 2` at zero distance and the product 
 
 
 @dataclass(frozen=True)
-class SVGDOptions(Options):
+class SVGDOptions(DeviceOptions):
     r"""Options of :func:`~bnn.inference.svgd.fit_svgd` (Liu and Wang 2016, by Pyro's ``SVGD``).
 
     Attributes

@@ -8,13 +8,13 @@ from typing import Any
 
 import torch
 from bnn.guides import GUIDES
+from bnn.inference.core.device import DeviceOptions
 from bnn.inference.core.temperature import UNTEMPERED, parse_temperature
 from bnn.inference.svi.kl_weights import KLWeighting
 from bnn.inference.svi.optimiser import ADAM_BETAS
 from bnn.inference.svi.schedules import LRSchedule
 
 from bnn.options import (
-    Options,
     choice,
     flag,
     fraction,
@@ -40,7 +40,7 @@ DEFAULT_KL_WARMUP_FRACTION = 0.25
 
 
 @dataclass(frozen=True)
-class SVIOptions(Options):
+class SVIOptions(DeviceOptions):
     r"""Options of :func:`~bnn.inference.svi.fit_svi`.
 
     Attributes

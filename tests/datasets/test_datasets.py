@@ -50,7 +50,7 @@ def test_unknown_dataset_names_the_choices():
         ([[1.0]], [1.0], "a single training row: it cannot be standardised"),
         ([[1.0], [2.0], [3.0]], [4.0, 4.0, 4.0], r"constant regression target \(4.0 in every training row\): zero variance"),
         ([[1.0], [4e38]], [1.0, 2.0], "inputs x has values too large for torch.float32"),
-        (torch.ones(2, 1, device="meta"), [1.0, 2.0], "inputs x is on the 'meta' device; the collection runs on the CPU"),
+        (torch.ones(2, 1, device="meta"), [1.0, 2.0], "inputs x is on the 'meta' device; the collection takes data on the CPU"),
     ],
 )
 def test_bad_arrays_are_refused(x, y, message):

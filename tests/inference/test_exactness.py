@@ -159,3 +159,15 @@ def test_tempered_fit_matches_the_exact_tempered_posterior(tempered, method, eng
     check(tempered, posterior)
     assert posterior.record.label.endswith(f"(T={TEMPERATURE:g})")
 
+
+
+@pytest.mark.gpu
+@pytest.mark.long
+@pytest.mark.parametrize("problem, method", [("mlp", method) for method in sorted(set(CHECKS) - {"nuts"})],
+                         indirect=["problem"])
+def test_method_matches_the_exact_posterior_on_a_gpu(problem, method):
+    """The same checks with the fit computed on a GPU (NUTS computes on the CPU)."""
+    options, check = CHECKS[method]
+    posterior = fit(problem.model, (problem.x, problem.y), method, seed=1, progress=False, device="cuda", **options)
+    assert posterior.record.device == "cuda"
+    check(problem, posterior)

@@ -201,7 +201,7 @@ def test_loading_checks_every_draw_and_the_data_naming_the_file(saved, damage, m
 
 
 def test_predicting_at_inputs_off_the_cpu_says_how_to_move_them(posterior):
-    with pytest.raises(ValueError, match=r"inputs x is on the 'meta' device; the collection runs on the CPU .* x.cpu\(\)"):
+    with pytest.raises(ValueError, match=r"inputs x is on the 'meta' device; the collection takes data on the CPU: .* x.cpu\(\)"):
         posterior.predict(torch.ones(3, 1, device="meta"))
 
 
