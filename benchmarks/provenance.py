@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
+import torch
 
 
 def commit() -> str:
@@ -30,9 +31,11 @@ def commit() -> str:
 
 
 def run_header(module: str, argv: list[str] | None) -> dict[str, str]:
-    """The command (``python -m module`` and its arguments: ``argv``, or the process's own), commit, machine, date."""
+    """The command (``python -m module`` and its arguments: ``argv``, or the process's own), commit, machine (its
+    GPU too, where torch sees one), date."""
+    gpu = f", {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ""
     return {"command": " ".join(["python", "-m", module, *(sys.argv[1:] if argv is None else argv)]),
-            "commit": commit(), "machine": f"{platform.node()} ({platform.machine()}, {os.cpu_count()} cores)",
+            "commit": commit(), "machine": f"{platform.node()} ({platform.machine()}, {os.cpu_count()} cores{gpu})",
             "date": datetime.now(UTC).date().isoformat()}
 
 

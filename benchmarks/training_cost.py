@@ -34,10 +34,13 @@ import torch
 from bnn.datasets import load_dataset
 from bnn.datasets.dataset import Dataset
 from bnn.inference import METHODS, Posterior, fit
+from bnn.inference.core.device import computing_on, device_option, moved, resolved_device
 from bnn.inference.core.record import FitRecord
 from bnn.inference.evaluation.metrics import evaluate
-from bnn.models import ARCHITECTURES, BayesianNetwork, get_likelihood
+from bnn.inference.nuts.lowering import ACTIVATION_LAYERS
+from bnn.models import ARCHITECTURES, BayesianCNN, BayesianNetwork, from_module, get_likelihood
 from bnn.models.network import network_from_config
+from torch import nn
 
 from benchmarks.provenance import run_header, run_lines
 from bnn.experiments.uci.grid import hidden_units
@@ -69,37 +72,41 @@ class PlainRecord(FitRecord):
 
 
 def initial_weights(model: BayesianNetwork, generator: torch.Generator) -> dict[str, torch.Tensor]:
-    """Each site uniform on :math:`\\pm 1/\\sqrt{\\text{fan-in}}`, as PyTorch initialises its layers."""
+    """Each site uniform on :math:`\\pm 1/\\sqrt{\\text{fan-in}}`, as PyTorch initialises its layers (drawn on the
+    CPU, so that a seed gives the same start on every device)."""
     weights = {}
     for site in model.sites:
         bound = 1.0 / math.sqrt(site.fan_in)
-        weights[site.name] = (torch.rand(site.shape, generator=generator) * 2 - 1) * bound
+        weights[site.name] = (torch.rand(site.shape, generator=generator, device="cpu") * 2 - 1) * bound
     return weights
 
 
-def plain_training(model: BayesianNetwork, dataset: Dataset, seed: int) -> tuple[Posterior, float]:
-    """The network trained by the recipe (module notes): a one-draw posterior at the best epoch's weights (a learned
-    noise held fixed at its fitted value) and the wall time."""
+def plain_training(model: BayesianNetwork, dataset: Dataset, seed: int,
+                   device: torch.device = torch.device("cpu")) -> tuple[Posterior, float]:
+    """The network trained by the recipe (module notes) on ``device``: a one-draw posterior on the CPU at the best
+    epoch's weights (a learned noise held fixed at its fitted value) and the wall time."""
     generator = torch.Generator().manual_seed(seed)
     x, y = dataset.x_train, model.likelihood.check_targets(dataset.y_train, model.out_features)
-    order = torch.randperm(len(x), generator=generator)
+    order = torch.randperm(len(x), generator=generator, device="cpu")
     held = max(1, round(RECIPE["validation_fraction"] * len(x)))
-    (x_val, y_val), (x_fit, y_fit) = (x[order[:held]], y[order[:held]]), (x[order[held:]], y[order[held:]])
-    weights = {name: torch.nn.Parameter(value) for name, value in initial_weights(model, generator).items()}
+    (x_val, y_val), (x_fit, y_fit) = ((part.to(device) for part in (x[order[:held]], y[order[:held]])),
+                                      (part.to(device) for part in (x[order[held:]], y[order[held:]])))
+    network = model if device.type == "cpu" else moved(model, device)
+    weights = {name: torch.nn.Parameter(value.to(device)) for name, value in initial_weights(model, generator).items()}
     learned_noise = "sigma" in model.likelihood.latent_priors()
-    log_noise = torch.nn.Parameter(torch.zeros(()))
+    log_noise = torch.nn.Parameter(torch.zeros((), device=device))
     parameters = [*weights.values(), *([log_noise] if learned_noise else [])]
     optimiser = torch.optim.Adam(parameters, lr=RECIPE["lr"])
 
     def loss(xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
         latents = {"sigma": log_noise.exp()} if learned_noise else {}
-        return -model.likelihood.distribution(model.forward(xb, weights), latents).log_prob(yb).mean()
+        return -network.likelihood.distribution(network.forward(xb, weights), latents).log_prob(yb).mean()
 
     began = time.perf_counter()
     best, best_state, since, epochs = math.inf, None, 0, 0
     while epochs < RECIPE["max_epochs"]:
         epochs += 1
-        for batch in torch.randperm(len(x_fit), generator=generator).split(RECIPE["batch_size"]):
+        for batch in torch.randperm(len(x_fit), generator=generator, device="cpu").split(RECIPE["batch_size"]):
             optimiser.zero_grad()
             loss(x_fit[batch], y_fit[batch]).backward()
             optimiser.step()
@@ -107,7 +114,7 @@ def plain_training(model: BayesianNetwork, dataset: Dataset, seed: int) -> tuple
             validation = loss(x_val, y_val).item()
         if validation < best:
             best, since = validation, 0
-            best_state = [value.detach().clone() for value in parameters]
+            best_state = [value.detach().cpu() for value in parameters]
         else:
             since += 1
             if since >= RECIPE["patience"]:
@@ -134,6 +141,39 @@ def build_network(dataset: Dataset, architecture: str, uci_dir: Path | None, **f
     defaults = {flag.name: flag.default for flag in chosen.command_line.flags} | flags
     return chosen.for_data(dataset.in_features, outputs, dataset.input_shape, prior={"name": "gaussian"},
                            likelihood=likelihood, **defaults)
+
+
+def torch_twin(model: BayesianNetwork) -> nn.Module:
+    """``model`` (a :class:`~bnn.models.BayesianMLP` or :class:`~bnn.models.BayesianCNN`) written as a torch module of
+    standard layers, initialised as PyTorch initialises them: the network that ``--methods nuts`` fits through
+    ``from_module(..., bayesian="last-layer")``."""
+    activation = {name: layer for layer, (name, _) in ACTIVATION_LAYERS.items()}[model.activation]
+    layers: list[nn.Module] = []
+    width = model.in_features
+    if isinstance(model, BayesianCNN):
+        axes = len(model.input_shape)
+        convolution = (nn.Conv1d, nn.Conv2d)[axes - 1]
+        pooling = {"avg": (nn.AvgPool1d, nn.AvgPool2d), "max": (nn.MaxPool1d, nn.MaxPool2d)}[model.pooling][axes - 1]
+        layers.append(nn.Unflatten(1, (1, *model.input_shape)))
+        for c_in, c_out in zip((1, *model.channels), model.channels):
+            layers += [convolution(c_in, c_out, model.kernel_size, padding=model.padding), activation(),
+                       pooling(model.pool)]
+        layers.append(nn.Flatten())
+        width = next(site.fan_in for site in model.sites if site.name == "classifier.0.weight")
+    widths = (width, *model.hidden, model.out_features)
+    for index, (fan_in, fan_out) in enumerate(zip(widths, widths[1:])):
+        layers += [nn.Linear(fan_in, fan_out), *([activation()] if index < len(widths) - 2 else [])]
+    return nn.Sequential(*layers)
+
+
+def last_layer_network(model: BayesianNetwork, seed: int) -> BayesianNetwork:
+    """The torch twin of ``model`` (:func:`torch_twin`, initialised from ``seed``) Bayesian in its last layer, with
+    ``model``'s likelihood: what NUTS fits on data too large for a sampler over every weight."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        module = torch_twin(model)
+    return from_module(module, likelihood=model.config()["likelihood"], bayesian="last-layer",
+                       in_features=model.in_features)
 
 
 def check(posterior: Posterior) -> str:
@@ -205,7 +245,10 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     parser.add_argument("--split", type=int, default=0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--csv", type=Path, default=CSV, help="the CSV the rows are merged into")
+    parser.add_argument("--device", default="cpu", help="where the plain training and every fit compute: cpu, cuda or "
+                                                        "auto (the rows' machine names the GPU where one was used)")
     args = parser.parse_args(argv)
+    device = resolved_device(device_option("--device", args.device))
     methods = [name for name in args.methods.split(",") if name]
     for name in methods:
         METHODS.get(name)
@@ -213,14 +256,15 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     architecture = "mlp" if args.uci_dir is not None else args.model
     model = build_network(dataset, architecture, args.uci_dir)
     header = run_header("benchmarks.training_cost", argv)
-    with fit_threads():  # the torch threads every fit computes on, so that the ratio compares like with like
-        plain, plain_seconds = plain_training(model, dataset, args.seed)
+    with fit_threads(), computing_on(device):  # the threads and device every fit computes on: like with like
+        plain, plain_seconds = plain_training(model, dataset, args.seed, device)
     args.csv.parent.mkdir(parents=True, exist_ok=True)
     rows = [cost_row(dataset, architecture, PLAIN, plain, plain_seconds, plain_seconds, header)]
     table = _written(rows, args.csv)
     for name in methods:
         began = time.perf_counter()
-        posterior = fit(model, dataset, name, seed=args.seed, progress=False)
+        network = last_layer_network(model, args.seed) if name == "nuts" else model
+        posterior = fit(network, dataset, name, seed=args.seed, progress=False, device=args.device)
         rows.append(cost_row(dataset, architecture, name, posterior, time.perf_counter() - began, plain_seconds,
                              header))
         table = _written(rows, args.csv)

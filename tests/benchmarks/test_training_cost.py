@@ -6,6 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 import torch
+from bnn.datasets import load_dataset
+from torch.func import functional_call
 
 from benchmarks import training_cost
 from tests.support.interrupts import interrupt_fit_of
@@ -52,6 +54,25 @@ def test_the_plain_training_computes_on_the_threads_a_fit_does(tmp_path, monkeyp
     assert seen == [1] and torch.get_num_threads() == 2
 
 
+def test_without_a_gpu_device_cuda_is_refused_before_the_plain_training(tmp_path, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(training_cost, "plain_training", lambda *args: pytest.fail("the plain training ran"))
+    with pytest.raises(ValueError, match=r"--device='cuda', and torch sees no CUDA device here"):
+        training_cost.main(["--dataset", "toy1d", "--device", "cuda", "--csv", str(tmp_path / "results.csv")])
+
+
+@pytest.mark.gpu
+def test_the_digits_rows_on_a_gpu(tmp_path):
+    """The digits MLP's rows with the plain training and every scaling method on the GPU: a row each, a finite test
+    log-likelihood, the GPU named in the run's machine."""
+    csv = tmp_path / "results.csv"
+    training_cost.main(["--dataset", "digits", "--model", "mlp", "--device", "cuda", "--csv", str(csv)])
+    frame = pd.read_csv(csv)
+    assert list(frame["method"]) == [training_cost.PLAIN, *training_cost.DEFAULT_METHODS]
+    assert frame["test_ll"].notna().all() and (frame["test_ll"] < 0).all()
+    assert frame["machine"].str.contains(torch.cuda.get_device_name(), regex=False).all()
+
+
 def test_the_readmes_cost_column_is_each_methods_ratio_on_the_digits_cnn():
     """The README's methods table gives each method's cost as its ratio to the plain training of the digits CNN, from
     the committed CSV (NUTS and SVGD, full-batch samplers of all of that network's weights, are not run there: each
@@ -66,3 +87,19 @@ def test_the_readmes_cost_column_is_each_methods_ratio_on_the_digits_cnn():
         methods = [name.strip("` ") for name in cells[0].split(",")]
         expected = "not run" if methods in (["nuts"], ["svgd"]) else ", ".join(f"{ratios[name]:.1f}x" for name in methods)
         assert cells[-1] == expected, methods
+
+
+@pytest.mark.parametrize("dataset, architecture", [("digits", "cnn"), ("mnist1d", "cnn"), ("digits", "mlp")])
+def test_the_torch_twin_computes_the_built_in_network(dataset, architecture):
+    """``--methods nuts`` fits the network as a torch module (Bayesian in its last layer): at the same weights the
+    module's output is the built-in network's, and its last nn.Linear holds the last layer's sites."""
+    model = training_cost.build_network(load_dataset(dataset), architecture, None)
+    module = training_cost.torch_twin(model)
+    parameters = dict(module.named_parameters())
+    assert [value.shape for value in parameters.values()] == [site.shape for site in model.sites]
+    weights = {site.name: torch.randn(site.shape, generator=torch.Generator().manual_seed(k))
+               for k, site in enumerate(model.sites)}
+    x = torch.randn(7, model.in_features)
+    outputs = functional_call(module, dict(zip(parameters, weights.values())), (x,))
+    torch.testing.assert_close(outputs, model.forward(x, weights))
+    assert [site.name for site in training_cost.last_layer_network(model, 0).sites] == list(parameters)[-2:]
