@@ -40,6 +40,13 @@ def prepare_data(model, data) -> tuple[torch.Tensor, torch.Tensor]:
 def fit(model, data, method: str = "svi", *, map_options: Mapping[str, Any] | None = None, **options: Any) -> Posterior:
     """Fit ``model`` to ``data`` with inference ``method`` and return the :class:`Posterior`.
 
+    The fit computes where the option ``device`` says (``"cpu"``, the default; ``"cuda"``, refused before any work
+    where torch sees no GPU; ``"auto"``, the GPU where there is one) and returns its posterior on the CPU
+    (:mod:`bnn.inference.core.device`). On the CPU it computes on one torch thread, where a second thread gains nothing
+    at this collection's sizes and costs much when another process wants the core, unless you chose a count
+    (``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``, or ``torch.set_num_threads`` after importing ``bnn``; see
+    the function :func:`~bnn.runtime.workers.fit_threads`).
+
     Parameters
     ----------
     model : BayesianNetwork
@@ -60,13 +67,8 @@ def fit(model, data, method: str = "svi", *, map_options: Mapping[str, Any] | No
         For a partly Bayesian network (:func:`~bnn.models.torch_module.from_module` with ``bayesian=``) whose point
         parameters are not set yet: the options of the MAP fit that sets them first
         (:class:`~bnn.inference.point_estimate.MapOptions`; by default its defaults, with the method's ``seed``,
-        ``progress`` and ``device``), :mod:`bnn.inference.core.point_parameters`. The posterior's model holds the point values found.
-
-    The fit computes where the option ``device`` says (``"cpu"``, the default; ``"cuda"``, refused before any work
-    where torch sees no GPU; ``"auto"``: the GPU where there is one), and returns its posterior on the CPU
-    (:mod:`bnn.inference.core.device`). On the CPU it computes on one torch thread, where a second thread gains nothing at this collection's sizes and costs
-    much when another process wants the core, unless you chose a count (``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``, or
-    ``torch.set_num_threads`` after importing ``bnn``): see :func:`~bnn.runtime.workers.fit_threads`.
+        ``progress`` and ``device``), :mod:`bnn.inference.core.point_parameters`. The posterior's model holds the
+        point values found.
 
     Returns
     -------
