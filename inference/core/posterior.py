@@ -99,7 +99,7 @@ class Posterior:
         self.sample_stats = dict(sample_stats or {})
         self.extras = dict(extras or {})
         self.linearization = linearization
-        self.constants = {name: np.asarray(torch.as_tensor(v).detach()) for name, v in (constants or {}).items()}
+        self.constants = {name: np.asarray(torch.as_tensor(v).detach().cpu()) for name, v in (constants or {}).items()}
         self._inference_data: az.InferenceData | None = None
         self._loo: az.ELPDData | None = None
 

@@ -67,7 +67,7 @@ def chain_diagnostics(model, samples: Mapping[str, torch.Tensor], x: torch.Tenso
     r"""The :class:`ChainDiagnostics` of draws ``samples[site]`` ``(chains, draws, *site_shape)`` of ``model`` fitted on
     inputs ``x``, with ``diverging`` ``(chains, draws)`` and ``failed_chains`` chains lost to errors: the verdict of the
     module notes; the weights' :math:`\max\hat{R}` and ESS are reported, not judged."""
-    found = weight_diagnostics({name: torch.as_tensor(value).numpy() for name, value in samples.items()}, diverging)
+    found = weight_diagnostics({name: torch.as_tensor(value).cpu().numpy() for name, value in samples.items()}, diverging)
     num_chains = diverging.shape[0]
     predictive = predictive_draws(model, samples, x)
     r_hat_predictive = r_hat_over_points(predictive) if num_chains > 1 else None
@@ -97,7 +97,7 @@ def predictive_draws(model, samples: Mapping[str, torch.Tensor], x: torch.Tensor
         f = model.forward(x[index], values)  # (chains * draws, points, out)
     latents = [value.reshape(chains * draws, -1) for value in model.likelihood_latents(values).values()]
     predictive = torch.cat([f.reshape(chains * draws, -1), *latents], dim=1).to(torch.float64)
-    return predictive.reshape(chains, draws, -1).numpy()
+    return predictive.reshape(chains, draws, -1).cpu().numpy()
 
 
 def predictive_r_hat(model, samples: Mapping[str, torch.Tensor], x: torch.Tensor) -> float:

@@ -40,7 +40,7 @@ def point_r_hats(posterior, x: torch.Tensor) -> np.ndarray:
     if posterior.num_chains < 2:
         raise ValueError(f"the R-hat at each input needs two or more chains, the posterior has {posterior.num_chains}; "
                          "run more chains")
-    f = posterior.network_outputs(x, "mc").to(torch.float64).numpy()  # (chains, draws, n, outputs)
+    f = posterior.network_outputs(x, "mc").to(torch.float64).cpu().numpy()  # (chains, draws, n, outputs)
     r_hat = split_r_hat(f.reshape(*f.shape[:2], -1)).reshape(f.shape[2:])  # constant draws give NaN
     return np.max(r_hat, axis=-1)
 

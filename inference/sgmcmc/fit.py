@@ -253,8 +253,8 @@ def _stack(chains: _Chains, log_joint: MinibatchLogJoint, num_chains: int) -> tu
     flat = torch.stack(positions, dim=1).reshape(num_chains * num_draws, log_joint.dim)
     samples = {site: value.reshape(num_chains, num_draws, *value.shape[1:])
                for site, value in log_joint.constrained(flat).items()}
-    stats = {"lp": torch.stack(lp, dim=1).numpy().astype(np.float64),
-             "step_size": torch.stack(step_sizes, dim=1).numpy().astype(np.float64)}
+    stats = {"lp": torch.stack(lp, dim=1).cpu().numpy().astype(np.float64),
+             "step_size": torch.stack(step_sizes, dim=1).cpu().numpy().astype(np.float64)}
     return samples, stats
 
 

@@ -12,8 +12,10 @@ from bnn.inference import METHODS, fit
 from bnn.inference.core import method as method_module
 from bnn.inference.core.device import Device, computing_on, device_option, moved, on_gpu, resolved_device
 from bnn.inference.map_search import map_starts
-from bnn.models import BayesianMLP
+from bnn.models import PRIORS, BayesianCNN, BayesianMLP, from_module
+from torch import nn
 
+from tests.support.prior_examples import example_prior
 from tests.support.quick_options import QUICK, SECONDS
 
 ROWS = 40
@@ -75,6 +77,29 @@ def test_a_gpu_fit_runs_its_members_in_this_process(rows, monkeypatch):
     posterior = fit(BayesianMLP(1, 1, hidden=(4,)), rows, "ensemble", seed=0, progress=False,
                     **{**QUICK["ensemble"], "member_method": "parallel"})
     assert posterior.num_draws == QUICK["ensemble"]["num_members"]
+
+
+NETWORKS = {
+    "mlp": lambda prior: BayesianMLP(3, 2, hidden=(4,), prior=prior, likelihood="categorical"),
+    "cnn": lambda prior: BayesianCNN(16, 2, input_shape=(4, 4), channels=(2,), hidden=(), prior=prior,
+                                     likelihood="categorical"),
+    "torch-module": lambda prior: from_module(nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1)), prior=prior),
+}
+
+
+@pytest.mark.parametrize("network, prior", [(network, prior) for network in sorted(NETWORKS) for prior in PRIORS.names()
+                                            if (network, prior) != ("cnn", "ard")])  # ARD is for dense layers
+def test_every_network_and_prior_goes_to_a_device_whole(network, prior):
+    """A GPU fit moves a copy of its network by the same round trip: every architecture with every prior survives it
+    and computes as before."""
+    model = NETWORKS[network]("gaussian")
+    model = NETWORKS[network](example_prior(prior, model.sites))
+    copy = moved(model, torch.device("cpu"))
+    weights = {site.name: torch.randn(site.shape, generator=torch.Generator().manual_seed(k))
+               for k, site in enumerate(model.sites)}
+    x = torch.randn(5, model.in_features, generator=torch.Generator().manual_seed(9))
+    assert copy is not model and repr(copy) == repr(model)
+    torch.testing.assert_close(copy.forward(x, weights), model.forward(x, weights), rtol=0, atol=0)
 
 
 @pytest.mark.filterwarnings("ignore::bnn.inference.diagnostics.convergence.ConvergenceWarning")  # quick fits
