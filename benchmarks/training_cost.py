@@ -69,6 +69,8 @@ class PlainRecord(FitRecord):
 
     method: ClassVar[str] = PLAIN
     epochs: int
+    best_epoch: int
+    validation_loss: float
 
 
 def initial_weights(model: BayesianNetwork, generator: torch.Generator) -> dict[str, torch.Tensor]:
@@ -81,16 +83,21 @@ def initial_weights(model: BayesianNetwork, generator: torch.Generator) -> dict[
     return weights
 
 
+def held_out(x: torch.Tensor, y: torch.Tensor, generator: torch.Generator) -> tuple[tuple[torch.Tensor, torch.Tensor],
+                                                                                   tuple[torch.Tensor, torch.Tensor]]:
+    """The recipe's validation rows (a random fifth) and the rest, ``((x_val, y_val), (x_fit, y_fit))``."""
+    order = torch.randperm(len(x), generator=generator, device="cpu")
+    held = max(1, round(RECIPE["validation_fraction"] * len(x)))
+    return (x[order[:held]], y[order[:held]]), (x[order[held:]], y[order[held:]])
+
+
 def plain_training(model: BayesianNetwork, dataset: Dataset, seed: int,
                    device: torch.device = torch.device("cpu")) -> tuple[Posterior, float]:
     """The network trained by the recipe (module notes) on ``device``: a one-draw posterior on the CPU at the best
     epoch's weights (a learned noise held fixed at its fitted value) and the wall time."""
     generator = torch.Generator().manual_seed(seed)
     x, y = dataset.x_train, model.likelihood.check_targets(dataset.y_train, model.out_features)
-    order = torch.randperm(len(x), generator=generator, device="cpu")
-    held = max(1, round(RECIPE["validation_fraction"] * len(x)))
-    (x_val, y_val), (x_fit, y_fit) = ((part.to(device) for part in (x[order[:held]], y[order[:held]])),
-                                      (part.to(device) for part in (x[order[held:]], y[order[held:]])))
+    (x_val, y_val), (x_fit, y_fit) = ((part.to(device) for part in split) for split in held_out(x, y, generator))
     network = model if device.type == "cpu" else moved(model, device)
     weights = {name: torch.nn.Parameter(value.to(device)) for name, value in initial_weights(model, generator).items()}
     learned_noise = "sigma" in model.likelihood.latent_priors()
@@ -103,7 +110,7 @@ def plain_training(model: BayesianNetwork, dataset: Dataset, seed: int,
         return -network.likelihood.distribution(network.forward(xb, weights), latents).log_prob(yb).mean()
 
     began = time.perf_counter()
-    best, best_state, since, epochs = math.inf, None, 0, 0
+    best, best_state, best_epoch, since, epochs = math.inf, None, 0, 0, 0
     while epochs < RECIPE["max_epochs"]:
         epochs += 1
         for batch in torch.randperm(len(x_fit), generator=generator, device="cpu").split(RECIPE["batch_size"]):
@@ -114,7 +121,7 @@ def plain_training(model: BayesianNetwork, dataset: Dataset, seed: int,
             validation = loss(x_val, y_val).item()
         if validation < best:
             best, since = validation, 0
-            best_state = [value.detach().cpu() for value in parameters]
+            best_state, best_epoch = [value.detach().to("cpu", copy=True) for value in parameters], epochs
         else:
             since += 1
             if since >= RECIPE["patience"]:
@@ -126,7 +133,7 @@ def plain_training(model: BayesianNetwork, dataset: Dataset, seed: int,
         config = {**config, "likelihood": {**config["likelihood"], "scale": float(best_state[-1].exp())}}
     fixed = network_from_config(config)
     samples = {name: value[None, None] for name, value in values.items()}
-    record = PlainRecord(seed=seed, train_seconds=seconds, epochs=epochs)
+    record = PlainRecord(seed=seed, train_seconds=seconds, epochs=epochs, best_epoch=best_epoch, validation_loss=best)
     return Posterior(fixed, samples, x, y, record), seconds
 
 

@@ -103,3 +103,18 @@ def test_the_torch_twin_computes_the_built_in_network(dataset, architecture):
     outputs = functional_call(module, dict(zip(parameters, weights.values())), (x,))
     torch.testing.assert_close(outputs, model.forward(x, weights))
     assert [site.name for site in training_cost.last_layer_network(model, 0).sites] == list(parameters)[-2:]
+
+
+def test_the_plain_training_returns_its_best_epochs_weights():
+    """The digits MLP stops early: the weights returned are those of the best epoch (their validation loss is the
+    record's), not the last epoch's."""
+    dataset = load_dataset("digits")
+    model = training_cost.build_network(dataset, "mlp", None)
+    posterior, _ = training_cost.plain_training(model, dataset, seed=0)
+    record = posterior.record
+    assert record.best_epoch == record.epochs - training_cost.RECIPE["patience"]
+    targets = model.likelihood.check_targets(dataset.y_train, model.out_features)
+    (x_val, y_val), _ = training_cost.held_out(dataset.x_train, targets, torch.Generator().manual_seed(0))
+    weights = {name: value[0, 0] for name, value in posterior.samples.items()}
+    loss = -model.likelihood.distribution(model.forward(x_val, weights), {}).log_prob(y_val).mean()
+    assert loss.item() == pytest.approx(record.validation_loss, rel=1e-6)
