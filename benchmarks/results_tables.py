@@ -113,7 +113,7 @@ SOURCES: dict[str, Source] = {
     "test_suite": printed((*CELLS, "test_suite/tables.csv")),
     "training_cost": made_by("benchmarks.training_cost", "tables_from_csv", "training_cost/results.csv"),
     "threads": printed(("benchmarks.thread_contention", "tables_from_csv", "threads/contention.csv"),
-                       (*CELLS, "threads/main_jobs.csv")),
+                       (*CELLS, "threads/main_jobs.csv"), (*CELLS, "threads/mnist1d_cnn.csv")),
     "uci": Source((Part("benchmarks.uci_tables", "headline_tables", ("uci/results.csv",)),
                    Part("benchmarks.uci_tables", "cost_table", ("uci/results.csv",)),
                    Part("benchmarks.uci_tables", "side_tables",

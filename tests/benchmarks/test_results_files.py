@@ -62,7 +62,7 @@ def test_the_index_lists_every_top_level_file():
 def test_a_file_whose_tables_differ_from_its_data_is_named(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(results_tables, "RESULTS", tmp_path)
     (tmp_path / "threads").mkdir()
-    for path in ("threads.md", "threads/contention.csv", "threads/main_jobs.csv"):
+    for path in ("threads.md", "threads/contention.csv", "threads/main_jobs.csv", "threads/mnist1d_cnn.csv"):
         (tmp_path / path).write_text((RESULTS / path).read_text())
     assert results_tables.main(["threads", "--check"]) == []
     table = tmp_path / "threads/contention.csv"
