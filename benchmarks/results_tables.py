@@ -96,7 +96,7 @@ SOURCES: dict[str, Source] = {
     "nuts_defaults": printed(("benchmarks.nuts_defaults", "tables_from_csv", "nuts_defaults/ten_seeds.csv"),
                              (*CELLS, "nuts_defaults/summary.csv"),
                              ("benchmarks.main_job_checks", "tables_from_csv", "nuts_defaults/main_job_checks.csv"),
-                             (*CELLS, "nuts_defaults/earlier.csv"), (*CELLS, "nuts_defaults/yacht.csv"),
+                             (*CELLS, "nuts_defaults/yacht.csv"),
                              (*CELLS, "nuts_defaults/boston.csv")),
     "nuts_speed": printed(("benchmarks.nuts_speed", "tables_from_csv", "nuts_speed/medians.csv"),
                           (*CELLS, "nuts_speed/others.csv")),
