@@ -160,7 +160,6 @@ def test_tempered_fit_matches_the_exact_tempered_posterior(tempered, method, eng
     assert posterior.record.label.endswith(f"(T={TEMPERATURE:g})")
 
 
-
 @pytest.mark.gpu
 @pytest.mark.long
 @pytest.mark.parametrize("problem, method", [("mlp", method) for method in sorted(set(CHECKS) - {"nuts"})],
