@@ -24,7 +24,8 @@ SWAG's Gaussian is not the posterior: the spread of SGD's iterates is set by the
 gradient noise (Mandt et al. 2017), and with full batches SGD does not move from the MAP, so ``batch_size`` must be
 below the data size; by default it grows with the data
 (:meth:`~bnn.inference.swag.options.SWAGOptions.batch_rows`: at a fixed batch the iterates' spread, over the
-posterior's, grows as :math:`N / B`). The method's own check is its members' MAP convergence.
+posterior's, grows as :math:`N / B`). The method's own check: its members' MAP convergence, and each member's
+Gaussian no wider than a posterior Gaussian of the model can be (:mod:`bnn.inference.swag.effective_parameters`).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from bnn.inference.map_search.map_estimate import working_data
 from bnn.inference.map_search.map_starts import map_starts, stacked_sites
 from bnn.inference.sgmcmc.curvature import stiffest_curvature
 from bnn.inference.sgmcmc.potential import MinibatchLogJoint
+from bnn.inference.swag.effective_parameters import effective_parameters
 from bnn.inference.swag.moments import SWAGMoments
 from bnn.inference.swag.options import MultiSWAGOptions, SWAGOptions
 from bnn.inference.swag.record import MultiSWAGRecord, SWAGRecord
@@ -77,6 +79,8 @@ def run_swag(model, x: torch.Tensor, y: torch.Tensor, options: SWAGOptions) -> P
                for name, value in log_joint.constrained(flat).items()}
     if not all(torch.isfinite(value).all() for value in samples.values()):
         raise _overflowed("in the draws from its Gaussian", rates, 2 * rows / curvature, options)
+    means = {name: value.unsqueeze(1).to(x.dtype) for name, value in log_joint.constrained(moments.mean).items()}
+    p_d, p_d_errors = effective_parameters(model, x, y, samples, means)
     kind = MultiSWAGRecord if isinstance(options, MultiSWAGOptions) else SWAGRecord
     noise = [estimate.latents["sigma"].item() for estimate in estimates] if "sigma" in estimates[0].latents else None
     record = kind(seed=options.seed, train_seconds=time.perf_counter() - began, options=options,
@@ -85,9 +89,10 @@ def run_swag(model, x: torch.Tensor, y: torch.Tensor, options: SWAGOptions) -> P
                   map_minibatch=estimates[0].minibatch, noise=noise,
                   member_method="parallel" if options.workers() > 1 else "sequential",
                   batch_size=batch, sgd_steps=steps, collected=moments.count,
-                  curvature=curvature.tolist(), sgd_rates=rates.tolist())
-    if record.problems():
-        warnings.warn(record.problems()[0], RuntimeWarning, stacklevel=4)
+                  curvature=curvature.tolist(), sgd_rates=rates.tolist(), effective_parameters=p_d,
+                  effective_parameters_se=p_d_errors, latent_values=log_joint.dim)
+    for problem in record.problems():
+        warnings.warn(problem, RuntimeWarning, stacklevel=4)
     return Posterior(model, samples, x, y, record)
 
 

@@ -120,7 +120,9 @@ def test_the_tables_say_what_each_verdict_checks_and_why_converged_may_sit_besid
     text = markdown(pd.DataFrame(cells + rows("yacht", "svi", [1.0, 1.1], [-1.0, -1.1])))
     assert "| yacht | multiswag | 2.840 ± 0.000 (2) | 0.000 ± 0.000 (2) | 0.000 ± 0.000 (2) |" in text
     assert "| 2 | 0 | 2 of 2 |" in text  # multiswag's cells: converged
-    assert ("- multiswag: its verdict checks that every member's MAP start converged, not this agreement: the groups of "
+    assert ("- multiswag: its verdict checks that every member's MAP start converged and no member's Gaussian is wider "
+            "than a posterior Gaussian of the model (its effective number of parameters above the model's latent values), "
+            "not this agreement: the groups of "
             "draws compared here (its members, each fitted from a start of its own) are not Markov chains meant to meet, "
             "so converged beside a high R-hat is no contradiction") in text
     assert "- sgld: its verdict reads the same R-hat, at the training inputs: a high R-hat here goes with not converged" in text
