@@ -178,7 +178,6 @@ def test_a_start_whose_minibatch_map_did_not_flatten_is_named_with_the_minibatch
         "flattened; raise map_epochs (--map-epochs) or map_batch_lr"]
 
 
-
 @pytest.mark.long
 def test_a_gaussian_wider_than_any_posterior_fails_the_check_and_a_smaller_step_share_passes():
     # digits (1,437 rows, batches of 45: 32 an epoch) at the default step share 1.9: along the stiffest direction SGD's
