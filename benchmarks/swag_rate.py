@@ -66,8 +66,7 @@ def fit_one(uci_dir: Path | None, dataset: str, split: int, rate: dict, hidden: 
             return {**row, "error": str(error).split(":")[0], "seconds": time.perf_counter() - began}
         metrics = evaluate(posterior, data)
     record = posterior.record
-    score = {"accuracy": metrics["test_accuracy"]} if data.task == "classification" else {
-        "test_rmse": metrics["test_rmse"]}
+    score = {"accuracy": metrics["test_accuracy"]} if "test_accuracy" in metrics else {"test_rmse": metrics["test_rmse"]}
     return {**row, **score, "test_ll": metrics["test_ll"], "rate": record.sgd_rates[0],
             "curvature": record.curvature[0], "effective_parameters": record.effective_parameters[0],
             "effective_parameters_se": record.effective_parameters_se[0], "latent_values": record.latent_values,
@@ -76,10 +75,11 @@ def fit_one(uci_dir: Path | None, dataset: str, split: int, rate: dict, hidden: 
 
 
 def markdown(results: dict) -> str:
-    """One row per fit; rows with the width check (``check``) in a table of their own."""
-    header = results["header"]
+    """One row per fit; rows with the width check (``check``) in a table of their own. ``results["header"]`` is one
+    run's header, or a list of the runs' whose rows the file gathers."""
+    headers = results["header"] if isinstance(results["header"], list) else [results["header"]]
     lines = ["# SWAG's rate: fixed against set from the curvature", "", (__doc__ or "").split("Usage::")[0].strip(), "",
-             header_line(header), ""]
+             *(header_line(header) for header in headers), ""]
     rows = results["rows"]
     checked = [row for row in rows if "check" in row]
     if any("check" not in row for row in rows):
