@@ -110,6 +110,7 @@ SOURCES: dict[str, Source] = {
     "svi_jit": made_by("benchmarks.svi_jit", "tables_from_csv", "svi_jit/times.csv"),
     "svi_speed": made_by("benchmarks.svi_speed", "tables_from_csv", "svi_speed/step_times.csv"),
     "swag_rate/results": written("benchmarks.swag_rate", "swag_rate"),
+    "swag_rate/width/results": written("benchmarks.swag_rate", "swag_rate/width"),
     "test_suite": printed((*CELLS, "test_suite/tables.csv")),
     "training_cost": made_by("benchmarks.training_cost", "tables_from_csv", "training_cost/results.csv"),
     "threads": printed(("benchmarks.thread_contention", "tables_from_csv", "threads/contention.csv"),
