@@ -30,7 +30,7 @@ import time
 import warnings
 from pathlib import Path
 
-from bnn.datasets import load_dataset, load_uci
+from bnn.datasets import Dataset, load_dataset, load_uci
 from bnn.inference import fit
 from bnn.inference.evaluation.metrics import evaluate
 
@@ -40,22 +40,22 @@ from bnn.experiments.uci.protocol import uci_model
 from bnn.runtime.workers import one_torch_thread
 
 
-def load_problem(uci_dir: Path | None, dataset: str, split: int, hidden: int) -> tuple:
-    """The data and network of one row: ``dataset`` a UCI set (split ``split``, the papers' network of ``hidden``
-    units) or a built-in ``NAME:ARCHITECTURE``."""
+def load_data(uci_dir: Path | None, dataset: str, split: int) -> Dataset:
+    """``dataset``: a UCI set's split ``split``, or a built-in ``NAME:ARCHITECTURE``'s data."""
+    return load_dataset(dataset.split(":")[0]) if ":" in dataset else load_uci(uci_dir, dataset, split)
+
+
+def network(data: Dataset, dataset: str, hidden: int):
+    """The network a row fits: a built-in ``NAME:ARCHITECTURE``'s at its defaults, else the papers' UCI network of
+    ``hidden`` units."""
     if ":" in dataset:
-        name, architecture = dataset.split(":")
-        data = load_dataset(name)
-        return data, build_network(data, architecture, None)
-    if uci_dir is None:
-        raise SystemExit(f"{dataset!r} is a UCI data set: give --uci-dir, or a built-in one as NAME:ARCHITECTURE")
-    data = load_uci(uci_dir, dataset, split)
-    return data, uci_model(data.in_features, hidden)
+        return build_network(data, dataset.split(":")[1], None)
+    return uci_model(data.in_features, hidden)
 
 
-def fit_one(uci_dir: Path | None, dataset: str, split: int, rate: dict, hidden: int, batch_size: int | None) -> dict:
-    """One SWAG fit on ``split`` of ``dataset`` at ``rate`` (``{"swag_lr": ...}`` or ``{"step_share": ...}``)."""
-    data, model = load_problem(uci_dir, dataset, split, hidden)
+def fit_one(data: Dataset, model, dataset: str, split: int, rate: dict, batch_size: int | None) -> dict:
+    """One SWAG fit of ``model`` on ``data`` (split ``split`` of ``dataset``) at ``rate`` (``{"swag_lr": ...}`` or
+    ``{"step_share": ...}``)."""
     began = time.perf_counter()
     row = {"dataset": dataset, "split": split, **rate}
     with one_torch_thread(), warnings.catch_warnings():
@@ -81,33 +81,31 @@ def markdown(results: dict) -> str:
     lines = ["# SWAG's rate: fixed against set from the curvature", "", (__doc__ or "").split("Usage::")[0].strip(), "",
              *(header_line(header) for header in headers), ""]
     rows = results["rows"]
-    checked = [row for row in rows if "check" in row]
-    if any("check" not in row for row in rows):
+    plain, checked = [row for row in rows if "check" not in row], [row for row in rows if "check" in row]
+    if plain:
         lines += ["| data set | split | rate rule | test RMSE | test LL | swag_lr | lambda_max at the MAP | seconds |",
                   "|" + " --- |" * 8]
-    for row in rows:
-        if "check" in row:
-            continue
+    for row in plain:
         if "error" in row:
-            lines.append(f"| {row['dataset']} | {row['split']} | {_rule(row)} | {row['error']} | | | | {row['seconds']:.0f} |")
+            lines.append(f"{_start(row)} {row['error']} | | | | {row['seconds']:.0f} |")
         else:
-            lines.append(f"| {row['dataset']} | {row['split']} | {_rule(row)} | {row['test_rmse']:.3f} | "
-                         f"{row['test_ll']:.3f} | {row['rate']:.3g} | {row['curvature']:.3g} | {row['seconds']:.0f} |")
+            lines.append(f"{_start(row)} {row['test_rmse']:.3f} | {row['test_ll']:.3f} | {row['rate']:.3g} | "
+                         f"{row['curvature']:.3g} | {row['seconds']:.0f} |")
     if checked:
         lines += ["| data set | split | rate rule | test RMSE or accuracy | test LL | swag_lr | lambda_max at the MAP | "
                   "p_D +- se | D | check | seconds |", "|" + " --- |" * 11]
-        for row in checked:
-            score = f"{row['accuracy']:.4f}" if "accuracy" in row else f"{row['test_rmse']:.3f}"
-            lines.append(f"| {row['dataset']} | {row['split']} | {_rule(row)} | {score} | {row['test_ll']:.3f} | "
-                         f"{row['rate']:.3g} | {row['curvature']:.3g} | {row['effective_parameters']:.0f} +- "
-                         f"{row['effective_parameters_se']:.0f} | {row['latent_values']} | {row['check']} | "
-                         f"{row['seconds']:.0f} |")
+    for row in checked:
+        score = f"{row['accuracy']:.4f}" if "accuracy" in row else f"{row['test_rmse']:.3f}"
+        lines.append(f"{_start(row)} {score} | {row['test_ll']:.3f} | {row['rate']:.3g} | {row['curvature']:.3g} | "
+                     f"{row['effective_parameters']:.0f} +- {row['effective_parameters_se']:.0f} | "
+                     f"{row['latent_values']} | {row['check']} | {row['seconds']:.0f} |")
     return "\n".join(lines) + "\n"
 
 
-def _rule(row: dict) -> str:
-    """How a row's rate was set."""
-    return f"swag_lr {row['swag_lr']:g}" if "swag_lr" in row else f"step_share {row['step_share']:g}"
+def _start(row: dict) -> str:
+    """A row's first cells: the data set, the split and how its rate was set."""
+    rule = f"swag_lr {row['swag_lr']:g}" if "swag_lr" in row else f"step_share {row['step_share']:g}"
+    return f"| {row['dataset']} | {row['split']} | {rule} |"
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -124,8 +122,18 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     header = run_header("benchmarks.swag_rate", argv)  # the commit whose code runs, before any later checkout
     rates = [{"swag_lr": value} for value in args.fixed] + [{"step_share": value} for value in args.shares]
-    rows = printed_rows(fit_one(args.uci_dir, dataset, split, rate, args.hidden, args.batch_size)
-                        for dataset in [*args.datasets, *args.built_in] for split in args.splits for rate in rates)
+    if args.datasets and args.uci_dir is None:
+        parser.error(f"--datasets {' '.join(args.datasets)} are UCI data sets: give --uci-dir (or --datasets with "
+                     "none, and built-in data sets as --built-in NAME:ARCHITECTURE)")
+
+    def fits():  # each data set's split loaded once, a fresh network for each rate
+        for dataset in [*args.datasets, *args.built_in]:
+            for split in args.splits:
+                data = load_data(args.uci_dir, dataset, split)
+                for rate in rates:
+                    yield fit_one(data, network(data, dataset, args.hidden), dataset, split, rate, args.batch_size)
+
+    rows = printed_rows(fits())
     results = {"header": header, "rows": rows}
     write_results(args.out, results, markdown(results))
     return results
