@@ -9,7 +9,9 @@ IMPORT_TREE := build/import-tree
 # the markers of pyproject.toml's [tool.pytest.ini_options] that make test runs and make test-fast leaves out
 FAST_TIER := not slow and not long and not notebooks and not subprocess and not packaging and not benchmarks
 # pytest-xdist's worker processes: one per core this process may use, at most four (each holds torch in memory); the
-# tests marked serial (they measure the machine's load) run afterwards, alone
+# tests marked serial (they measure the machine's load) run afterwards, alone. Each worker takes a whole module at a
+# time, the longest first (tests/support/module_order.py), so that a run ends on short modules
+TEST_DIST := --dist loadfile --no-loadscope-reorder
 TEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print(min(4, len(os.sched_getaffinity(0))))')
 # the files that hold tests marked serial: the serial tiers collect only these (the whole suite's collection is seconds)
 SERIAL_FILES = $(shell grep -rl --include='*.py' 'mark\.serial' tests)
@@ -42,11 +44,11 @@ test: $(VENV)/.installed
 	$(PY) -m pytest -m "not slow and serial" $(SERIAL_FILES) || test $$? -eq 5  # 5: no serial test in the tier
 
 test-parallel-tier: $(VENV)/.installed
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal -m "not slow and not serial" --durations=30
+	$(PY) -m pytest -n $(TEST_WORKERS) $(TEST_DIST) -m "not slow and not serial" --durations=30
 
 # the unit tier, before every commit (under 3 minutes on two cores): leaves out the tests marked as slow by nature
 test-fast: import-contracts
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal -m "$(FAST_TIER) and not serial"
+	$(PY) -m pytest -n $(TEST_WORKERS) $(TEST_DIST) -m "$(FAST_TIER) and not serial"
 	$(PY) -m pytest -m "$(FAST_TIER) and serial" $(SERIAL_FILES) || test $$? -eq 5  # 5: no serial test in the tier
 
 # the long statistical checks that make test leaves out (SBC at full size, long chains, full grids); each keeps a short

@@ -21,6 +21,8 @@ from bnn.runtime.lazy_arviz import load_arviz  # noqa: E402
 from tests.support.conjugate import conjugate_problem  # noqa: E402
 from tests.support.uci import write_uci_folder  # noqa: E402
 
+pytest_plugins = ["tests.support.module_order"]  # the modules longest first, for make test's workers
+
 load_arviz()  # tests call arviz directly too: configured as the package configures it at its first use of arviz
 
 
