@@ -52,7 +52,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 class ModuleSeconds:
     """Adds up each module's test times as the reports come in (from every worker, under xdist) and writes them at the
-    end of the session."""
+    end of the session into the file, over its entries for the same modules (a run of some modules keeps the others')."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -63,8 +63,10 @@ class ModuleSeconds:
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if not hasattr(session.config, "workerinput"):  # the controller (or a run without xdist), not a worker
-            ranked = sorted(self.seconds.items(), key=lambda pair: -pair[1])
-            self.path.write_text(json.dumps({module: round(value, 1) for module, value in ranked}, indent=1) + "\n")
+            kept = json.loads(self.path.read_text()) if self.path.is_file() else {}
+            merged = {**kept, **{module: round(value, 1) for module, value in self.seconds.items()}}
+            ranked = sorted(merged.items(), key=lambda pair: -pair[1])
+            self.path.write_text(json.dumps(dict(ranked), indent=1) + "\n")
 
 
 def pytest_configure(config: pytest.Config) -> None:
