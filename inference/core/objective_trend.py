@@ -32,6 +32,14 @@ estimate, scaled by the share by which the rate fell between the windows (0.71 u
 cosine decay); the settling gain of fits at the defaults on the built-in ``toy1d`` stays within it
 (``benchmarks/results/grid_verdicts.md``). A run shorter than
 :math:`2` :data:`MIN_WINDOW` steps is not judged.
+
+**Flat, as a share of the run's progress.** A network's training objective on minibatches keeps creeping up for many
+epochs by more than one estimate's noise, so a run can be judged instead by the progress it has left:
+:attr:`ObjectiveTrend.flat` holds when the gain :math:`\Delta` is at most :data:`FLAT_SHARE` of the run's rise
+:math:`R = \bar{\mathcal{L}}_b - \bar{\mathcal{L}}_{\text{start}}` from its first :data:`START_STEPS` steps to its
+later window: the fit has made nearly all the progress its run can make. It flags a run too short or too slow
+(a rate a hundredth of the default, whose gain, small in nats, stays within the noise the test above allows); the
+minibatch MAP and IVON are judged by it.
 """
 
 from __future__ import annotations
@@ -48,6 +56,10 @@ MIN_WINDOW = 50
 """The fewest steps a window may hold."""
 RISE_Z = 3.0
 """How many standard errors the gain must exceed."""
+FLAT_SHARE = 0.02
+"""The largest share of the run's rise the later window may add for the run to count as flat."""
+START_STEPS = 10
+"""The first steps whose mean objective is the run's start, for :attr:`ObjectiveTrend.flat`."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +79,8 @@ class ObjectiveTrend:
     rate_drop : float
         :math:`1 - \bar\rho_b / \bar\rho_a`, the share by which the mean learning rate fell from the earlier
         window to the later (0 under a constant rate).
+    rise : float
+        :math:`R`, the run's rise from its first :data:`START_STEPS` steps to the later window, in nats.
     """
 
     earlier_steps: int
@@ -75,6 +89,7 @@ class ObjectiveTrend:
     standard_error: float
     noise: float
     rate_drop: float
+    rise: float
 
     @property
     def allowance(self) -> float:
@@ -85,6 +100,18 @@ class ObjectiveTrend:
     def rising(self) -> bool:
         """Whether the gain exceeds :data:`RISE_Z` standard errors and the settling :attr:`allowance`."""
         return self.gain > RISE_Z * self.standard_error and self.gain > self.allowance
+
+    @property
+    def flat(self) -> bool:
+        """Whether the gain is at most :data:`FLAT_SHARE` of the run's :attr:`rise` (module notes)."""
+        return self.gain <= FLAT_SHARE * self.rise
+
+    def shortfall_sentence(self, objective: str, method: str, fix: str) -> str:
+        """What the trend says when the run is not :attr:`flat`: ``objective`` had not flattened when ``method``
+        stopped, and ``fix``."""
+        return (f"{objective} had not flattened when {method} stopped: it rose by {self.gain:.3g} nats over the last "
+                f"{self.later_steps} steps (the last tenth of the run's learning rate), more than {FLAT_SHARE:.0%} of its "
+                f"rise over the run ({self.rise:.3g} nats); {fix}")
 
     def sentence(self, objective: str, method: str, fix: str) -> str:
         """What the trend says, for a warning or a report: ``objective`` (``"the ELBO"``) was still rising when
@@ -116,7 +143,8 @@ def objective_trend(values: Sequence[float], rates: Sequence[float] | None = Non
     noise_a, noise_b = _noise(a), _noise(b)
     rate_drop = max(0.0, 1.0 - float(share[later:].mean() / share[earlier:later].mean()))
     return ObjectiveTrend(len(a), len(b), float(b.mean() - a.mean()),
-                          math.sqrt(noise_a**2 / len(a) + noise_b**2 / len(b)), noise_b, rate_drop)
+                          math.sqrt(noise_a**2 / len(a) + noise_b**2 / len(b)), noise_b, rate_drop,
+                          float(b.mean() - values[:START_STEPS].mean()))
 
 
 def _window_start(share: np.ndarray, end: int, min_window: int) -> int | None:

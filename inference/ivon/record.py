@@ -10,8 +10,8 @@ from bnn.inference.core.objective_trend import ObjectiveTrend, objective_trend
 from bnn.inference.core.record import FitRecord
 from bnn.inference.ivon.options import IVONOptions
 
-OBJECTIVE_RISING = ("IVON's training objective", "IVON", "give it more epochs (epochs=, --epochs)")
-"""What IVON's trend says when its objective was still rising: the objective, the method and the fix."""
+OBJECTIVE_NOT_FLAT = ("IVON's training objective", "IVON", "give it more epochs (epochs=, --epochs)")
+"""What IVON's trend says when its objective had not flattened: the objective, the method and the fix."""
 
 
 @dataclass(kw_only=True)
@@ -46,14 +46,15 @@ class IVONRecord(FitRecord):
 
     @property
     def converged(self) -> bool | None:
-        """IVON's own check: ``False`` when its objective was still rising at the end, ``None`` for a run too short
+        """IVON's own check: ``False`` when its objective had not flattened at the end (its last gain more than
+        :data:`~bnn.inference.core.objective_trend.FLAT_SHARE` of its rise over the run), ``None`` for a run too short
         to judge."""
         trend = self.trend
-        return None if trend is None else not trend.rising
+        return None if trend is None else trend.flat
 
     def problems(self) -> list[str]:
         trend = self.trend
-        return [trend.sentence(*OBJECTIVE_RISING)] if trend is not None and trend.rising else []
+        return [trend.shortfall_sentence(*OBJECTIVE_NOT_FLAT)] if trend is not None and not trend.flat else []
 
     def metrics(self) -> dict[str, Any]:
         return {"final_objective": self.objective[-1], **({} if self.noise is None else {"noise": self.noise})}

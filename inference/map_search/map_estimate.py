@@ -52,6 +52,7 @@ import pyro
 import torch
 from bnn.guides.flat_weights import join_sites, split_flat
 from bnn.inference.core.full_batch_work import regime_rows
+from bnn.inference.core.objective_trend import FLAT_SHARE
 from bnn.inference.curvature.evidence_search import MAX_STEPS
 from bnn.inference.curvature.gauss_newton import uses_gauss_newton
 from bnn.inference.map_search.advice import COLLAPSE_FIX, MINIBATCH_FIX, NO_MAXIMUM_FIX, map_advice
@@ -59,7 +60,6 @@ from bnn.inference.map_search.hyperparameter_search import EvidenceSearch, Hyper
 from bnn.inference.map_search.log_joint import ScaledPrior, evidence_possible, log_likelihood, log_prior, most_likely_noise
 from bnn.inference.map_search.minibatch_map import (
     EPOCHS,
-    FLAT_SHARE,
     FULL_BATCH_GRADIENTS,
     MINIBATCH_POLISH,
     MinibatchFit,

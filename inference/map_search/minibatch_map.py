@@ -18,8 +18,9 @@ all :math:`N` rows, counted in floating-point operations). The count depends on 
 so the same fit takes the same regime on every machine and at every load.
 
 **Its own check.** The objective, one minibatch estimate a step, must have flattened by the end: its rise between the
-last two windows of a tenth of the run's learning rate each (:mod:`bnn.inference.core.objective_trend`) at most
-:data:`FLAT_SHARE` of its rise over the whole run, from its first :data:`START_STEPS` steps to its last window. The
+last two windows of a tenth of the run's learning rate each at most
+:data:`~bnn.inference.core.objective_trend.FLAT_SHARE` of its rise over the whole run
+(:attr:`bnn.inference.core.objective_trend.ObjectiveTrend.flat`). The
 exact MAP is further (a network's training objective keeps creeping up for many epochs, by more than a minibatch's own
 noise), so the check asks that the fit have made nearly all the progress its run can make; it flags a run too short or
 too slow for its data (a rate a hundredth of the default, two fifths of the epochs) and passes the defaults on the
@@ -49,10 +50,6 @@ MINIBATCH_POLISH = "none: minibatch Adam"
 FULL_BATCH_GRADIENTS = 2000
 """The full-batch gradients a typical polish costs beyond Adam's steps (its iterations times their several
 gradients each), for :func:`~bnn.inference.core.full_batch_work.full_batch_affordable`."""
-FLAT_SHARE = 0.02
-"""The largest share of the run's rise the last window may add for the fit to count as converged (module notes)."""
-START_STEPS = 10
-"""The first steps whose mean objective is the run's start, for :func:`flattened`."""
 
 
 @dataclass(frozen=True)
@@ -121,14 +118,4 @@ def minibatch_map(model, x: torch.Tensor, y: torch.Tensor, prior: ScaledPrior, t
     for name, value in fitted.items():
         log_noise[name].data.copy_(value.detach().to(log_noise[name].dtype))
     trend = objective_trend(objective, factors)
-    return MinibatchFit(weights.detach().to(dtype), objective, epochs, trend, flattened(objective, trend))
-
-
-def flattened(objective: list[float], trend: ObjectiveTrend | None) -> bool:
-    """Whether the objective's rise over the last window of ``trend`` is at most :data:`FLAT_SHARE` of its rise over
-    the run (module notes; ``False`` for a run too short to judge)."""
-    if trend is None:
-        return False
-    window, start = trend.later_steps, min(START_STEPS, len(objective))
-    rise = sum(objective[-window:]) / window - sum(objective[:start]) / start
-    return trend.gain <= FLAT_SHARE * rise
+    return MinibatchFit(weights.detach().to(dtype), objective, epochs, trend, trend is not None and trend.flat)

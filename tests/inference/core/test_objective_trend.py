@@ -10,7 +10,7 @@ import pytest
 import torch
 from bnn.datasets import load_toy1d
 from bnn.inference import fit
-from bnn.inference.core.objective_trend import MIN_WINDOW, RISE_Z, objective_trend
+from bnn.inference.core.objective_trend import FLAT_SHARE, MIN_WINDOW, RISE_Z, START_STEPS, objective_trend
 from bnn.inference.diagnostics.convergence import ConvergenceWarning
 from bnn.inference.svi.schedules import LRSchedule
 from bnn.models import BayesianMLP
@@ -73,6 +73,24 @@ def test_a_run_flattened_by_its_decaying_rate_is_still_rising_when_cut_by_the_ra
     assert not objective_trend(trace).rising  # the last two tenths of the steps
     trend = objective_trend(trace, rates)
     assert trend.rising and trend.later_steps > 200 and trend.earlier_steps + trend.later_steps > 400
+
+
+def test_flat_is_a_last_gain_within_a_share_of_the_runs_rise_whatever_its_noise():
+    # a saturating climb 1 - exp(-t / tau) with noise sd 0.01, windows of the last two tenths (constant rate): the rise
+    # is the later window's mean less the first steps', the gain the later window's mean less the earlier one's
+    def climb(tau: float) -> list[float]:
+        noise = 0.01 * torch.randn(2000, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+        return [1 - math.exp(-t / tau) + float(e) for t, e in enumerate(noise)]
+
+    for tau, flat in [(200.0, True), (2000.0, False)]:
+        trace = climb(tau)
+        trend = objective_trend(trace)
+        assert trend.rise == pytest.approx(np.mean(trace[1800:]) - np.mean(trace[:START_STEPS]), rel=1e-12)
+        assert trend.flat is flat and (trend.gain <= FLAT_SHARE * trend.rise) is flat
+    # a run that barely moved (a rate far too small) is not flat although its gain is within its noise
+    crawl = objective_trend(noisy_trace(1e-5, sd=0.01))
+    assert not crawl.rising and not crawl.flat
+    assert "had not flattened when M stopped" in crawl.shortfall_sentence("O", "M", "fix it")
 
 
 def test_the_windows_hold_a_tenth_of_the_rate_each_and_at_least_the_fewest_steps():

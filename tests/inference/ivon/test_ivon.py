@@ -105,7 +105,7 @@ def test_a_run_stopped_while_its_objective_still_rises_says_so():
         posterior = fit(model, (x, torch.sin(3 * x[:, 0])), "ivon", epochs=200, batch_size=None, lr=0.01,
                         num_samples=3, progress=False)  # full-batch steps at a small rate: far from done
     assert posterior.record.converged is False
-    assert any("IVON's training objective was still rising when IVON stopped" in str(w.message) for w in caught)
+    assert any("IVON's training objective had not flattened when IVON stopped" in str(w.message) for w in caught)
     assert "give it more epochs (epochs=, --epochs)" in posterior.record.problems()[0]
 
 
