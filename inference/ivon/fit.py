@@ -40,11 +40,10 @@ import warnings
 
 import torch
 from bnn.inference.core.cosine_schedule import cosine_factors
-from bnn.inference.core.objective_trend import objective_trend
 from bnn.inference.core.posterior import Posterior
 from bnn.inference.diagnostics.convergence import ConvergenceWarning
 from bnn.inference.ivon.options import IVONOptions
-from bnn.inference.ivon.record import OBJECTIVE_NOT_FLAT, IVONRecord
+from bnn.inference.ivon.record import IVONRecord
 from bnn.models.fast_forms import NormalForm
 from ivon import IVON
 from pyro.distributions.transforms import biject_to
@@ -129,9 +128,8 @@ def run_ivon(model, x: torch.Tensor, y: torch.Tensor, options: IVONOptions) -> P
     record = IVONRecord(seed=options.seed, train_seconds=train_seconds, guide="ivon", options=options,
                         batch_size=batch_size, steps_done=len(history), objective=history,
                         noise=fitted_latents["sigma"].item() if "sigma" in fitted_latents else None)
-    trend = objective_trend(history, factors)
-    if trend is not None and not trend.flat:
-        warnings.warn(trend.shortfall_sentence(*OBJECTIVE_NOT_FLAT), ConvergenceWarning, stacklevel=user_stacklevel())
+    for problem in record.problems():  # its objective had not flattened
+        warnings.warn(problem, ConvergenceWarning, stacklevel=user_stacklevel())
     return Posterior(model, {name: value.unsqueeze(0) for name, value in draws.items()}, x, y, record,
                      extras={"mean": {name: value.detach() for name, value in means.items()},
                              "standard_deviation": standard_deviations})

@@ -35,6 +35,11 @@ def module_of(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
+def read_seconds(path: Path) -> dict[str, float]:
+    """The module seconds in the JSON file ``path`` (none where there is no file)."""
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
 def longest_first(items: list[pytest.Item], seconds: dict[str, float]) -> list[pytest.Item]:
     """``items`` with their modules in decreasing ``seconds`` (ties, and each module's tests, in collection order)."""
     modules: dict[str, list[pytest.Item]] = {}
@@ -46,8 +51,7 @@ def longest_first(items: list[pytest.Item], seconds: dict[str, float]) -> list[p
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    seconds = json.loads(SECONDS_FILE.read_text()) if SECONDS_FILE.is_file() else {}
-    items[:] = longest_first(items, seconds)
+    items[:] = longest_first(items, read_seconds(SECONDS_FILE))
 
 
 class ModuleSeconds:
@@ -62,14 +66,12 @@ class ModuleSeconds:
         self.seconds[module_of(report.nodeid)] += report.duration
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if not hasattr(session.config, "workerinput"):  # the controller (or a run without xdist), not a worker
-            kept = json.loads(self.path.read_text()) if self.path.is_file() else {}
-            merged = {**kept, **{module: round(value, 1) for module, value in self.seconds.items()}}
-            ranked = sorted(merged.items(), key=lambda pair: -pair[1])
-            self.path.write_text(json.dumps(dict(ranked), indent=1) + "\n")
+        merged = {**read_seconds(self.path), **{module: round(value, 1) for module, value in self.seconds.items()}}
+        ranked = sorted(merged.items(), key=lambda pair: -pair[1])
+        self.path.write_text(json.dumps(dict(ranked), indent=1) + "\n")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     path = config.getoption("--module-seconds-out")
-    if path is not None and not hasattr(config, "workerinput"):
+    if path is not None and not hasattr(config, "workerinput"):  # the controller (or a run without xdist) writes it
         config.pluginmanager.register(ModuleSeconds(Path(path)), "module-seconds")
