@@ -59,7 +59,6 @@ from bnn.inference.map_search.advice import COLLAPSE_FIX, MINIBATCH_FIX, NO_MAXI
 from bnn.inference.map_search.hyperparameter_search import EvidenceSearch, HyperparameterChoice
 from bnn.inference.map_search.log_joint import ScaledPrior, evidence_possible, log_likelihood, log_prior, most_likely_noise
 from bnn.inference.map_search.minibatch_map import (
-    EPOCHS,
     FULL_BATCH_GRADIENTS,
     MINIBATCH_POLISH,
     MinibatchFit,
@@ -163,7 +162,7 @@ def find_map(
     model, x: torch.Tensor, y: torch.Tensor, *, steps: int, lr: float, tolerance: float, progress: bool,
     max_iter: int | None = None, judged_from: int = 0, init: torch.Tensor | None = None,
     noise: torch.Tensor | None = None, multiplier: float | None = 1.0, diagonal_evidence: bool | None = None,
-    kron_evidence: bool = False, batch_size: int | None = None, epochs: int = EPOCHS, batch_lr: float = BATCH_LR,
+    kron_evidence: bool = False, batch_size: int | None = None, epochs: int | None = None, batch_lr: float = BATCH_LR,
 ) -> MapEstimate:
     r"""Maximise the log joint over the flat weights, the noise and prior multiplier held or chosen by the evidence.
 
@@ -217,8 +216,11 @@ def find_map(
         (:func:`~bnn.inference.core.full_batch_work.full_batch_affordable`), else
         :data:`~bnn.inference.core.full_batch_work.BATCH_SIZE`; a network with hierarchical priors, whose scales
         a MAP fit does not cover, keeps the full batch.
-    epochs, batch_lr : int, float
-        The minibatch fit's epochs at most and Adam's rate.
+    epochs : int, optional
+        The minibatch fit's epochs (``None``: :func:`~bnn.inference.map_search.minibatch_map.minibatch_epochs`, at
+        most 200 epochs and 32,000 steps).
+    batch_lr : float
+        The minibatch fit's peak Adam rate.
 
     Returns
     -------

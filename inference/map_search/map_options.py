@@ -8,7 +8,7 @@ import torch
 from bnn.inference.core.device import DeviceOptions
 from bnn.inference.curvature.gauss_newton import GAUSS_NEWTON_MAX_WEIGHTS
 from bnn.inference.map_search.map_estimate import MAP_LR, MAP_STEPS, MAP_TOLERANCE
-from bnn.inference.map_search.minibatch_map import EPOCHS, LR
+from bnn.inference.map_search.minibatch_map import LR
 from bnn.inference.map_search.polish import LBFGS_HISTORY
 
 from bnn.options import option, optional, positive_int, positive_number
@@ -39,8 +39,9 @@ class MapFitOptions(DeviceOptions):
         the fit on minibatches (:mod:`bnn.inference.map_search.minibatch_map`; ``map_epochs`` epochs at most at
         ``map_batch_lr``, no polish); ``None`` (the default): the full batch where that fit is cheap by its counted
         work, else 128 rows.
-    map_epochs : int
-        The minibatch fit's epochs.
+    map_epochs : int, optional
+        The minibatch fit's epochs; ``None`` (the default): 200, or fewer where 32,000 steps come first
+        (:func:`~bnn.inference.map_search.minibatch_map.minibatch_epochs`).
     map_batch_lr : float
         Adam's peak rate in the minibatch fit (it falls on a cosine).
     """
@@ -50,7 +51,7 @@ class MapFitOptions(DeviceOptions):
     map_tolerance: float = option(MAP_TOLERANCE, positive_number)
     map_max_iter: int | None = option(None, optional(positive_int))
     map_batch_size: int | None = option(None, optional(positive_int))
-    map_epochs: int = option(EPOCHS, positive_int)
+    map_epochs: int | None = option(None, optional(positive_int))
     map_batch_lr: float = option(LR, positive_number)
 
     def map_fit_arguments(self) -> dict:

@@ -5,17 +5,23 @@ r"""The MAP on minibatches: epochs of Adam on the per-example negative log joint
     \theta_{MAP} = \arg\min_\theta \; -\frac{1}{N}\Big[\frac{N}{B}\sum_{i \in \text{batch}} \log p(y_i \mid x_i,
     \theta, \sigma) + \log p(\theta)\Big]
 
-by Adam on minibatches of :math:`B` rows, a fresh permutation each epoch, for ``epochs`` epochs from the given start,
-its rate falling from ``lr`` to near zero on a cosine (:mod:`bnn.inference.core.cosine_schedule`), in float32 (a
-polish needs float64; this fit has none). A learned Gaussian noise is fitted with the weights (its log,
-without its prior) and set at the end to its maximum-likelihood value given the weights, the root mean square
-residual over all rows.
+by Adam on minibatches of :math:`B` rows, a fresh permutation each epoch, for ``epochs`` epochs from the given start
+(by default :func:`minibatch_epochs`), its rate falling from ``lr`` to near zero on a cosine
+(:mod:`bnn.inference.core.cosine_schedule`), in float32 (a polish needs float64; this fit has none). A learned
+Gaussian noise is fitted with the weights (its log, without its prior) and set at the end to its maximum-likelihood
+value given the weights, the root mean square residual over all rows.
 
 **The regime.** :func:`~bnn.inference.map_search.map_estimate.find_map` runs this instead of full-batch Adam and its
 polish wherever the full-batch fit is not cheap (:func:`~bnn.inference.core.full_batch_work.full_batch_affordable`:
 the full-batch gradients of Adam's steps and of a typical polish, :data:`FULL_BATCH_GRADIENTS` beyond the steps, over
 all :math:`N` rows, counted in floating-point operations). The count depends on the network and the data's size only,
 so the same fit takes the same regime on every machine and at every load.
+
+**Its length.** With :math:`M = \lceil N / B \rceil` steps an epoch, the default is
+:math:`E = \min(\text{EPOCHS}, \lceil \text{MOST\_STEPS} / M \rceil)` epochs (:data:`EPOCHS`, :data:`MOST_STEPS`):
+on small data the epochs bind (MNIST-1D's 4,000 rows: 32 steps an epoch, 200 epochs, which its check needs), on large
+data the steps (UCI protein's 41,157 rows: 322 steps an epoch, 100 epochs; MNIST-1D-40k: 103), where a plain
+training's early stop also comes after fewer passes.
 
 **Its own check.** The objective, one minibatch estimate a step, must have flattened by the end: its rise between the
 last two windows of a tenth of the run's learning rate each at most
@@ -36,15 +42,17 @@ from dataclasses import dataclass
 import torch
 from bnn.inference.core.cosine_schedule import cosine_factors
 from bnn.inference.core.objective_trend import ObjectiveTrend, objective_trend
+from bnn.inference.core.training_length import steps_per_epoch
 from bnn.inference.map_search.advice import nonfinite_objective
 from bnn.inference.map_search.log_joint import ScaledPrior, log_likelihood
 
 from bnn.runtime.progress import progress_bar
 
-EPOCHS, LR = 200, 0.01
-"""The minibatch MAP's defaults (on :data:`~bnn.inference.core.full_batch_work.BATCH_SIZE` rows a step): epochs and
-Adam's peak rate, chosen on the built-in data so that the fit's own check passes there
-(benchmarks/results/training_cost.md runs them)."""
+EPOCHS, MOST_STEPS, LR = 200, 32_000, 0.01
+"""The minibatch MAP's defaults (on :data:`~bnn.inference.core.full_batch_work.BATCH_SIZE` rows a step): its most
+epochs, its most steps (:func:`minibatch_epochs`) and Adam's peak rate, chosen on the built-in data so that the fit's own
+check passes there and its test log-likelihood is at least a plain training's (benchmarks/results/training_cost.md runs
+them)."""
 MINIBATCH_POLISH = "none: minibatch Adam"
 """How a MAP fit's record (``map_polish``) begins where it ran on minibatches, with no polish."""
 FULL_BATCH_GRADIENTS = 2000
@@ -77,10 +85,17 @@ class MinibatchFit:
     flat: bool
 
 
+def minibatch_epochs(rows: int, batch_size: int) -> int:
+    r"""The default epochs on ``rows`` rows in batches of ``batch_size``:
+    :math:`\min(\text{EPOCHS}, \lceil \text{MOST\_STEPS} / M \rceil)` (module notes)."""
+    return min(EPOCHS, math.ceil(MOST_STEPS / steps_per_epoch(rows, batch_size)))
+
+
 def minibatch_map(model, x: torch.Tensor, y: torch.Tensor, prior: ScaledPrior, theta: torch.Tensor, latents: dict,
-                  log_noise: dict, *, epochs: int, batch_size: int, lr: float, progress: bool) -> MinibatchFit:
-    """Adam on minibatches from ``theta`` for ``epochs`` epochs (module notes), the noise held at ``latents`` or fitted
-    as ``log_noise`` (updated in place); the global random state draws the batches.
+                  log_noise: dict, *, epochs: int | None, batch_size: int, lr: float, progress: bool) -> MinibatchFit:
+    """Adam on minibatches from ``theta`` for ``epochs`` epochs (``None``: :func:`minibatch_epochs`; module notes),
+    the noise held at ``latents`` or fitted as ``log_noise`` (updated in place); the global random state draws the
+    batches.
 
     Raises
     ------
@@ -88,6 +103,7 @@ def minibatch_map(model, x: torch.Tensor, y: torch.Tensor, prior: ScaledPrior, t
         When the objective becomes non-finite, naming the step and what to lower.
     """
     rows, dtype = x.shape[0], x.dtype
+    epochs = minibatch_epochs(rows, batch_size) if epochs is None else epochs
     work = torch.float32
     x_work = x.to(work)
     y_work = y.to(work) if y.is_floating_point() else y

@@ -10,7 +10,9 @@ import pytest
 import torch
 from bnn.inference import fit
 from bnn.inference.core.full_batch_work import BATCH_SIZE, FULL_BATCH_WORK, full_batch_work
+from bnn.inference.map_search import minibatch_map
 from bnn.inference.map_search.map_estimate import find_map, map_batch_rows
+from bnn.inference.map_search.minibatch_map import EPOCHS, MOST_STEPS, minibatch_epochs
 from bnn.models import BayesianMLP
 
 from bnn.runtime.seeding import seeded
@@ -97,6 +99,28 @@ def test_the_map_method_takes_the_minibatch_options_and_its_record_says_which_fi
     assert posterior.record.map_polish == "none: minibatch Adam, 200 epochs of 8 rows"
     full = fit(problem.model, (problem.x, problem.y), "map", seed=0, progress=False)
     assert full.record.map_polish == "levenberg-marquardt"
+
+
+def test_the_default_length_is_200_epochs_or_32000_steps_whichever_comes_first():
+    """Small data take :data:`EPOCHS` epochs (MNIST-1D's 4,000 rows: 32 steps an epoch), large data
+    :data:`MOST_STEPS` steps in whole epochs (UCI protein's 41,157 rows: 322 steps an epoch, 100 epochs)."""
+    assert (EPOCHS, MOST_STEPS) == (200, 32_000)
+    assert minibatch_epochs(4000, 128) == 200
+    assert minibatch_epochs(41157, 128) == 100
+    assert minibatch_epochs(40000, 128) == 103  # 313 steps an epoch: 32,239 steps
+    assert minibatch_epochs(10_000_000, 128) == 1
+
+
+def test_a_fit_without_map_epochs_takes_the_default_length(monkeypatch):
+    """``map_epochs=None`` (the default) reaches :func:`minibatch_epochs`: with the step cap lowered to 50, the
+    conjugate model's 40 rows in batches of 8 (5 steps an epoch) run 10 epochs."""
+    monkeypatch.setattr(minibatch_map, "MOST_STEPS", 50)
+    problem = conjugate_problem()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # 50 steps do not flatten; the length is what is checked
+        posterior = fit(problem.model, (problem.x, problem.y), "map", map_batch_size=8, map_batch_lr=0.05, seed=0,
+                        progress=False)
+    assert posterior.record.map_polish == "none: minibatch Adam, 10 epochs of 8 rows"
 
 
 def test_a_flagged_minibatch_map_s_record_names_the_minibatch_fit_and_its_options():
