@@ -50,9 +50,9 @@ from bnn.runtime.progress import progress_bar
 
 EPOCHS, MOST_STEPS, LR = 200, 32_000, 0.01
 """The minibatch MAP's defaults (on :data:`~bnn.inference.core.full_batch_work.BATCH_SIZE` rows a step): its most
-epochs, its most steps (:func:`minibatch_epochs`) and Adam's peak rate, chosen on the built-in data so that the fit's own
-check passes there and its test log-likelihood is at least a plain training's (benchmarks/results/training_cost.md runs
-them)."""
+epochs, its most steps (:func:`minibatch_epochs`) and Adam's peak rate, chosen on MNIST-1D, MNIST-1D-40k and UCI
+protein so that the MAP's own check passes and its test log-likelihood is at least a plain training's
+(benchmarks/results/training_cost.md runs them, and says where the starts of an ensemble's members fall short)."""
 MINIBATCH_POLISH = "none: minibatch Adam"
 """How a MAP fit's record (``map_polish``) begins where it ran on minibatches, with no polish."""
 FULL_BATCH_GRADIENTS = 2000
