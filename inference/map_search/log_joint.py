@@ -10,6 +10,7 @@ import pyro
 import torch
 from bnn.guides.flat_weights import join_sites, split_flat
 from bnn.inference.curvature.gauss_newton import elementwise_curvature
+from bnn.models.flat_gaussian_prior import FlatGaussianPrior
 from bnn.models.priors import GaussianPrior
 
 from bnn.runtime.seeding import seeded
@@ -61,17 +62,24 @@ def evidence_possible(model, start: int) -> bool:
 
 
 class ScaledPrior:
-    r""":math:`\alpha \log p(\theta)`, its curvature, and the Gaussian base precision :math:`P` of the evidence."""
+    r""":math:`\alpha \log p(\theta)`, its curvature, and the Gaussian base precision :math:`P` of the evidence.
 
-    def __init__(self, model, weight: float, distributions: dict | None = None) -> None:
+    The log density is the closed form of :class:`~bnn.models.flat_gaussian_prior.FlatGaussianPrior` where the prior
+    is Gaussian (the same value at a fraction of the cost), else the sites' torch distributions."""
+
+    def __init__(self, model, weight: float, distributions: dict | None = None,
+                 gaussian: FlatGaussianPrior | None = None) -> None:
         self.model, self.weight = model, weight
         self.distributions = distributions or prior_distributions(model)
+        self.gaussian = gaussian or FlatGaussianPrior.of(model)
 
     def reweighted(self, weight: float) -> ScaledPrior:
         """The same prior with :math:`\alpha` = ``weight``."""
-        return ScaledPrior(self.model, weight, self.distributions)
+        return ScaledPrior(self.model, weight, self.distributions, self.gaussian)
 
     def log_prob(self, theta: torch.Tensor) -> torch.Tensor:
+        if self.gaussian is not None:
+            return self.weight * self.gaussian.log_prob(theta)
         return self.weight * log_prior(self.model, theta, self.distributions)
 
     def curvature(self, theta: torch.Tensor, start: int) -> torch.Tensor:
@@ -85,14 +93,14 @@ def log_joint_gradient(model, x: torch.Tensor, y: torch.Tensor) -> Callable[[], 
     r"""One value-and-gradient of :math:`\log p(y \mid x, \theta) + \log p(\theta)` by autograd at a prior draw of
     the flat weights, as the MAP, Laplace and the stochastic-gradient methods take them."""
     with seeded(0):
-        distributions = prior_distributions(model)
-        theta = join_sites(model.sites, {name: d.sample() for name, d in distributions.items()}).to(x.dtype)
+        prior = ScaledPrior(model, 1.0)
+        theta = join_sites(model.sites, {name: d.sample() for name, d in prior.distributions.items()}).to(x.dtype)
     latents = {name: torch.ones(()) for name in model.likelihood.latent_priors()}
 
     def call() -> None:
         point = theta.clone().requires_grad_(True)
         with pyro.validation_enabled(False), torch.enable_grad():
-            total = log_likelihood(model, x, y, point, latents) + log_prior(model, point, distributions)
+            total = log_likelihood(model, x, y, point, latents) + prior.log_prob(point)
             torch.autograd.grad(total, point)
 
     return call

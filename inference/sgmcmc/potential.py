@@ -12,7 +12,8 @@ points the log joint is estimated without bias by
                      + \frac{N}{T|B|}\sum_{i \in B} \log p\big(y_i \mid f(x_i; W), \theta\big),
 
 with :math:`p_s` the model's own prior of each site (``model.prior[s].distribution(site)``, any registered
-prior), the likelihood ``model.likelihood`` and its temperature :math:`T` (1 by default,
+prior; a Gaussian one in closed form, :class:`~bnn.models.flat_gaussian_prior.FlatGaussianPrior`), the likelihood
+``model.likelihood`` and its temperature :math:`T` (1 by default,
 :mod:`bnn.inference.core.temperature`); with :math:`B` all the data it is the exact log joint of
 NUTS's potential. The chains are a leading dimension ``(C, D)``: priors and likelihood are evaluated for all
 chains in one call and autograd gives every chain's gradient at once (the chains do not interact). Each chain
@@ -26,6 +27,7 @@ from __future__ import annotations
 import torch
 from bnn.inference.core.temperature import UNTEMPERED
 from bnn.inference.map_search.log_joint import prior_distributions
+from bnn.models.flat_gaussian_prior import FlatGaussianPrior
 from torch.distributions import biject_to
 
 
@@ -60,6 +62,9 @@ class MinibatchLogJoint:
         self.sizes = [shape.numel() for shape in self.shapes.values()]
         self.dim = sum(self.sizes)
         self.weight_priors = prior_distributions(model)
+        self.gaussian_prior = FlatGaussianPrior.of(model)
+        first = list(self.shapes).index(model.sites[0].name)
+        self.weight_span = slice(sum(self.sizes[:first]), sum(self.sizes[:first]) + sum(s.numel for s in model.sites))
         self.latent_priors = model.likelihood.latent_priors()
         self.to_support = {name: biject_to(prior.support) for name, prior in self.latent_priors.items()}
         for name, transform in self.to_support.items():
@@ -131,8 +136,9 @@ class MinibatchLogJoint:
         r""":math:`\log\hat\pi` of each chain, ``(C,)``, on its minibatch ``batches[c]``; for ``None`` the exact log joint
         on all the data, whatever the batch size."""
         values = self.split(z)
-        total = sum(prior.log_prob(values[name]).reshape(z.shape[0], -1).sum(-1)  # (C,), a 0-dim site's too
-                    for name, prior in self.weight_priors.items())
+        total = (self.gaussian_prior.log_prob(z[:, self.weight_span]) if self.gaussian_prior is not None
+                 else sum(prior.log_prob(values[name]).reshape(z.shape[0], -1).sum(-1)  # (C,), a 0-dim site's too
+                          for name, prior in self.weight_priors.items()))
         for name, transform in self.to_support.items():
             unconstrained, value = values[name], transform(values[name])
             jacobian = transform.log_abs_det_jacobian(unconstrained, value)
