@@ -282,6 +282,7 @@ def run_laplace(model, x: torch.Tensor, y: torch.Tensor, options: LaplaceOptions
         map_lbfgs_iterations=estimate.lbfgs_iterations, map_grad_norm=estimate.grad_norm,
         map_converged=estimate.converged, map_at_kink=estimate.at_kink, map_stalled=estimate.stalled,
         map_last_rise=estimate.last_rise,
+        map_noise_ratio=estimate.noise_ratio,
         map_newton_decrement=estimate.newton_decrement, map_polish=estimate.polish,
         log_marginal_likelihood=evidence, prior_precision=_gaussian_precisions(model, start, multiplier),
         prior_precision_multiplier=multiplier, tune_prior_precision=tune_prior_precision,

@@ -26,11 +26,11 @@ COLLAPSE_FIX = "use a Gaussian prior (the noise is then chosen by the Laplace ev
 
 def members_not_converged(what: str, stalled: list[int], minibatch: bool, tolerance: float) -> str:
     """Why the MAP fits of members ``stalled`` are not converged and what to do (``what`` comes before "members": "the
-    MAP fits of", "the MAP starts of"): on minibatches, an objective that had not flattened; in full batch, the
+    MAP fits of", "the MAP starts of"): on minibatches, a fit that had not settled; in full batch, the
     polish's tolerance."""
     if minibatch:
-        return (f"{what} members {stalled} did not converge: fitted on minibatches, they stopped before their "
-                f"objective flattened; {MINIBATCH_FIX}")
+        return (f"{what} members {stalled} did not converge: fitted on minibatches, they stopped before they settled "
+                f"(an objective still rising, or a full gradient beyond their batches' noise); {MINIBATCH_FIX}")
     return f"{what} members {stalled} did not converge ({NOT_CONVERGED.format(tolerance)}): {RAISE_BUDGET}"
 
 

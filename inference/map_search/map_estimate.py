@@ -56,6 +56,7 @@ from bnn.inference.core.objective_trend import FLAT_SHARE
 from bnn.inference.curvature.evidence_search import MAX_STEPS
 from bnn.inference.curvature.gauss_newton import uses_gauss_newton
 from bnn.inference.map_search.advice import COLLAPSE_FIX, MINIBATCH_FIX, NO_MAXIMUM_FIX, map_advice
+from bnn.inference.map_search.gradient_noise import NOISE_RATIO, full_gradient
 from bnn.inference.map_search.hyperparameter_search import EvidenceSearch, HyperparameterChoice
 from bnn.inference.map_search.log_joint import ScaledPrior, evidence_possible, log_likelihood, log_prior, most_likely_noise
 from bnn.inference.map_search.minibatch_map import (
@@ -76,8 +77,6 @@ MAP_STEPS, MAP_LR, MAP_TOLERANCE = 1000, 0.01, 0.1
 """The defaults of every MAP fit: Adam's steps and rate, and the largest Newton decrement accepted (posterior standard
 deviations); the polish's iterations at most are the polish's own
 (:func:`~bnn.inference.map_search.polish.polish_budget`) unless the fit sets them."""
-LOG_JOINT_CHUNK = 4096
-"""Rows a minibatch fit's final log joint is evaluated on at a time (its memory grows with these, not all rows)."""
 WORKING_DTYPE = torch.float64
 """The dtype every MAP fit works in, whatever the default: in float32 the polish stalls above the tolerance."""
 
@@ -138,6 +137,9 @@ class MapEstimate:
     minibatch : bool
         Whether the MAP was fitted on minibatches (:mod:`bnn.inference.map_search.minibatch_map`: no polish, no
         Newton decrement, the multiplier held).
+    noise_ratio : float, optional
+        A minibatch fit's full gradient against one batch's gradient noise at its end
+        (:mod:`bnn.inference.map_search.gradient_noise`; ``None`` for a full-batch fit).
     """
 
     theta: torch.Tensor
@@ -156,6 +158,7 @@ class MapEstimate:
     stalled: bool = False
     last_rise: float | None = None
     minibatch: bool = False
+    noise_ratio: float | None = None
 
 
 def find_map(
@@ -343,32 +346,30 @@ def _estimate(fit: MapProblem, theta, prior: ScaledPrior, latents: dict, toleran
 
 def _minibatch_estimate(model, x, y, run: MinibatchFit, prior: ScaledPrior, latents: dict, judged_from: int,
                         rows: int) -> MapEstimate:
-    """The :class:`MapEstimate` of a minibatch fit: the log joint and its gradient over all rows (in chunks of
-    :data:`LOG_JOINT_CHUNK`), no Newton decrement (no curvature is formed), converged where the objective stopped
-    rising; a ``RuntimeWarning`` where it did not."""
-    theta = run.theta.clone().requires_grad_(True)
-    likelihood_term, prior_term = 0.0, prior.log_prob(theta)
-    with torch.enable_grad():
-        (gradient,) = torch.autograd.grad(prior_term, theta)
-        for index in torch.arange(x.shape[0]).split(LOG_JOINT_CHUNK):
-            term = log_likelihood(model, x[index], y[index], theta, latents)
-            (part,) = torch.autograd.grad(term, theta)
-            gradient, likelihood_term = gradient + part, likelihood_term + term.item()
-    gradient = gradient[judged_from:]
-    if not torch.isfinite(gradient).all():
+    """The :class:`MapEstimate` of a minibatch fit: the log joint and its gradient over all rows, in one epoch of
+    batches of ``rows`` (:func:`~bnn.inference.map_search.gradient_noise.full_gradient`), no Newton decrement (no
+    curvature is formed), converged where the objective had flattened and the full gradient is within the batches'
+    noise (:mod:`bnn.inference.map_search.minibatch_map`); a ``RuntimeWarning`` where not."""
+    end = full_gradient(model, x, y, run.theta, latents, prior, rows, judged_from)
+    if not torch.isfinite(end.gradient).all():
         raise FloatingPointError("the MAP fit ended at non-finite values; lower map_batch_lr or raise map_epochs")
     polish = f"{MINIBATCH_POLISH}, {run.epochs} epochs of {rows} rows"
-    if not run.flat:
+    settled = end.noise_ratio <= NOISE_RATIO
+    if not (run.flat and settled):
         trend = run.trend
-        said = ("too few steps to judge whether its objective flattened" if trend is None else
-                f"its objective rose by {trend.gain:.3g} per example over its last {trend.later_steps} steps (the last "
-                f"tenth of its learning rate), more than {FLAT_SHARE:.0%} of its rise over the run")
-        warnings.warn(f"the MAP fit on minibatches stopped before its objective flattened: {said}; the MAP estimate "
+        said = [] if run.flat else [
+            "too few steps to judge whether its objective flattened" if trend is None else
+            f"its objective rose by {trend.gain:.3g} per example over its last {trend.later_steps} steps (the last "
+            f"tenth of its learning rate), more than {FLAT_SHARE:.0%} of its rise over the run"]
+        said += [] if settled else [f"its full gradient is {end.noise_ratio:.2g} of one batch's gradient noise, more than "
+                                    f"{NOISE_RATIO:g} (far from a mode)"]
+        warnings.warn(f"the MAP fit on minibatches stopped before it settled: {'; '.join(said)}; the MAP estimate "
                       f"(the Laplace approximation's centre, or a guide's start) is short of the mode; {MINIBATCH_FIX}",
                       RuntimeWarning, stacklevel=user_stacklevel())
-    log_prior_value = log_prior(model, theta.detach(), prior.distributions).item()
-    return MapEstimate(run.theta, latents, likelihood_term, log_prior_value, gradient.norm().item(), math.nan,
-                       polish, 0, run.flat, prior.weight, stalled=not run.flat, minibatch=True)
+    log_prior_value = log_prior(model, run.theta, prior.distributions).item()
+    return MapEstimate(run.theta, latents, end.log_likelihood, log_prior_value, end.gradient.norm().item(), math.nan,
+                       polish, 0, run.flat and settled, prior.weight, stalled=not (run.flat and settled), minibatch=True,
+                       noise_ratio=end.noise_ratio)
 
 
 def _rising(last_rise: float | None) -> str:

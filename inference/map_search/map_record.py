@@ -38,6 +38,9 @@ class MapFitRecord(FitRecord):
         Whether its polish stalled before its iteration limit (see :attr:`MapEstimate.stalled`).
     map_last_rise : float, optional
         The rise of the log joint over the last L-BFGS window of the polish (see :attr:`MapEstimate.last_rise`).
+    map_noise_ratio : float, optional
+        A minibatch fit's full gradient against one batch's gradient noise at its end (see
+        :attr:`MapEstimate.noise_ratio`).
     """
 
     options: MapFitOptions
@@ -50,6 +53,7 @@ class MapFitRecord(FitRecord):
     map_at_kink: bool = False
     map_stalled: bool = False
     map_last_rise: float | None = None
+    map_noise_ratio: float | None = None
 
     @property
     def converged(self) -> bool:
@@ -61,8 +65,9 @@ class MapFitRecord(FitRecord):
             return []
         if self.map_polish is not None and self.map_polish.startswith(MINIBATCH_POLISH):
             how = self.map_polish.removeprefix("none: ")
-            return [f"the MAP did not converge: fitted on minibatches ({how}), it stopped before its objective "
-                    f"flattened (gradient norm {self.map_grad_norm:.3g} over all rows); {MINIBATCH_FIX}"]
+            return [f"the MAP did not converge: fitted on minibatches ({how}), it stopped before it settled (gradient "
+                    f"norm {self.map_grad_norm:.3g} over all rows, {self.map_noise_ratio:.2g} of one batch's gradient "
+                    f"noise); {MINIBATCH_FIX}"]
         off = "" if self.map_newton_decrement is None else f"{self.map_newton_decrement:.3g} posterior sd from the mode, "
         return [f"the MAP did not converge (gradient norm {self.map_grad_norm:.3g}, {off}after {self.options.map_steps} Adam "
                 f"steps and {self.map_lbfgs_iterations} {self.map_polish or 'polish'} iterations): "

@@ -56,6 +56,7 @@ def run_map(model, x: torch.Tensor, y: torch.Tensor, options: MapOptions) -> Pos
         map_grad_norm=estimate.grad_norm, map_converged=estimate.converged, map_at_kink=estimate.at_kink,
         map_stalled=estimate.stalled, map_newton_decrement=estimate.newton_decrement, map_polish=estimate.polish,
         map_last_rise=estimate.last_rise,
+        map_noise_ratio=estimate.noise_ratio,
         log_likelihood=estimate.log_likelihood, log_joint=estimate.log_likelihood + estimate.log_prior,
         noise=estimate.latents["sigma"].item() if "sigma" in estimate.latents else None,
     )

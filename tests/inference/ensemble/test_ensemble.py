@@ -278,5 +278,6 @@ def test_members_whose_minibatch_map_did_not_flatten_are_named_with_the_minibatc
         record = fit(conjugate.model, (conjugate.x, conjugate.y), "ensemble", num_members=2, member_method="sequential",
                      map_batch_size=8, map_epochs=2, map_batch_lr=0.05, seed=0, progress=False).record
     assert record.map_minibatch and record.problems() == [
-        "the MAP fits of members [0, 1] did not converge: fitted on minibatches, they stopped before their objective "
-        "flattened; raise map_epochs (--map-epochs) or map_batch_lr"]
+        "the MAP fits of members [0, 1] did not converge: fitted on minibatches, they stopped before they settled "
+        "(an objective still rising, or a full gradient beyond their batches' noise); raise map_epochs (--map-epochs) "
+        "or map_batch_lr"]

@@ -68,7 +68,7 @@ def test_a_run_too_slow_or_too_short_for_its_data_is_flagged(epochs, batch_lr):
     """A rate a five-hundredth of the one above, or a hundredth of its epochs: still far from the mode (over 10
     posterior standard deviations), and the fit says so and names the options to raise."""
     problem = conjugate_problem()
-    with seeded(0), pytest.warns(RuntimeWarning, match="stopped before its objective flattened.*raise map_epochs"):
+    with seeded(0), pytest.warns(RuntimeWarning, match="stopped before it settled.*raise map_epochs"):
         estimate = find_map(problem.model, problem.x, problem.y, **FIT, batch_size=8, epochs=epochs, batch_lr=batch_lr)
     assert not estimate.converged and estimate.stalled
     assert ((estimate.theta - problem.mean) / problem.cov.diagonal().sqrt()).abs().max() > 10
@@ -127,10 +127,11 @@ def test_a_flagged_minibatch_map_s_record_names_the_minibatch_fit_and_its_option
     """The record's problem of a minibatch MAP too short to flatten says how it was fitted and what to raise, not the
     polish's advice (it had none)."""
     problem = conjugate_problem()
-    with pytest.warns(RuntimeWarning, match="stopped before its objective flattened"):
+    with pytest.warns(RuntimeWarning, match="stopped before it settled"):
         record = fit(problem.model, (problem.x, problem.y), "map", map_batch_size=8, map_epochs=2, map_batch_lr=0.05,
                      seed=0, progress=False).record
     assert record.problems() == [
-        f"the MAP did not converge: fitted on minibatches (minibatch Adam, 2 epochs of 8 rows), it stopped before its "
-        f"objective flattened (gradient norm {record.map_grad_norm:.3g} over all rows); raise map_epochs "
+        f"the MAP did not converge: fitted on minibatches (minibatch Adam, 2 epochs of 8 rows), it stopped before it "
+        f"settled (gradient norm {record.map_grad_norm:.3g} over all rows, {record.map_noise_ratio:.2g} of one batch's "
+        "gradient noise); raise map_epochs "
         "(--map-epochs) or map_batch_lr"]

@@ -174,8 +174,9 @@ def test_a_start_whose_minibatch_map_did_not_flatten_is_named_with_the_minibatch
         record = fit(conjugate.model, (conjugate.x, conjugate.y), "swag", batch_size=8, map_batch_size=8, map_epochs=2,
                      map_batch_lr=0.05, swag_epochs=3, rank=2, num_samples=4, seed=0, progress=False).record
     assert record.map_minibatch and record.problems() == [
-        "the MAP starts of members [0] did not converge: fitted on minibatches, they stopped before their objective "
-        "flattened; raise map_epochs (--map-epochs) or map_batch_lr"]
+        "the MAP starts of members [0] did not converge: fitted on minibatches, they stopped before they settled "
+        "(an objective still rising, or a full gradient beyond their batches' noise); raise map_epochs (--map-epochs) "
+        "or map_batch_lr"]
 
 
 @pytest.mark.long

@@ -1,0 +1,146 @@
+"""The minibatch MAP's own check, measured on healthy and on broken fits of the built-in data it runs on.
+
+The check (:mod:`bnn.inference.map_search.minibatch_map`) asks two things of a run: that its last window of a tenth
+of its learning rate add at most a share of the run's rise
+(:attr:`~bnn.inference.core.objective_trend.ObjectiveTrend.flat`), and that its full gradient at the end be at most a
+fraction of one batch's gradient noise (:mod:`bnn.inference.map_search.gradient_noise`). This fits the MAP of each data set's network
+(``benchmarks.training_cost.build_network``) from the starts of an ensemble's members (``member_seeds(0, members)``)
+in four variants: at the defaults and at twice the default epochs (healthy), at a hundredth of the default rate and at
+a tenth of the default epochs (broken: too slow, too short). Each fit's row holds the share its last window added
+(``gain / rise``), its noise ratio, its verdict, its test scores and its time: each of the check's two lines should
+lie above every healthy fit's value, and every broken fit should cross at least one of them.
+
+Usage::
+
+    python -m benchmarks.map_check --dataset mnist1d --model cnn [--members 5] [--variants defaults,...]
+    python -m benchmarks.map_check --dataset protein-tertiary-structure --uci-dir UCI_DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import pandas as pd
+from bnn.datasets import load_dataset
+from bnn.inference import fit
+from bnn.inference.core.full_batch_work import BATCH_SIZE
+from bnn.inference.evaluation.metrics import evaluate
+from bnn.inference.map_search import map_estimate
+from bnn.inference.map_search.map_starts import member_seeds
+from bnn.inference.map_search.minibatch_map import LR, MinibatchFit, minibatch_epochs, minibatch_map
+
+from benchmarks.provenance import run_header, run_lines
+from benchmarks.training_cost import build_network
+from bnn.runtime.atomic import atomic_file
+from bnn.runtime.workers import fit_threads
+
+CSV = Path(__file__).parent / "results" / "map_check" / "results.csv"
+VARIANTS = {"defaults": (1.0, 1.0), "twice the epochs": (2.0, 1.0), "a hundredth of the rate": (1.0, 0.01),
+            "a tenth of the epochs": (0.1, 1.0)}
+"""Each variant's multiples of the default epochs and of the default rate."""
+HEALTHY = ("defaults", "twice the epochs")
+COLUMNS = ["dataset", "model", "variant", "seed", "epochs", "batch_lr", "share", "gain", "rise", "flat", "noise_ratio",
+           "converged", "seconds", "accuracy", "rmse", "test_ll", "command", "commit", "machine", "date"]
+
+
+def map_fit(model, dataset, seed: int, epochs: int, batch_lr: float) -> tuple[Any, MinibatchFit]:
+    """``fit(model, dataset, "map", ...)`` and the :class:`MinibatchFit` it ran."""
+    runs = []
+
+    def kept(*args, **kwargs):
+        runs.append(minibatch_map(*args, **kwargs))
+        return runs[-1]
+
+    with mock.patch.object(map_estimate, "minibatch_map", kept):
+        posterior = fit(model, dataset, "map", seed=seed, progress=False, map_epochs=epochs, map_batch_lr=batch_lr)
+    if len(runs) != 1:
+        raise RuntimeError(f"the MAP of {dataset.name} ran {len(runs)} minibatch fits, not one: is it fitted on "
+                           "minibatches at all (large data or network)?")
+    return posterior, runs[0]
+
+
+def check_row(dataset, architecture: str, variant: str, seed: int, epochs: int, batch_lr: float, posterior,
+              run: MinibatchFit, seconds: float, header: dict[str, str]) -> dict[str, Any]:
+    """One fit's row (module notes)."""
+    metrics, trend = evaluate(posterior, dataset), run.trend
+    gain, rise = (math.nan, math.nan) if trend is None else (trend.gain, trend.rise)
+    return {"dataset": dataset.name, "model": architecture, "variant": variant, "seed": seed, "epochs": epochs,
+            "batch_lr": batch_lr, "share": gain / rise, "gain": gain, "rise": rise, "flat": run.flat,
+            "noise_ratio": posterior.record.map_noise_ratio, "converged": posterior.record.converged, "seconds": seconds,
+            "accuracy": metrics.get("test_accuracy", math.nan),
+            "rmse": metrics.get("test_rmse", math.nan), "test_ll": metrics["test_ll"], **header}
+
+
+def tables_from_csv(path: Path) -> str:
+    """``map_check.md``'s tables: per data set and variant, the shares of its fits (by seed), their verdicts and
+    test log-likelihoods; then the run lines."""
+    frame = pd.read_csv(path, dtype={"command": str, "commit": str, "machine": str, "date": str})
+    blocks = []
+    for (dataset, model), group in frame.groupby(["dataset", "model"], sort=False):
+        lines = [f"{dataset}, {model}", "", "| variant | epochs | rate | shares (%) | noise ratios | converged | test LL "
+                 "| seconds |", "|---|---|---|---|---|---|---|---|"]
+        for variant, rows in group.groupby("variant", sort=False):
+            shares = ", ".join(f"{100 * share:.2f}" for share in rows["share"])
+            ratios = ", ".join(f"{value:.3f}" for value in rows["noise_ratio"])
+            lls = ", ".join(f"{value:.3f}" for value in rows["test_ll"])
+            lines.append(f"| {variant} | {rows['epochs'].iloc[0]} | {rows['batch_lr'].iloc[0]:g} | {shares} | {ratios} "
+                         f"| {int(rows['converged'].sum())} of {len(rows)} | {lls} | {rows['seconds'].median():.1f} |")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks) + "\n\nRuns:\n\n" + "\n".join(run_lines(frame.to_dict("records"))) + "\n"
+
+
+def main(argv: list[str] | None = None) -> pd.DataFrame:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.map_check", description=__doc__.split("\n")[0])
+    parser.add_argument("--dataset", required=True)
+    parser.add_argument("--model", default="mlp", help="an architecture with command-line flags (mlp, cnn)")
+    parser.add_argument("--uci-dir", type=Path, help="read --dataset from the UCI benchmark (split 0)")
+    parser.add_argument("--members", type=int, default=5, help="the starts: an ensemble's first members")
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--csv", type=Path, default=CSV, help="the CSV the rows are merged into")
+    args = parser.parse_args(argv)
+    variants = [name for name in args.variants.split(",") if name]
+    for name in variants:
+        if name not in VARIANTS:
+            parser.error(f"unknown variant {name!r}: choose from {', '.join(VARIANTS)}")
+    dataset = load_dataset(args.dataset, uci_dir=args.uci_dir)
+    architecture = "mlp" if args.uci_dir is not None else args.model
+    model = build_network(dataset, architecture, args.uci_dir)
+    header = run_header("benchmarks.map_check", argv)
+    default_epochs = minibatch_epochs(dataset.x_train.shape[0], BATCH_SIZE)
+    args.csv.parent.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for variant in variants:
+        epoch_share, rate_share = VARIANTS[variant]
+        epochs, batch_lr = max(1, round(epoch_share * default_epochs)), rate_share * LR
+        for seed in member_seeds(0, args.members):
+            began = time.perf_counter()
+            with fit_threads():
+                posterior, run = map_fit(model, dataset, seed, epochs, batch_lr)
+            rows.append(check_row(dataset, architecture, variant, seed, epochs, batch_lr, posterior, run,
+                                  time.perf_counter() - began, header))
+            print(f"map_check variant={variant!r} seed={seed} share={rows[-1]['share']:.4f} flat={run.flat} "
+                  f"test_ll={rows[-1]['test_ll']:.4f} seconds={rows[-1]['seconds']:.1f}", flush=True)
+            table = _merged(rows, args.csv)
+            with atomic_file(args.csv) as handle:
+                table.to_csv(handle, index=False)
+    return table
+
+
+def _merged(rows: list[dict[str, Any]], path: Path) -> pd.DataFrame:
+    """The CSV at ``path`` with ``rows`` in place of its rows of the same data set, model, variant and seed."""
+    new = pd.DataFrame(rows, columns=COLUMNS)
+    if not path.is_file():
+        return new
+    old = pd.read_csv(path, dtype={"command": str, "commit": str, "machine": str, "date": str})
+    keys = set(zip(new["dataset"], new["model"], new["variant"], new["seed"]))
+    kept = old[[key not in keys for key in zip(old["dataset"], old["model"], old["variant"], old["seed"])]]
+    return pd.concat([kept, new], ignore_index=True)
+
+
+if __name__ == "__main__":
+    main()
