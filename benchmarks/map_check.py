@@ -3,12 +3,13 @@
 The check (:mod:`bnn.inference.map_search.minibatch_map`) asks two things of a run: that its last window of a tenth
 of its learning rate add at most a share of the run's rise
 (:attr:`~bnn.inference.core.objective_trend.ObjectiveTrend.flat`), and that its full gradient at the end be at most a
-fraction of one batch's gradient noise (:mod:`bnn.inference.map_search.gradient_noise`). This fits the MAP of each data set's network
-(``benchmarks.training_cost.build_network``) from the starts of an ensemble's members (``member_seeds(0, members)``)
-in four variants: at the defaults and at twice the default epochs (healthy), at a hundredth of the default rate and at
-a tenth of the default epochs (broken: too slow, too short). Each fit's row holds the share its last window added
-(``gain / rise``), its noise ratio, its verdict, its test scores and its time: each of the check's two lines should
-lie above every healthy fit's value, and every broken fit should cross at least one of them.
+fraction of one batch's gradient noise (:mod:`bnn.inference.map_search.gradient_noise`). This fits the MAP of each
+data set's network (``benchmarks.training_cost.build_network``) from the starts of an ensemble's members
+(``member_seeds(0, members)``) in four variants: at the defaults and at twice the default epochs (healthy), at a
+hundredth of the default rate and at a tenth of the default epochs (broken: too slow, too short). Each fit's row holds
+the share its last window added (``gain / rise``), its noise ratio, its verdict, its test scores and its time (kept in
+the CSV, not tabled: the fits are not a timing run); each of
+the check's two lines should lie above every healthy fit's value, and every broken fit should cross at least one.
 
 Usage::
 
@@ -29,8 +30,10 @@ import pandas as pd
 from bnn.datasets import load_dataset
 from bnn.inference import fit
 from bnn.inference.core.full_batch_work import BATCH_SIZE
+from bnn.inference.core.objective_trend import FLAT_SHARE
 from bnn.inference.evaluation.metrics import evaluate
 from bnn.inference.map_search import map_estimate
+from bnn.inference.map_search.gradient_noise import NOISE_RATIO
 from bnn.inference.map_search.map_starts import member_seeds
 from bnn.inference.map_search.minibatch_map import LR, MinibatchFit, minibatch_epochs, minibatch_map
 
@@ -76,20 +79,26 @@ def check_row(dataset, architecture: str, variant: str, seed: int, epochs: int, 
             "rmse": metrics.get("test_rmse", math.nan), "test_ll": metrics["test_ll"], **header}
 
 
+def passes(rows: pd.DataFrame) -> pd.Series:
+    """Whether each fit passes the check at the lines it has now (:data:`FLAT_SHARE`, :data:`NOISE_RATIO`; the CSV's
+    ``converged`` is the verdict at the run's)."""
+    return (rows["share"] <= FLAT_SHARE) & (rows["noise_ratio"] <= NOISE_RATIO)
+
+
 def tables_from_csv(path: Path) -> str:
-    """``map_check.md``'s tables: per data set and variant, the shares of its fits (by seed), their verdicts and
-    test log-likelihoods; then the run lines."""
+    """``map_check.md``'s tables: per data set and variant, the shares and noise ratios of its fits (by seed), how
+    many pass the check (:func:`passes`) and their test log-likelihoods; then the run lines."""
     frame = pd.read_csv(path, dtype={"command": str, "commit": str, "machine": str, "date": str})
     blocks = []
     for (dataset, model), group in frame.groupby(["dataset", "model"], sort=False):
-        lines = [f"{dataset}, {model}", "", "| variant | epochs | rate | shares (%) | noise ratios | converged | test LL "
-                 "| seconds |", "|---|---|---|---|---|---|---|---|"]
+        lines = [f"{dataset}, {model}", "", "| variant | epochs | rate | shares (%) | noise ratios | pass | test LL |",
+                 "|---|---|---|---|---|---|---|"]
         for variant, rows in group.groupby("variant", sort=False):
             shares = ", ".join(f"{100 * share:.2f}" for share in rows["share"])
             ratios = ", ".join(f"{value:.3f}" for value in rows["noise_ratio"])
             lls = ", ".join(f"{value:.3f}" for value in rows["test_ll"])
             lines.append(f"| {variant} | {rows['epochs'].iloc[0]} | {rows['batch_lr'].iloc[0]:g} | {shares} | {ratios} "
-                         f"| {int(rows['converged'].sum())} of {len(rows)} | {lls} | {rows['seconds'].median():.1f} |")
+                         f"| {int(passes(rows).sum())} of {len(rows)} | {lls} |")
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks) + "\n\nRuns:\n\n" + "\n".join(run_lines(frame.to_dict("records"))) + "\n"
 

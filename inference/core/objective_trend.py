@@ -56,8 +56,10 @@ MIN_WINDOW = 50
 """The fewest steps a window may hold."""
 RISE_Z = 3.0
 """How many standard errors the gain must exceed."""
-FLAT_SHARE = 0.02
-"""The largest share of the run's rise the later window may add for the run to count as flat."""
+FLAT_SHARE = 0.03
+"""The largest share of the run's rise the later window may add for the run to count as flat: between the largest of
+the minibatch MAP's healthy fits and the smallest of its broken fits that its gradient's ratio to the noise does not
+flag, near their geometric mean (``benchmarks/results/map_check.md``)."""
 START_STEPS = 10
 """The first steps whose mean objective is the run's start, for :attr:`ObjectiveTrend.flat`."""
 

@@ -26,7 +26,9 @@ import torch
 from bnn.inference.map_search.log_joint import ScaledPrior, log_likelihood
 
 NOISE_RATIO = 0.07
-r"""The largest :math:`\rho` of a settled fit (:mod:`bnn.inference.map_search.minibatch_map`'s check)."""
+r"""The largest :math:`\rho` of a settled fit (:mod:`bnn.inference.map_search.minibatch_map`'s check): between the
+largest of healthy fits and the smallest of broken fits that the objective's share does not flag, near their
+geometric mean (``benchmarks/results/map_check.md``)."""
 PERMUTATION_SEED = 0
 """The seed of the batches' permutation (fixed: the same end point gives the same ratio)."""
 
