@@ -33,7 +33,7 @@ keeps creeping up for many epochs, by more than a minibatch's own noise), so the
 nearly all the progress its run can make and have come to rest where its steps can no longer tell the way up. Each
 half catches what the other misses (``benchmarks/results/map_check.md``, five starts each): on MNIST-1D's CNN a run at a
 hundredth of the rate rises as concavely as a healthy one (its share within the healthy range) but ends with a
-gradient three to four times a healthy run's against its noise; on UCI protein such a run ends with a healthy
+gradient 0.13-0.15 of its noise, against at most 0.037 for healthy runs; on UCI protein such a run ends with a healthy
 gradient ratio while its objective still climbs. A run too short to judge (fewer than two windows) is not converged,
 and the estimate says so (:attr:`~bnn.inference.map_search.map_estimate.MapEstimate.converged`).
 """
@@ -56,7 +56,7 @@ EPOCHS, MOST_STEPS, LR = 200, 32_000, 0.01
 """The minibatch MAP's defaults (on :data:`~bnn.inference.core.full_batch_work.BATCH_SIZE` rows a step): its most
 epochs, its most steps (:func:`minibatch_epochs`) and Adam's peak rate, chosen on MNIST-1D, MNIST-1D-40k and UCI
 protein so that the MAP's own check passes and its test log-likelihood is at least a plain training's
-(benchmarks/results/training_cost.md runs them, and says where the starts of an ensemble's members fall short)."""
+(benchmarks/results/training_cost.md runs them; benchmarks/results/map_check.md checks the check on five starts)."""
 MINIBATCH_POLISH = "none: minibatch Adam"
 """How a MAP fit's record (``map_polish``) begins where it ran on minibatches, with no polish."""
 FULL_BATCH_GRADIENTS = 2000
