@@ -40,7 +40,7 @@ from bnn.inference.evaluation.metrics import evaluate
 from bnn.models import BayesianNetwork, from_module
 from torch import nn
 
-from benchmarks.provenance import run_header, run_lines
+from benchmarks.provenance import merged_rows, run_header, run_lines
 from benchmarks.training_cost import build_network, check
 from bnn.experiments.comparison.reference import saved_reference
 from bnn.experiments.uci.protocol import LEARNED_NOISE, uci_model
@@ -190,13 +190,7 @@ def fit_row(case: str, name: str, posterior: Posterior, seconds: float, dataset:
 
 def merged(rows: list[dict[str, Any]], path: Path) -> pd.DataFrame:
     """The CSV at ``path`` with ``rows`` in place of its rows of the same case and fit."""
-    new = pd.DataFrame(rows, columns=COLUMNS)
-    if not path.is_file():
-        return new
-    old = pd.read_csv(path)
-    keys = set(zip(new["case"], new["fit"]))
-    kept = old[[key not in keys for key in zip(old["case"], old["fit"])]]
-    return pd.concat([kept, new], ignore_index=True)
+    return merged_rows(rows, COLUMNS, path, ("case", "fit"))
 
 
 def _written(rows: list[dict[str, Any]], path: Path) -> None:

@@ -8,8 +8,8 @@ data set's network (``benchmarks.training_cost.build_network``) from the starts 
 (``member_seeds(0, members)``) in four variants: at the defaults and at twice the default epochs (healthy), at a
 hundredth of the default rate and at a tenth of the default epochs (broken: too slow, too short). Each fit's row holds
 the share its last window added (``gain / rise``), its noise ratio, its verdict, its test scores and its time (kept in
-the CSV, not tabled: the fits are not a timing run); each of
-the check's two lines should lie above every healthy fit's value, and every broken fit should cross at least one.
+the CSV, not tabled: the fits are not a timing run); each of the check's two lines should lie above every healthy
+fit's value, and every broken fit should cross at least one.
 
 Usage::
 
@@ -37,7 +37,7 @@ from bnn.inference.map_search.gradient_noise import NOISE_RATIO
 from bnn.inference.map_search.map_starts import member_seeds
 from bnn.inference.map_search.minibatch_map import LR, MinibatchFit, minibatch_epochs, minibatch_map
 
-from benchmarks.provenance import run_header, run_lines
+from benchmarks.provenance import merged_rows, run_header, run_lines
 from benchmarks.training_cost import build_network
 from bnn.runtime.atomic import atomic_file
 from bnn.runtime.workers import fit_threads
@@ -46,7 +46,6 @@ CSV = Path(__file__).parent / "results" / "map_check" / "results.csv"
 VARIANTS = {"defaults": (1.0, 1.0), "twice the epochs": (2.0, 1.0), "a hundredth of the rate": (1.0, 0.01),
             "a tenth of the epochs": (0.1, 1.0)}
 """Each variant's multiples of the default epochs and of the default rate."""
-HEALTHY = ("defaults", "twice the epochs")
 COLUMNS = ["dataset", "model", "variant", "seed", "epochs", "batch_lr", "share", "gain", "rise", "flat", "noise_ratio",
            "converged", "seconds", "accuracy", "rmse", "test_ll", "command", "commit", "machine", "date"]
 
@@ -134,21 +133,10 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
                                   time.perf_counter() - began, header))
             print(f"map_check variant={variant!r} seed={seed} share={rows[-1]['share']:.4f} flat={run.flat} "
                   f"test_ll={rows[-1]['test_ll']:.4f} seconds={rows[-1]['seconds']:.1f}", flush=True)
-            table = _merged(rows, args.csv)
+            table = merged_rows(rows, COLUMNS, args.csv, ("dataset", "model", "variant", "seed"))
             with atomic_file(args.csv) as handle:
                 table.to_csv(handle, index=False)
     return table
-
-
-def _merged(rows: list[dict[str, Any]], path: Path) -> pd.DataFrame:
-    """The CSV at ``path`` with ``rows`` in place of its rows of the same data set, model, variant and seed."""
-    new = pd.DataFrame(rows, columns=COLUMNS)
-    if not path.is_file():
-        return new
-    old = pd.read_csv(path, dtype={"command": str, "commit": str, "machine": str, "date": str})
-    keys = set(zip(new["dataset"], new["model"], new["variant"], new["seed"]))
-    kept = old[[key not in keys for key in zip(old["dataset"], old["model"], old["variant"], old["seed"])]]
-    return pd.concat([kept, new], ignore_index=True)
 
 
 if __name__ == "__main__":

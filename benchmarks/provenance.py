@@ -60,6 +60,19 @@ def run_lines(rows: Iterable[dict[str, str]]) -> list[str]:
     return list(dict.fromkeys(header_line(row) for row in rows))
 
 
+def merged_rows(rows: list[dict], columns: list[str], path: Path, keys: tuple[str, ...]) -> pd.DataFrame:
+    """The CSV at ``path`` with ``rows`` (their ``columns``) in place of its rows that agree with one of them on
+    ``keys``, the new rows last: a run of the same cells replaces them, the others are kept. The header columns are
+    read as text."""
+    new = pd.DataFrame(rows, columns=columns)
+    if not path.is_file():
+        return new
+    old = pd.read_csv(path, dtype={key: str for key in ("command", "commit", "machine", "date")})
+    replaced = set(zip(*(new[key] for key in keys)))
+    kept = old[[cell not in replaced for cell in zip(*(old[key] for key in keys))]]
+    return pd.concat([kept, new], ignore_index=True)
+
+
 def header_line(header: dict[str, str]) -> str:
     """One run's line in a results file: ``- run: `COMMAND` at COMMIT on MACHINE, DATE`` (``unknown`` where a field
     is missing)."""

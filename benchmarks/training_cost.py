@@ -42,7 +42,7 @@ from bnn.models import ARCHITECTURES, BayesianCNN, BayesianNetwork, from_module,
 from bnn.models.network import network_from_config
 from torch import nn
 
-from benchmarks.provenance import run_header, run_lines
+from benchmarks.provenance import merged_rows, run_header, run_lines
 from bnn.experiments.uci.grid import hidden_units
 from bnn.experiments.uci.protocol import uci_model
 from bnn.runtime.atomic import atomic_file
@@ -210,13 +210,7 @@ def cost_line(row: dict[str, Any]) -> str:
 
 def merged(rows: list[dict[str, Any]], path: Path) -> pd.DataFrame:
     """The CSV at ``path`` with ``rows`` in place of its rows of the same data set, model and method."""
-    new = pd.DataFrame(rows, columns=COLUMNS)
-    if not path.is_file():
-        return new
-    old = pd.read_csv(path)
-    keys = set(zip(new["dataset"], new["model"], new["method"]))
-    kept = old[[key not in keys for key in zip(old["dataset"], old["model"], old["method"])]]
-    return pd.concat([kept, new], ignore_index=True)
+    return merged_rows(rows, COLUMNS, path, ("dataset", "model", "method"))
 
 
 def tables_from_csv(path: Path) -> str:

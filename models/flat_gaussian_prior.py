@@ -44,10 +44,11 @@ class FlatGaussianPrior:
         forms = [model.prior[site.name].fast_form(site) for site in model.sites]
         if not forms or not all(isinstance(form, NormalForm) for form in forms):
             return None
-        return cls(torch.cat([torch.as_tensor(form.loc).expand(site.shape).reshape(-1)
-                              for form, site in zip(forms, model.sites)]),
-                   torch.cat([torch.as_tensor(form.scale).expand(site.shape).reshape(-1)
-                              for form, site in zip(forms, model.sites)]))
+        def flat(part: str) -> torch.Tensor:
+            return torch.cat([torch.as_tensor(getattr(form, part)).expand(site.shape).reshape(-1)
+                              for form, site in zip(forms, model.sites)])
+
+        return cls(flat("loc"), flat("scale"))
 
     def log_prob(self, theta: torch.Tensor) -> torch.Tensor:
         r""":math:`\log p(\theta)` of ``theta`` ``(*sample, D)``, shaped ``sample``, in ``theta``'s dtype and device."""

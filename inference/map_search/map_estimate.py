@@ -355,7 +355,8 @@ def _minibatch_estimate(model, x, y, run: MinibatchFit, prior: ScaledPrior, late
         raise FloatingPointError("the MAP fit ended at non-finite values; lower map_batch_lr or raise map_epochs")
     polish = f"{MINIBATCH_POLISH}, {run.epochs} epochs of {rows} rows"
     settled = end.noise_ratio <= NOISE_RATIO
-    if not (run.flat and settled):
+    converged = run.flat and settled
+    if not converged:
         trend = run.trend
         said = [] if run.flat else [
             "too few steps to judge whether its objective flattened" if trend is None else
@@ -368,7 +369,7 @@ def _minibatch_estimate(model, x, y, run: MinibatchFit, prior: ScaledPrior, late
                       RuntimeWarning, stacklevel=user_stacklevel())
     log_prior_value = log_prior(model, run.theta, prior.distributions).item()
     return MapEstimate(run.theta, latents, end.log_likelihood, log_prior_value, end.gradient.norm().item(), math.nan,
-                       polish, 0, run.flat and settled, prior.weight, stalled=not (run.flat and settled), minibatch=True,
+                       polish, 0, converged, prior.weight, stalled=not converged, minibatch=True,
                        noise_ratio=end.noise_ratio)
 
 

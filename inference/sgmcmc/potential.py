@@ -63,8 +63,8 @@ class MinibatchLogJoint:
         self.dim = sum(self.sizes)
         self.weight_priors = prior_distributions(model)
         self.gaussian_prior = FlatGaussianPrior.of(model)
-        first = list(self.shapes).index(model.sites[0].name)
-        self.weight_span = slice(sum(self.sizes[:first]), sum(self.sizes[:first]) + sum(s.numel for s in model.sites))
+        start = sum(self.sizes[:list(self.shapes).index(model.sites[0].name)])  # the entries before the weights
+        self.weight_span = slice(start, start + sum(site.numel for site in model.sites))
         self.latent_priors = model.likelihood.latent_priors()
         self.to_support = {name: biject_to(prior.support) for name, prior in self.latent_priors.items()}
         for name, transform in self.to_support.items():
