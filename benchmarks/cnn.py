@@ -2,8 +2,9 @@ r"""Every method on the Bayesian CNN beside the plain MLP, on the image-like dat
 
 Each method is fitted as ``bnn compare`` fits it (its compare defaults; further ``compare`` flags after ``--``) on the
 data set's training split, once with ``--model cnn`` and once with ``--model mlp``, and scored on its test split:
-accuracy, mean test log-likelihood, the seconds of the fit and the method's own check (``passed``, the problems it
-reported, or the refusal of a method that cannot fit the network). NUTS is estimated
+accuracy, mean test log-likelihood, the seconds of the fit and the method's own check
+(:func:`benchmarks.training_cost.check`: ``passed``, ``no check``, what failed, or the refusal of a method that cannot
+fit the network). NUTS is estimated
 first (:func:`~bnn.inference.evaluation.cost.estimate_cost`) and left out, with its estimate, where that exceeds
 ``--max-nuts-seconds``. One Markdown row per fit, printed as it finishes.
 
@@ -26,17 +27,12 @@ from bnn.inference.evaluation.cost import estimate_cost
 from bnn.inference.fit import prepare_data
 
 from benchmarks.provenance import read_rows
+from benchmarks.training_cost import check
 from bnn.cli.arguments import build_model, fit_options
 from bnn.cli.main import build_parser
 from bnn.experiments.comparison.run import method_specs, options_per_method
 
 COLUMNS = ("model", "method", "accuracy", "test_ll", "fit_s", "own check")
-
-
-def own_check(posterior) -> str:
-    """``passed``, or the problems the fit's record lists."""
-    problems = posterior.record.problems()
-    return "passed" if not problems else "; ".join(problems)
 
 
 def fit_row(model, dataset, method: str, options: dict, max_nuts_seconds: float) -> dict:
@@ -56,7 +52,7 @@ def fit_row(model, dataset, method: str, options: dict, max_nuts_seconds: float)
     seconds = time.perf_counter() - start
     metrics = evaluate(posterior, dataset)
     return {"accuracy": metrics["test_accuracy"], "test_ll": metrics["test_ll"], "fit_s": seconds,
-            "own check": own_check(posterior)}
+            "own check": check(posterior)}
 
 
 def cell(value) -> str:
