@@ -208,11 +208,6 @@ def cost_line(row: dict[str, Any]) -> str:
             f"test_ll={row['test_ll']:.4f} check={row['check']}")
 
 
-def merged(rows: list[dict[str, Any]], path: Path) -> pd.DataFrame:
-    """The CSV at ``path`` with ``rows`` in place of its rows of the same data set, model and method."""
-    return merged_rows(rows, COLUMNS, path, ("dataset", "model", "method"))
-
-
 def tables_from_csv(path: Path) -> str:
     """``training_cost.md``'s tables from the CSV alone: per data set and model, each fit's time, ratio to the plain
     training and target, test metrics and own check, and the run lines."""
@@ -274,9 +269,10 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
 
 def _written(rows: list[dict[str, Any]], path: Path) -> pd.DataFrame:
     """Print the last row's line and merge the run's rows so far into the CSV at ``path`` (replaced whole, so that a
-    run stopped halfway keeps the fits it finished)."""
+    run stopped halfway keeps the fits it finished; a rerun's rows replace those of the same data set, model and
+    method)."""
     print(cost_line(rows[-1]), flush=True)
-    table = merged(rows, path)
+    table = merged_rows(rows, COLUMNS, path, ("dataset", "model", "method"))
     with atomic_file(path) as handle:
         table.to_csv(handle, index=False)
     return table
