@@ -7,9 +7,12 @@ import pyro
 import pytest
 import torch
 from bnn.datasets import load_toy1d
+from bnn.inference.sgmcmc import curvature
 from bnn.inference.sgmcmc.curvature import stiffest_curvature
 from bnn.inference.sgmcmc.potential import MinibatchLogJoint
 from bnn.models import BayesianMLP
+
+from tests.support.conjugate import NOISE, PRIOR_SCALE
 
 pytestmark = pytest.mark.usefixtures("float64")
 
@@ -39,3 +42,21 @@ def test_on_a_tanh_network_each_chain_gets_the_largest_magnitude_eigenvalue_of_i
         # the default iterations: the Rayleigh quotient from below, close enough to set a step
         default = stiffest_curvature(log_joint, z)
         assert ((default <= exact * (1 + 1e-9)) & (default >= 0.95 * exact)).all(), (default, exact)
+
+
+def test_on_more_rows_than_it_takes_it_is_the_largest_eigenvalue_of_a_random_subsets_scaled_precision(conjugate,
+                                                                                                     monkeypatch):
+    monkeypatch.setattr(curvature, "CURVATURE_ROWS", 16)  # of the 40 rows
+    log_joint = MinibatchLogJoint(conjugate.model, conjugate.x, conjugate.y, batch_size=8)
+    z = torch.zeros(2, log_joint.dim)
+    torch.manual_seed(3)
+    estimate = stiffest_curvature(log_joint, z, iterations=500)
+    torch.manual_seed(3)
+    rows = curvature.curvature_batches(conjugate.x.shape[0], 2)
+    assert rows.shape == (2, 16) and torch.equal(rows[0], rows[1]) and rows[0].unique().numel() == 16
+    phi = torch.cat([conjugate.x, torch.ones(40, 1)], dim=1)[rows[0]]
+    precision = torch.eye(3) / PRIOR_SCALE**2 + (40 / 16) * phi.T @ phi / NOISE**2  # the likelihood scaled by N / |S|
+    exact = torch.linalg.eigvalsh(precision).max()
+    torch.testing.assert_close(estimate, exact.expand(2), rtol=1e-6, atol=0)
+    assert not torch.allclose(exact, torch.linalg.eigvalsh(torch.linalg.inv(conjugate.cov)).max(), rtol=1e-3)
+    assert curvature.curvature_batches(16, 2) is None  # up to CURVATURE_ROWS rows: all of them
