@@ -18,7 +18,8 @@ chosen on one data set overflows on a larger or less noisy one, whose curvature 
 the end of every epoch into the running moments of :mod:`bnn.inference.swag.moments`. The draws, ``num_samples`` from
 each member's Gaussian, are ``(num_members, num_samples, *site_shape)``: MultiSWAG's predictive is the equal mixture
 of its members'. The members run side by side as a leading dimension of one state (one autograd pass serves them all),
-in float64 as the MAP does.
+in the MAP's precision: float64 where the MAP was polished on the full batch, float32 where it ran on minibatches (as a
+plain training does), the moments kept in float64 either way.
 
 SWAG's Gaussian is not the posterior: the spread of SGD's iterates is set by the rate, the batch size and the
 gradient noise (Mandt et al. 2017), and with full batches SGD does not move from the MAP, so ``batch_size`` must be
@@ -68,6 +69,8 @@ def run_swag(model, x: torch.Tensor, y: torch.Tensor, options: SWAGOptions) -> P
     x_work, y_work = working_data(x, y)
     estimates = map_starts(model, x_work, y_work, options, options.seed, options.num_members, options.workers(),
                            options.progress)
+    if estimates[0].minibatch:
+        x_work, y_work = x_work.float(), (y_work.float() if y_work.is_floating_point() else y_work)
     with seeded(options.seed), pyro.validation_enabled(False):
         log_joint = MinibatchLogJoint(model, x_work, y_work, batch)
         z = log_joint.unconstrained(stacked_sites(model, estimates))
@@ -121,7 +124,7 @@ def _sgd(log_joint: MinibatchLogJoint, z: torch.Tensor, rates: torch.Tensor, cur
                 z = z + rate * gradient
                 if not torch.isfinite(z).all():
                     raise _overflowed(f"at epoch {epoch}, step {step}", rates, stable, options)
-            moments.collect(z)
+            moments.collect(z.double())
             if not moments.finite():
                 raise _overflowed(f"in the moments of the iterates collected by epoch {epoch}", rates, stable, options)
             bar.update(1)
