@@ -34,6 +34,7 @@ import torch
 from bnn.datasets import load_dataset
 from bnn.datasets.dataset import Dataset
 from bnn.inference import METHODS, Posterior, fit
+from bnn.inference.core.chain_record import ChainRecord
 from bnn.inference.core.device import computing_on, device_option, moved, resolved_device
 from bnn.inference.core.record import FitRecord
 from bnn.inference.evaluation.metrics import evaluate
@@ -184,11 +185,15 @@ def last_layer_network(model: BayesianNetwork, seed: int) -> BayesianNetwork:
 
 
 def check(posterior: Posterior) -> str:
-    """``passed``, ``no check`` for a method without one, or what failed."""
-    verdict = posterior.record.converged
-    if verdict is None:
+    """``passed``, ``no check`` for a method without one, or what failed: the record's problems and, for Markov
+    chains, their diagnostics' (whose verdict is not among the record's problems)."""
+    record = posterior.record
+    if record.converged is None:
         return "no check"
-    return "passed" if verdict else "; ".join(posterior.record.problems()) or "failed"
+    if record.converged:
+        return "passed"
+    chains = record.diagnostics.problems() if isinstance(record, ChainRecord) else []
+    return "; ".join([*record.problems(), *chains]) or "failed"
 
 
 def cost_row(dataset: Dataset, architecture: str, method: str, posterior: Posterior, seconds: float,

@@ -3,10 +3,15 @@ fit, and the tables made from the CSV."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pandas as pd
 import pytest
 import torch
 from bnn.datasets import load_dataset
+from bnn.inference.core.chain_record import ChainRecord
+from bnn.inference.core.record import FitRecord
+from bnn.inference.diagnostics.convergence import ChainDiagnostics
 from torch.func import functional_call
 
 from benchmarks import training_cost
@@ -118,3 +123,17 @@ def test_the_plain_training_returns_its_best_epochs_weights():
     weights = {name: value[0, 0] for name, value in posterior.samples.items()}
     loss = -model.likelihood.distribution(model.forward(x_val, weights), {}).log_prob(y_val).mean()
     assert loss.item() == pytest.approx(record.validation_loss, rel=1e-6)
+
+
+def test_the_check_says_what_failed_a_markov_chains_diagnostics_included():
+    def posterior(record):
+        return SimpleNamespace(record=record)
+
+    diagnostics = dict(r_hat_max=1.5, ess_bulk_min=50.0, ess_tail_min=50.0, divergences=0, ess_predictive_min=900.0,
+                       num_chains=2)
+    disagreeing = ChainDiagnostics(r_hat_predictive=1.2, converged=False, **diagnostics)
+    agreeing = ChainDiagnostics(r_hat_predictive=1.001, converged=True, **diagnostics)
+    said = training_cost.check(posterior(ChainRecord(seed=0, train_seconds=1.0, diagnostics=disagreeing)))
+    assert said == disagreeing.problems()[0] and "predictive R-hat" in said and "1.200 > 1.01" in said
+    assert training_cost.check(posterior(ChainRecord(seed=0, train_seconds=1.0, diagnostics=agreeing))) == "passed"
+    assert training_cost.check(posterior(FitRecord(seed=0, train_seconds=1.0))) == "no check"
