@@ -137,3 +137,31 @@ def test_the_check_says_what_failed_a_markov_chains_diagnostics_included():
     assert said == disagreeing.problems()[0] and "predictive R-hat" in said and "1.200 > 1.01" in said
     assert training_cost.check(posterior(ChainRecord(seed=0, train_seconds=1.0, diagnostics=agreeing))) == "passed"
     assert training_cost.check(posterior(FitRecord(seed=0, train_seconds=1.0))) == "no check"
+
+
+def test_a_fit_meets_its_target_only_with_its_time_its_check_its_test_ll_and_its_accuracy():
+    plain = {"method": "plain", "ratio": 1.0, "target": 1.0, "check": "passed", "test_ll": -0.30, "accuracy": 0.90}
+    met = {"method": "map", "ratio": 1.4, "target": 1.5, "check": "passed", "test_ll": -0.25, "accuracy": 0.895}
+    assert training_cost.target_missed(met, plain) == []  # half a point below the plain accuracy is within the target
+    assert training_cost.target_missed({**met, "ratio": 1.6}, plain) == ["time"]
+    assert training_cost.target_missed({**met, "check": "no check"}, plain) == ["check"]
+    missed = {**met, "check": "the chains disagree", "test_ll": -0.31, "accuracy": 0.88}
+    assert training_cost.target_missed(missed, plain) == ["check", "test LL", "accuracy"]
+    regression = {**met, "accuracy": float("nan")}
+    assert training_cost.target_missed(regression, {**plain, "accuracy": float("nan")}) == []
+
+
+def test_the_tables_met_column_names_what_a_fit_missed(tmp_path):
+    csv = tmp_path / "results.csv"
+    header = {"command": "c", "commit": "abc1234", "machine": "m", "date": "2026-12-07", "rmse": float("nan")}
+    rows = [{"dataset": "d", "model": "cnn", "method": "plain", "seconds": 10.0, "ratio": 1.0, "target": 1.0,
+             "accuracy": 0.9, "test_ll": -0.3, "check": "passed", **header},
+            {"dataset": "d", "model": "cnn", "method": "sgld", "seconds": 20.0, "ratio": 2.0, "target": 3.0,
+             "accuracy": 0.95, "test_ll": -0.2, "check": "the chains disagree", **header},
+            {"dataset": "d", "model": "cnn", "method": "map", "seconds": 12.0, "ratio": 1.2, "target": 1.5,
+             "accuracy": 0.95, "test_ll": -0.2, "check": "passed", **header}]
+    pd.DataFrame(rows, columns=training_cost.COLUMNS).to_csv(csv, index=False)
+    tables = training_cost.tables_from_csv(csv)
+    assert "| sgld | 20.0 | 2.00 | 3 | no: check | 0.9500 |" in tables
+    assert "| map | 12.0 | 1.20 | 1.5 | yes | 0.9500 |" in tables
+    assert "| plain | 10.0 | 1.00 | 1 |  | 0.9000 |" in tables
