@@ -20,6 +20,7 @@ from bnn.inference.core.prediction import Prediction, PredictiveType, log_predic
 from bnn.inference.core.record import FitRecord
 from bnn.inference.core.weight_gaussians import weight_gaussians
 from bnn.inference.diagnostics.draws_summary import draws_summary
+from bnn.models.draw_batches import draw_batches
 from bnn.models.network import OBSERVED_SITE, BayesianNetwork
 from bnn.models.posterior_prior import PosteriorPrior
 
@@ -27,10 +28,6 @@ from bnn.options import parse_option
 from bnn.runtime.atomic import atomic_directory
 from bnn.runtime.lazy_arviz import az
 from bnn.runtime.seeding import seeded
-
-VALUES_PER_BATCH = 2**24
-"""The most network activations (draws x rows x width) computed at once for the log-likelihood and predictive draws:
-64 MiB in float32."""
 
 
 class LinearizedPredictive(Protocol):
@@ -153,7 +150,7 @@ class Posterior:
                 return self.linearization.predict(self.model, x, total if num_samples is None else num_samples)
         values = self.draws(num_samples)
         with torch.no_grad(), seeded(self.record.seed if seed is None else seed):
-            f = torch.cat([self.model.forward(x, batch) for batch in self._draw_batches(x, values)])
+            f = torch.cat([self.model.forward(x, batch) for batch in draw_batches(self.model, x.shape[0], values)])
             observation = self.model.likelihood.distribution(f, self.model.likelihood_latents(values))
             return summarise(self.model.likelihood.task, observation, f)
 
@@ -177,21 +174,11 @@ class Posterior:
         with torch.no_grad():
             return self.model.forward(x, values)
 
-    def _draw_batches(self, x: torch.Tensor, values: dict[str, torch.Tensor]) -> Iterator[dict[str, torch.Tensor]]:
-        r"""``values`` (draws first) a batch of draws at a time, in order: the network of each batch at ``x`` holds at
-        most :data:`VALUES_PER_BATCH` activations (draws :math:`\times n \times` the widest layer), so that memory
-        stays bounded however many draws and rows there are."""
-        total = next(iter(values.values())).shape[0]
-        widest = max(self.model.activation_widths())
-        per_batch = max(1, VALUES_PER_BATCH // max(1, x.shape[0] * widest))
-        for start in range(0, total, per_batch):
-            yield {name: value[start:start + per_batch] for name, value in values.items()}
-
     def _batches(self, x: torch.Tensor, predictive: PredictiveType | str | None = None) -> Iterator:
-        r"""``(draws, f)`` a batch of the draws (chains merged, in order) at a time (:meth:`_draw_batches`), with their
-        :meth:`function_draws` at ``x``."""
+        r"""``(draws, f)`` a batch of the draws (chains merged, in order) at a time
+        (:func:`~bnn.models.draw_batches.draw_batches`), with their :meth:`function_draws` at ``x``."""
         values = {name: v.reshape(-1, *v.shape[2:]) for name, v in self.samples.items()}
-        for batch in self._draw_batches(x, values):
+        for batch in draw_batches(self.model, x.shape[0], values):
             yield batch, self.function_draws(x, batch, predictive)
 
     def _observations(self, x: torch.Tensor, predictive: PredictiveType | str | None = None) -> Iterator:

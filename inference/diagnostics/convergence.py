@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 import torch
 from bnn.inference.diagnostics.rank_diagnostics import ess_bulk, ess_tail, split_r_hat
+from bnn.models.draw_batches import draw_batches
 
 MAX_POINTS = 500
 R_HAT_THRESHOLD = 1.01
@@ -89,12 +90,13 @@ def r_hat_over_points(f: np.ndarray) -> float:
 def predictive_draws(model, samples: Mapping[str, torch.Tensor], x: torch.Tensor) -> np.ndarray:
     r"""The predictive quantities of draws ``samples[site]`` ``(chains, draws, *site_shape)`` of ``model``: the network
     output at the inputs ``x`` (``(n, in_features)``; at most ``MAX_POINTS`` of them, evenly spaced) and the likelihood's
-    latents, as a float64 array ``(chains, draws, quantities)``."""
+    latents, as a float64 array ``(chains, draws, quantities)``; the network is computed a batch of draws at a time
+    (:func:`~bnn.models.draw_batches.draw_batches`)."""
     chains, draws = next(iter(samples.values())).shape[:2]
     index = torch.linspace(0, x.shape[0] - 1, min(x.shape[0], MAX_POINTS)).round().long()
     values = {name: torch.as_tensor(value).reshape(chains * draws, *value.shape[2:]) for name, value in samples.items()}
-    with torch.no_grad():
-        f = model.forward(x[index], values)  # (chains * draws, points, out)
+    with torch.no_grad():  # (chains * draws, points, out), a batch of draws at a time
+        f = torch.cat([model.forward(x[index], batch) for batch in draw_batches(model, index.shape[0], values)])
     latents = [value.reshape(chains * draws, -1) for value in model.likelihood_latents(values).values()]
     predictive = torch.cat([f.reshape(chains * draws, -1), *latents], dim=1).to(torch.float64)
     return predictive.reshape(chains, draws, -1).cpu().numpy()

@@ -307,7 +307,7 @@ def test_the_predictive_is_computed_a_batch_of_draws_at_a_time_with_the_same_num
     monkeypatch.setattr(posterior.model, "forward", lambda x, values: calls.append(len(next(iter(values.values()))))
                         or forward(x, values))
     widest = max(posterior.model.hidden)
-    monkeypatch.setattr("bnn.inference.core.posterior.VALUES_PER_BATCH", 7 * x.shape[0] * widest)  # 7 draws a batch
+    monkeypatch.setattr("bnn.models.draw_batches.VALUES_PER_BATCH", 7 * x.shape[0] * widest)  # 7 draws a batch
     batched = posterior.predict(x, seed=3)
     total = posterior.num_chains * posterior.num_draws
     assert calls == [7] * (total // 7) + ([total % 7] if total % 7 else [])
@@ -318,7 +318,7 @@ def test_the_predictive_is_computed_a_batch_of_draws_at_a_time_with_the_same_num
 def test_log_likelihood_does_not_depend_on_the_batch_of_draws(posterior, monkeypatch):
     whole = posterior.to_inference_data()
     widest = max(posterior.model.hidden)
-    monkeypatch.setattr("bnn.inference.core.posterior.VALUES_PER_BATCH", 7 * posterior.x.shape[0] * widest)  # 7 draws a batch
+    monkeypatch.setattr("bnn.models.draw_batches.VALUES_PER_BATCH", 7 * posterior.x.shape[0] * widest)  # 7 draws a batch
     batched = posterior.to_inference_data()
     np.testing.assert_array_equal(batched.log_likelihood["obs"].values, whole.log_likelihood["obs"].values)
     assert batched.posterior_predictive["obs"].shape == whole.posterior_predictive["obs"].shape

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from bnn.inference.diagnostics.convergence import MIN_ESS_PER_CHAIN, chain_diagnostics
-from bnn.models import BayesianMLP
+from bnn.inference.diagnostics.convergence import MIN_ESS_PER_CHAIN, chain_diagnostics, predictive_draws
+from bnn.models import BayesianMLP, draw_batches
 
 DRAWS = 1000
 
@@ -76,3 +76,18 @@ def test_chains_that_agree_but_mix_slowly_do_not_converge():
     assert found.r_hat_predictive <= 1.01 and found.divergences == 0
     assert found.ess_predictive_min < 2 * MIN_ESS_PER_CHAIN and not found.converged
     assert found.problems() == [f"the predictions' smallest bulk ESS is {found.ess_predictive_min:.1f} < 200 (100 per chain)"]
+
+
+def test_the_predictive_draws_are_computed_a_batch_of_draws_at_a_time_with_the_same_numbers(monkeypatch):
+    model = BayesianMLP(1, 1, hidden=(2,), likelihood={"name": "gaussian", "scale": None})
+    samples, x = permuted_chains(), torch.linspace(-2, 2, 30).unsqueeze(-1)
+    whole = predictive_draws(model, samples, x)
+    calls = []
+    forward = model.forward
+    monkeypatch.setattr(model, "forward", lambda x, values: calls.append(len(next(iter(values.values()))))
+                        or forward(x, values))
+    monkeypatch.setattr(draw_batches, "VALUES_PER_BATCH", 300 * 30 * max(model.activation_widths()))  # 300 draws
+    batched = predictive_draws(model, samples, x)
+    assert calls == [300] * 6 + [200]  # 2 chains x 1000 draws
+    np.testing.assert_array_equal(batched, whole)
+    assert whole.shape == (2, DRAWS, 30 + 1)  # f at each input, then the noise scale
