@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 
 import pytest
 import torch
@@ -194,3 +195,28 @@ def test_a_gaussian_wider_than_any_posterior_fails_the_check_and_the_default_ste
     narrow = fit(model, data, "swag", **short).record
     assert narrow.options.step_share == 0.5
     assert narrow.too_wide == [] and narrow.converged and narrow.effective_parameters[0] < 0.1 * narrow.latent_values
+
+
+@pytest.mark.parametrize("map_batch_size, sgd_dtype", [(8, torch.float32), (None, torch.float64)])
+def test_sgd_runs_in_the_maps_precision_and_the_moments_in_float64(conjugate, monkeypatch, map_batch_size, sgd_dtype):
+    # a MAP on minibatches runs in float32, as a plain training; a full-batch one is polished in float64
+    seen = {}
+    log_joint, collect = swag_fit.MinibatchLogJoint, swag_fit.SWAGMoments.collect
+
+    def spied_log_joint(model, x, y, batch):
+        seen["sgd"] = x.dtype
+        return log_joint(model, x, y, batch)
+
+    def spied_collect(moments, theta):
+        seen["collected"] = theta.dtype
+        collect(moments, theta)
+
+    monkeypatch.setattr(swag_fit, "MinibatchLogJoint", spied_log_joint)
+    monkeypatch.setattr(swag_fit.SWAGMoments, "collect", spied_collect)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a two-epoch minibatch MAP does not converge
+        posterior = fit(conjugate.model, (conjugate.x, conjugate.y), "swag", batch_size=8, map_batch_size=map_batch_size,
+                        map_epochs=2, map_steps=50, swag_epochs=3, rank=2, num_samples=4, seed=0, progress=False)
+    assert posterior.record.map_minibatch == (map_batch_size is not None)
+    assert seen == {"sgd": sgd_dtype, "collected": torch.float64}
+    assert all(value.dtype == conjugate.x.dtype for value in posterior.samples.values())
