@@ -84,6 +84,7 @@ class ChainJob:
     engine: Engine = Engine.PYRO
     potential: PotentialKind = PotentialKind.TRACE  # the nutpie engine's potential; Pyro's always reads the trace
     temperature: float = UNTEMPERED  # the likelihood's, bnn.inference.core.temperature
+    whiten: bool = False  # the nutpie engine's chain in its Laplace approximation's coordinates (nuts.whitening)
 
     def worst_case_gradients(self) -> int:
         """The chain's gradients when every tree reaches the maximum depth (warm-up included)."""

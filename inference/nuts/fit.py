@@ -68,6 +68,7 @@ step. Small models take a small fraction of those gradients.
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from collections.abc import Mapping
@@ -91,6 +92,7 @@ from bnn.inference.nuts.numba_potential import kernel_gap
 from bnn.inference.nuts.options import MIN_SAMPLES, NUTSOptions
 from bnn.inference.nuts.potential import PotentialKind, flat_potential_mismatch, latent_sites
 from bnn.inference.nuts.record import NUTSRecord
+from bnn.inference.nuts.whitening import whitens
 from pyro import poutine
 
 from bnn.runtime.seeding import seeded
@@ -200,6 +202,7 @@ def run_nuts(model, x: torch.Tensor, y: torch.Tensor, options: NUTSOptions) -> P
         seed=options.seed, train_seconds=train_seconds, options=options, num_chains=num_chains,
         init=jobs[0].init.value if isinstance(jobs[0].init, InitStrategy) else "values",
         chain_method="parallel" if parallel else "sequential", potential=jobs[0].potential.value, potential_reason=mismatch,
+        whitened=jobs[0].whiten,
         kernel_gap=kernel_gap(model, options.temperature) if options.engine is Engine.NUTPIE and options.jit_compile
         else None,
         chain_seeds=[job.seed for job in jobs], chain_seconds=[chain.seconds for chain in chains],
@@ -223,10 +226,13 @@ def _plan_chains(model, x: torch.Tensor, y: torch.Tensor, options: NUTSOptions,
         inits = _chain_inits(options.init, model, x, y, num_chains)
         mismatch = flat_potential_mismatch(model, x, y) if engine is Engine.NUTPIE else None  # draws a Pyro trace
     potential = PotentialKind.FLAT if engine is Engine.NUTPIE and mismatch is None else PotentialKind.TRACE
+    latents = sum(math.prod(shape) for shape in model.program_latent_shapes.values())
+    whiten = engine is Engine.NUTPIE and whitens(options.whiten, x.shape[0], latents, options.init is InitStrategy.MAP,
+                                                 potential is PotentialKind.FLAT)
     jobs = [
         ChainJob(chain, chain_seeds[chain], options.num_warmup, options.num_samples, options.target_accept,
                  options.max_tree_depth, options.dense_mass, inits[chain], options.jit_compile, torch.get_default_dtype(),
-                 engine, potential, options.temperature)
+                 engine, potential, options.temperature, whiten)
         for chain in range(num_chains)
     ]
     return jobs, mismatch

@@ -12,6 +12,7 @@ from bnn.inference.core.temperature import UNTEMPERED, parse_temperature
 from bnn.inference.nuts.chain import Engine, InitStrategy
 from bnn.inference.nuts.chains import ChainMethod
 from bnn.inference.nuts.engines import DEFAULT_ENGINE
+from bnn.inference.nuts.whitening import Whitening
 
 from bnn.options import choice, flag, integer, option, optional, probability, seed
 from bnn.runtime import workers
@@ -74,6 +75,12 @@ class NUTSOptions(DeviceOptions):
         The likelihood temperature :math:`T`, 1 (Bayes' posterior) by default. The chains sample
         :math:`p(\mathcal{D} \mid W)^{1/T} p(W)` (:mod:`bnn.inference.core.temperature`), the nutpie engine on a torch
         backend of the flat potential (its compiled kernels are untempered).
+    whiten : {"auto", "laplace", "none"}
+        See :class:`~bnn.inference.nuts.whitening.Whitening`: ``laplace`` runs each nutpie chain in the whitened
+        coordinates of the Laplace approximation at its MAP start (:mod:`bnn.inference.nuts.whitening`), which a
+        posterior dominated by its data (as ill-conditioned as its Hessian) needs to keep its trees short; ``auto``
+        does so on the flat potential of MAP-started chains with at most 1,000 latents and at least 10 rows per
+        latent. The record says which ran (``whitened``).
     seed : int
         Seeds a generator that draws one seed per chain; the same seed gives the same draws,
         in processes or in sequence.
@@ -92,6 +99,7 @@ class NUTSOptions(DeviceOptions):
     jit_compile: bool = option(True, flag)
     engine: Engine = option(DEFAULT_ENGINE, choice(Engine))
     temperature: float = option(UNTEMPERED, parse_temperature)
+    whiten: Whitening = option("auto", choice(Whitening))
     seed: int = option(0, seed)
     progress: bool = option(True, flag)
 
@@ -110,5 +118,11 @@ class NUTSOptions(DeviceOptions):
     def check(self) -> None:
         if self.engine is Engine.NUTPIE and self.dense_mass:
             raise ValueError("the nutpie engine has no dense mass matrix; pass engine='pyro' or dense_mass=False")
+        if self.whiten is Whitening.LAPLACE and self.engine is not Engine.NUTPIE:
+            raise ValueError("whiten='laplace' is the nutpie engine's (Pyro's NUTS samples the trace's own coordinates); "
+                             "pass engine='nutpie', or whiten='none' (dense_mass=True adapts to correlations there)")
+        if self.whiten is Whitening.LAPLACE and self.init is not InitStrategy.MAP:
+            raise ValueError("whiten='laplace' centres each chain's Laplace approximation at its MAP start; pass "
+                             "init='map' (the default), or whiten='none'")
         if self.engine is Engine.NUTPIE and self.num_warmup == 0:
             raise ValueError("the nutpie engine needs num_warmup >= 1 (it panics without adaptation); pass engine='pyro'")

@@ -26,6 +26,9 @@ class NUTSRecord(ChainRecord):
     potential : str
         ``"flat"`` (the model's fast potential) or ``"trace"`` (Pyro's generic one); ``potential_reason`` says why
         the flat one was not used.
+    whitened : bool
+        The nutpie engine's chains sampled in the whitened coordinates of the Laplace approximation at their MAP starts
+        (:mod:`bnn.inference.nuts.whitening`; ``NUTSOptions.whiten``); their ``chain_gradients`` count its Hessian's.
     kernel_gap : str, optional
         Why the compiled kernel did not evaluate the flat potential, which then ran on torch (the nutpie engine with
         ``jit_compile``; :func:`~bnn.inference.nuts.numba_potential.kernel_gap`); ``None`` when it did, or was not
@@ -55,6 +58,7 @@ class NUTSRecord(ChainRecord):
     chain_method: str
     potential: str
     potential_reason: str | None = None
+    whitened: bool = False
     kernel_gap: str | None = None
     chain_seeds: list[int]
     chain_seconds: list[float]

@@ -11,7 +11,9 @@ a gradient costs the potential's call plus a little Rust, where the Pyro engine
 the gradients (nutpie's default), which gives more ESS per gradient than Stan-style adaptation on the
 built-in data (``benchmarks/results/nuts_speed.md``). The start is the Pyro engine's
 (:func:`~bnn.inference.nuts.engines.pyro.initial_point`), so both engines begin a chain at the same point, except
-where nutpie cannot begin there (:func:`nudged_start`).
+where nutpie cannot begin there (:func:`nudged_start`). A chain whose job says ``whiten`` samples the whitened
+coordinates of the Laplace approximation at that start (:mod:`bnn.inference.nuts.whitening`), through the Python
+callback, and its draws are mapped back.
 
 Options: ``target_accept`` and ``max_tree_depth`` are nutpie's ``target_accept`` and
 ``maxdepth``; ``dense_mass=True`` is refused (nutpie has no dense mass matrix);
@@ -43,6 +45,7 @@ from bnn.inference.nuts.engines.pyro import initial_point
 from bnn.inference.nuts.numba_potential import NumbaLogDensity
 from bnn.inference.nuts.outcomes import ChainInterrupted
 from bnn.inference.nuts.potential import Backend, FlatLayout, FlatPotential, PotentialKind, TracePotential
+from bnn.inference.nuts.whitening import LaplaceWhitening
 
 from bnn.runtime.lazy_arviz import load_arviz
 from bnn.runtime.seeding import seeded
@@ -107,13 +110,20 @@ def compiled_model(potential: FlatLayout, start: np.ndarray):
     function (on one torch thread, :func:`on_one_torch_thread`)."""
     if getattr(potential, "backend", None) is Backend.NUMBA:
         return numba_model(potential.evaluator, start)
-    value_and_grad = on_one_torch_thread(potential.value_and_grad)
+    return python_model(potential.value_and_grad, start)
+
+
+def python_model(value_and_grad: Callable[[np.ndarray], tuple], start: np.ndarray):
+    """nutpie's model around the Python function ``value_and_grad`` (called on one torch thread,
+    :func:`on_one_torch_thread`), starting every chain at ``start``."""
+    dim = start.shape[0]
+    value_and_grad = on_one_torch_thread(value_and_grad)
     return nutpie_module().compiled_pyfunc.from_pyfunc(
-        potential.dim,
+        dim,
         lambda: value_and_grad,
         lambda seed1, seed2, chain: lambda z: {DRAWS: np.array(z, dtype=np.float64)},
         [np.dtype("float64")],
-        [(potential.dim,)],
+        [(dim,)],
         [DRAWS],
         make_initial_point_fn=lambda seed: start,
     )
@@ -162,8 +172,11 @@ def run_chain(model, x: torch.Tensor, y: torch.Tensor, job: ChainJob, report: Ca
     else:
         potential = TracePotential(potential_fn, transforms, params)
     start = nudged_start(potential.value_and_grad, potential.flatten(params).numpy())
+    whitening = LaplaceWhitening.at(potential.value_and_grad, start) if job.whiten else None
+    sampled = (compiled_model(potential, start) if whitening is None
+               else python_model(whitening.log_density(potential.value_and_grad), np.zeros_like(start)))
     sampler = nutpie_module().sample(
-        compiled_model(potential, start), draws=job.num_samples, tune=job.num_warmup, chains=1, cores=1,
+        sampled, draws=job.num_samples, tune=job.num_warmup, chains=1, cores=1,
         seed=job.seed, progress_bar=False, target_accept=job.target_accept, maxdepth=job.max_tree_depth,
         return_raw_trace=True, blocking=False,
     )
@@ -190,10 +203,11 @@ def run_chain(model, x: torch.Tensor, y: torch.Tensor, job: ChainJob, report: Ca
     except BaseException:
         sampler.cancel()
         raise
-    kept, gradients = ~tuning, int(n_steps.sum())
+    kept, gradients = ~tuning, int(n_steps.sum()) + (0 if whitening is None else whitening.gradients)
     if interrupt is not None and not kept.any():
         raise ChainInterrupted(job.chain, None) from interrupt
-    z = torch.as_tensor(np.array(_column_lists(draw_batches, DRAWS)), dtype=torch.float64)[kept]
+    z = np.array(_column_lists(draw_batches, DRAWS))[kept]
+    z = torch.as_tensor(z if whitening is None else whitening.point(z), dtype=torch.float64)
     with torch.no_grad():
         samples = {name: value.to(job.dtype).numpy() for name, value in potential.constrained(z).items()}
     initial_energy = _column(stats, "energy") - _column(stats, "energy_error")  # H at the start of the trajectory
