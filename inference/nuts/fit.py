@@ -68,7 +68,6 @@ step. Small models take a small fraction of those gradients.
 
 from __future__ import annotations
 
-import math
 import time
 import warnings
 from collections.abc import Mapping
@@ -95,6 +94,7 @@ from bnn.inference.nuts.record import NUTSRecord
 from bnn.inference.nuts.whitening import whitens
 from pyro import poutine
 
+from bnn.runtime.memory import parameter_count
 from bnn.runtime.seeding import seeded
 from bnn.runtime.workers import available_cores
 
@@ -226,9 +226,8 @@ def _plan_chains(model, x: torch.Tensor, y: torch.Tensor, options: NUTSOptions,
         inits = _chain_inits(options.init, model, x, y, num_chains)
         mismatch = flat_potential_mismatch(model, x, y) if engine is Engine.NUTPIE else None  # draws a Pyro trace
     potential = PotentialKind.FLAT if engine is Engine.NUTPIE and mismatch is None else PotentialKind.TRACE
-    latents = sum(math.prod(shape) for shape in model.program_latent_shapes.values())
-    whiten = engine is Engine.NUTPIE and whitens(options.whiten, x.shape[0], latents, options.init is InitStrategy.MAP,
-                                                 potential is PotentialKind.FLAT)
+    whiten = whitens(options.whiten, x.shape[0], parameter_count(model), options.init is InitStrategy.MAP,
+                     potential is PotentialKind.FLAT)  # laplace is refused with Pyro's engine, auto needs the flat potential
     jobs = [
         ChainJob(chain, chain_seeds[chain], options.num_warmup, options.num_samples, options.target_accept,
                  options.max_tree_depth, options.dense_mass, inits[chain], options.jit_compile, torch.get_default_dtype(),
