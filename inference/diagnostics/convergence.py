@@ -22,7 +22,10 @@ The verdict: a run *converged* when
 - at least two chains ran to the end and no chain failed: one chain cannot show that it found the whole posterior
   (R-hat compares chains), and a failed chain is a start the sampler could not leave;
 - no draw diverged;
-- :math:`\hat{R}_{\text{pred}} \le 1.01`, a NaN failing;
+- :math:`\hat{R}_{\text{pred}} \le 1.01`, a NaN failing (ArviZ's :math:`\hat{R}` is the larger of a bulk part, which
+  compares where the split chains lie, and a tail part, which compares how far they spread; the record keeps the bulk
+  part too, ``r_hat_predictive_bulk``, so that a run whose chains agree on the location of the predictions but not yet
+  on their spread, which rarer excursions set, is told to draw more rather than to start elsewhere);
 - the smallest bulk effective sample size of the same predictive quantities is at least
   ``MIN_ESS_PER_CHAIN`` (100) per chain: Vehtari et al. (2021, "Rank-normalization, folding, and localization: an
   improved R-hat for assessing convergence of MCMC", Bayesian Analysis 16(2)) ask for a bulk ESS above 400 with their
@@ -40,7 +43,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from bnn.inference.diagnostics.rank_diagnostics import ess_bulk, ess_tail, split_r_hat
+from bnn.inference.diagnostics.rank_diagnostics import ess_bulk, ess_tail, split_r_hat, split_r_hat_parts
 from bnn.models.draw_batches import draw_batches
 
 MAX_POINTS = 500
@@ -71,12 +74,16 @@ def chain_diagnostics(model, samples: Mapping[str, torch.Tensor], x: torch.Tenso
     found = weight_diagnostics({name: torch.as_tensor(value).cpu().numpy() for name, value in samples.items()}, diverging)
     num_chains = diverging.shape[0]
     predictive = predictive_draws(model, samples, x)
-    r_hat_predictive = r_hat_over_points(predictive) if num_chains > 1 else None
+    r_hat_predictive = r_hat_predictive_bulk = None
+    if num_chains > 1:
+        bulk, tail = split_r_hat_parts(predictive)
+        r_hat_predictive, r_hat_predictive_bulk = float(np.max(np.maximum(bulk, tail))), float(np.max(bulk))  # NaN propagates
     ess_predictive_min = float(np.min(ess_bulk(predictive)))  # constant draws give NaN, which fails below
     converged = (num_chains > 1 and failed_chains == 0 and found["divergences"] == 0
                  and r_hat_predictive <= R_HAT_THRESHOLD and ess_predictive_min >= MIN_ESS_PER_CHAIN * num_chains)
-    return ChainDiagnostics(**found, r_hat_predictive=r_hat_predictive, ess_predictive_min=ess_predictive_min,
-                            num_chains=num_chains, failed_chains=failed_chains, converged=bool(converged))
+    return ChainDiagnostics(**found, r_hat_predictive=r_hat_predictive, r_hat_predictive_bulk=r_hat_predictive_bulk,
+                            ess_predictive_min=ess_predictive_min, num_chains=num_chains, failed_chains=failed_chains,
+                            converged=bool(converged))
 
 
 def r_hat_over_points(f: np.ndarray) -> float:
@@ -118,6 +125,9 @@ class ChainDiagnostics:
     r_hat_predictive : float or None
         :math:`\hat{R}_{\text{pred}}` of the network output at the training inputs and of the likelihood's latents
         (``None`` for one chain).
+    r_hat_predictive_bulk : float or None
+        The largest bulk part of the same :math:`\hat{R}` (where the chains lie, not how far they spread; module
+        notes); ``None`` for one chain, or in a record saved before the collection kept it.
     ess_bulk_min, ess_tail_min : float
         The smallest bulk and tail effective sample sizes over every scalar parameter.
     divergences : int
@@ -143,6 +153,7 @@ class ChainDiagnostics:
     ess_predictive_min: float | None = None
     num_chains: int | None = None
     failed_chains: int = 0
+    r_hat_predictive_bulk: float | None = None
 
     def problems(self) -> list[str]:
         """Why the run did not converge, one phrase per failed check (empty when it converged)."""
@@ -151,7 +162,12 @@ class ChainDiagnostics:
             found.append("one chain ran to the end: R-hat, which compares chains, cannot be computed")
         if self.failed_chains:
             found.append(f"{self.failed_chains} chain(s) failed")
-        if self.chains_agree is False:  # a NaN R-hat too
+        if self.chains_agree is False and self.spread_only:
+            found.append(f"the chains agree on where the predictions lie (bulk R-hat {self.r_hat_predictive_bulk:.3f}) "
+                         f"but not on how far they spread: predictive R-hat (of f(x) at the training inputs and of the "
+                         f"noise) {self.r_hat_predictive:.3f} > {R_HAT_THRESHOLD}, from its tail part (max R-hat over "
+                         f"the weights {self.r_hat_max:.3f})")
+        elif self.chains_agree is False:  # a NaN R-hat too
             found.append(f"the chains disagree on the predictions: predictive R-hat (of f(x) at the training inputs and "
                          f"of the noise) {self.r_hat_predictive:.3f} > {R_HAT_THRESHOLD} (max R-hat over the weights "
                          f"{self.r_hat_max:.3f}, which hidden units that permute between chains inflate)")
@@ -162,6 +178,13 @@ class ChainDiagnostics:
             found.append(f"the predictions' smallest bulk ESS is {self.ess_predictive_min:.1f} < {needed} "
                          f"({MIN_ESS_PER_CHAIN} per chain)")
         return found
+
+    @property
+    def spread_only(self) -> bool:
+        """Whether the chains agree on where the predictions lie (bulk :math:`\\hat{R}_{\\text{pred}} \\le 1.01`), so that
+        any failure of :math:`\\hat{R}_{\\text{pred}}` is in their spread alone; ``False`` where the bulk part is
+        unknown."""
+        return self.r_hat_predictive_bulk is not None and bool(self.r_hat_predictive_bulk <= R_HAT_THRESHOLD)
 
     @property
     def chains_agree(self) -> bool | None:

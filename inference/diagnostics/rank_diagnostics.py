@@ -35,14 +35,22 @@ TAIL_PROBABILITIES = (0.05, 0.95)
 
 
 def split_r_hat(draws: np.ndarray) -> np.ndarray:
-    r"""Rank-normalised split :math:`\hat{R}` of each quantity of ``draws`` ``(chains, draws, K)``: ``(K,)``."""
+    r"""Rank-normalised split :math:`\hat{R}` of each quantity of ``draws`` ``(chains, draws, K)``: ``(K,)``, the larger
+    of its bulk and tail parts (:func:`split_r_hat_parts`)."""
+    return np.maximum(*split_r_hat_parts(draws))
+
+
+def split_r_hat_parts(draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    r"""The bulk and the tail :math:`\hat{R}` of each quantity of ``draws`` ``(chains, draws, K)``, ``(K,)`` each
+    (ArviZ's ``az.rhat`` methods ``"z_scale"`` and ``"folded"``): of the draws' normal scores, which compares where
+    the split chains lie, and of the scores of their distances from the median, which compares how far they spread."""
     values, valid = _quantities(draws)
     if values.shape[1] < 2 or values.shape[2] < MIN_DRAWS:
-        return np.full(values.shape[0], np.nan)
+        return np.full(values.shape[0], np.nan), np.full(values.shape[0], np.nan)
     split = _split(values)
     folded = np.abs(split - np.median(split.reshape(split.shape[0], -1), axis=1)[:, None, None])
-    r_hat = np.maximum(_r_hat(_normal_scores(split)), _r_hat(_normal_scores(folded)))
-    return np.where(valid, r_hat, np.nan)
+    return (np.where(valid, _r_hat(_normal_scores(split)), np.nan),
+            np.where(valid, _r_hat(_normal_scores(folded)), np.nan))
 
 
 def ess_bulk(draws: np.ndarray) -> np.ndarray:

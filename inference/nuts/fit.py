@@ -101,6 +101,8 @@ from bnn.runtime.workers import available_cores
 # ---------------------------------------------------------------------- diagnostics
 CHAINS_DISAGREE_ADVICE = ("a longer adaptation and more draws (num_warmup=1000, num_samples=1000), more chains "
                           "(num_chains=4), chains started at their own MAP points (init='map', the default)")
+SPREAD_ADVICE = ("more draws per chain (num_samples={}, three times as many): the spread of the predictions is set by "
+                 "the chains' rarer excursions")
 ONE_CHAIN_ADVICE = "two or more chains that all run to the end (num_chains=2; a failed chain's error is in posterior.record)"
 DIVERGENCES_ADVICE = "a smaller step (target_accept=0.95), a longer adaptation (num_warmup=1000)"
 
@@ -109,7 +111,10 @@ def _convergence_message(diagnostics: ChainDiagnostics, num_chains: int, num_sam
     advice = []
     if num_chains < 2 or diagnostics.failed_chains:
         advice.append(ONE_CHAIN_ADVICE)
-    if diagnostics.chains_agree is not True or diagnostics.ess_predictive_min < MIN_ESS_PER_CHAIN * num_chains:
+    enough_draws = diagnostics.ess_predictive_min >= MIN_ESS_PER_CHAIN * num_chains
+    if diagnostics.chains_agree is False and diagnostics.spread_only and enough_draws:
+        advice.append(SPREAD_ADVICE.format(3 * num_samples))
+    elif diagnostics.chains_agree is not True or not enough_draws:
         advice.append(CHAINS_DISAGREE_ADVICE)
     if diagnostics.divergences:
         advice.append(DIVERGENCES_ADVICE)

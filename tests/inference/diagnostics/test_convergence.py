@@ -91,3 +91,23 @@ def test_the_predictive_draws_are_computed_a_batch_of_draws_at_a_time_with_the_s
     assert calls == [300] * 6 + [200]  # 2 chains x 1000 draws
     np.testing.assert_array_equal(batched, whole)
     assert whole.shape == (2, DRAWS, 30 + 1)  # f at each input, then the noise scale
+
+
+def test_chains_that_agree_on_the_location_but_not_the_spread_are_told_so():
+    """The output bias jitters by 0.01 in chain 0 and by 0.02 in chain 1, about the same centre: the bulk part of the
+    predictive R-hat (where the chains lie) passes, the tail part (how far they spread) fails, and the verdict says
+    which."""
+    chains = permuted_chains()
+    chains["layers.1.bias"][1] *= 2.0
+    found = chain_diagnostics(MODEL, chains, X, np.zeros((2, DRAWS), dtype=bool))
+    assert found.r_hat_predictive_bulk <= 1.01 < found.r_hat_predictive and found.spread_only and not found.converged
+    assert found.problems() == [
+        f"the chains agree on where the predictions lie (bulk R-hat {found.r_hat_predictive_bulk:.3f}) but not on how "
+        f"far they spread: predictive R-hat (of f(x) at the training inputs and of the noise) "
+        f"{found.r_hat_predictive:.3f} > 1.01, from its tail part (max R-hat over the weights {found.r_hat_max:.3f})"]
+
+
+def test_chains_apart_are_not_a_matter_of_spread():
+    found = chain_diagnostics(MODEL, permuted_chains((0.5, 0.6)), X, np.zeros((2, DRAWS), dtype=bool))
+    assert found.r_hat_predictive_bulk > 1.5 and not found.spread_only
+    assert found.problems()[0].startswith("the chains disagree on the predictions")

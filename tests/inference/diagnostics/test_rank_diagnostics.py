@@ -7,7 +7,7 @@ import warnings
 
 import numpy as np
 import pytest
-from bnn.inference.diagnostics.rank_diagnostics import ess_bulk, ess_tail, split_r_hat
+from bnn.inference.diagnostics.rank_diagnostics import ess_bulk, ess_tail, split_r_hat, split_r_hat_parts
 
 from bnn.runtime.lazy_arviz import az
 
@@ -52,7 +52,11 @@ def test_each_quantity_gets_arvizs_numbers(name):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # ArviZ warns of NaN and short draws, and returns NaN
         expected = {"r_hat": az.rhat(dataset)["f"].values, "bulk": az.ess(dataset, method="bulk")["f"].values,
-                    "tail": az.ess(dataset, method="tail")["f"].values}
-    found = {"r_hat": split_r_hat(draws), "bulk": ess_bulk(draws), "tail": ess_tail(draws)}
+                    "tail": az.ess(dataset, method="tail")["f"].values,
+                    "r_hat bulk": az.rhat(dataset, method="z_scale")["f"].values,
+                    "r_hat tail": az.rhat(dataset, method="folded")["f"].values}
+    bulk_r_hat, tail_r_hat = split_r_hat_parts(draws)
+    found = {"r_hat": split_r_hat(draws), "bulk": ess_bulk(draws), "tail": ess_tail(draws), "r_hat bulk": bulk_r_hat,
+             "r_hat tail": tail_r_hat}
     for key, values in expected.items():
         np.testing.assert_allclose(found[key], values, rtol=1e-12, atol=0, equal_nan=True, err_msg=key)

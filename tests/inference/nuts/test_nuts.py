@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -22,13 +22,14 @@ import pyro.distributions as dist
 import pytest
 import torch
 from bnn.inference import Posterior, fit
-from bnn.inference.diagnostics.convergence import predictive_r_hat, r_hat_over_points
+from bnn.inference.diagnostics.convergence import ChainDiagnostics, predictive_r_hat, r_hat_over_points
 from bnn.inference.map_search.map_estimate import map_weights
 from bnn.inference.nuts import ConvergenceWarning, InitStrategy, SequentialChainsWarning
 from bnn.inference.nuts.chain import tree_depth
 from bnn.inference.nuts.chains import available_cores
 from bnn.inference.nuts.engines import pyro as pyro_engine
 from bnn.inference.nuts.engines.pyro import initial_point
+from bnn.inference.nuts.fit import _convergence_message
 from bnn.models import BayesianMLP, Prior
 
 from bnn.cli.main import main
@@ -111,7 +112,8 @@ def test_sample_stats_have_one_value_per_draw(problem):
     info = posterior.record.to_json()
     assert (info["method"], info["guide"], info["chain_method"], info["init"]) == ("nuts", None, "sequential", "prior")
     assert set(info["diagnostics"]) == {"r_hat_max", "r_hat_predictive", "ess_bulk_min", "ess_tail_min", "divergences",
-                                        "converged", "ess_predictive_min", "num_chains", "failed_chains"}
+                                        "converged", "ess_predictive_min", "num_chains", "failed_chains",
+                                        "r_hat_predictive_bulk"}
     assert info["diagnostics"]["divergences"] == int(stats["diverging"].sum())
 
 
@@ -151,6 +153,18 @@ def test_bad_runs_are_flagged(problem, options, message):
         posterior = quick(problem, **options)
     assert posterior.record.converged is False
     assert posterior.record.diagnostics.converged is False
+
+
+def test_chains_apart_only_in_their_spread_are_told_to_draw_more():
+    """Chains that agree on where the predictions lie (bulk R-hat at most 1.01) and fail on their spread alone, with
+    enough draws for the bulk, are told to draw more rather than to start elsewhere."""
+    spread = ChainDiagnostics(r_hat_max=1.013, r_hat_predictive=1.022, r_hat_predictive_bulk=1.003, ess_bulk_min=1786.0,
+                              ess_tail_min=595.0, divergences=0, converged=False, ess_predictive_min=1709.0, num_chains=2)
+    message = _convergence_message(spread, 2, 700)
+    assert "but not on how far they spread" in message and "more draws per chain (num_samples=2100" in message
+    assert "num_warmup=1000" not in message
+    apart = replace(spread, r_hat_predictive_bulk=1.02)
+    assert "num_warmup=1000, num_samples=1000" in _convergence_message(apart, 2, 700)
 
 
 @pytest.mark.filterwarnings("ignore:`torch.jit.trace` is deprecated:DeprecationWarning")
