@@ -137,12 +137,16 @@ ADDED_SINCE = ("csgld", "swag", "multiswag")
 SG_MCMC = ("sgld", "sghmc")
 
 
-def tables_from_csv(grid: Path, old_sg_mcmc: Path, after: Path, sg_mcmc_after: Path, broken: Path) -> str:
+def tables_from_csv(grid: Path, old_sg_mcmc: Path, rerun: Path, after: Path, sg_mcmc_after: Path, broken: Path) -> str:
     """The tables of the committed cells alone: the grid as it stood when the checks changed is ``grid`` (the
-    grid's ``results.csv``) without the methods added since and with the SG-MCMC cells of that time (``old_sg_mcmc``,
-    their old defaults) in place of today's; after, the cells of ``after`` and ``sg_mcmc_after``; and the broken fits."""
-    now = pd.read_csv(grid, keep_default_na=False)
-    before = pd.concat([now[~now["method"].isin(ADDED_SINCE + SG_MCMC)], pd.read_csv(old_sg_mcmc, keep_default_na=False)])
+    grid's ``results.csv``) with the cells of that time that were run again since (``rerun``) in place of today's,
+    without the methods added since and with the SG-MCMC cells of that time (``old_sg_mcmc``, their old defaults) in
+    place of today's; after, the cells of ``after`` and ``sg_mcmc_after``; and the broken fits."""
+    key = ["dataset", "method", "split"]
+    now, earlier = (pd.read_csv(path, keep_default_na=False) for path in (grid, rerun))
+    kept = now[~now.set_index(key).index.isin(earlier.set_index(key).index)]
+    then = pd.concat([kept, earlier])
+    before = pd.concat([then[~then["method"].isin(ADDED_SINCE + SG_MCMC)], pd.read_csv(old_sg_mcmc, keep_default_na=False)])
     return tables(flagged_fractions(before, run_cells([after, sg_mcmc_after])), broken_verdicts(source_rows(broken)),
                   headings=True)
 
