@@ -19,7 +19,6 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import math
 import time
 from pathlib import Path
@@ -27,7 +26,6 @@ from typing import Any
 from unittest import mock
 
 import pandas as pd
-from bnn.datasets import load_dataset
 from bnn.inference import fit
 from bnn.inference.core.full_batch_work import BATCH_SIZE
 from bnn.inference.core.objective_trend import FLAT_SHARE
@@ -37,9 +35,7 @@ from bnn.inference.map_search.gradient_noise import NOISE_RATIO
 from bnn.inference.map_search.map_starts import member_seeds
 from bnn.inference.map_search.minibatch_map import LR, MinibatchFit, minibatch_epochs, minibatch_map
 
-from benchmarks.provenance import merged_rows, run_header, run_lines
-from benchmarks.training_cost import build_network
-from bnn.runtime.atomic import atomic_file
+from benchmarks.check_runs import check_parser, keep_row, listed, parse_check_run, with_runs
 from bnn.runtime.workers import fit_threads
 
 CSV = Path(__file__).parent / "results" / "map_check" / "results.csv"
@@ -93,34 +89,18 @@ def tables_from_csv(path: Path) -> str:
         lines = [f"{dataset}, {model}", "", "| variant | epochs | rate | shares (%) | noise ratios | pass | test LL |",
                  "|---|---|---|---|---|---|---|"]
         for variant, rows in group.groupby("variant", sort=False):
-            shares = ", ".join(f"{100 * share:.2f}" for share in rows["share"])
-            ratios = ", ".join(f"{value:.3f}" for value in rows["noise_ratio"])
-            lls = ", ".join(f"{value:.3f}" for value in rows["test_ll"])
-            lines.append(f"| {variant} | {rows['epochs'].iloc[0]} | {rows['batch_lr'].iloc[0]:g} | {shares} | {ratios} "
-                         f"| {int(passes(rows).sum())} of {len(rows)} | {lls} |")
+            lines.append(f"| {variant} | {rows['epochs'].iloc[0]} | {rows['batch_lr'].iloc[0]:g} "
+                         f"| {listed(100 * rows['share'], '.2f')} | {listed(rows['noise_ratio'], '.3f')} "
+                         f"| {int(passes(rows).sum())} of {len(rows)} | {listed(rows['test_ll'], '.3f')} |")
         blocks.append("\n".join(lines))
-    return "\n\n".join(blocks) + "\n\nRuns:\n\n" + "\n".join(run_lines(frame.to_dict("records"))) + "\n"
+    return with_runs("\n\n".join(blocks), frame)
 
 
 def main(argv: list[str] | None = None) -> pd.DataFrame:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.map_check", description=__doc__.split("\n")[0])
-    parser.add_argument("--dataset", required=True)
-    parser.add_argument("--model", default="mlp", help="an architecture with command-line flags (mlp, cnn)")
-    parser.add_argument("--uci-dir", type=Path, help="read --dataset from the UCI benchmark (split 0)")
+    parser = check_parser("benchmarks.map_check", __doc__, VARIANTS, CSV)
     parser.add_argument("--members", type=int, default=5, help="the starts: an ensemble's first members")
-    parser.add_argument("--variants", default=",".join(VARIANTS))
-    parser.add_argument("--csv", type=Path, default=CSV, help="the CSV the rows are merged into")
-    args = parser.parse_args(argv)
-    variants = [name for name in args.variants.split(",") if name]
-    for name in variants:
-        if name not in VARIANTS:
-            parser.error(f"unknown variant {name!r}: choose from {', '.join(VARIANTS)}")
-    dataset = load_dataset(args.dataset, uci_dir=args.uci_dir)
-    architecture = "mlp" if args.uci_dir is not None else args.model
-    model = build_network(dataset, architecture, args.uci_dir)
-    header = run_header("benchmarks.map_check", argv)
+    args, variants, dataset, architecture, model, header = parse_check_run(parser, VARIANTS, argv)
     default_epochs = minibatch_epochs(dataset.x_train.shape[0], BATCH_SIZE)
-    args.csv.parent.mkdir(parents=True, exist_ok=True)
     rows = []
     for variant in variants:
         epoch_share, rate_share = VARIANTS[variant]
@@ -129,13 +109,11 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
             began = time.perf_counter()
             with fit_threads():
                 posterior, run = map_fit(model, dataset, seed, epochs, batch_lr)
-            rows.append(check_row(dataset, architecture, variant, seed, epochs, batch_lr, posterior, run,
-                                  time.perf_counter() - began, header))
-            print(f"map_check variant={variant!r} seed={seed} share={rows[-1]['share']:.4f} flat={run.flat} "
-                  f"test_ll={rows[-1]['test_ll']:.4f} seconds={rows[-1]['seconds']:.1f}", flush=True)
-            table = merged_rows(rows, COLUMNS, args.csv, ("dataset", "model", "variant", "seed"))
-            with atomic_file(args.csv) as handle:
-                table.to_csv(handle, index=False)
+            row = check_row(dataset, architecture, variant, seed, epochs, batch_lr, posterior, run,
+                            time.perf_counter() - began, header)
+            table = keep_row(rows, row, COLUMNS, args.csv,
+                             f"map_check variant={variant!r} seed={seed} share={row['share']:.4f} flat={run.flat} "
+                             f"test_ll={row['test_ll']:.4f} seconds={row['seconds']:.1f}")
     return table
 
 

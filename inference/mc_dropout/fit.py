@@ -46,6 +46,14 @@ fitted jointly with the weights, without its prior, as Laplace's MAP fit does: :
 dropout network's expected log-likelihood, and every draw holds that value. A fixed noise is taken as given, and
 the ``heteroscedastic-gaussian`` likelihood's noise is an output of the network, dropped out with it.
 
+**Its own check, and the length.** The training objective must have stopped gaining by the end: its gain over the
+last tenth of the steps at most :data:`~bnn.inference.mc_dropout.record.GAIN_LIMIT` nats per example, or within its
+noise (:mod:`~bnn.inference.mc_dropout.record`); else a
+:class:`~bnn.inference.diagnostics.convergence.ConvergenceWarning` says so and ``record.converged`` is false. With
+neither ``steps`` nor ``epochs`` given, a training still gaining at the end of the default length goes on, a length
+at a time, up to :data:`~bnn.inference.mc_dropout.options.MAX_LENGTHS` lengths: a small network on a hundred rows
+(``toy1d``) needs several, the built-in data's larger sets one.
+
 Ctrl-C or SIGTERM ends training after the current step and returns the draws of the network trained so far,
 with ``record.incomplete`` and an :class:`IncompleteTrainingWarning`.
 """
@@ -61,14 +69,16 @@ from collections.abc import Mapping
 import pyro
 import torch
 from bnn.inference.core.posterior import Posterior
+from bnn.inference.diagnostics.convergence import ConvergenceWarning
 from bnn.inference.map_search.log_joint import prior_distributions
-from bnn.inference.mc_dropout.options import DropoutInit, MCDropoutOptions
-from bnn.inference.mc_dropout.record import MCDropoutRecord
+from bnn.inference.mc_dropout.options import MAX_LENGTHS, DropoutInit, MCDropoutOptions
+from bnn.inference.mc_dropout.record import MCDropoutRecord, still_gaining, training_trend
 from bnn.models.layers import input_masks
 from pyro.distributions.transforms import biject_to
 
 from bnn.runtime.progress import progress_bar
 from bnn.runtime.seeding import seeded
+from bnn.runtime.stacklevel import user_stacklevel
 from bnn.runtime.stop_signals import deferred_stop_signals
 
 
@@ -148,30 +158,37 @@ def _batches(n: int, batch_size: int):
 
 def _train(model, x: torch.Tensor, y: torch.Tensor, options: MCDropoutOptions, batch_size: int, weights: dict,
            unconstrained: dict, transforms: dict, distributions: dict) -> tuple[list[float], int | None]:
-    """Adam on the dropout objective, updating ``weights`` and ``unconstrained`` latents in place; return the loss of
-    every step and the signal (Ctrl-C, SIGTERM) that ended training early, if one did."""
-    rate, steps, n = options.dropout_rate, options.training_steps(x.shape[0]), x.shape[0]
+    """Adam on the dropout objective, updating ``weights`` and ``unconstrained`` latents in place, for one length of
+    steps, and for more while the objective is still gaining where the options allow it
+    (:attr:`~bnn.inference.mc_dropout.options.MCDropoutOptions.trains_on`); return the loss of every step and the
+    signal (Ctrl-C, SIGTERM) that ended training early, if one did."""
+    rate, length, n = options.dropout_rate, options.training_steps(x.shape[0]), x.shape[0]
     optimiser = torch.optim.Adam([*weights.values(), *unconstrained.values()], lr=options.lr)
     batches, history = _batches(n, batch_size), []
-    bar = progress_bar(range(steps), desc="MC dropout", enabled=options.progress, leave=False)
-    with deferred_stop_signals() as stop, bar:
-        for step in bar:
-            index = next(batches)
-            latents = {name: transforms[name](value) for name, value in unconstrained.items()}
-            f = dropout_forward(model, x[index], weights, draw_masks(model, rate, (y[index].shape[0],)))
-            log_likelihood = model.likelihood.distribution(f, latents).log_prob(y[index]).sum()
-            loss = -(log_likelihood * n / f.shape[-2] + expected_log_prior(model, weights, rate, distributions)) / n
-            if not math.isfinite(loss.item()):
-                raise ValueError(f"the MC dropout objective became {loss.item()} at step {step}; lower lr (now {options.lr})")
-            optimiser.zero_grad()
-            loss.backward()
-            optimiser.step()
-            history.append(loss.item())
-            if step % 50 == 0:
-                bar.set_postfix(loss=f"{loss.item():.4g}")
-            if stop.signal is not None:
-                stop.handled = True  # acted on: keep the network trained so far
-                return history, stop.signal
+    with deferred_stop_signals() as stop:
+        for lengths in range(1, (MAX_LENGTHS if options.trains_on else 1) + 1):
+            if lengths > 1 and not still_gaining(training_trend(history)):
+                break
+            desc = "MC dropout" if lengths == 1 else f"MC dropout, still gaining: length {lengths} of at most {MAX_LENGTHS}"
+            with progress_bar(range(length), desc=desc, enabled=options.progress, leave=False) as bar:
+                for _ in bar:
+                    step, index = len(history), next(batches)
+                    latents = {name: transforms[name](value) for name, value in unconstrained.items()}
+                    f = dropout_forward(model, x[index], weights, draw_masks(model, rate, (y[index].shape[0],)))
+                    log_likelihood = model.likelihood.distribution(f, latents).log_prob(y[index]).sum()
+                    loss = -(log_likelihood * n / f.shape[-2] + expected_log_prior(model, weights, rate, distributions)) / n
+                    if not math.isfinite(loss.item()):
+                        raise ValueError(f"the MC dropout objective became {loss.item()} at step {step}; lower lr (now "
+                                         f"{options.lr})")
+                    optimiser.zero_grad()
+                    loss.backward()
+                    optimiser.step()
+                    history.append(loss.item())
+                    if step % 50 == 0:
+                        bar.set_postfix(loss=f"{loss.item():.4g}")
+                    if stop.signal is not None:
+                        stop.handled = True  # acted on: keep the network trained so far
+                        return history, stop.signal
     return history, None
 
 
@@ -187,13 +204,15 @@ def run_mc_dropout(model, x: torch.Tensor, y: torch.Tensor, options: MCDropoutOp
     -----
     IncompleteTrainingWarning
         When Ctrl-C or SIGTERM ended training early.
+    ConvergenceWarning
+        When the training objective was still gaining at the end (:mod:`~bnn.inference.mc_dropout.record`).
 
     Raises
     ------
     ValueError
         When the objective becomes non-finite (lower ``lr``).
     """
-    rate, steps, n = options.dropout_rate, options.training_steps(x.shape[0]), x.shape[0]
+    rate, n = options.dropout_rate, x.shape[0]
     batch_size = options.batch_rows(n)
     latent_priors = model.likelihood.latent_priors()
     transforms = {name: biject_to(prior.support) for name, prior in latent_priors.items()}
@@ -212,8 +231,10 @@ def run_mc_dropout(model, x: torch.Tensor, y: torch.Tensor, options: MCDropoutOp
     train_seconds = time.perf_counter() - began
     draws.update({name: value.expand(options.num_samples, *value.shape) for name, value in latents.items()})
     incomplete_reason = None
-    if len(history) < steps:
-        incomplete_reason = f"interrupted ({signal.Signals(stopped_by).name}) after step {len(history)} of {steps}"
+    if stopped_by is not None:
+        length = options.training_steps(n)
+        incomplete_reason = (f"interrupted ({signal.Signals(stopped_by).name}) after step {len(history)} of "
+                             f"{math.ceil(len(history) / length) * length}")
         warnings.warn(f"MC dropout returns the network trained so far: {incomplete_reason}. See posterior.record.",
                       IncompleteTrainingWarning, stacklevel=4)
     record = MCDropoutRecord(
@@ -222,5 +243,8 @@ def run_mc_dropout(model, x: torch.Tensor, y: torch.Tensor, options: MCDropoutOp
         noise=latents["sigma"].item() if "sigma" in latents else None, incomplete=incomplete_reason is not None,
         incomplete_reason=incomplete_reason,
     )
+    if not record.incomplete:
+        for problem in record.problems():  # its objective was still gaining
+            warnings.warn(problem, ConvergenceWarning, stacklevel=user_stacklevel())
     return Posterior(model, {name: value.unsqueeze(0) for name, value in draws.items()}, x, y, record,
                      extras={"weights": fitted})

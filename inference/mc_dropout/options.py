@@ -24,6 +24,9 @@ from bnn.runtime.memory import parameter_count, value_bytes
 BATCH_SIZE = 128
 """The default examples per step: the paper's code's (Gal and Ghahramani 2016), and the plain training's of the cost
 benchmark (benchmarks/results/training_cost.md); a full-batch step costs the same step over every row."""
+MAX_LENGTHS = 4
+"""The most default lengths a training with neither ``steps`` nor ``epochs`` given runs while its objective is still
+gaining (:mod:`bnn.inference.mc_dropout.record`)."""
 
 
 class DropoutInit(str, Enum):
@@ -48,7 +51,8 @@ class MCDropoutOptions(DeviceOptions):
         The length of the training in passes over the :math:`N` training rows instead, :math:`\lceil N / B \rceil`
         steps each (the last minibatch of an epoch holds the rest; the unit of the paper's code). With neither
         given, :func:`~bnn.inference.core.training_length.default_epochs`: the fewest passes that give 50 passes and
-        3,000 steps (a time budget lowers ``steps`` only).
+        3,000 steps (a time budget lowers ``steps`` only), and then as many again while the objective is still gaining
+        (the fit's own check, :mod:`~bnn.inference.mc_dropout.record`), :data:`MAX_LENGTHS` lengths at most.
     lr : float
         Adam's learning rate.
     batch_size : int, optional
@@ -81,12 +85,19 @@ class MCDropoutOptions(DeviceOptions):
         if self.steps is not None and self.epochs is not None:
             raise ValueError("give steps or epochs, not both")
 
+    @property
+    def trains_on(self) -> bool:
+        """Whether the training may run on past its length while it still gains: neither ``steps`` nor ``epochs``
+        given."""
+        return self.steps is None and self.epochs is None
+
     def batch_rows(self, rows: int) -> int:
         """Examples per step on ``rows`` training rows (all of them for full-batch steps)."""
         return rows if self.batch_size is None else min(self.batch_size, rows)
 
     def training_steps(self, rows: int) -> int:
-        """The Adam steps on ``rows`` training rows: ``steps``, ``epochs`` passes, or the default passes."""
+        """The Adam steps of one length on ``rows`` training rows: ``steps``, ``epochs`` passes, or the default
+        passes."""
         if self.steps is not None:
             return self.steps
         batch = self.batch_rows(rows)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import signal
@@ -10,6 +11,7 @@ import pytest
 import torch
 from bnn.inference import Posterior, fit
 from bnn.inference.core.record import read_record
+from bnn.inference.diagnostics.convergence import ConvergenceWarning
 from bnn.inference.map_search.log_joint import prior_distributions
 from bnn.inference.mc_dropout import (
     IncompleteTrainingWarning,
@@ -22,7 +24,8 @@ from bnn.inference.mc_dropout import (
 from bnn.inference.mc_dropout import fit as mc_dropout_fit
 from bnn.inference.mc_dropout.cost import COST
 from bnn.inference.mc_dropout.fit import initial_weights
-from bnn.inference.mc_dropout.options import DropoutInit
+from bnn.inference.mc_dropout.options import MAX_LENGTHS, DropoutInit
+from bnn.inference.mc_dropout.record import GAIN_LIMIT
 from bnn.models import BayesianMLP, GaussianPrior
 
 from bnn.cli.main import main
@@ -39,7 +42,7 @@ def small_model(**kwargs) -> BayesianMLP:
 
 @pytest.fixture(scope="module")
 def posterior() -> Posterior:
-    return fit(small_model(), (X, Y), "mc-dropout", dropout_rate=RATE, steps=100, num_samples=500, progress=False)
+    return fit(small_model(), (X, Y), "mc-dropout", dropout_rate=RATE, steps=600, num_samples=500, progress=False)
 
 
 def masks_of(posterior: Posterior) -> list[torch.Tensor]:
@@ -117,6 +120,44 @@ def test_the_default_training_is_the_default_epochs_steps_when_given_are_kept():
     assert options.training_steps(1437) == 3000  # digits: 250 epochs of 12 minibatches
     assert options.training_steps(41_157) == 50 * math.ceil(41_157 / 128)  # protein: 50 epochs, not 9
     assert MCDropoutOptions.parse("mc-dropout", {"steps": 700}).training_steps(41_157) == 700
+
+
+def linear_losses(gain_per_tenth: float, noise: float, steps: int = 1000) -> list[float]:
+    """A loss history falling by ``gain_per_tenth`` per tenth of ``steps`` (so the objective gains exactly that between
+    the last two tenths), plus seeded Gaussian noise of scale ``noise``."""
+    drift = -gain_per_tenth * torch.arange(steps, dtype=torch.float64) / (steps / 10)
+    return (drift + noise * torch.randn(steps, generator=torch.Generator().manual_seed(0), dtype=torch.float64)).tolist()
+
+
+@pytest.mark.parametrize(("gain", "noise", "converged"), [
+    (0.0, 0.05, True),  # flat and noisy
+    (2.5 * GAIN_LIMIT, 0.05, False),  # a significant gain above the limit
+    (0.5 * GAIN_LIMIT, 0.001, True),  # significant, but below the limit: the creep of a settled fit
+    (2.5 * GAIN_LIMIT, 2.0, True),  # above the limit, but within the noise
+])
+def test_the_check_flags_a_gain_both_above_the_limit_and_beyond_its_noise(posterior, gain, noise, converged):
+    record = dataclasses.replace(posterior.record, loss_history=linear_losses(gain, noise))
+    assert record.trend.later_steps == record.trend.earlier_steps == 100
+    assert record.converged is converged
+    problems = record.problems()
+    assert problems == [] if converged else (len(problems) == 1 and "still rising" in problems[0]
+                                             and f"{record.trend.gain:.3g} nats per example" in problems[0])
+    assert dataclasses.replace(posterior.record, loss_history=linear_losses(gain, noise, 99)).converged is None
+
+
+def test_a_default_length_training_goes_on_while_it_gains_and_a_given_length_does_not(monkeypatch):
+    """A rate too low to settle in a length runs every length the default allows, then warns; a length that settles
+    stops after one; ``steps`` given is the length, gaining or not."""
+    monkeypatch.setattr(MCDropoutOptions, "training_steps", lambda self, rows: 100 if self.steps is None else self.steps)
+    with pytest.warns(ConvergenceWarning, match="still rising"):
+        slow = fit(small_model(), (X, Y), "mc-dropout", lr=1e-4, num_samples=2, progress=False)
+    assert slow.record.steps_done == len(slow.record.loss_history) == MAX_LENGTHS * 100 and not slow.record.converged
+    with pytest.warns(ConvergenceWarning, match="still rising"):
+        given = fit(small_model(), (X, Y), "mc-dropout", lr=1e-4, steps=100, num_samples=2, progress=False)
+    assert given.record.steps_done == 100
+    monkeypatch.setattr(MCDropoutOptions, "training_steps", lambda self, rows: 600)
+    settled = fit(small_model(), (X, Y), "mc-dropout", dropout_rate=RATE, num_samples=2, progress=False)
+    assert settled.record.steps_done == 600 and settled.record.converged
 
 
 def test_glorot_init_draws_uniform_weights_within_the_glorot_bound_and_zero_biases_and_prior_init_draws_the_prior():
