@@ -90,7 +90,8 @@ SOURCES: dict[str, Source] = {
                              Part(*CELLS, ("grid_verdicts/yacht_sgld.csv",)))),
     "laplace_uci": made_by("benchmarks.laplace_uci", "tables_from_json", "laplace_uci/before.json",
                            "laplace_uci/after_small.json", "laplace_uci/untuned.json", "laplace_uci/evidence_search.json"),
-    "map_check": made_by("benchmarks.map_check", "tables_from_csv", "map_check/results.csv"),
+    "map_check": printed(("benchmarks.map_check", "tables_from_csv", "map_check/results.csv"),
+                         ("benchmarks.mc_dropout_check", "tables_from_csv", "map_check/mc_dropout.csv")),
     "map_verdicts": printed((*CELLS, "map_verdicts/cells.csv"), (*CELLS, "map_verdicts/summary.csv"),
                             (*CELLS, "map_verdicts/svi_elbo.csv")),
     **{f"{folder}/results": written("benchmarks.mc_dropout_replica", folder)

@@ -4,7 +4,7 @@
 the grid's cells are committed as ``benchmarks/results/uci/results.csv`` and other runs' beside it. These functions
 give a results file the writer's tables of such a file, whole or a choice of its sections (``## `` headings), with
 nothing fitted: :func:`headline_tables` for ``uci.md``, :func:`every_table` for ``uci/table.md``,
-:func:`side_tables` for the runs beside the grid's and :func:`smoke_tables` for ``uci_smoke.md``.
+:func:`side_tables` for the runs beside the grid's and :func:`smoke_tables` (its cells alone) for ``uci_smoke.md``.
 
 Usage::
 
@@ -78,14 +78,13 @@ def side_tables(batch32: Path, old_defaults: Path, conformal: Path) -> str:
 
 
 def smoke_tables(path: Path) -> str:
-    """``uci_smoke.md``'s tables: the writer's metric sections of the smoke run's cells, then each cell's first eight
-    columns as the file holds them (the comparison report's
-    :func:`~bnn.experiments.comparison.report.markdown_table`)."""
+    """``uci_smoke.md``'s table: each cell of the smoke run, its first eight columns as the file holds them (the
+    comparison report's :func:`~bnn.experiments.comparison.report.markdown_table`)."""
     from bnn.experiments.comparison.report import markdown_table
 
     every = pd.read_csv(path, dtype=str, keep_default_na=False).iloc[:, :8]
-    return (sections(path, HEADLINE, beats=True) + f"\n## Every cell ({path.parent.name}/{path.name}, by data set; `seconds` "
-            f"is the cell's own time)\n\n{markdown_table(every.set_index('dataset'))}\n")
+    return (f"## Every cell ({path.parent.name}/{path.name}, by data set; `seconds` is the cell's own time)\n\n"
+            f"{markdown_table(every.set_index('dataset'))}\n")
 
 
 if __name__ == "__main__":

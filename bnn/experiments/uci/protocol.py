@@ -150,9 +150,11 @@ def verdict(record) -> str:
 def run_cell(table: UCITable, cell: Cell) -> dict[str, Any]:
     """Fit ``cell.method`` on split ``cell.split`` of ``table`` under the protocol (module notes) and score it.
 
-    Runs on one torch thread (the same arithmetic in every process, so the same numbers); the warnings it raises
-    go into the result's ``problems`` (a worker's warnings would be lost), but for torch's deprecation notices, with
-    the record's problems, each once and in ``bnn uci``'s terms (:func:`~bnn.experiments.uci.advice.cell_problems`).
+    Runs on one torch thread (the same arithmetic in every process, so the same numbers); the warnings its fit (and
+    its conformal fit) raise go into the result's ``problems`` (a worker's warnings would be lost), but for torch's
+    deprecation notices, with the record's problems, each once and in ``bnn uci``'s terms
+    (:func:`~bnn.experiments.uci.advice.cell_problems`); the warnings of the validation grid's candidate fits do not:
+    they chose the options, and the cell reports the fit it scores.
 
     Raises
     ------
@@ -164,7 +166,8 @@ def run_cell(table: UCITable, cell: Cell) -> dict[str, Any]:
         warnings.simplefilter("always")
         # torch's notices about its own API (its first forward-mode jvp imports a module that calls torch.jit.script)
         warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"torch\.")
-        chosen = choose_on_validation(table, cell) if cell.validation else {}
+        with warnings.catch_warnings(record=True):  # kept apart: the cell reports the fit it scores
+            chosen = choose_on_validation(table, cell) if cell.validation else {}
         data = table.split(cell.split)
         posterior = fit_cell(cell.method, data, cell.hidden, {**cell.options, **chosen})
         metrics = evaluate(posterior, data)

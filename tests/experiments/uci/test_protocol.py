@@ -109,6 +109,23 @@ def test_a_cell_records_the_fits_warnings_but_not_torchs_deprecation_notices(tin
     assert "the fit's own warning" in row["problems"] and "deprecated" not in row["problems"]
 
 
+def test_the_validation_candidates_warnings_are_not_the_cells_problems(tiny_uci, monkeypatch):
+    """The grid's candidate fits choose the options; the cell reports the warnings of the fit it scores alone."""
+    fitted, fits = protocol.fit_cell, []
+
+    def fit_and_warn(*args, **kwargs):
+        fits.append(args[1].name)
+        warnings.warn(f"a warning of fit {len(fits)} on {args[1].name}", RuntimeWarning, stacklevel=2)
+        return fitted(*args, **kwargs)
+
+    monkeypatch.setattr(protocol, "fit_cell", fit_and_warn)
+    options = {"steps": 5, "num_samples": 2, "progress": False, "seed": 0}
+    row = run_cell(read_uci_table(tiny_uci, "tiny", [0]), Cell("tiny", "mc-dropout", 0, 10, options,
+                                                               {"dropout_rate": [0.01, 0.2]}))
+    assert fits == ["tiny-validation", "tiny-validation", "tiny"]
+    assert row["problems"] == "a warning of fit 3 on tiny"
+
+
 @pytest.mark.long
 def test_a_cell_of_chains_measures_their_agreement_at_the_test_inputs_and_one_without_chains_leaves_it_empty(tiny_uci):
     table = read_uci_table(tiny_uci, "tiny", [1])
