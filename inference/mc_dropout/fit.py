@@ -165,6 +165,14 @@ def _train(model, x: torch.Tensor, y: torch.Tensor, options: MCDropoutOptions, b
     rate, length, n = options.dropout_rate, options.training_steps(x.shape[0]), x.shape[0]
     optimiser = torch.optim.Adam([*weights.values(), *unconstrained.values()], lr=options.lr)
     batches, history = _batches(n, batch_size), []
+
+    def objective(index) -> torch.Tensor:
+        """The loss of the minibatch ``index`` at fresh masks, per example (module notes)."""
+        latents = {name: transforms[name](value) for name, value in unconstrained.items()}
+        f = dropout_forward(model, x[index], weights, draw_masks(model, rate, (y[index].shape[0],)))
+        log_likelihood = model.likelihood.distribution(f, latents).log_prob(y[index]).sum()
+        return -(log_likelihood * n / f.shape[-2] + expected_log_prior(model, weights, rate, distributions)) / n
+
     with deferred_stop_signals() as stop:
         for lengths in range(1, (MAX_LENGTHS if options.trains_on else 1) + 1):
             if lengths > 1 and not still_gaining(training_trend(history)):
@@ -172,11 +180,7 @@ def _train(model, x: torch.Tensor, y: torch.Tensor, options: MCDropoutOptions, b
             desc = "MC dropout" if lengths == 1 else f"MC dropout, still gaining: length {lengths} of at most {MAX_LENGTHS}"
             with progress_bar(range(length), desc=desc, enabled=options.progress, leave=False) as bar:
                 for _ in bar:
-                    step, index = len(history), next(batches)
-                    latents = {name: transforms[name](value) for name, value in unconstrained.items()}
-                    f = dropout_forward(model, x[index], weights, draw_masks(model, rate, (y[index].shape[0],)))
-                    log_likelihood = model.likelihood.distribution(f, latents).log_prob(y[index]).sum()
-                    loss = -(log_likelihood * n / f.shape[-2] + expected_log_prior(model, weights, rate, distributions)) / n
+                    step, loss = len(history), objective(next(batches))
                     if not math.isfinite(loss.item()):
                         raise ValueError(f"the MC dropout objective became {loss.item()} at step {step}; lower lr (now "
                                          f"{options.lr})")
@@ -185,7 +189,7 @@ def _train(model, x: torch.Tensor, y: torch.Tensor, options: MCDropoutOptions, b
                     optimiser.step()
                     history.append(loss.item())
                     if step % 50 == 0:
-                        bar.set_postfix(loss=f"{loss.item():.4g}")
+                        bar.set_postfix(loss=f"{history[-1]:.4g}")
                     if stop.signal is not None:
                         stop.handled = True  # acted on: keep the network trained so far
                         return history, stop.signal
