@@ -3,9 +3,9 @@ enough steps.
 
 With :math:`N` training rows in batches of :math:`B`, an epoch is :math:`M = \lceil N / B \rceil` steps, and the
 default training is the fewest epochs :math:`E` with :math:`E \ge` :data:`MIN_EPOCHS` and :math:`E M \ge`
-:data:`MIN_STEPS`. On small data the steps bind (digits' 1,437 rows: 12 steps an epoch, 250 epochs), on large data
-the passes (UCI protein's 41,157 rows: 322 steps an epoch, 50 epochs): a fixed count of steps would be a few passes
-there and leave the network underfitted.
+:data:`MIN_STEPS` (or a method's own floor of steps: IVON's is higher). On small data the steps bind (digits' 1,437
+rows: 12 steps an epoch, 250 epochs), on large data the passes (UCI protein's 41,157 rows: 322 steps an epoch, 50
+epochs): a fixed count of steps would be a few passes there and leave the network underfitted.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def steps_per_epoch(rows: int, batch_rows: int) -> int:
     return math.ceil(rows / batch_rows)
 
 
-def default_epochs(rows: int, batch_rows: int) -> int:
-    r""":math:`E = \max(\text{MIN\_EPOCHS}, \lceil \text{MIN\_STEPS} / M \rceil)` on ``rows`` rows in batches of
-    ``batch_rows`` (module notes)."""
-    return max(MIN_EPOCHS, math.ceil(MIN_STEPS / steps_per_epoch(rows, batch_rows)))
+def default_epochs(rows: int, batch_rows: int, min_steps: int = MIN_STEPS) -> int:
+    r""":math:`E = \max(\text{MIN\_EPOCHS}, \lceil S / M \rceil)` on ``rows`` rows in batches of ``batch_rows``, with
+    :math:`S` = ``min_steps`` (module notes)."""
+    return max(MIN_EPOCHS, math.ceil(min_steps / steps_per_epoch(rows, batch_rows)))

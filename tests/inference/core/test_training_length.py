@@ -15,3 +15,4 @@ def test_the_default_is_the_fewest_epochs_that_give_both_the_passes_and_the_step
     assert default_epochs(1437, 128) == 250  # digits: 12 steps an epoch, 250 x 12 = 3,000
     assert default_epochs(4000, 128) == math.ceil(3000 / 32) == 94  # MNIST-1D: 94 x 32 = 3,008 steps
     assert default_epochs(41_157, 128) == 50  # UCI protein: 322 steps an epoch, the passes bind (16,100 steps)
+    assert default_epochs(4000, 128, min_steps=9000) == 282 and default_epochs(41_157, 128, min_steps=9000) == 50

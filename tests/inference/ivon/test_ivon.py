@@ -113,6 +113,7 @@ def test_the_default_training_is_the_default_epochs():
     from bnn.inference.ivon import IVONOptions
 
     options = IVONOptions.parse("ivon", {})
-    assert options.training_epochs(100) == 3000 and options.training_steps(100) == 3000  # one batch an epoch
+    assert options.training_epochs(100) == 9000 and options.training_steps(100) == 9000  # one batch an epoch
+    assert options.training_epochs(4000) == math.ceil(9000 / 32) == 282  # MNIST-1D: the steps bind
     assert options.training_epochs(40_000) == 50 and options.training_steps(40_000) == 50 * math.ceil(40_000 / 128)
     assert IVONOptions.parse("ivon", {"epochs": 7}).training_steps(40_000) == 7 * math.ceil(40_000 / 128)
