@@ -2,10 +2,11 @@ r"""How an SVI run walks through the data: its length in steps, and the minibatc
 
 **The regime.** Without a ``batch_size`` a step takes the full batch where the run's full-batch gradients (its steps
 times its particles, over all :math:`N` rows) are cheap by their counted operations
-(:func:`~bnn.inference.core.full_batch_work.regime_rows`), else minibatches of a plain training's 128 rows, for
-:data:`~bnn.inference.svi.options.MINIBATCH_STEPS` steps by default (their gradient noise slows the ELBO's climb) in
-place of :data:`~bnn.inference.svi.options.DEFAULT_STEPS`: on large data each step is cheaper and an epoch several
-steps. The record's ``batch_size`` says which ran.
+(:func:`~bnn.inference.core.full_batch_work.regime_rows`), else minibatches of a plain training's 128 rows, by default
+for :data:`~bnn.inference.svi.options.MINIBATCH_STEPS` steps or :data:`~bnn.inference.svi.options.MINIBATCH_EPOCHS`
+epochs, whichever is longer (their gradient noise slows the ELBO's climb), in place of
+:data:`~bnn.inference.svi.options.DEFAULT_STEPS`: on large data each step is cheaper and an epoch several steps. The
+record's ``batch_size`` says which ran.
 
 With :math:`N` training examples and batch size :math:`|B|`, an epoch is
 :math:`M = \lfloor N/|B| \rfloor` steps on equal batches of a fresh shuffle (equal sizes keep a
@@ -22,7 +23,7 @@ from typing import Any
 import torch
 from bnn.inference.core.full_batch_work import regime_rows
 from bnn.inference.svi.kl_weights import KLWeighting
-from bnn.inference.svi.options import DEFAULT_STEPS, JIT_MIN_STEPS, MINIBATCH_STEPS, SVIOptions
+from bnn.inference.svi.options import DEFAULT_STEPS, JIT_MIN_STEPS, MINIBATCH_EPOCHS, MINIBATCH_STEPS, SVIOptions
 
 
 def batch_rows(model, n: int, options: SVIOptions) -> int:
@@ -40,8 +41,9 @@ class StepPlan:
     ----------
     total_steps : int
         :math:`T`: ``epochs`` times :math:`M` with ``epochs``, else ``steps`` (default
-        :data:`~bnn.inference.svi.options.DEFAULT_STEPS` on the full batch,
-        :data:`~bnn.inference.svi.options.MINIBATCH_STEPS` on minibatches).
+        :data:`~bnn.inference.svi.options.DEFAULT_STEPS` on the full batch, on minibatches the larger of
+        :data:`~bnn.inference.svi.options.MINIBATCH_STEPS` and :data:`~bnn.inference.svi.options.MINIBATCH_EPOCHS`
+        epochs).
     batch_size : int
         :math:`|B|` (:func:`batch_rows`).
     warmup_steps : int
@@ -75,7 +77,7 @@ class StepPlan:
         elif options.steps is not None:
             total_steps = options.steps
         else:
-            total_steps = DEFAULT_STEPS if batch_size == n else MINIBATCH_STEPS
+            total_steps = DEFAULT_STEPS if batch_size == n else max(MINIBATCH_STEPS, MINIBATCH_EPOCHS * (n // batch_size))
         jit = options.jit if options.jit is not None else total_steps >= JIT_MIN_STEPS and options.guide_compiles()
         return cls(total_steps, batch_size, max(1, math.ceil(options.warmup_fraction * total_steps)), jit)
 

@@ -8,7 +8,7 @@ import torch
 from bnn.inference import METHODS, fit
 from bnn.inference.core.full_batch_work import BATCH_SIZE, FULL_BATCH_WORK, full_batch_work
 from bnn.inference.svi.minibatches import StepPlan
-from bnn.inference.svi.options import DEFAULT_STEPS, JIT_MIN_STEPS, MINIBATCH_STEPS, SVIOptions
+from bnn.inference.svi.options import DEFAULT_STEPS, JIT_MIN_STEPS, MINIBATCH_EPOCHS, MINIBATCH_STEPS, SVIOptions
 from bnn.models import BayesianMLP
 
 from tests.support.conjugate import conjugate_problem
@@ -30,7 +30,9 @@ def test_a_cheap_fit_keeps_the_full_batch_a_costly_one_takes_minibatches_for_lon
     assert StepPlan.of(problem.model, problem.x.shape[0], defaults).batch_size == problem.x.shape[0]
     assert full_batch_work(COSTLY, ROWS, DEFAULT_STEPS) > FULL_BATCH_WORK
     plan = StepPlan.of(COSTLY, ROWS, defaults)
-    assert (plan.batch_size, plan.total_steps) == (BATCH_SIZE, MINIBATCH_STEPS)
+    assert (plan.batch_size, plan.total_steps) == (BATCH_SIZE, MINIBATCH_STEPS)  # 20,000 rows: 156 steps an epoch
+    # on more rows the passes bind: 100 epochs of MNIST-1D-40k's 312 batches
+    assert StepPlan.of(COSTLY, 40_000, defaults).total_steps == MINIBATCH_EPOCHS * (40_000 // BATCH_SIZE) == 31_200
     assert StepPlan.of(COSTLY, ROWS, SVIOptions.parse("svi", {"steps": 20})).total_steps == 20
     # epochs count passes over the data in the regime that runs them; an explicit batch size wins
     assert StepPlan.of(COSTLY, ROWS, SVIOptions.parse("svi", {"epochs": 100})).total_steps == 100 * (ROWS // BATCH_SIZE)
