@@ -1,7 +1,8 @@
 r"""How an SVI run walks through the data: its length in steps, and the minibatch of each step.
 
-**The regime.** Without a ``batch_size`` a step takes the full batch where the run's full-batch gradients (its steps
-times its particles, over all :math:`N` rows) are cheap by their counted operations
+**The regime.** Without a ``batch_size`` a step takes the full batch where the run's full-batch gradients (its
+``steps``, or the default's, times its particles, over all :math:`N` rows; ``epochs`` run in the regime the default
+would) are cheap by their counted operations
 (:func:`~bnn.inference.core.full_batch_work.regime_rows`), else minibatches of a plain training's 128 rows, by default
 for :data:`~bnn.inference.svi.options.MINIBATCH_STEPS` steps or :data:`~bnn.inference.svi.options.MINIBATCH_EPOCHS`
 epochs, whichever is longer (their gradient noise slows the ELBO's climb), in place of
@@ -27,10 +28,13 @@ from bnn.inference.svi.options import DEFAULT_STEPS, JIT_MIN_STEPS, MINIBATCH_EP
 
 
 def batch_rows(model, n: int, options: SVIOptions) -> int:
-    """:math:`|B|`: ``options.batch_size``, else the regime's for ``model`` on ``n`` rows (module notes)."""
+    """:math:`|B|`: ``options.batch_size``, else the regime's for ``model`` on ``n`` rows (module notes): decided by
+    ``options.steps`` where given, else by the default's :data:`~bnn.inference.svi.options.DEFAULT_STEPS` full-batch
+    steps. ``epochs`` do not decide it: a pass over the data costs the same in either regime, and counted as full-batch
+    steps, 200 epochs on 41,000 rows were 200 steps of the full batch, far too few to fit."""
     if options.batch_size is not None:
         return options.batch_size
-    return regime_rows(model, n, (options.epochs or options.steps or DEFAULT_STEPS) * options.num_particles)
+    return regime_rows(model, n, (options.steps or DEFAULT_STEPS) * options.num_particles)
 
 
 @dataclass(frozen=True)

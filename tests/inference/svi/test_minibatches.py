@@ -34,9 +34,14 @@ def test_a_cheap_fit_keeps_the_full_batch_a_costly_one_takes_minibatches_for_lon
     # on more rows the passes bind: 100 epochs of MNIST-1D-40k's 312 batches
     assert StepPlan.of(COSTLY, 40_000, defaults).total_steps == MINIBATCH_EPOCHS * (40_000 // BATCH_SIZE) == 31_200
     assert StepPlan.of(COSTLY, ROWS, SVIOptions.parse("svi", {"steps": 20})).total_steps == 20
-    # epochs count passes over the data in the regime that runs them; an explicit batch size wins
-    assert StepPlan.of(COSTLY, ROWS, SVIOptions.parse("svi", {"epochs": 100})).total_steps == 100 * (ROWS // BATCH_SIZE)
-    assert StepPlan.of(COSTLY, ROWS, SVIOptions.parse("svi", {"epochs": 3})).total_steps == 3  # three full-batch steps are cheap
+    # epochs count passes over the data in the regime the default runs (few full-batch steps are cheap, but are
+    # not the run a costly fit takes); steps decide the regime by their own cost; an explicit batch size wins
+    for epochs in (3, 100, 200):
+        plan = StepPlan.of(COSTLY, ROWS, SVIOptions.parse("svi", {"epochs": epochs}))
+        assert (plan.batch_size, plan.total_steps) == (BATCH_SIZE, epochs * (ROWS // BATCH_SIZE))
+    small = StepPlan.of(problem.model, problem.x.shape[0], SVIOptions.parse("svi", {"epochs": 30}))
+    assert (small.batch_size, small.total_steps) == (problem.x.shape[0], 30)  # a cheap fit's epochs: full-batch steps
+    assert StepPlan.of(COSTLY, ROWS, SVIOptions.parse("svi", {"steps": 3})).batch_size == ROWS  # three cheap steps
     assert StepPlan.of(COSTLY, ROWS, SVIOptions.parse("svi", {"batch_size": ROWS})).batch_size == ROWS
     assert METHODS.get("svi").cost.rows(defaults, ROWS, COSTLY) == BATCH_SIZE
     assert METHODS.get("svi").cost.rows(defaults, problem.x.shape[0], problem.model) == problem.x.shape[0]
