@@ -26,11 +26,15 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	# the CPU wheel of torch first, or pip pulls a multi-GB CUDA build for pyro-ppl
-	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e ".[dev,ray,docs]"
+	$(PY) -m pip install --quiet --no-compile torch==2.13.0
+	$(PY) -m pip install --quiet --no-compile -e ".[dev,ray,docs]"
 	# the peer extra (laplace-torch and what its GGN Laplace imports) without dependencies: laplace-torch declares
 	# torchvision, and pip would replace the CPU torch with a CUDA build to satisfy it
-	$(PY) -m pip install --quiet --no-deps $$($(PY) -c 'import tomllib; print(" ".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["peer"]))')
+	$(PY) -m pip install --quiet --no-compile --no-deps $$($(PY) -c 'import tomllib; print(" ".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["peer"]))')
+	# the bytecode pip compiles one file at a time, compiled on every core (a minute of set-up on two cores, and a
+	# process that may not write bytecode, PYTHONDONTWRITEBYTECODE, would compile its imports at every start); torch's
+	# one Python 3.12 file does not compile on 3.11
+	$(PY) -m compileall -q -j 0 -x '/torch/testing/_internal/py312_intrinsics\.py$$' $$($(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
 	touch $@
 
 demo: $(VENV)/.installed
