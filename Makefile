@@ -31,9 +31,9 @@ $(VENV)/.installed: pyproject.toml
 	# the peer extra (laplace-torch and what its GGN Laplace imports) without dependencies: laplace-torch declares
 	# torchvision, and pip would replace the CPU torch with a CUDA build to satisfy it
 	$(PY) -m pip install --quiet --no-compile --no-deps $$($(PY) -c 'import tomllib; print(" ".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["peer"]))')
-	# the bytecode pip compiles one file at a time, compiled on every core (a minute of set-up on two cores, and a
-	# process that may not write bytecode, PYTHONDONTWRITEBYTECODE, would compile its imports at every start); torch's
-	# one Python 3.12 file does not compile on 3.11
+	# the bytecode that pip compiles one file at a time, compiled on every core (without it, a process that may not
+	# write bytecode, PYTHONDONTWRITEBYTECODE, would compile its imports at every start); torch's one Python 3.12 file
+	# does not compile on 3.11
 	$(PY) -m compileall -q -j 0 -x '/torch/testing/_internal/py312_intrinsics\.py$$' $$($(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
 	touch $@
 

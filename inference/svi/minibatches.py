@@ -31,7 +31,7 @@ def batch_rows(model, n: int, options: SVIOptions) -> int:
     """:math:`|B|`: ``options.batch_size``, else the regime's for ``model`` on ``n`` rows (module notes): decided by
     ``options.steps`` where given, else by the default's :data:`~bnn.inference.svi.options.DEFAULT_STEPS` full-batch
     steps. ``epochs`` do not decide it: a pass over the data costs the same in either regime, and counted as full-batch
-    steps, 200 epochs on 41,000 rows were 200 steps of the full batch, far too few to fit."""
+    steps, a few hundred epochs of a costly fit would be as many steps of the full batch, far too few to fit."""
     if options.batch_size is not None:
         return options.batch_size
     return regime_rows(model, n, (options.steps or DEFAULT_STEPS) * options.num_particles)
